@@ -26,8 +26,8 @@ class ToolCallRecord:
     arguments: dict[str, Any] | None  # None when the call's JSON could not be parsed
     raw: str  # the call as the model wrote it
     result: Any = None  # the Tool's raw outcome: "what happened"
-    error: str | None = None  # unknown tool, bad JSON, schema violation, exception, timeout
-    error_kind: Literal["unknown_tool", "bad_json", "schema", "exception", "timeout"] | None = None
+    error: str | None = None  # unknown tool, bad JSON, schema violation, exception, timeout, bad result
+    error_kind: Literal["unknown_tool", "bad_json", "schema", "exception", "timeout", "bad_result"] | None = None
     latency_ms: float = 0.0
 
 

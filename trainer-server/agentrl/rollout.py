@@ -1,0 +1,354 @@
+"""The rollout engine: many multi-turn episodes at once, token-exact.
+
+Per turn, every active episode is generated in one left-padded batch with a KV cache; then the
+tool calls of all episodes run concurrently; then each ToolEnv reads its outcomes. The training
+sequence is the prompt ids, the sampled ids and each observation's ids, appended as produced:
+an observation is rendered by the chat template as a chunk and tokenized alone; generated text is
+never decoded and encoded again (ARCHITECTURE, "the multi-turn token pipeline", 1).
+
+Logprob convention, shared with the learner: log_softmax(logits / temperature) for temperature > 0;
+log_softmax(logits) for greedy decoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentrl.config import RolloutConfig
+from agentrl.env import ToolEnv
+from agentrl.episode import Episode, TurnRecord
+from agentrl.tool import Tool, execute_calls
+from agentrl.toolcall import get_parser, hermes_system_prompt
+
+_PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
+
+
+def task_id_of(task: dict[str, Any]) -> str:
+    for key in ("id", "_id", "task_id"):
+        if key in task:
+            return str(task[key])
+    return hashlib.sha1(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class ChatFormat:
+    """Turns messages into token ids with the tokenizer's own chat template."""
+
+    def __init__(self, tokenizer: Any, tool_output_tokens: int) -> None:
+        self.tokenizer = tokenizer
+        self.tool_output_tokens = tool_output_tokens
+        self.eos_text = tokenizer.eos_token or ""
+
+    def _render(self, messages: list[dict[str, Any]], *, tools: list[dict] | None = None, gen: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, tokenize=False, add_generation_prompt=gen
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt(self, messages: list[dict[str, Any]], tool_schemas: list[dict[str, Any]]) -> list[int]:
+        if tool_schemas:
+            with_tools = self._render(messages, tools=tool_schemas, gen=True)
+            if with_tools == self._render(messages, gen=True):
+                # The template ignores `tools`: describe them in the system message instead.
+                messages = _with_system_text(messages, hermes_system_prompt(tool_schemas))
+                with_tools = self._render(messages, gen=True)
+            return self.encode(with_tools)
+        return self.encode(self._render(messages, gen=True))
+
+    def cut_to_budget(self, content: str) -> str:
+        """Tool output budgets are counted in tokens (pipeline pitfall 7)."""
+        ids = self.encode(content)
+        if len(ids) <= self.tool_output_tokens:
+            return content
+        kept = self.tokenizer.decode(ids[: self.tool_output_tokens])
+        return f"{kept}\n[... cut: {len(ids) - self.tool_output_tokens} more tokens over the tool output budget]"
+
+    def observation(self, new_messages: list[dict[str, Any]], turn_ended_with_eos: bool) -> list[int]:
+        """Ids to append after an assistant turn: the rest of the template's end-of-turn text, the new
+        messages, and the next generation prompt — exactly what the template would render there."""
+        prefix = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _PLACEHOLDER}]
+        try:
+            base = self._render(prefix, gen=False)
+            full = self._render(prefix + new_messages, gen=True)
+        except Exception:  # noqa: BLE001 - templates without a "tool" role raise; Hermes-wrap as user
+            new_messages = [_as_user_tool_response(m) for m in new_messages]
+            base = self._render(prefix, gen=False)
+            full = self._render(prefix + new_messages, gen=True)
+        if not full.startswith(base):
+            raise RuntimeError("chat template renders earlier turns differently once more messages follow")
+        end_of_turn = base[base.index(_PLACEHOLDER) + len(_PLACEHOLDER) :]
+        if turn_ended_with_eos and self.eos_text and end_of_turn.startswith(self.eos_text):
+            end_of_turn = end_of_turn[len(self.eos_text) :]  # the sampled EOS already closed the turn
+        return self.encode(end_of_turn + full[len(base) :])
+
+
+def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _as_user_tool_response(message: dict[str, Any]) -> dict[str, Any]:
+    if message["role"] != "tool":
+        return message
+    return {"role": "user", "content": f"<tool_response>\n{message['content']}\n</tool_response>"}
+
+
+@dataclass
+class _Live:
+    """One episode in flight."""
+
+    episode: Episode
+    env: ToolEnv
+    tools: dict[str, Tool]
+    finished: bool = False
+    pending_messages: list[dict[str, Any]] = field(default_factory=list)
+    cut_tool_output: Callable[[str], str] | None = None  # token budget; scripted episodes have none
+
+
+def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live:
+    episode = Episode(
+        task_id=task_id_of(task), task=task, group=group, sample=sample, prompt_messages=[], tool_schemas=[]
+    )
+    live = _Live(episode=episode, env=env, tools={})
+    try:
+        live.tools = env.tool_map()
+        episode.tool_schemas = [t.schema() for t in env.tools]
+        episode.prompt_messages = list(env.reset(task))
+    except Exception as err:  # noqa: BLE001 - a broken env ends this episode, not the run
+        _fail(live, f"env_error: reset raised {type(err).__name__}: {err}")
+    return live
+
+
+def _fail(live: _Live, reason: str) -> None:
+    live.episode.status, live.episode.status_reason, live.finished = "error", reason, True
+
+
+def _truncate(live: _Live, reason: str) -> None:
+    live.episode.status, live.episode.status_reason, live.finished = "truncated", reason, True
+
+
+async def _interpret_turn(live: _Live, text: str, parser: Any, rollout_cfg: RolloutConfig) -> None:
+    """Parse the turn's calls, run them, and let the ToolEnv say what they mean."""
+    turn = live.episode.turns[-1]
+    parsed = parser(text, f"call-{turn.index}")
+    turn.parse_error = parsed.error
+    turn.tool_calls = await execute_calls(parsed.calls, live.tools, rollout_cfg.tool_timeout_s)
+    try:
+        result = live.env.step(text, turn.tool_calls)
+    except Exception as err:  # noqa: BLE001
+        _fail(live, f"env_error: step raised {type(err).__name__}: {err}")
+        return
+    turn.process_reward = float(result.reward)
+    turn.done = bool(result.done)
+    messages = list(result.messages)
+    if live.cut_tool_output is not None:
+        messages = [{**m, "content": live.cut_tool_output(str(m["content"]))} if m.get("role") == "tool" else m
+                    for m in messages]
+    turn.observation = "\n".join(str(m.get("content", "")) for m in messages) if messages else None
+    live.pending_messages = messages
+    if turn.done:
+        live.finished = True
+
+
+def _score(live: _Live) -> None:
+    episode = live.episode
+    final_text = episode.turns[-1].assistant if episode.turns else ""
+    try:
+        score = live.env.score(final_text)
+    except Exception as err:  # noqa: BLE001
+        if episode.status != "error":
+            episode.status, episode.status_reason = "error", f"env_error: score raised {type(err).__name__}: {err}"
+        return
+    episode.outcome_reward = float(score.reward)
+    episode.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
+    episode.final_answer = score.final_answer
+
+
+def run_scripted_episode(
+    env: ToolEnv, task: dict[str, Any], assistant_turns: list[str], rollout_cfg: RolloutConfig
+) -> Episode:
+    """A model-free episode: the given assistant texts go through the same parse/execute/interpret
+    path as a real rollout (no tokens). Used by `agentrl env check` and generated env tests."""
+    live = _start(env, task, 0, 0)
+    parser = get_parser(rollout_cfg.tool_format)
+
+    async def play() -> None:
+        for index, text in enumerate(assistant_turns[: rollout_cfg.max_turns]):
+            if live.finished:
+                break
+            live.episode.turns.append(TurnRecord(index=index, assistant=text))
+            await _interpret_turn(live, text, parser, rollout_cfg)
+
+    asyncio.run(play())
+    if not live.finished:
+        _truncate(live, "max_turns")
+    _score(live)
+    return live.episode
+
+
+class RolloutEngine:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        env_factory: Callable[[], ToolEnv],
+        rollout_cfg: RolloutConfig,
+        device: torch.device,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.env_factory = env_factory
+        self.cfg = rollout_cfg
+        self.device = device
+        self.chat = ChatFormat(tokenizer, rollout_cfg.tool_output_tokens)
+        self.parser = get_parser(rollout_cfg.tool_format)
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self.last_stats: dict[str, float] = {}
+
+    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int) -> list[Episode]:
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        lives = [_start(self.env_factory(), task, g, s) for g, task in enumerate(tasks) for s in range(group_size)]
+        for live in lives:
+            if not live.finished:
+                self._append(live, self.chat.prompt(live.episode.prompt_messages, live.episode.tool_schemas),
+                             "prompt", -1)
+            live.cut_tool_output = self.chat.cut_to_budget
+        started, generated = time.perf_counter(), 0
+        asyncio.run(self._play(lives, generator))
+        for live in lives:
+            _score(live)
+            generated += live.episode.response_length
+        elapsed = time.perf_counter() - started
+        self.last_stats = {"perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
+                           "perf/rollout_time_s": elapsed}
+        return [live.episode for live in lives]
+
+    def _append(self, live: _Live, ids: list[int], role: str, turn: int, logprobs: list[float] | None = None) -> None:
+        ep = live.episode
+        ep.token_ids.extend(ids)
+        ep.token_roles.extend([role] * len(ids))  # type: ignore[list-item]
+        ep.token_turns.extend([turn] * len(ids))
+        sampled = role == "assistant"
+        ep.loss_mask.extend([1 if sampled else 0] * len(ids))
+        ep.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
+
+    async def _play(self, lives: list[_Live], generator: torch.Generator) -> None:
+        for turn_index in range(self.cfg.max_turns):
+            active = []
+            for live in lives:
+                if live.finished:
+                    continue
+                room = self.cfg.max_context - len(live.episode.token_ids)
+                if room <= 0:
+                    _truncate(live, "max_context")
+                else:
+                    active.append((live, min(self.cfg.max_new_tokens, room)))
+            if not active:
+                return
+            samples = self._generate([lv.episode.token_ids for lv, _ in active], [n for _, n in active], generator)
+            interpretations = []
+            for (live, limit), (ids, logprobs, hit_eos) in zip(active, samples):
+                self._append(live, ids, "assistant", turn_index, logprobs)
+                live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                finish = "stop" if hit_eos else ("length" if limit == self.cfg.max_new_tokens else "context")
+                live.episode.turns.append(TurnRecord(index=turn_index, assistant=text, finish_reason=finish))
+                interpretations.append(_interpret_turn(live, text, self.parser, self.cfg))
+            await asyncio.gather(*interpretations)
+            for (live, _), (_, _, hit_eos) in zip(active, samples):
+                if live.finished:
+                    continue
+                if live.episode.turns[-1].finish_reason == "context":
+                    _truncate(live, "max_context")
+                    continue
+                observation = self.chat.observation(live.pending_messages, hit_eos)
+                if len(live.episode.token_ids) + len(observation) >= self.cfg.max_context:
+                    _truncate(live, "max_context")
+                    continue
+                self._append(live, observation, "tool", turn_index)
+        for live in lives:
+            if not live.finished:
+                _truncate(live, "max_turns")
+
+    @torch.no_grad()
+    def _generate(
+        self, contexts: list[list[int]], limits: list[int], generator: torch.Generator
+    ) -> list[tuple[list[int], list[float], bool]]:
+        """Sample up to `limits[i]` tokens after each context; returns (ids, logprobs, ended_with_eos)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._sample(contexts, limits, generator)
+        finally:
+            self.model.train(was_training)
+
+    def _sample(
+        self, contexts: list[list[int]], limits: list[int], generator: torch.Generator
+    ) -> list[tuple[list[int], list[float], bool]]:
+        batch, width = len(contexts), max(len(c) for c in contexts)
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((batch, width), dtype=torch.long)
+        for row, ids in enumerate(contexts):  # left padding: every row's next token is at the same column
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        past, logits = out.past_key_values, out.logits[:, -1, :].float()
+        next_position = positions[:, -1:] + 1
+        limit = torch.tensor(limits, device=self.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        hit_eos = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        tokens, logprobs = [], []
+        for step in range(max(limits)):
+            token, logprob = self._pick(logits, generator)
+            tokens.append(token)
+            logprobs.append(logprob)
+            is_eos = (token == self.eos_id) & ~finished
+            hit_eos |= is_eos
+            finished |= is_eos | (step + 1 >= limit)
+            if bool(finished.all()):
+                break
+            attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
+            out = self.model(
+                input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
+                past_key_values=past, use_cache=True,
+            )
+            past, logits = out.past_key_values, out.logits[:, -1, :].float()
+            next_position = next_position + 1
+        token_matrix = torch.stack(tokens, 1).tolist()
+        logprob_matrix = torch.stack(logprobs, 1).tolist()
+        results = []
+        for row in range(batch):
+            ids, lps = token_matrix[row], logprob_matrix[row]
+            end = min(limits[row], len(ids))
+            if self.eos_id in ids[:end]:
+                end = ids.index(self.eos_id) + 1
+            results.append((ids[:end], lps[:end], bool(hit_eos[row])))
+        return results
+
+    def _pick(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.cfg.temperature == 0:
+            logprobs = torch.log_softmax(logits, -1)
+            token = logits.argmax(-1)
+        else:
+            logprobs = torch.log_softmax(logits / self.cfg.temperature, -1)
+            probs = logprobs.exp()
+            if self.cfg.top_p < 1.0:
+                sorted_probs, order = probs.sort(-1, descending=True)
+                outside = sorted_probs.cumsum(-1) - sorted_probs > self.cfg.top_p  # keep the first token always
+                sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return token, logprobs.gather(-1, token[:, None]).squeeze(-1)

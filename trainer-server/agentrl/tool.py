@@ -1,0 +1,134 @@
+"""Tool: an executor. It runs one action and reports the raw outcome ("what happened").
+
+A Tool never decides what the outcome means for the episode; that is the ToolEnv's job.
+Every way a call can fail (unknown tool, bad JSON, schema violation, exception, timeout,
+a result that is not JSON) becomes a `ToolCallOutcome` with an error the model can read,
+never an exception that ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jsonschema
+
+from agentrl.episode import ToolCallRecord
+
+# What a ToolEnv receives for each executed call: the same record the trajectory stores.
+ToolCallOutcome = ToolCallRecord
+
+
+class Tool:
+    """Subclass and set `name`, `description`, `parameters` (a JSON Schema object, OpenAI function
+    format); implement `execute(**arguments)`, sync or `async`. Return any JSON-serialisable value."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    timeout_s: ClassVar[float | None] = None  # None: the run's rollout.tool_timeout_s
+
+    def execute(self, **arguments: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.parameters:
+            # A broken schema is the Tool author's bug: say so when the class is defined, not mid-run.
+            jsonschema.Draft202012Validator.check_schema(cls.parameters)
+
+
+@dataclass
+class ParsedCall:
+    """One tool call as the parser read it from the model's text."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw: str
+    error: str | None = None  # set when the call could not be parsed (bad JSON, missing name)
+
+
+def _run_sync_in_daemon_thread(fn: Any, arguments: dict[str, Any]) -> asyncio.Future[Any]:
+    # A daemon thread, not an executor: a tool that hangs forever must neither block the rollout
+    # past its timeout nor keep the process alive at exit.
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(setter: Any, value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def target() -> None:
+        try:
+            value = fn(**arguments)
+        except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
+            loop.call_soon_threadsafe(settle, future.set_exception, err)
+        else:
+            loop.call_soon_threadsafe(settle, future.set_result, value)
+
+    threading.Thread(target=target, name=f"tool-{getattr(fn, '__qualname__', 'call')}", daemon=True).start()
+    return future
+
+
+def _describe_exception(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float) -> ToolCallOutcome:
+    outcome = ToolCallOutcome(id=call.id, name=call.name, arguments=call.arguments, raw=call.raw)
+    if call.error is not None:
+        outcome.error, outcome.error_kind = call.error, "bad_json"
+        return outcome
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        outcome.error, outcome.error_kind = f"unknown tool {call.name!r}; available tools: {known}", "unknown_tool"
+        return outcome
+    arguments = call.arguments or {}
+    try:
+        jsonschema.validate(arguments, tool.parameters)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "arguments"
+        outcome.error, outcome.error_kind = f"invalid arguments for {tool.name}: {where}: {err.message}", "schema"
+        return outcome
+    timeout_s = tool.timeout_s if tool.timeout_s is not None else default_timeout_s
+    started = time.perf_counter()
+    try:
+        if inspect.iscoroutinefunction(tool.execute):
+            result = await asyncio.wait_for(tool.execute(**arguments), timeout_s)
+        else:
+            result = await asyncio.wait_for(_run_sync_in_daemon_thread(tool.execute, arguments), timeout_s)
+    except (asyncio.TimeoutError, TimeoutError):
+        outcome.error, outcome.error_kind = f"{tool.name} timed out after {timeout_s:g} s", "timeout"
+    except Exception as err:  # noqa: BLE001 - the model sees the error and may recover
+        outcome.error, outcome.error_kind = f"{tool.name} raised {_describe_exception(err)}", "exception"
+    else:
+        try:
+            json.dumps(result)
+            outcome.result = result
+        except (TypeError, ValueError) as err:
+            outcome.result = repr(result)
+            outcome.error = f"{tool.name} returned a value that is not JSON: {err}"
+            outcome.error_kind = "bad_result"
+    outcome.latency_ms = (time.perf_counter() - started) * 1000.0
+    return outcome
+
+
+async def execute_calls(
+    calls: list[ParsedCall], tools: dict[str, Tool], default_timeout_s: float
+) -> list[ToolCallOutcome]:
+    """All calls of one turn run concurrently; results keep the calls' order."""
+    return list(await asyncio.gather(*(execute_call(c, tools, default_timeout_s) for c in calls)))
