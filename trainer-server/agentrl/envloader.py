@@ -1,0 +1,52 @@
+"""Finding the user's ToolEnv class from a run config's `env.module` and `env.class_name`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from agentrl.env import ToolEnv
+
+
+class EnvLoadError(ValueError):
+    """The env named by a config cannot be loaded; the message says what to fix."""
+
+
+def _import_file(path: Path) -> object:
+    if not path.is_file():
+        raise EnvLoadError(f"env.module: file not found: {path}")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
+    name = f"agentrl_user_env_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        sys.modules.pop(name, None)
+        raise EnvLoadError(f"env.module: importing {path} raised {type(err).__name__}: {err}") from err
+    return module
+
+
+def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
+    if module.endswith(".py") or "/" in module or "\\" in module:
+        path = Path(module)
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        loaded = _import_file(path)
+    else:
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as err:
+            raise EnvLoadError(f"env.module: cannot import {module!r}: {err}") from err
+    cls = getattr(loaded, class_name, None)
+    if cls is None:
+        raise EnvLoadError(f"env.class_name: {module} defines no {class_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+        raise EnvLoadError(f"env.class_name: {class_name} in {module} is not a ToolEnv subclass")
+    return cls

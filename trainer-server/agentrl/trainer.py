@@ -1,0 +1,260 @@
+"""The train loop: sample tasks, roll out, update, record; checkpoint; stop or resume cleanly.
+
+Determinism: the data order of epoch e is a shuffle seeded by (seed, e); step s takes the next
+batch_size / group_size tasks of that endless sequence; sampling at step s is seeded by (seed, s).
+So a resumed run only needs the weights, the learner state and the step to continue exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from agentrl.config import RunConfig, load_config_dict
+from agentrl.envloader import load_env_class
+from agentrl.episode import Episode
+from agentrl.metrics import rollout_metrics
+from agentrl.runstore import CONFIG_FILE, RunStore, new_run_id
+
+
+def _is_file_module(module: str) -> bool:
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
+def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
+    """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
+    def absolute(value: str) -> str:
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else (base_dir / path).resolve())
+
+    resolved = config.model_copy(deep=True)
+    if _is_file_module(resolved.env.module):
+        resolved.env.module = absolute(resolved.env.module)
+    resolved.data.train = absolute(resolved.data.train)
+    if resolved.data.eval:
+        resolved.data.eval = absolute(resolved.data.eval)
+    if resolved.model.path not in ("tiny", "smollm2"):
+        resolved.model.path = absolute(resolved.model.path)
+    return resolved
+
+
+def load_tasks(path: str, limit: int | None) -> list[dict[str, Any]]:
+    tasks = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not a JSON object ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: a task record must be a JSON object")
+            tasks.append(record)
+            if limit and len(tasks) >= limit:
+                break
+    if not tasks:
+        raise ValueError(f"{path}: no task records")
+    return tasks
+
+
+def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
+    chosen = []
+    for position in range((step - 1) * per_step, step * per_step):
+        epoch, index = divmod(position, len(tasks))
+        order = list(range(len(tasks)))
+        if shuffle:
+            random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        chosen.append(tasks[order[index]])
+    return chosen
+
+
+def _peak_memory_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+@contextmanager
+def _graceful_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _Run:
+    """Everything a run holds while it trains."""
+
+    def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
+        from agentrl.learner import Learner
+        from agentrl.model import load_policy
+        from agentrl.rollout import RolloutEngine
+
+        self.config, self.store, self.progress = config, store, progress
+        torch.manual_seed(config.seed)
+        self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
+        env_class = load_env_class(config.env.module, config.env.class_name)
+        env_args = dict(config.env.args)
+        self.engine = RolloutEngine(self.model, self.tokenizer, lambda: env_class(**env_args), config.rollout,
+                                    self.device)
+        self.learner = Learner(self.model, self.tokenizer, config, self.device)
+        self.tasks = load_tasks(config.data.train, config.data.limit)
+
+    def decode_token(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def record(self, step: int, episodes: list[Episode]) -> None:
+        records = [ep.to_record(run_id=self.store.run_id, step=step, decode_token=self.decode_token) for ep in episodes]
+        path = self.store.write_trajectories(step, records)
+        for record in records:
+            stats = record["stats"]
+            self.store.append_event("trajectory", {
+                "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
+                "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
+                "advantage": record["advantage"], "num_turns": stats["num_turns"],
+                "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
+                "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
+            })
+
+    def checkpoint(self, step: int) -> None:
+        def write(folder: Path) -> None:
+            torch.save(self.model.state_dict(), folder / "model.pt")
+            torch.save(self.learner.state_dict(), folder / "learner.pt")
+            (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1}))
+
+        path = self.store.save_checkpoint(step, write, self.config.train.keep_checkpoints)
+        self.store.append_event("checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))},
+                                durable=True)
+
+    def restore(self, checkpoint: Path) -> int:
+        self.model.load_state_dict(torch.load(checkpoint / "model.pt", map_location=self.device))
+        self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
+                                                weights_only=False))
+        return int(json.loads((checkpoint / "state.json").read_text())["step"])
+
+
+def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
+    store.append_event("status", {"status": status, "step": step, "total_steps": total, **extra}, durable=True)
+
+
+def _summary_line(step: int, total: int, metrics: dict[str, float]) -> str:
+    return (f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
+            f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
+            f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
+            f"{metrics['perf/step_time_s']:.1f}s")
+
+
+def train(
+    config: RunConfig,
+    *,
+    runs_dir: str | Path,
+    run_id: str | None = None,
+    resume_dir: str | Path | None = None,
+    max_steps: int | None = None,
+    rollout_only_episodes: int | None = None,
+    config_base_dir: str | Path | None = None,
+    stop_event: threading.Event | None = None,
+    progress: bool = False,
+) -> Path:
+    """Train (or, with rollout_only_episodes, just roll out) and return the run folder."""
+    stop = stop_event or threading.Event()
+    if resume_dir is not None:
+        store = RunStore(Path(resume_dir))
+        config = load_config_dict(yaml.safe_load((store.run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+        if store.meta().get("mode") == "try":
+            raise ValueError("a Try run has nothing to resume; start a new one")
+    else:
+        config = resolve_paths(config, Path(config_base_dir or Path.cwd()).resolve())
+        mode = "try" if rollout_only_episodes else "train"
+        store = RunStore.create(Path(runs_dir), run_id or new_run_id(config.name),
+                                config.model_dump(mode="json"), {"name": config.name, "mode": mode})
+    total = 0 if rollout_only_episodes else config.train.steps
+    step = 0
+    store.write_pid()
+    try:
+        with _graceful_signals(stop):
+            _status(store, "running", 0, total)
+            run = _Run(config, store, progress)
+            checkpoint = store.latest_checkpoint()
+            if resume_dir is not None and checkpoint is not None:
+                step = run.restore(checkpoint)
+                resumed_seq = json.loads((checkpoint / "state.json").read_text())["seq"]
+                _status(store, "running", step, total,
+                        message=f"resumed from checkpoint at step {step}; events from seq {resumed_seq} "
+                                f"up to this one belong to work after that checkpoint and are superseded",
+                        superseded_from_seq=resumed_seq)
+            if rollout_only_episodes:
+                _try_episodes(run, rollout_only_episodes)
+                _status(store, "completed", 0, 0)
+                return store.run_dir
+            last = min(total, step + max_steps) if max_steps is not None else total
+            step = _train_steps(run, step, last, total, stop)
+            latest = store.latest_checkpoint()
+            if step > 0 and (latest is None or latest.name != f"step-{step:06d}"):
+                run.checkpoint(step)  # the end of a run, or of a graceful stop, is always resumable
+            _status(store, "completed" if step >= total else "stopped", step, total)
+    except BaseException as err:
+        _status(store, "failed", step, total, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
+        raise
+    finally:
+        store.clear_pid()
+    return store.run_dir
+
+
+def _try_episodes(run: _Run, count: int) -> None:
+    episodes = run.engine.run(run.tasks[:count] if len(run.tasks) >= count else
+                              [run.tasks[i % len(run.tasks)] for i in range(count)], 1, run.config.seed)
+    run.record(0, episodes)
+    run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.engine.last_stats})
+
+
+def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
+    from tqdm import tqdm
+
+    cfg = run.config
+    per_step = cfg.train.batch_size // cfg.rollout.group_size
+    bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", file=sys.stderr, disable=not run.progress,
+               dynamic_ncols=True)
+    try:
+        while step < last and not stop.is_set():
+            step += 1
+            started = time.perf_counter()
+            tasks = tasks_for_step(run.tasks, step, per_step, cfg.seed, cfg.data.shuffle)
+            episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + step)
+            metrics = rollout_metrics(episodes) | run.engine.last_stats | run.learner.update(episodes)
+            metrics["perf/step_time_s"] = time.perf_counter() - started
+            metrics["perf/peak_memory_mb"] = _peak_memory_mb()
+            run.record(step, episodes)
+            run.store.append_event("metrics", {"step": step, "metrics": metrics})
+            _status(run.store, "running", step, total)
+            if step % cfg.train.checkpoint_every == 0:
+                run.checkpoint(step)
+            bar.update(1)
+            if run.progress:
+                bar.write(_summary_line(step, total, metrics), file=sys.stderr)
+    finally:
+        bar.close()
+    return step
+
