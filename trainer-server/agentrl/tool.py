@@ -70,13 +70,19 @@ def _run_sync_in_daemon_thread(fn: Any, arguments: dict[str, Any]) -> asyncio.Fu
         if not future.done():
             setter(value)
 
+    def deliver(setter: Any, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, setter, value)
+        except RuntimeError:
+            pass  # the loop is closed: the call timed out long ago and nobody waits for it
+
     def target() -> None:
         try:
             value = fn(**arguments)
         except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
-            loop.call_soon_threadsafe(settle, future.set_exception, err)
+            deliver(future.set_exception, err)
         else:
-            loop.call_soon_threadsafe(settle, future.set_result, value)
+            deliver(future.set_result, value)
 
     threading.Thread(target=target, name=f"tool-{getattr(fn, '__qualname__', 'call')}", daemon=True).start()
     return future

@@ -1,0 +1,142 @@
+"""Every advantage estimator and loss against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from agentrl.algorithms import get_algorithm, grpo, ppo, reinforce_pp, rloo
+from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty
+from agentrl.batch import TrainBatch
+from agentrl.config import AlgorithmConfig
+
+# Positions: [prompt, turn-0 token, turn-0 token, tool token, turn-1 token]
+MASK = [0.0, 1.0, 1.0, 0.0, 1.0]
+TURNS = [-1, 0, 0, 0, 1]
+
+
+def make_batch(rewards, groups, mask=None):
+    rows = len(rewards)
+    mask_t = torch.tensor([mask or MASK] * rows)
+    return TrainBatch(
+        input_ids=torch.zeros((rows, 5), dtype=torch.long),
+        attention_mask=torch.ones((rows, 5), dtype=torch.long),
+        train_mask=mask_t,
+        sampled_mask=mask_t,
+        rollout_logprobs=torch.zeros((rows, 5)),
+        token_rewards=torch.tensor(rewards, dtype=torch.float),
+        token_turns=torch.tensor([TURNS] * rows),
+        group_ids=torch.tensor(groups),
+    )
+
+
+def test_grpo_outcome_only_is_group_normalised():
+    batch = make_batch([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
+    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    assert adv[0].tolist() == pytest.approx([0, 1, 1, 0, 1], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0, -1, -1, 0, -1], abs=1e-4)
+
+
+def test_grpo_process_rewards_credit_own_and_later_turns_against_same_turn_baseline():
+    # episode 0: process 0.5 on turn 0's last token, outcome 1; episode 1: nothing. R = [1.5, 0], std 0.75
+    batch = make_batch([[0, 0, 0.5, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
+    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    # turn 0: G = 1.5 vs baseline 0.75; turn 1: G = 1 vs baseline 0.5; all / 0.75
+    assert adv[0].tolist() == pytest.approx([0, 1, 1, 0, 0.5 / 0.75], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0, -1, -1, 0, -0.5 / 0.75], abs=1e-4)
+
+
+def test_dr_grpo_does_not_divide_by_std():
+    batch = make_batch([[0, 0, 0.5, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
+    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig(norm_adv_by_std=False))
+    assert adv[0].tolist() == pytest.approx([0, 0.75, 0.75, 0, 0.5])
+
+
+def test_grpo_zero_variance_group_has_no_signal():
+    batch = make_batch([[0, 0, 0.5, 0, 0.5], [0, 0, 0, 0, 1]], [0, 0])  # both R = 1
+    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    assert adv.abs().sum() == 0
+
+
+def test_rloo_leave_one_out_baseline():
+    batch = make_batch([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0.5], [0, 0, 0, 0, 2]], [0, 0, 0, 1])
+    adv, _ = rloo.compute_advantages(batch, AlgorithmConfig())
+    assert adv[:, 4].tolist() == pytest.approx([0.75, -0.75, 0.0, 2.0])  # a group of one: no baseline
+    assert adv[0].tolist() == pytest.approx([0, 0.75, 0.75, 0, 0.75])
+
+
+def test_reinforce_pp_discounts_across_trained_tokens_and_normalises_globally():
+    batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
+    adv, _ = reinforce_pp.compute_advantages(batch, AlgorithmConfig())
+    # G = [1.5, 1.5, 1]; mean 4/3; std sqrt(1/18)
+    std = math.sqrt(1 / 18)
+    assert adv[0].tolist() == pytest.approx([0, (1.5 - 4 / 3) / std, (1.5 - 4 / 3) / std, 0, (1 - 4 / 3) / std],
+                                            abs=1e-4)
+
+
+def test_reinforce_pp_folds_kl_into_the_reward():
+    batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
+    cfg = AlgorithmConfig(kl={"coef": 0.1}, gamma=0.5)
+    kl = torch.tensor([[0.0, 1.0, 1.0, 9.0, 1.0]])  # the tool token's KL must be ignored
+    adv, _ = reinforce_pp.compute_advantages(batch, cfg, kl=kl)
+    g4 = 0.9
+    g2 = 0.4 + 0.5 * g4
+    g1 = -0.1 + 0.5 * g2
+    values = torch.tensor([g1, g2, g4])
+    expected = (values - values.mean()) / values.std(unbiased=False)
+    assert adv[0, [1, 2, 4]].tolist() == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_ppo_gae_skips_tool_tokens():
+    batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
+    values = torch.tensor([[0.0, 0.5, 0.4, 123.0, 0.3]])  # the tool token's value must not be used
+    adv, ret = ppo.compute_advantages(batch, AlgorithmConfig(gamma=0.9, lam=0.5), values=values)
+    a4 = 1 - 0.3
+    a2 = (0.5 + 0.9 * 0.3 - 0.4) + 0.45 * a4
+    a1 = (0 + 0.9 * 0.4 - 0.5) + 0.45 * a2
+    assert adv[0].tolist() == pytest.approx([0, a1, a2, 0, a4])
+    assert ret[0].tolist() == pytest.approx([0, a1 + 0.5, a2 + 0.4, 0, a4 + 0.3])
+
+
+def test_ppo_gae_with_gamma_lambda_one_gives_returns_to_go():
+    batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
+    values = torch.tensor([[0.0, 0.5, 0.4, 0.0, 0.3]])
+    _, ret = ppo.compute_advantages(batch, AlgorithmConfig(gamma=1.0, lam=1.0), values=values)
+    assert ret[0].tolist() == pytest.approx([0, 1.5, 1.5, 0, 1.0])
+
+
+def test_value_loss_is_clipped():
+    loss = ppo.value_loss(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([2.0]), vf_clip=0.2)
+    assert loss.item() == pytest.approx(0.5 * (0.2 - 2.0) ** 2)  # the clipped value is further: it counts
+
+
+def test_clipped_policy_loss_and_clip_higher():
+    logprobs, old = torch.tensor([0.5, math.log(0.5)]), torch.zeros(2)
+    adv = torch.tensor([1.0, -1.0])
+    loss, clipped = clipped_policy_loss(logprobs, old, adv, 0.2, 0.2)
+    assert loss.tolist() == pytest.approx([-1.2, 0.8])
+    assert clipped.tolist() == [1.0, 1.0]
+    loss_high, _ = clipped_policy_loss(logprobs, old, adv, 0.2, 0.28)  # DAPO: a looser upper clip
+    assert loss_high.tolist() == pytest.approx([-1.28, 0.8])
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("token-mean", 10 / 4), ("seq-mean-token-mean", (2 + 4) / 2), ("seq-mean-token-sum-norm", 10 / (2 * 4)),
+])
+def test_loss_aggregations(mode, expected):
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 7.0, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    norm = {"tokens": 4.0, "sequences": 2.0, "max_tokens": 4.0}
+    assert aggregate(per_token, mask, mode, norm).item() == pytest.approx(expected)
+
+
+def test_kl_estimators():
+    lp, ref = torch.tensor([0.2]), torch.tensor([0.0])
+    assert kl_penalty(lp, ref, "k1").item() == pytest.approx(0.2)
+    assert kl_penalty(lp, ref, "k3").item() == pytest.approx(math.exp(-0.2) - 1 + 0.2, rel=1e-5)  # float32
+
+
+def test_registry():
+    assert get_algorithm("ppo") is ppo
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        get_algorithm("a2c")

@@ -1,0 +1,108 @@
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrl.batch import collate
+from agentrl.config import RolloutConfig
+from agentrl.examples.lookup.env import LookupEnv
+from agentrl.rollout import ChatFormat, RolloutEngine, run_scripted_episode
+
+TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns=st.lists(st.tuples(TEXT, st.lists(TEXT, max_size=2)), min_size=1, max_size=3))
+def test_appended_chunks_equal_the_template_rendering(tiny, turns):
+    """Prompt + each turn's ids + each observation chunk decodes to exactly what the template renders
+    for the whole conversation: no drift from re-tokenising (pipeline pitfall 1)."""
+    _, tokenizer = tiny
+    chat = ChatFormat(tokenizer, tool_output_tokens=10_000)
+    messages = [{"role": "user", "content": "key 3"}]
+    ids = chat.prompt(messages, [])
+    for assistant, tool_outputs in turns:
+        ids += chat.encode(assistant) + [tokenizer.eos_token_id]
+        new = [{"role": "tool", "content": out} for out in tool_outputs] or [{"role": "user", "content": "go on"}]
+        ids += chat.observation(new, turn_ended_with_eos=True)
+        messages += [{"role": "assistant", "content": assistant}, *new]
+    expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert tokenizer.decode(ids) == expected
+
+
+def test_observation_after_a_length_cut_closes_the_turn(tiny):
+    _, tokenizer = tiny
+    chat = ChatFormat(tokenizer, tool_output_tokens=100)
+    chunk = tokenizer.decode(chat.observation([{"role": "tool", "content": "x"}], turn_ended_with_eos=False))
+    assert chunk == "<|im_end|>\n<|im_start|>tool\nx<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_tool_output_budget_is_counted_in_tokens(tiny):
+    _, tokenizer = tiny
+    chat = ChatFormat(tokenizer, tool_output_tokens=5)
+    cut = chat.cut_to_budget("abcdefghij")
+    assert cut.startswith("abcde\n[... cut: 5 more tokens")
+
+
+def _engine(tiny, **overrides):
+    model, tokenizer = tiny
+    cfg = RolloutConfig(**{"max_turns": 2, "max_new_tokens": 12, "max_context": 400, **overrides})
+    return RolloutEngine(model, tokenizer, LookupEnv, cfg, torch.device("cpu")), cfg
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), max_new=st.integers(1, 16))
+def test_masks_logprobs_and_batch_match_the_rollout(tiny, seed, max_new):
+    engine, _ = _engine(tiny, max_new_tokens=max_new)
+    episodes = engine.run([{"key": "1"}, {"key": "2"}], group_size=2, seed=seed)
+    for ep in episodes:
+        ep.check_invariants()  # loss_mask == 1 exactly where role == assistant
+        assert all((lp is None) == (m == 0) for lp, m in zip(ep.rollout_logprobs, ep.loss_mask))
+        assert all(lp <= 0 for lp in ep.rollout_logprobs if lp is not None)
+        prompt = engine.chat.prompt(ep.prompt_messages, ep.tool_schemas)
+        assert ep.token_ids[: len(prompt)] == prompt
+        for turn, end in zip(ep.turns, ep.turn_end_positions):
+            assert ep.token_roles[end] == "assistant" and ep.token_turns[end] == turn.index
+    batch = collate(episodes, pad_id=0)
+    for row, ep in enumerate(episodes):  # the training batch is the rollout's token ids, unchanged
+        assert batch.input_ids[row, : len(ep.token_ids)].tolist() == ep.token_ids
+        assert batch.sampled_mask[row, : len(ep.token_ids)].tolist() == [float(m) for m in ep.loss_mask]
+
+
+def test_same_seed_same_episodes(tiny):
+    engine, _ = _engine(tiny)
+    a = engine.run([{"key": "4"}], group_size=3, seed=7)
+    b = engine.run([{"key": "4"}], group_size=3, seed=7)
+    assert [e.token_ids for e in a] == [e.token_ids for e in b]
+    assert [e.rollout_logprobs for e in a] == [e.rollout_logprobs for e in b]
+
+
+def test_context_overflow_truncates(tiny):
+    engine, _ = _engine(tiny, max_context=300, max_turns=5)
+    episodes = engine.run([{"key": "1"}], group_size=4, seed=0)
+    assert all(len(e.token_ids) <= 300 for e in episodes)
+    prompt_len = len(engine.chat.prompt(episodes[0].prompt_messages, episodes[0].tool_schemas))
+    assert prompt_len < 300
+
+
+def test_prompt_longer_than_context_is_truncated_not_a_crash(tiny):
+    engine, _ = _engine(tiny, max_context=50)
+    [ep] = engine.run([{"key": "1"}], group_size=1, seed=0)
+    assert ep.status == "truncated" and ep.status_reason == "max_context" and ep.turns == []
+
+
+def test_scripted_episode_runs_tools_and_scores():
+    cfg = RolloutConfig()
+    env = LookupEnv()
+    ep = run_scripted_episode(env, {"key": "3"}, env.scripted_turns({"key": "3"}), cfg)
+    assert ep.status == "finished"
+    assert ep.turns[0].tool_calls[0].result == "gold"
+    assert ep.reward_breakdown == {"looked_up": 1.0, "answered": 1.0}
+    assert ep.total_reward == 2.0
+
+
+def test_env_errors_end_the_episode_not_the_run():
+    class Broken(LookupEnv):
+        def reset(self, task):
+            raise KeyError("key")
+
+    ep = run_scripted_episode(Broken(), {}, ["hi"], RolloutConfig())
+    assert ep.status == "error" and "reset raised KeyError" in ep.status_reason

@@ -1,0 +1,207 @@
+"""End to end: the train loop learns, resumes exactly, survives failures, stops gracefully."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentrl.config import load_config
+from agentrl.rollout import RolloutEngine
+from agentrl.runstore import latest_status, read_events
+from agentrl.trainer import train
+
+from conftest import EXAMPLE_CONFIG, PROTOCOL
+
+AGENTRL = [sys.executable, "-m", "agentrl.cli"]
+
+
+def example(*overrides):
+    return load_config(EXAMPLE_CONFIG, list(overrides))
+
+
+def metrics_by_step(run_dir):
+    return {e["data"]["step"]: e["data"]["metrics"] for e in read_events(run_dir) if e["type"] == "metrics"}
+
+
+def trajectories(run_dir):
+    records = []
+    for path in sorted((Path(run_dir) / "trajectories").glob("*.trajectories.jsonl")):
+        records += [json.loads(line) for line in path.read_text().splitlines()]
+    return records
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_tiny_model_learns_the_lookup_task(tmp_path, algorithm):
+    config = example(f"algorithm.name={algorithm}", "train.steps=20", "train.checkpoint_every=20")
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    rewards = [m["reward/mean"] for _, m in sorted(metrics_by_step(run_dir).items())]
+    assert len(rewards) == 20
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    assert last > first + 0.08, f"{algorithm} did not learn: {rewards}"
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+
+
+def test_every_trajectory_line_validates(tmp_path, trajectory_validator):
+    run_dir = train(example("train.steps=2"), runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    records = trajectories(run_dir)
+    assert len(records) == 2 * 16
+    for record in records:
+        trajectory_validator.validate(record)
+        assert len(set(map(len, record["tokens"].values()))) == 1  # parallel arrays
+    summaries = [e for e in read_events(run_dir) if e["type"] == "trajectory"]
+    assert [s["data"]["id"] for s in summaries] == [r["id"] for r in records]
+    seqs = [e["seq"] for e in read_events(run_dir)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_resume_gives_identical_trajectories_and_metrics(tmp_path):
+    config = example("train.steps=4", "train.checkpoint_every=2")
+    straight = train(config, runs_dir=tmp_path / "a", config_base_dir=EXAMPLE_CONFIG.parent)
+    halved = train(config, runs_dir=tmp_path / "b", max_steps=2, config_base_dir=EXAMPLE_CONFIG.parent)
+    assert latest_status(read_events(halved))["status"] == "stopped"
+    train(None, runs_dir=tmp_path / "b", resume_dir=halved)
+    assert latest_status(read_events(halved))["status"] == "completed"
+
+    def comparable(records):
+        return [{k: v for k, v in r.items() if k != "run_id"} for r in records]
+
+    assert comparable(trajectories(straight)) == comparable(trajectories(halved))
+    a, b = metrics_by_step(straight), metrics_by_step(halved)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    for step in a:
+        assert {k: v for k, v in a[step].items() if not k.startswith("perf/")} == \
+               {k: v for k, v in b[step].items() if not k.startswith("perf/")}
+
+
+FAILING_ENV = '''
+import time
+from agentrl import EpisodeScore, Tool, ToolEnv
+
+class Boom(Tool):
+    name = "boom"
+    def execute(self):
+        raise RuntimeError("kaput")
+
+class Hang(Tool):
+    name = "hang"
+    timeout_s = 0.2
+    def execute(self):
+        time.sleep(10)
+
+class Garbage(Tool):
+    name = "garbage"
+    def execute(self):
+        return {1, 2}
+
+class FailingEnv(ToolEnv):
+    def __init__(self, **args):
+        self.tools = [Boom(), Hang(), Garbage()]
+    def reset(self, task):
+        return [{"role": "user", "content": task["q"]}]
+    def score(self, final_text):
+        return EpisodeScore(reward=float("ok" in final_text), breakdown={"ok": float("ok" in final_text)})
+'''
+
+SCRIPT = [
+    '<tool_call>{"name": "boom", "arguments": {}}</tool_call><tool_call>{"name": "hang", "arguments": {}}</tool_call>'
+    '<tool_call>{"name": "garbage", "arguments": {}}</tool_call><tool_call>{"name": "nope", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "boom", "arguments": {</tool_call>',
+    "ok",
+]
+
+
+def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkeypatch):
+    (tmp_path / "env.py").write_text(FAILING_ENV)
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
+    (tmp_path / "f.agentrl.yaml").write_text(
+        "env: {module: env.py, class_name: FailingEnv}\ndata: {train: tasks.jsonl}\n"
+        "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 2000}\n"
+        "train: {steps: 1, batch_size: 2}\n")
+
+    def scripted_generate(self, contexts, limits, generator):
+        out = []
+        for context, limit in zip(contexts, limits):
+            turn = sum(1 for t in self.tokenizer.decode(context).split("<|im_start|>assistant")) - 2
+            ids = self.chat.encode(SCRIPT[turn])[: limit - 1] + [self.eos_id]
+            out.append((ids, [-1.0] * len(ids), True))
+        return out
+
+    monkeypatch.setattr(RolloutEngine, "_generate", scripted_generate)
+    run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    metrics = metrics_by_step(run_dir)[1]
+    assert metrics["tools/errors/exception"] == 2  # boom raised once per episode
+    assert metrics["tools/errors/timeout"] == 2
+    assert metrics["tools/errors/bad_result"] == 2
+    assert metrics["tools/errors/unknown_tool"] == 2
+    assert metrics["tools/errors/bad_json"] == 2
+    assert metrics["health/malformed_calls"] == 2
+    assert metrics["reward/ok"] == 1.0
+    [record, _] = trajectories(run_dir)
+    assert record["status"] == "finished" and record["stats"]["num_tool_errors"] == 5
+
+    overflow = train(load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=420"]),
+                     runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    assert metrics_by_step(overflow)[1]["health/truncation_rate"] == 1.0
+    assert latest_status(read_events(overflow))["status"] == "completed"
+
+
+def test_cli_trains_the_example_quickly_and_validates(tmp_path, trajectory_validator):
+    started = time.perf_counter()
+    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=3", "--runs-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    elapsed = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    assert "step 3/3" in done.stderr
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    for record in trajectories(run_dir):
+        trajectory_validator.validate(record)
+    assert elapsed < 60
+
+
+def test_cli_config_error_names_key_value_and_allowed(tmp_path):
+    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "algorithm.name=a2c", "--set",
+                           "train.bogus=1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "algorithm.name: Input should be 'grpo', 'ppo', 'reinforce_pp' or 'rloo' (got 'a2c')" in done.stderr
+    assert "train.bogus: unknown key" in done.stderr
+    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "rollout.group_size=3"],
+                          capture_output=True, text=True, timeout=60)
+    assert "train.batch_size (16) must be divisible by rollout.group_size (3)" in done.stderr
+
+
+def test_schema_command_matches_the_committed_schema():
+    done = subprocess.run([*AGENTRL, "schema"], capture_output=True, text=True, timeout=60, check=True)
+    committed = (PROTOCOL / "schemas" / "run-config.schema.json").read_text()
+    assert json.loads(done.stdout) == json.loads(committed), "run `agentrl schema > protocol/schemas/run-config.schema.json`"
+
+
+def test_sigterm_stops_gracefully_with_a_checkpoint(tmp_path):
+    proc = subprocess.Popen([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=500", "--set",
+                             "train.checkpoint_every=1000", "--runs-dir", str(tmp_path), "--run-id", "r", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "r"
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(e["type"] == "metrics" for e in read_events(run_dir)):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    status = latest_status(read_events(run_dir))
+    assert status["status"] == "stopped" and 1 <= status["step"] < 500
+    assert (run_dir / "checkpoints" / f"step-{status['step']:06d}" / "model.pt").exists()
+    assert not (run_dir / "pid").exists()
+
+
+def test_env_check_cli(tmp_path):
+    done = subprocess.run([*AGENTRL, "env", "check", str(EXAMPLE_CONFIG.parent), "--json"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    [info] = json.loads(done.stdout)
+    assert "status finished, reward 2" in info["message"]
+    (tmp_path / "x.agentrl.yaml").write_text("env: {module: missing.py, class_name: E}\ndata: {train: t.jsonl}\n")
+    done = subprocess.run([*AGENTRL, "env", "check", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "env.module: file not found" in done.stderr
