@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("agentrl.train_cli", "train a run config (headless, with a progress bar)"),
     "schema": ("agentrl.schema_cli", "print the run-config JSON Schema"),
     "env": ("agentrl.envcheck", "check an environment folder: `agentrl env check PATH`"),
+    "serve": ("agentrl.server.cli", "serve the JSON-RPC WebSocket API for editors"),
 }
 
 

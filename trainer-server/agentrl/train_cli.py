@@ -21,6 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    # Before the heavy imports: a stop asked for while torch loads is still a graceful stop.
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     from agentrl.config import ConfigError, RunConfig, load_config
     from agentrl.envloader import EnvLoadError
 
@@ -49,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             rollout_only_episodes=args.rollout_only,
             config_base_dir=Path(args.config).resolve().parent if args.config else None,
             progress=not args.quiet,
+            stop_event=stop,
         )
     except (EnvLoadError, ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"agentrl train: {err}", file=sys.stderr)

@@ -1,0 +1,174 @@
+"""The trainer server, end to end: a real `agentrl serve` and real WebSocket clients."""
+
+import base64
+import io
+import json
+import time
+import zipfile
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from agentrl.runstore import read_events
+from server_harness import Client, ServerProcess, example_config, is_final_status, kill_run_process
+
+from conftest import EXAMPLE_CONFIG
+
+
+@pytest.fixture
+def server(tmp_path):
+    proc = ServerProcess(tmp_path / "runs")
+    yield proc
+    proc.stop()
+
+
+def seqs(events):
+    return [e["seq"] for e in events]
+
+
+def test_listening_line_and_initialize(server):
+    assert server.ready["event"] == "listening" and server.ready["url"].startswith("ws://127.0.0.1:")
+    client = Client(server.url, initialize=False)
+    early = client.call("run/list")
+    assert early["error"]["code"] == -32002 and "initialize first" in early["error"]["message"]
+    wrong = client.call("initialize", {"protocolVersion": "2.0"})
+    assert wrong["error"]["code"] == -32003 and "protocol 2.0" in wrong["error"]["message"]
+    result = client.request("initialize", {"protocolVersion": "1.0"})
+    assert result["protocolVersion"] == "1.0" and result["devices"]["cpu"]["cores"] >= 1
+    assert client.request("run/list") == {"runs": []}
+
+
+def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
+    client = Client(server.url)
+    run_id = client.request("run/start", {"config": example_config(steps=6, checkpoint_every=2)})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    first = client.events_until(run_id, lambda e: e["type"] == "metrics" and e["data"]["step"] == 2)
+    client.close()  # the run goes on without any client
+    time.sleep(1.0)
+    again = Client(server.url)
+    again.request("run/subscribe", {"runId": run_id, "since": first[-1]["seq"]})
+    rest = again.events_until(run_id, is_final_status)
+    combined = seqs(first) + seqs(rest)
+    assert combined == list(range(1, len(combined) + 1))  # gap-free, duplicate-free
+    assert rest[-1]["data"]["status"] == "completed"
+    on_disk = read_events(server.runs_dir / run_id)
+    assert [e["seq"] for e in on_disk] == combined
+    info = again.request("run/get", {"runId": run_id})
+    assert info["status"] == "completed" and info["step"] == 6 and "reward/mean" in info["latestMetrics"]
+
+    # queries over the finished run
+    page = again.request("trajectory/query", {"runId": run_id, "sort": "-reward", "limit": 5})
+    assert page["total"] == 6 * 16 and len(page["items"]) == 5 and page["nextCursor"] == "5"
+    rewards = [i["reward"] for i in page["items"]]
+    assert rewards == sorted(rewards, reverse=True)
+    step3 = again.request("trajectory/query", {"runId": run_id, "step": 3, "limit": 1000})
+    assert step3["total"] == 16 and {i["step"] for i in step3["items"]} == {3}
+    record = again.request("trajectory/get", {"runId": run_id, "id": page["items"][0]["id"]})
+    assert record["id"] == page["items"][0]["id"] and len(record["tokens"]["ids"]) > 0
+    missing = again.call("trajectory/get", {"runId": run_id, "id": "99-0-0"})
+    assert missing["error"]["code"] == -32030
+
+
+def test_several_clients_watch_one_run(server):
+    a, b = Client(server.url), Client(server.url)
+    run_id = a.request("run/start", {"config": example_config(steps=2)})["runId"]
+    for client in (a, b):
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+    events_a = a.events_until(run_id, is_final_status)
+    events_b = b.events_until(run_id, is_final_status)
+    assert seqs(events_a) == seqs(events_b) == list(range(1, len(events_a) + 1))
+
+
+def test_graceful_and_immediate_stop_then_resume(server):
+    client = Client(server.url)
+    graceful = client.request("run/start", {"config": example_config(steps=400, checkpoint_every=1000)})["runId"]
+    client.request("run/subscribe", {"runId": graceful, "since": 0})
+    client.events_until(graceful, lambda e: e["type"] == "metrics")
+    assert client.request("run/stop", {"runId": graceful, "mode": "graceful"})["status"] == "stopping"
+    events = client.events_until(graceful, is_final_status)
+    stopped = events[-1]["data"]
+    assert stopped["status"] == "stopped" and stopped["step"] >= 1
+    assert any(e["type"] == "checkpoint" and e["data"]["step"] == stopped["step"] for e in events)
+
+    immediate = client.request("run/start", {"config": example_config(steps=400, checkpoint_every=2)})["runId"]
+    client.request("run/subscribe", {"runId": immediate, "since": 0})
+    client.events_until(immediate, lambda e: e["type"] == "checkpoint")
+    assert client.request("run/stop", {"runId": immediate, "mode": "immediate"})["status"] == "stopped"
+    final = client.events_until(immediate, is_final_status)[-1]
+    assert final["data"]["status"] == "stopped" and "immediately" in final["data"]["message"]
+
+    conflict = client.call("run/stop", {"runId": immediate, "mode": "graceful"})
+    assert conflict["error"]["code"] == -32011
+    client.request("run/resume", {"runId": graceful})
+    assert client.call("run/resume", {"runId": graceful})["error"]["code"] == -32011  # already running
+    resumed = client.events_until(graceful, lambda e: e["type"] == "metrics" and e["seq"] > events[-1]["seq"])
+    assert any(e["type"] == "status" and "superseded" in e["data"].get("message", "") for e in resumed)
+    assert resumed[-1]["data"]["step"] == stopped["step"] + 1  # continues where it stopped
+    client.request("run/stop", {"runId": graceful, "mode": "graceful"})
+    assert client.events_until(graceful, is_final_status)[-1]["data"]["status"] == "stopped"
+
+
+def test_server_kill9_restart_marks_interrupted_and_resume_keeps_history(tmp_path):
+    runs = tmp_path / "runs"
+    first = ServerProcess(runs)
+    try:
+        client = Client(first.url)
+        run_id = client.request("run/start", {"config": example_config(steps=8, checkpoint_every=2)})["runId"]
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+        client.events_until(run_id, lambda e: e["type"] == "checkpoint" and e["data"]["step"] == 2)
+        first.kill()
+        kill_run_process(runs / run_id)  # the machine went down: the run dies too
+    finally:
+        first.stop()
+    before = read_events(runs / run_id)
+    checkpoint_seq = max(e["seq"] for e in before if e["type"] == "checkpoint")
+    second = ServerProcess(runs)
+    try:
+        client = Client(second.url)
+        info = client.request("run/get", {"runId": run_id})
+        assert info["status"] == "interrupted" and info["hasCheckpoint"]
+        assert [r["runId"] for r in client.request("run/list")["runs"]] == [run_id]
+        client.request("run/resume", {"runId": run_id})
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+        events = client.events_until(run_id, lambda e: is_final_status(e) and e["data"]["status"] == "completed")
+        after = read_events(runs / run_id)
+        kept = [e for e in before if e["seq"] <= checkpoint_seq]
+        assert after[: len(kept)] == kept  # nothing before the last checkpoint is lost or rewritten
+        metric_steps = {e["data"]["step"] for e in after if e["type"] == "metrics"}
+        assert metric_steps == set(range(1, 9))
+        assert seqs(events) == list(range(1, len(events) + 1))
+    finally:
+        second.stop()
+
+
+def test_env_upload_check_and_start_from_bundle(server):
+    client = Client(server.url)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in ("env.py", "tasks.jsonl", "lookup.agentrl.yaml"):
+            archive.write(EXAMPLE_CONFIG.parent / name, f"lookup/{name}" if False else name)
+    archive_b64 = base64.b64encode(buffer.getvalue()).decode()
+    uploaded = client.request("env/upload", {"name": "lookup", "archive": archive_b64})
+    assert uploaded["files"] == 3 and uploaded["bundleId"] == uploaded["sha256"]
+    assert client.request("env/upload", {"name": "lookup", "archive": archive_b64})["sha256"] == uploaded["sha256"]
+    checked = client.request("env/check", {"bundleId": uploaded["bundleId"]}, timeout=120)
+    assert checked["ok"] and "status finished" in checked["diagnostics"][-1]["message"]
+    config = example_config()
+    config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the bundle
+    run_id = client.request("run/start", {"config": config, "envBundle": uploaded["bundleId"], "mode": "try",
+                                          "episodes": 3})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    events = client.events_until(run_id, is_final_status)
+    assert events[-1]["data"]["status"] == "completed"
+    assert sum(e["type"] == "trajectory" for e in events) == 3
+    assert client.call("env/check", {"bundleId": "0" * 64})["error"]["code"] == -32021
+
+
+def test_bad_configs_are_rejected_with_the_key(server):
+    client = Client(server.url)
+    bad = example_config()
+    bad["train"]["lr"] = "fast"
+    response = client.call("run/start", {"config": bad})
+    assert response["error"]["code"] == -32012 and "train.lr" in response["error"]["message"]
+    assert client.call("run/get", {"runId": "nope"})["error"]["code"] == -32010
+    assert client.call("run/get", {"runId": "../etc"})["error"]["code"] == -32602
