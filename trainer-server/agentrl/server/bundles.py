@@ -16,6 +16,7 @@ import shutil
 import tarfile
 import uuid
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -143,12 +144,17 @@ class BundleStore:
         staging.mkdir()
         try:
             if zipfile.is_zipfile(io.BytesIO(data)):
-                files = _extract_zip(data, staging)
+                try:
+                    files = _extract_zip(data, staging)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+                    raise _reject(f"zip archive is corrupt: {err}") from None
             else:
                 try:
                     files = _extract_tar(data, staging)
-                except tarfile.TarError:
+                except tarfile.ReadError:
                     raise _reject("archive is neither a zip nor a tar file") from None
+                except (tarfile.TarError, zlib.error, EOFError) as err:
+                    raise _reject(f"tar archive is corrupt: {err}") from None
             staging.rename(final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,217 @@
+"""Who may connect, what an upload may contain, and what hostile messages get."""
+
+import base64
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from server_harness import Client, ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc = ServerProcess(tmp_path_factory.mktemp("srv") / "runs")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    token_file = tmp_path_factory.mktemp("tok") / "token"
+    token_file.write_text("s3cret-token\n")
+    proc = ServerProcess(tmp_path_factory.mktemp("guarded") / "runs", "--token-file", str(token_file),
+                         "--allow-origin", "vscode-webview://trusted")
+    yield proc
+    proc.stop()
+
+
+def test_non_loopback_bind_without_token_is_refused():
+    done = subprocess.run([sys.executable, "-m", "agentrl.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "refusing to bind 0.0.0.0 without a token" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-token"}])
+def test_missing_or_wrong_token_is_rejected_before_any_message(guarded, headers):
+    with pytest.raises(InvalidStatus) as info:
+        connect(guarded.url, additional_headers=headers, open_timeout=10)
+    assert info.value.response.status_code == 401
+
+
+def test_right_token_connects(guarded):
+    client = Client(guarded.url, additional_headers={"Authorization": "Bearer s3cret-token"})
+    assert "time" in client.request("server/ping")
+
+
+def test_foreign_origin_is_rejected(server, guarded):
+    with pytest.raises(InvalidStatus) as info:
+        connect(server.url, origin="https://evil.example", open_timeout=10)
+    assert info.value.response.status_code == 403
+    ok = Client(guarded.url, origin="vscode-webview://trusted",
+                additional_headers={"Authorization": "Bearer s3cret-token"})
+    ok.request("server/ping")
+
+
+def zip_of(entries):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def tar_of(add):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        add(archive)
+    return buffer.getvalue()
+
+
+def tar_symlink(archive):
+    info = tarfile.TarInfo("link")
+    info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    archive.addfile(info)
+
+
+def tar_hardlink(archive):
+    info = tarfile.TarInfo("hard")
+    info.type, info.linkname = tarfile.LNKTYPE, "../../outside"
+    archive.addfile(info)
+
+
+def zip_symlink():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        info = zipfile.ZipInfo("link")
+        info.external_attr = (0o120777 << 16)
+        archive.writestr(info, "/etc/passwd")
+    return buffer.getvalue()
+
+
+def zip_bomb():
+    # 300 MiB of zeros compress to a few hundred KiB: over the 256 MiB bundle budget
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("bomb.bin", "w", force_zip64=True) as member:
+            chunk = bytes(1 << 20)
+            for _ in range(300):
+                member.write(chunk)
+    return buffer.getvalue()
+
+
+def zip_lying_header():
+    """A member whose header claims 10 bytes but inflates to 10 MiB."""
+    data = bytearray(zip_of([("small.txt", bytes(10 * 2**20))]))
+    # patch the uncompressed size in the local header (offset 22) and the central directory
+    data[22:26] = (10).to_bytes(4, "little")
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (10).to_bytes(4, "little")
+    return bytes(data)
+
+
+HOSTILE = {
+    "dotdot": (zip_of([("../escape.py", b"x")]), "'..' would escape"),
+    "nested dotdot": (zip_of([("a/../../escape.py", b"x")]), "'..' would escape"),
+    "absolute": (zip_of([("/tmp/abs.py", b"x")]), "absolute paths are not allowed"),
+    "tar absolute": (tar_of(lambda a: a.addfile(tarfile.TarInfo("/etc/x"), io.BytesIO(b""))), "absolute paths"),
+    "tar symlink": (tar_of(tar_symlink), "links and special files are not allowed"),
+    "tar hardlink": (tar_of(tar_hardlink), "links and special files are not allowed"),
+    "zip symlink": (zip_symlink(), "links and special files are not allowed"),
+    "zip bomb": (zip_bomb(), "bytes uncompressed; at most"),
+    "lying header": (zip_lying_header(), "zip archive is corrupt: Bad CRC-32"),
+    "10,000 files": (zip_of([(f"f{i}.txt", b"") for i in range(10_000)]), "10000 entries; at most 2000"),
+    "not an archive": (b"hello world", "neither a zip nor a tar"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_uploads_are_rejected_and_write_nothing(server, tmp_path, name):
+    data, message = HOSTILE[name]
+    bundles = server.runs_dir.parent / "bundles"
+    before = sorted(p for p in bundles.rglob("*")) if bundles.exists() else []
+    client = Client(server.url)
+    response = client.call("env/upload", {"name": name, "archive": base64.b64encode(data).decode()}, timeout=120)
+    assert response["error"]["code"] == -32020, response
+    assert message in response["error"]["message"]
+    after = sorted(p for p in bundles.rglob("*")) if bundles.exists() else []
+    assert after == before  # no half bundle, no staging leftovers
+    assert not (server.runs_dir.parent / "escape.py").exists() and not os.path.exists("/tmp/abs.py")
+
+
+def test_bad_base64_is_rejected(server):
+    response = Client(server.url).call("env/upload", {"name": "x", "archive": "not base64!!"})
+    assert response["error"]["code"] == -32020 and "not valid base64" in response["error"]["message"]
+
+
+def hostile_messages(rng):
+    """At least 1,000 malformed or hostile frames, each with what error code it must get (None: no reply)."""
+    yield "{", -32700
+    yield "", -32700
+    yield "[1, 2", -32700
+    yield "[" * 5000 + "]" * 5000, -32700  # nesting deeper than the parser will go
+    yield "[]", -32600
+    yield '"just a string"', -32600
+    yield "42", -32600
+    yield "null", -32600
+    yield json.dumps({"jsonrpc": "1.0", "id": 1, "method": "server/ping"}), -32600
+    yield json.dumps({"jsonrpc": "2.0", "id": {"x": 1}, "method": "server/ping"}), -32600
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": 7}), -32600
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/ping", "params": [1]}), -32602
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/get", "params": {"runId": 5}}), -32602
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/get", "params": {"runId": "../../etc/passwd"}}), -32602
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/stop", "params": {"runId": "x", "mode": "now"}}), -32602
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/get", "params": {"runId": "x" * 5000}}), -32602
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/ping", "params": {"a": "x" * (2 * 2**20)}}), -32004
+    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "trajectory/query",
+                      "params": {"runId": "x", "cursor": "abc"}}), -32010
+    alphabet = '{}[]":,0123456789abcdefnulltrue\\ \x00\u2028é'
+    methods = ["run/start", "run/get", "nope", "", "__proto__", "initialize", "trajectory/get", "env/check"]
+    for i in range(1200):
+        kind = i % 4
+        if kind == 0:
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+            try:
+                json.loads(text)
+                continue
+            except ValueError:
+                yield text, -32700
+        elif kind == 1:
+            yield json.dumps({"jsonrpc": "2.0", "id": i, "method": f"no/such/{i}"}), -32601
+        elif kind == 2:
+            junk = rng.choice([1, "x", None, [], {"config": "nope"}, {"runId": None}, {"bundleId": 3}])
+            method = rng.choice(methods)
+            params = junk if isinstance(junk, dict) else {"value": junk}
+            expected = -32601 if method in ("nope", "", "__proto__") else -32602
+            if method == "initialize":
+                expected = -32602
+            yield json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}), expected
+        else:
+            yield json.dumps({"jsonrpc": "2.0", "method": f"notify/{i}"}), None  # a notification: no reply
+
+
+def test_fuzz_every_hostile_message_is_answered_and_the_server_stays_up(server):
+    client = Client(server.url)
+    rng = random.Random(1234)
+    sent = answered = 0
+    for text, expected in hostile_messages(rng):
+        client.ws.send(text)
+        sent += 1
+        if expected is None:
+            continue
+        reply = json.loads(client.ws.recv(timeout=30))
+        assert reply["jsonrpc"] == "2.0" and reply["error"]["code"] == expected, (text[:200], reply)
+        assert reply["error"]["message"]
+        answered += 1
+    assert sent >= 1000 and answered >= 700
+    assert "time" in client.request("server/ping")  # same connection still fine
+    assert "time" in Client(server.url).request("server/ping")  # and the server takes new ones
