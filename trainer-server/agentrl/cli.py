@@ -14,6 +14,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("agentrl.schema_cli", "print the run-config JSON Schema"),
     "env": ("agentrl.envcheck", "check an environment folder: `agentrl env check PATH`"),
     "serve": ("agentrl.server.cli", "serve the JSON-RPC WebSocket API for editors"),
+    "eval": ("agentrl.eval", "evaluate a config, checkpoint or baseline on a data file"),
+    "demo": ("agentrl.demo", "the README's main job: train the default model on the GSM8K recipe"),
 }
 
 

@@ -82,6 +82,23 @@ def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: 
     return chosen
 
 
+def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any) -> list[dict[str, Any]]:
+    """The step's trajectory file, and one `trajectory` summary event per episode."""
+    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]))
+               for ep in episodes]
+    path = store.write_trajectories(step, records)
+    for record in records:
+        stats = record["stats"]
+        store.append_event("trajectory", {
+            "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
+            "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
+            "advantage": record["advantage"], "num_turns": stats["num_turns"],
+            "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
+            "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
+        })
+    return records
+
+
 def _peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
@@ -122,21 +139,8 @@ class _Run:
         self.learner = Learner(self.model, self.tokenizer, config, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
 
-    def decode_token(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
-
     def record(self, step: int, episodes: list[Episode]) -> None:
-        records = [ep.to_record(run_id=self.store.run_id, step=step, decode_token=self.decode_token) for ep in episodes]
-        path = self.store.write_trajectories(step, records)
-        for record in records:
-            stats = record["stats"]
-            self.store.append_event("trajectory", {
-                "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
-                "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
-                "advantage": record["advantage"], "num_turns": stats["num_turns"],
-                "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
-                "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
-            })
+        record_episodes(self.store, step, episodes, self.tokenizer)
 
     def checkpoint(self, step: int) -> None:
         def write(folder: Path) -> None:

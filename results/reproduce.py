@@ -1,0 +1,108 @@
+"""Reproduces the README's results table: the recipes on the packaged SmolLM2-135M-Instruct, on CPU.
+
+    .venv/bin/python results/reproduce.py            # about 30-40 minutes on 2 cores
+
+Writes results/results.json (every figure in the table), results/learning_curves.png, and leaves the
+runs (trajectories included) in results/runs/.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from agentrl.config import load_config
+from agentrl.eval import evaluate
+from agentrl.runstore import RunStore, read_events
+from agentrl.trainer import resolve_paths, train
+
+HERE = Path(__file__).resolve().parent
+RECIPES = HERE.parent / "trainer-server" / "agentrl" / "recipes"
+RUNS = HERE / "runs"
+
+
+def config_of(path: Path, *overrides: str):
+    return resolve_paths(load_config(path, list(overrides)), path.parent)
+
+
+def curve(run_dir: Path) -> list[float]:
+    metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(run_dir) if e["type"] == "metrics"}
+    return [metrics[s]["reward/mean"] for s in sorted(metrics)]
+
+
+def trained(config, name: str, base: Path, eval_limit: int, results: dict) -> None:
+    started = time.perf_counter()
+    run_dir = train(config, runs_dir=RUNS, run_id=name, config_base_dir=base, progress=True)
+    wall = time.perf_counter() - started
+    checkpoint = RunStore(run_dir).latest_checkpoint()
+    after, eval_dir = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=str(checkpoint),
+                               baseline=None, batch_size=8, runs_dir=RUNS)
+    results[name] = {"after": after, "steps": config.train.steps, "train_wall_s": round(wall, 1),
+                     "reward_curve": curve(run_dir), "run": str(run_dir.relative_to(HERE)),
+                     "eval_run": str(eval_dir.relative_to(HERE))}
+    save(results)
+
+
+def baseline(config, name: str, eval_limit: int, which: str | None, results: dict) -> None:
+    metrics, eval_dir = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=None, baseline=which,
+                                 batch_size=8, runs_dir=RUNS)
+    results[name] = {"metrics": metrics, "eval_run": str(eval_dir.relative_to(HERE))}
+    save(results)
+
+
+def save(results: dict) -> None:
+    (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def plot(results: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    for name, entry in results.items():
+        if "reward_curve" in entry:
+            ax.plot(range(1, len(entry["reward_curve"]) + 1), entry["reward_curve"], marker="o", label=name)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("mean episode reward")
+    ax.set_title("SmolLM2-135M-Instruct on CPU: mean reward per step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(HERE / "learning_curves.png")
+
+
+def main() -> None:
+    results: dict = json.loads((HERE / "results.json").read_text()) if (HERE / "results.json").exists() else {}
+    gsm8k = RECIPES / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
+    multihop = {algo: RECIPES / "multihop" / f"multihop_{algo}.agentrl.yaml" for algo in ("grpo", "ppo")}
+    gsm_limit, hop_limit = 50, 70
+    jobs = [
+        ("gsm8k/base", lambda: baseline(config_of(gsm8k), "gsm8k/base", gsm_limit, None, results)),
+        ("gsm8k/grpo", lambda: trained(config_of(gsm8k), "gsm8k/grpo".replace("/", "-"), gsm8k.parent, gsm_limit,
+                                        results)),
+        ("gsm8k-grpo-tool-tokens-in-loss", lambda: trained(
+            config_of(gsm8k, "algorithm.train_on_tool_tokens=true"), "gsm8k-grpo-tool-tokens-in-loss",
+            gsm8k.parent, gsm_limit, results)),
+        ("multihop/naive-rag", lambda: baseline(config_of(multihop["grpo"]), "multihop/naive-rag", hop_limit,
+                                                "naive-rag", results)),
+        ("multihop/base-tool-call", lambda: baseline(config_of(multihop["grpo"]), "multihop/base-tool-call",
+                                                     hop_limit, "base-tool-call", results)),
+        ("multihop-grpo", lambda: trained(config_of(multihop["grpo"]), "multihop-grpo", multihop["grpo"].parent,
+                                          hop_limit, results)),
+        ("multihop-ppo", lambda: trained(config_of(multihop["ppo"]), "multihop-ppo", multihop["ppo"].parent,
+                                         hop_limit, results)),
+    ]
+    for name, job in jobs:
+        if name.replace("/", "-") in {k.replace("/", "-") for k in results}:
+            continue
+        print(f"== {name}", file=sys.stderr, flush=True)
+        job()
+    plot(results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The recipes' pieces: safe calculator, answer scoring, BM25 search, eval, the packaged default model."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, gsm8k_gold, normalize_answer,
+                                     parse_number, substring_match)
+from agentrl.recipes.gsm8k.calculator import CalculatorError, calculate
+from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
+from agentrl.recipes.multihop.env import MultiHopQAEnv
+from agentrl.recipes.multihop.search import default_index
+
+from conftest import REPO
+
+RECIPES = REPO / "trainer-server" / "agentrl" / "recipes"
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("48 / 2", 24), ("48 + 24", 72), ("(3 + 4) * 2", 14), ("2 ** 10", 1024), ("7 // 2", 3), ("7 % 4", 3),
+    ("-5 + 2", -3), ("1,000 * 3", 3000), ("12 x 7", 84), ("$5 * 4", 20), ("0.1 + 0.2", 0.3), ("10 / 4", 2.5),
+])
+def test_calculator_evaluates_arithmetic(expression, value):
+    assert calculate(expression) == value
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("__import__('os').system('echo pwned')", "not Call"),
+    ("open('/etc/passwd')", "not Call"),
+    ("a + 1", "not Name"),
+    ("(1).__class__", "not Attribute"),
+    ("[1]", "not List"),
+    ("'a' * 3", "not Constant"),
+    ("9 ** 9 ** 9", "exponent"),
+    ("10 ** 40", "out of range"),
+    ("1 / 0", "division by zero"),
+    ("1 +", "not an arithmetic expression"),
+    ("1" * 300, "longer than 200"),
+    ("lambda: 1", "not Lambda"),
+])
+def test_calculator_rejects_everything_else(expression, message):
+    with pytest.raises(CalculatorError, match=message):
+        calculate(expression)
+
+
+def test_answer_normalisation_and_scores():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert exact_match("the United States", "United States") == 1.0
+    assert f1_score("Barack Obama Jr", "Barack Obama") == pytest.approx(2 * (2 / 3) * 1 / (2 / 3 + 1))
+    assert f1_score("yes", "no") == 0.0 and f1_score("no", "no") == 1.0
+    assert substring_match("It was in Paris, France.", "Paris") == 1.0
+    assert substring_match("London", "Paris") == 0.0
+
+
+def test_gsm8k_answers():
+    assert gsm8k_gold("so 48+24 = 72\n#### 1,072") == "1072"
+    assert parse_number("that is 1,234.5 apples") == 1234.5
+    assert final_answer_text("work...\nAnswer: 72 clips\nthanks") == "72 clips"
+    assert final_answer_text("no marker") is None
+
+
+def test_gsm8k_env_scores_and_rewards_tool_use():
+    env = GSM8KCalculatorEnv()
+    task = {"question": "q", "answer": "#### 72"}
+    env.reset(task)
+    score = env.score("Answer: 72")
+    assert score.reward == pytest.approx(1.2) and score.breakdown["accuracy"] == 1.0
+    assert env.score("I think 70").reward == 0.0
+    with pytest.raises(ValueError, match="no 'naive-rag' baseline"):
+        GSM8KCalculatorEnv(baseline="naive-rag")
+
+
+def test_bm25_search_finds_the_gold_paragraph():
+    hits = default_index().search("Were Scott Derrickson and Ed Wood of the same nationality?", 3)
+    assert any(hit.startswith("Ed Wood") for hit in hits)
+    assert default_index().search("the of and", 3) == []  # only stopwords: nothing to match
+
+
+def test_multihop_env_breakdown_and_naive_rag():
+    env = MultiHopQAEnv(top_k=2)
+    env.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
+    score = env.score("They were both American.\nAnswer: yes")
+    assert score.breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "format": 1.0}
+    rag = MultiHopQAEnv(top_k=2, baseline="naive-rag")
+    messages = rag.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
+    assert rag.tools == [] and "Passages:" in messages[1]["content"]
+
+
+@pytest.mark.parametrize("recipe", ["gsm8k/gsm8k_grpo.agentrl.yaml", "multihop/multihop_grpo.agentrl.yaml",
+                                    "multihop/multihop_ppo.agentrl.yaml"])
+def test_recipe_envs_pass_env_check(recipe):
+    done = subprocess.run([sys.executable, "-m", "agentrl.cli", "env", "check", str(RECIPES / recipe), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "status finished" in json.loads(done.stdout)[-1]["message"]
+
+
+def test_eval_prints_one_json_line_of_metrics(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+         "--set", "model.path=tiny", "--set", "rollout.max_new_tokens=8", "--limit", "2", "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(done.stdout.strip().splitlines()[-1])
+    assert metrics["n"] == 2 and set(metrics) == {"n", "reward", "em", "f1", "substring"}
+    [run_dir] = list(tmp_path.iterdir())
+    assert len((run_dir / "trajectories" / "step-000000.trajectories.jsonl").read_text().splitlines()) == 2
+
+
+def test_the_packaged_default_model_loads_and_chats(tmp_path, monkeypatch):
+    import torch
+
+    from agentrl.default_model import load_smollm2
+
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path))  # from the GGUF, then from the cache
+    model, tokenizer = load_smollm2(torch.float32)
+    assert sum(p.numel() for p in model.parameters()) > 100e6
+    assert (tmp_path / "smollm2-135m-instruct-q4_1" / "config.json").is_file()
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Say hello."}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=8, do_sample=False)
+    assert tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    again, _ = load_smollm2(torch.float32)
+    assert torch.equal(next(again.parameters()), next(model.parameters()))
