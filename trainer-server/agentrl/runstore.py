@@ -13,7 +13,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ TERMINAL_STATUSES = ("completed", "stopped", "failed", "interrupted")
 
 
 def new_run_id(name: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:40] or "run"
     return f"{safe}-{stamp}-{uuid.uuid4().hex[:6]}"
 
@@ -82,7 +82,7 @@ class RunStore:
             raise FileExistsError(f"run folder already exists: {run_dir}")
         run_dir.mkdir(parents=True)
         (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        record = {"run_id": run_id, "created_at": datetime.now(timezone.utc).isoformat(), **meta}
+        record = {"run_id": run_id, "created_at": datetime.now(UTC).isoformat(), **meta}
         (run_dir / RUN_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
         return cls(run_dir)
 

@@ -117,7 +117,7 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
             result = await asyncio.wait_for(tool.execute(**arguments), timeout_s)
         else:
             result = await asyncio.wait_for(_run_sync_in_daemon_thread(tool.execute, arguments), timeout_s)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         outcome.error, outcome.error_kind = f"{tool.name} timed out after {timeout_s:g} s", "timeout"
     except Exception as err:  # noqa: BLE001 - the model sees the error and may recover
         outcome.error, outcome.error_kind = f"{tool.name} raised {_describe_exception(err)}", "exception"

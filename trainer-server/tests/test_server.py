@@ -2,12 +2,10 @@
 
 import base64
 import io
-import json
 import time
 import zipfile
 
 import pytest
-from websockets.exceptions import InvalidStatus
 
 from agentrl.runstore import read_events
 from server_harness import Client, ServerProcess, example_config, is_final_status, kill_run_process

@@ -1,6 +1,7 @@
 import asyncio
 import time
 
+import jsonschema
 import pytest
 
 from agentrl import Tool
@@ -92,7 +93,7 @@ def test_calls_of_one_turn_run_concurrently_and_keep_order():
 
 
 def test_invalid_parameter_schema_fails_at_class_definition():
-    with pytest.raises(Exception):
+    with pytest.raises(jsonschema.SchemaError):
         class Broken(Tool):  # noqa: F841
             name = "broken"
             parameters = {"type": "not-a-type"}

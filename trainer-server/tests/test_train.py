@@ -1,7 +1,6 @@
 """End to end: the train loop learns, resumes exactly, survives failures, stops gracefully."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -317,7 +317,7 @@ class TrainerServer:
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout=300)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.kill()
             raise p.RpcError(p.INTERNAL_ERROR, "env check took longer than 300 s") from None
         try:
