@@ -244,6 +244,7 @@ class RolloutEngine:
         ep.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
 
     async def _play(self, lives: list[_Live], generator: torch.Generator) -> None:
+        loop = asyncio.get_running_loop()
         for turn_index in range(self.cfg.max_turns):
             active = []
             for live in lives:
@@ -256,23 +257,35 @@ class RolloutEngine:
                     active.append((live, min(self.cfg.max_new_tokens, room)))
             if not active:
                 return
-            samples = self._generate([lv.episode.token_ids for lv, _ in active], [n for _, n in active], generator)
-            interpretations = []
-            for (live, limit), (ids, logprobs, hit_eos) in zip(active, samples):
+            interpretations: list[asyncio.Task[None]] = []
+            ended_with_eos: dict[int, bool] = {}
+
+            def start_turn(row: int, ids: list[int], logprobs: list[float], hit_eos: bool) -> None:
+                live, limit = active[row]
+                ended_with_eos[row] = hit_eos
                 self._append(live, ids, "assistant", turn_index, logprobs)
                 live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
                 finish = "stop" if hit_eos else ("length" if limit == self.cfg.max_new_tokens else "context")
                 live.episode.turns.append(TurnRecord(index=turn_index, assistant=text, finish_reason=finish))
-                interpretations.append(_interpret_turn(live, text, self.parser, self.cfg))
+                interpretations.append(loop.create_task(_interpret_turn(live, text, self.parser, self.cfg)))
+
+            def row_done(row: int, ids: list[int], logprobs: list[float], hit_eos: bool) -> None:
+                loop.call_soon_threadsafe(start_turn, row, ids, logprobs, hit_eos)  # from the generation thread
+
+            # Generation runs in a worker thread, so the tool calls of episodes whose turn already ended run
+            # while the others are still generating (torch releases the GIL inside its kernels). Every
+            # row_done callback is queued before the thread's own completion, so all turns have started here.
+            await asyncio.to_thread(self._generate, [lv.episode.token_ids for lv, _ in active],
+                                    [n for _, n in active], generator, row_done)
             await asyncio.gather(*interpretations)
-            for (live, _), (_, _, hit_eos) in zip(active, samples):
+            for row, (live, _) in enumerate(active):
                 if live.finished:
                     continue
                 if live.episode.turns[-1].finish_reason == "context":
                     _truncate(live, "max_context")
                     continue
-                observation = self.chat.observation(live.pending_messages, hit_eos)
+                observation = self.chat.observation(live.pending_messages, ended_with_eos[row])
                 if len(live.episode.token_ids) + len(observation) >= self.cfg.max_context:
                     _truncate(live, "max_context")
                     continue
@@ -282,20 +295,19 @@ class RolloutEngine:
                 _truncate(live, "max_turns")
 
     @torch.no_grad()
-    def _generate(
-        self, contexts: list[list[int]], limits: list[int], generator: torch.Generator
-    ) -> list[tuple[list[int], list[float], bool]]:
-        """Sample up to `limits[i]` tokens after each context; returns (ids, logprobs, ended_with_eos)."""
+    def _generate(self, contexts: list[list[int]], limits: list[int], generator: torch.Generator,
+                  row_done: Callable[[int, list[int], list[float], bool], None]) -> None:
+        """Sample up to `limits[i]` tokens after each context; `row_done(row, ids, logprobs, ended_with_eos)`
+        is called as soon as a row stops, while the others go on."""
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(contexts, limits, generator)
+            self._sample(contexts, limits, generator, row_done)
         finally:
             self.model.train(was_training)
 
-    def _sample(
-        self, contexts: list[list[int]], limits: list[int], generator: torch.Generator
-    ) -> list[tuple[list[int], list[float], bool]]:
+    def _sample(self, contexts: list[list[int]], limits: list[int], generator: torch.Generator,
+                row_done: Callable[[int, list[int], list[float], bool], None]) -> None:
         batch, width = len(contexts), max(len(c) for c in contexts)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((batch, width), dtype=torch.long)
@@ -307,19 +319,21 @@ class RolloutEngine:
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
         past, logits = out.past_key_values, out.logits[:, -1, :].float()
         next_position = positions[:, -1:] + 1
-        limit = torch.tensor(limits, device=self.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        hit_eos = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        tokens, logprobs = [], []
+        sampled: list[list[int]] = [[] for _ in range(batch)]
+        sampled_logprobs: list[list[float]] = [[] for _ in range(batch)]
+        open_rows = set(range(batch))
         for step in range(max(limits)):
             token, logprob = self._pick(logits, generator)
-            tokens.append(token)
-            logprobs.append(logprob)
-            is_eos = (token == self.eos_id) & ~finished
-            hit_eos |= is_eos
-            finished |= is_eos | (step + 1 >= limit)
-            if bool(finished.all()):
-                break
+            for row, (token_id, token_logprob) in enumerate(zip(token.tolist(), logprob.tolist())):
+                if row not in open_rows:
+                    continue  # a finished row keeps a slot in the batch; what it samples is dropped
+                sampled[row].append(token_id)
+                sampled_logprobs[row].append(token_logprob)
+                if token_id == self.eos_id or step + 1 >= limits[row]:
+                    open_rows.discard(row)
+                    row_done(row, sampled[row], sampled_logprobs[row], token_id == self.eos_id)
+            if not open_rows:
+                return
             attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
             out = self.model(
                 input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
@@ -327,16 +341,6 @@ class RolloutEngine:
             )
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_position = next_position + 1
-        token_matrix = torch.stack(tokens, 1).tolist()
-        logprob_matrix = torch.stack(logprobs, 1).tolist()
-        results = []
-        for row in range(batch):
-            ids, lps = token_matrix[row], logprob_matrix[row]
-            end = min(limits[row], len(ids))
-            if self.eos_id in ids[:end]:
-                end = ids.index(self.eos_id) + 1
-            results.append((ids[:end], lps[:end], bool(hit_eos[row])))
-        return results
 
     def _pick(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         if self.cfg.temperature == 0:

@@ -106,3 +106,34 @@ def test_env_errors_end_the_episode_not_the_run():
 
     ep = run_scripted_episode(Broken(), {}, ["hi"], RolloutConfig())
     assert ep.status == "error" and "reset raised KeyError" in ep.status_reason
+
+
+def test_tool_calls_run_while_other_episodes_still_generate(tiny, monkeypatch):
+    import threading
+    import time
+
+    from agentrl.examples.lookup.env import Lookup
+
+    tool_ran = threading.Event()
+    original = Lookup.execute
+
+    def watched(self, key):
+        tool_ran.set()
+        return original(self, key)
+
+    monkeypatch.setattr(Lookup, "execute", watched)
+    engine, _ = _engine(tiny, max_turns=1)
+    call = engine.chat.encode('<tool_call>{"name": "lookup", "arguments": {"key": "1"}}</tool_call>')
+    eos = engine.eos_id
+
+    def sample(contexts, limits, generator, row_done):
+        row_done(0, call + [eos], [-1.0] * (len(call) + 1), True)
+        waited = tool_ran.wait(timeout=10)  # row 1 is "still generating" until episode 0's tool has run
+        row_done(1, [eos], [-1.0], waited)
+
+    monkeypatch.setattr(engine, "_sample", sample)
+    started = time.perf_counter()
+    first, second = engine.run([{"key": "1"}], group_size=2, seed=0)
+    assert time.perf_counter() - started < 5
+    assert first.turns[0].tool_calls[0].result == "blue"
+    assert second.turns[0].finish_reason == "stop"  # row 1 saw the tool finish before it stopped
