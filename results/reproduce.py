@@ -1,6 +1,6 @@
 """Reproduces the README's results table: the recipes on the packaged SmolLM2-135M-Instruct, on CPU.
 
-    .venv/bin/python results/reproduce.py            # about 30-40 minutes on 2 cores
+    .venv/bin/python results/reproduce.py            # about 45 minutes on 2 cores
 
 Writes results/results.json (every figure in the table), results/learning_curves.png, and leaves the
 runs (trajectories included) in results/runs/.
@@ -79,7 +79,7 @@ def main() -> None:
     results: dict = json.loads((HERE / "results.json").read_text()) if (HERE / "results.json").exists() else {}
     gsm8k = RECIPES / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
     multihop = {algo: RECIPES / "multihop" / f"multihop_{algo}.agentrl.yaml" for algo in ("grpo", "ppo")}
-    gsm_limit, hop_limit = 50, 70
+    gsm_limit, hop_limit = 40, 70
     jobs = [
         ("gsm8k/base", lambda: baseline(config_of(gsm8k), "gsm8k/base", gsm_limit, None, results)),
         ("gsm8k/grpo", lambda: trained(config_of(gsm8k), "gsm8k/grpo".replace("/", "-"), gsm8k.parent, gsm_limit,

@@ -13,7 +13,7 @@ RECIPE = Path(__file__).parent / "recipes" / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=12, help="GRPO steps (default 12, a few minutes on 2 cores)")
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps (default 6, about 5 minutes on 2 cores)")
     parser.add_argument("--eval-limit", type=int, default=16, help="held-out records scored before and after")
     parser.add_argument("--runs-dir", default="runs")
 

@@ -76,7 +76,9 @@ class Learner:
         logprobs_all = torch.log_softmax(logits, -1)
         targets = batch.input_ids[:, 1:].to(self.device)
         shifted = logprobs_all.gather(-1, targets[..., None]).squeeze(-1)
-        entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        # Entropy over the whole vocabulary is costly; it needs a graph only when it is in the loss.
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
+            entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
         zeros = torch.zeros((len(batch), 1), device=self.device)
         result = {"logprobs": torch.cat([zeros, shifted], 1), "entropy": torch.cat([zeros, entropy], 1)}
         if with_values:
