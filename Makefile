@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 #   make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup setup-python setup-node test test-python lint demo clean
+.PHONY: setup setup-python setup-node setup-browser build test test-python test-ts lint demo clean
 
 setup: setup-python setup-node
 
@@ -27,15 +27,26 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-lint: setup-python
+# Debian's Chromium for the webview's browser tests (driven by playwright-core; nothing is downloaded by npm).
+setup-browser:
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y --no-install-recommends chromium; }
+
+build: setup-node
+	npm run build
+
+lint: setup
 	$(VENV)/bin/ruff check trainer-server
+	npm run lint
 
 test-python: setup-python
 	cd trainer-server && ../$(PY) -m pytest
 
-# The TypeScript parts (extension, webview, language server) and their real-VS-Code tests join
-# `make test` as they land; today the trainer and its server are the whole product.
-test: lint test-python
+test-ts: build setup-browser
+	npm run typecheck
+	npm test
+
+# The extension host and language server (TypeScript) and their real-VS-Code tests join `make test` as they land.
+test: lint test-python test-ts
 
 # The main job: the packaged SmolLM2-135M-Instruct trained with GRPO on the GSM8K calculator recipe for a
 # few minutes on CPU, evaluated before and after on a held-out slice (agentrl/demo.py).
@@ -43,4 +54,4 @@ demo: setup-python
 	$(PY) -m agentrl.cli demo --runs-dir runs
 
 clean:
-	rm -rf $(VENV) node_modules
+	rm -rf $(VENV) node_modules dist test-results

@@ -1,0 +1,1 @@
+export function generateTrajectoryTypes(): Promise<string>;

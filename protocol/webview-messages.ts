@@ -1,0 +1,33 @@
+// Messages between the replay panel's host (extension/) and its webview (webview/). Both sides import
+// only this file, never each other. Every message says who sends it and why.
+import type { TrajectoryRecord } from './generated/trajectory';
+
+export type { TrajectoryRecord };
+
+/** Webview → host, once its listener is installed: "send me what to show". */
+export interface ReadyMessage {
+  type: 'ready';
+}
+
+/** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow. */
+export interface LoadMessage {
+  type: 'load';
+  source: string;
+  records: TrajectoryRecord[];
+  live: boolean;
+}
+
+/** Host → webview, during a live run: trajectories of a new step. */
+export interface AppendMessage {
+  type: 'append';
+  records: TrajectoryRecord[];
+}
+
+/** Webview → host, from a tool call: open that Tool's source in the editor. */
+export interface OpenToolSourceMessage {
+  type: 'openToolSource';
+  toolName: string;
+}
+
+export type HostToWebviewMessage = LoadMessage | AppendMessage;
+export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage;

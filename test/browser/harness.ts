@@ -1,0 +1,65 @@
+// Loads the built webview bundle into headless Chromium the way VS Code does: a page with a strict CSP,
+// the script by nonce, and a stand-in for acquireVsCodeApi whose state survives a reload.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
+
+export const ROOT = resolve(__dirname, '..', '..');
+export const SCREENSHOTS = join(ROOT, 'test-results', 'screenshots');
+const DIST = join(ROOT, 'dist', 'webview');
+
+export type Theme = 'vscode-light' | 'vscode-dark' | 'vscode-high-contrast';
+
+export function fixture(name: string): TrajectoryRecord[] {
+  const text = readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', `${name}.trajectories.jsonl`), 'utf8');
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as TrajectoryRecord);
+}
+
+export function pageFile(theme: Theme): string {
+  const nonce = 'test-nonce';
+  const html = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src file:; font-src file:; script-src 'nonce-${nonce}';">
+<link rel="stylesheet" href="${pathToFileURL(join(DIST, 'codicons', 'codicon.css'))}">
+<link rel="stylesheet" href="${pathToFileURL(join(DIST, 'main.css'))}">
+</head><body class="${theme}"><div id="app"></div>
+<script nonce="${nonce}">
+  window.__posted = [];
+  window.acquireVsCodeApi = () => ({
+    postMessage: (m) => window.__posted.push(m),
+    getState: () => JSON.parse(sessionStorage.getItem('state') || 'null'),
+    setState: (s) => sessionStorage.setItem('state', JSON.stringify(s)),
+  });
+</script>
+<script nonce="${nonce}" src="${pathToFileURL(join(DIST, 'main.js'))}"></script>
+</body></html>`;
+  const dir = join(ROOT, 'test-results', 'pages');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `replay-${theme}.html`);
+  writeFileSync(file, html);
+  return pathToFileURL(file).href;
+}
+
+export async function launch(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-dev-shm-usage', '--allow-file-access-from-files'],
+  });
+}
+
+/** Opens the panel, waits for its `ready`, and answers with a `load` of these records, as the host does. */
+export async function openReplay(browser: Browser, records: TrajectoryRecord[], theme: Theme = 'vscode-light'): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+  page.on('pageerror', (err) => { throw err; });
+  await page.goto(pageFile(theme));
+  await load(page, records);
+  return page;
+}
+
+export async function load(page: Page, records: TrajectoryRecord[]): Promise<void> {
+  await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
+  await page.evaluate((recs) => window.postMessage({ type: 'load', source: 'fixture', records: recs, live: false }, '*'), records);
+}

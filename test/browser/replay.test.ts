@@ -1,0 +1,160 @@
+import { strict as assert } from 'node:assert';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { fixture, launch, load, openReplay, SCREENSHOTS, type Theme } from './harness';
+
+describe('replay panel in Chromium', function () {
+  this.timeout(120_000);
+  let browser: Browser;
+  const lookup = fixture('lookup');
+  const toolErrors = fixture('tool-errors');
+  const hostile = fixture('hostile');
+
+  before(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    browser = await launch();
+  });
+  after(async () => browser?.close());
+
+  async function position(page: Page): Promise<string> {
+    return (await page.textContent('#position')) ?? '';
+  }
+
+  it('lists, filters and sorts the trajectories of a run', async () => {
+    const page = await openReplay(browser, [...lookup, ...toolErrors]);
+    assert.equal(await page.locator('tbody tr').count(), lookup.length + toolErrors.length);
+    await page.check('#filter-tool-errors');
+    const withErrors = [...lookup, ...toolErrors].filter((r) => r.stats.num_tool_errors > 0).length;
+    assert.ok(withErrors >= toolErrors.length);
+    assert.equal(await page.locator('tbody tr').count(), withErrors);
+    await page.uncheck('#filter-tool-errors');
+    await page.selectOption('#run-sort', '-reward');
+    const rewards = await page.locator('tbody tr td:nth-child(3)').allTextContents();
+    const numbers = rewards.map(Number);
+    assert.deepEqual(numbers, [...numbers].sort((a, b) => b - a));
+    await page.close();
+  });
+
+  it('steps through an episode with the keyboard and the buttons', async () => {
+    const page = await openReplay(browser, toolErrors);
+    await page.click(`tr[data-id="${toolErrors[0].id}"]`);
+    assert.match(await position(page), /^step 1 \/ \d+$/);
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('j');
+    assert.match(await position(page), /^step 3 \//);
+    await page.keyboard.press('k');
+    assert.match(await position(page), /^step 2 \//);
+    await page.click('#next');
+    assert.match(await position(page), /^step 3 \//);
+    await page.close();
+  });
+
+  it('jumps to the next tool call, error and reward, and shows what happened beside what it means', async () => {
+    const page = await openReplay(browser, toolErrors);
+    await page.click(`tr[data-id="${toolErrors[0].id}"]`);
+    await page.keyboard.press('t');
+    assert.equal(await page.locator('li.step.current').getAttribute('class'), 'step kind-tool status-normal current');
+    assert.match((await page.textContent('.happened')) ?? '', /hello/);
+    assert.match((await page.textContent('.means')) ?? '', /process reward/);
+    await page.keyboard.press('e');
+    assert.match((await page.locator('li.step.current').getAttribute('class')) ?? '', /status-error/);
+    assert.match((await page.textContent('.happened')) ?? '', /exception: boom raised RuntimeError: kaput/);
+    await page.click('.io button.link');  // navigate to code: the host opens the Tool's source
+    const posted = await page.evaluate(() => (window as unknown as { __posted: unknown[] }).__posted);
+    assert.deepEqual(posted.at(-1), { type: 'openToolSource', toolName: 'boom' });
+    await page.click('#jump-reward');
+    assert.match((await page.locator('li.step.current').getAttribute('class')) ?? '', /status-reward/);
+    await page.close();
+  });
+
+  it('shows every token with its exact values and the loss mask visibly', async () => {
+    const record = lookup[0];
+    const page = await openReplay(browser, [record]);
+    await page.click(`tr[data-id="${record.id}"]`);
+    await page.click('#view-tokens');
+    const tokens = page.locator('.token[data-index]');
+    await tokens.first().waitFor();
+    const rendered = await tokens.count();
+    assert.ok(rendered > 0 && rendered < record.tokens.ids.length + 1);
+    const firstSampled = record.tokens.loss_mask.indexOf(1);
+    const cell = page.locator(`.token[data-index="${firstSampled}"]`);
+    await cell.scrollIntoViewIfNeeded();
+    const title = (await cell.getAttribute('title')) ?? '';
+    assert.ok(title.includes(`logprob ${record.tokens.logprob[firstSampled]!.toFixed(4)}`), title);
+    assert.ok(title.includes(`advantage ${record.tokens.advantage[firstSampled]!.toFixed(4)}`), title);
+    assert.ok(title.includes('loss mask 1'));
+    await cell.focus();
+    assert.equal(await page.textContent('#token-detail'), title);
+    const classes = await page.locator('.token[data-index]').evaluateAll((els) => els.map((e) => [Number((e as HTMLElement).dataset.index), e.classList.contains('masked')]));
+    for (const [index, masked] of classes as Array<[number, boolean]>) {
+      assert.equal(masked, record.tokens.loss_mask[index] === 0, `token ${index}`);
+    }
+    const opacity = await page.locator('.token.masked').first().evaluate((e) => getComputedStyle(e).opacity);
+    assert.equal(opacity, '0.55');
+    await page.close();
+  });
+
+  it('sorts a GRPO group and flags a group with zero reward variance', async () => {
+    const group = lookup.filter((r) => r.group === lookup[0].group);
+    const page = await openReplay(browser, lookup);
+    await page.click(`tr[data-id="${group[0].id}"]`);
+    await page.click('#view-group');
+    const rewardsShown = async () => (await page.locator('.group-view tbody td:nth-child(2)').allTextContents()).map(Number);
+    const descending = await rewardsShown();
+    assert.equal(descending.length, group.length);
+    assert.deepEqual(descending, [...descending].sort((a, b) => b - a));
+    await page.click('button[data-sort="reward"]');
+    const ascending = await rewardsShown();
+    assert.deepEqual(ascending, [...ascending].sort((a, b) => a - b));
+    const zeroVariance = group.map((r) => ({ ...r, reward: 0.5 }));
+    await load(page, zeroVariance);
+    await page.click('#view-group');
+    assert.match((await page.textContent('#zero-variance')) ?? '', /zero variance/);
+    await page.close();
+  });
+
+  it('renders hostile model and tool output as inert text', async () => {
+    const page = await openReplay(browser, hostile);
+    await page.click(`tr[data-id="${hostile[0].id}"]`);
+    for (let i = 0; i < 8; i++) await page.keyboard.press('ArrowRight');
+    for (const tab of ['#tab-io', '#tab-json', '#tab-reward', '#tab-metadata', '#tab-tokens']) await page.click(tab);
+    await page.click('#view-tokens');
+    await page.click('#view-episode');
+    await page.keyboard.press('t');
+    const app = page.locator('#app');
+    assert.equal(await app.locator('script, img, a, iframe, object').count(), 0);
+    assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
+    assert.ok(((await app.textContent()) ?? '').includes('<script>window.__pwned = 1</script>'));
+    await page.close();
+  });
+
+  it('restores the selected trajectory, step and tab after a reload', async () => {
+    const page = await openReplay(browser, toolErrors);
+    await page.click(`tr[data-id="${toolErrors[1].id}"]`);
+    await page.keyboard.press('j');
+    await page.keyboard.press('j');
+    await page.click('#tab-reward');
+    await page.reload();
+    await load(page, toolErrors);
+    assert.match(await position(page), /^step 3 \//);
+    assert.match((await page.textContent('header .selected')) ?? '', new RegExp(toolErrors[1].id));
+    assert.equal(await page.getAttribute('#tab-reward', 'aria-selected'), 'true');
+    await page.close();
+  });
+
+  for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
+    it(`takes screenshots in ${theme}`, async () => {
+      const page = await openReplay(browser, toolErrors, theme);
+      await page.screenshot({ path: join(SCREENSHOTS, `runs-${theme}.png`) });
+      await page.click(`tr[data-id="${toolErrors[0].id}"]`);
+      await page.keyboard.press('t');
+      await page.keyboard.press('e');
+      await page.screenshot({ path: join(SCREENSHOTS, `episode-${theme}.png`) });
+      await page.click('#view-tokens');
+      await page.locator('.token[data-index]').first().waitFor();
+      await page.screenshot({ path: join(SCREENSHOTS, `tokens-${theme}.png`) });
+      await page.close();
+    });
+  }
+});

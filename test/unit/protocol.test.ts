@@ -1,0 +1,49 @@
+import { strict as assert } from 'node:assert';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import Ajv2020 from 'ajv/dist/2020';
+
+const ROOT = resolve(__dirname, '..', '..');
+const PROTOCOL = join(ROOT, 'protocol');
+
+function schema(name: string): object {
+  return JSON.parse(readFileSync(join(PROTOCOL, 'schemas', name), 'utf8'));
+}
+
+describe('protocol', () => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  ajv.addSchema(schema('trajectory.schema.json'));
+  ajv.addSchema(schema('rpc.schema.json'));
+  const rpcId = 'https://agent-rl-studio.dev/schemas/rpc.schema.json';
+  const defRef = (name: string) => `${rpcId}#/$defs/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+
+  it('every trajectory fixture validates against the trajectory schema', () => {
+    const validate = ajv.getSchema('https://agent-rl-studio.dev/schemas/trajectory.schema.json')!;
+    const dir = join(PROTOCOL, 'examples', 'trajectories');
+    const files = readdirSync(dir).filter((f) => f.endsWith('.trajectories.jsonl'));
+    assert.ok(files.length >= 3);
+    for (const file of files) {
+      for (const line of readFileSync(join(dir, file), 'utf8').split('\n').filter(Boolean)) {
+        assert.ok(validate(JSON.parse(line)), `${file}: ${ajv.errorsText(validate.errors)}`);
+      }
+    }
+  });
+
+  it('the RPC examples are valid and invalid exactly as labelled', () => {
+    const valid = JSON.parse(readFileSync(join(PROTOCOL, 'examples', 'rpc', 'valid.json'), 'utf8'));
+    const invalid = JSON.parse(readFileSync(join(PROTOCOL, 'examples', 'rpc', 'invalid.json'), 'utf8'));
+    for (const [name, example] of Object.entries(valid)) {
+      const validate = ajv.getSchema(defRef(name))!;
+      assert.ok(validate(example), `${name}: ${ajv.errorsText(validate.errors)}`);
+    }
+    for (const [name, example] of Object.entries(invalid)) {
+      assert.equal(ajv.getSchema(defRef(name))!(example), false, `${name} should be rejected`);
+    }
+  });
+
+  it('the generated TypeScript types match the schema (run `npm run gen:protocol`)', async () => {
+    const { generateTrajectoryTypes } = await import('../../protocol/generate.mjs');
+    const committed = readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8');
+    assert.equal(committed, await generateTrajectoryTypes());
+  });
+});

@@ -1,0 +1,153 @@
+// The replay panel's browser app. It talks to its host only through the typed messages of
+// protocol/webview-messages.ts, and keeps what the user looks at in the webview state.
+import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../protocol/webview-messages';
+import { clear, h } from './dom';
+import { renderEpisode } from './episodeView';
+import { renderGroup } from './groupView';
+import { renderRunBrowser, visibleRecords } from './runBrowser';
+import { restoreState, type UiState, type View } from './state';
+import { buildSteps, nextStep, type JumpTarget } from './steps';
+import { renderTokenView } from './tokenView';
+import './styles.css';
+
+interface VsCodeApi {
+  postMessage(message: WebviewToHostMessage): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+class ReplayApp {
+  private readonly vscode = acquireVsCodeApi();
+  private state: UiState = restoreState(this.vscode.getState());
+  private records: TrajectoryRecord[] = [];
+  private source = '';
+  private live = false;
+  private playTimer: number | undefined;
+
+  constructor(private readonly root: HTMLElement) {
+    window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => this.receive(event.data));
+    document.addEventListener('keydown', (event) => this.onKey(event));
+    this.render();
+    this.vscode.postMessage({ type: 'ready' });
+  }
+
+  private receive(message: HostToWebviewMessage): void {
+    if (message.type === 'load') {
+      this.records = message.records;
+      this.source = message.source;
+      this.live = message.live;
+    } else if (message.type === 'append') {
+      const known = new Set(this.records.map((r) => r.id));
+      this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
+      if (this.state.followLive && this.state.view === 'runs') this.state.filters.step = '';
+    } else {
+      return;
+    }
+    this.render();
+  }
+
+  private get selected(): TrajectoryRecord | undefined {
+    return this.records.find((r) => r.id === this.state.selectedId) ?? visibleRecords(this.records, this.state)[0];
+  }
+
+  private update(change: (state: UiState) => void): void {
+    change(this.state);
+    this.vscode.setState(this.state);
+    this.render();
+  }
+
+  private open(id: string, view: View = 'episode'): void {
+    this.stop();
+    this.update((s) => { s.selectedId = id; s.stepIndex = 0; s.view = view; });
+  }
+
+  private goTo(index: number): void {
+    const record = this.selected;
+    if (!record) return;
+    const last = buildSteps(record).length - 1;
+    this.update((s) => { s.stepIndex = Math.max(0, Math.min(last, index)); });
+  }
+
+  private jump(target: JumpTarget): void {
+    const record = this.selected;
+    if (record) this.goTo(nextStep(buildSteps(record), this.state.stepIndex, target));
+  }
+
+  private togglePlay(): void {
+    if (this.playTimer !== undefined) {
+      this.stop();
+      this.render();
+      return;
+    }
+    const tick = () => {
+      const record = this.selected;
+      if (!record || this.state.stepIndex >= buildSteps(record).length - 1) {
+        this.stop();
+        this.render();
+        return;
+      }
+      this.goTo(this.state.stepIndex + 1);
+      this.playTimer = window.setTimeout(tick, this.state.playSpeedMs);
+    };
+    this.playTimer = window.setTimeout(tick, this.state.playSpeedMs);
+    this.render();
+  }
+
+  private stop(): void {
+    window.clearTimeout(this.playTimer);
+    this.playTimer = undefined;
+  }
+
+  private onKey(event: KeyboardEvent): void {
+    const target = event.target as HTMLElement;
+    if (target.closest('input, select, textarea') || this.state.view !== 'episode') return;
+    const keys: Record<string, () => void> = {
+      ArrowRight: () => this.goTo(this.state.stepIndex + 1), j: () => this.goTo(this.state.stepIndex + 1),
+      ArrowLeft: () => this.goTo(this.state.stepIndex - 1), k: () => this.goTo(this.state.stepIndex - 1),
+      ' ': () => this.togglePlay(), t: () => this.jump('tool'), e: () => this.jump('error'), r: () => this.jump('reward'),
+    };
+    const action = keys[event.key];
+    if (action) {
+      event.preventDefault();
+      action();
+    }
+  }
+
+  private render(): void {
+    const focusedId = (document.activeElement as HTMLElement | null)?.id;
+    const record = this.selected;
+    const views: Array<[View, string]> = [['runs', 'Trajectories'], ['episode', 'Episode'], ['tokens', 'Tokens'], ['group', 'Group']];
+    const nav = h('nav', { class: 'views', role: 'tablist', 'aria-label': 'Views' });
+    for (const [view, label] of views) {
+      const button = h('button', { role: 'tab', id: `view-${view}`, 'aria-selected': this.state.view === view ? 'true' : 'false', class: this.state.view === view ? 'active' : '', disabled: view !== 'runs' && !record }, label);
+      button.addEventListener('click', () => this.update((s) => { s.view = view; }));
+      nav.appendChild(button);
+    }
+    const header = h('header', {}, nav,
+      h('span', { class: 'source', title: this.source }, this.source || 'waiting for trajectories…'),
+      this.live ? h('span', { class: 'live-badge' }, 'live') : null,
+      record ? h('span', { class: 'selected' }, `trajectory ${record.id}`) : null);
+    let body: HTMLElement;
+    if (!this.records.length) {
+      body = h('p', { class: 'empty' }, 'No trajectories yet.');
+    } else if (this.state.view === 'runs' || !record) {
+      body = renderRunBrowser(this.records, this.state, { update: (c) => this.update(c), open: (id) => this.open(id) });
+    } else if (this.state.view === 'episode') {
+      body = renderEpisode(record, this.state, this.playTimer !== undefined, {
+        goTo: (i) => this.goTo(i), jump: (t) => this.jump(t), togglePlay: () => this.togglePlay(),
+        setSpeed: (ms) => this.update((s) => { s.playSpeedMs = ms; }), setTab: (tab) => this.update((s) => { s.inspectorTab = tab; }),
+        openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
+      });
+    } else if (this.state.view === 'tokens') {
+      body = renderTokenView(record, { compact: false });
+    } else {
+      body = renderGroup(this.records, record, this.state, { update: (c) => this.update(c), open: (id) => this.open(id) });
+    }
+    clear(this.root);
+    this.root.append(header, body);
+    if (focusedId) document.getElementById(focusedId)?.focus();
+  }
+}
+
+new ReplayApp(document.getElementById('app') ?? document.body);

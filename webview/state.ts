@@ -1,0 +1,35 @@
+// What the user was looking at; saved with the webview's setState so it survives hide/show and reload.
+export type View = 'runs' | 'episode' | 'tokens' | 'group';
+export type InspectorTab = 'io' | 'json' | 'tokens' | 'reward' | 'metadata';
+export type RunSort = 'step' | 'reward' | '-reward' | 'length' | '-length';
+export type GroupSort = 'reward' | '-reward' | 'turns' | 'sample';
+
+export interface UiState {
+  view: View;
+  selectedId: string | null;
+  stepIndex: number;
+  inspectorTab: InspectorTab;
+  filters: { status: '' | 'finished' | 'truncated' | 'error'; toolErrorsOnly: boolean; step: string };
+  runSort: RunSort;
+  groupSort: GroupSort;
+  followLive: boolean;
+  playSpeedMs: number;
+}
+
+export const DEFAULT_STATE: UiState = {
+  view: 'runs',
+  selectedId: null,
+  stepIndex: 0,
+  inspectorTab: 'io',
+  filters: { status: '', toolErrorsOnly: false, step: '' },
+  runSort: 'step',
+  groupSort: '-reward',
+  followLive: true,
+  playSpeedMs: 800,
+};
+
+export function restoreState(saved: unknown): UiState {
+  if (!saved || typeof saved !== 'object') return structuredClone(DEFAULT_STATE);
+  const partial = saved as Partial<UiState>;
+  return { ...structuredClone(DEFAULT_STATE), ...partial, filters: { ...DEFAULT_STATE.filters, ...(partial.filters ?? {}) } };
+}
