@@ -1,7 +1,7 @@
 // The run browser: every trajectory of the loaded file or run, filtered and sorted.
 import type { TrajectoryRecord } from '../protocol/webview-messages';
 import { formatNumber, h, icon } from './dom';
-import type { RunSort, UiState } from './state';
+import { ROW_PAGE, type RunSort, type UiState } from './state';
 
 export function visibleRecords(records: TrajectoryRecord[], state: UiState): TrajectoryRecord[] {
   const { status, toolErrorsOnly, step } = state.filters;
@@ -38,7 +38,8 @@ export function renderRunBrowser(records: TrajectoryRecord[], state: UiState, ac
   const follow = h('input', { type: 'checkbox', id: 'follow-live', checked: state.followLive });
   follow.addEventListener('change', () => actions.update((s) => { s.followLive = follow.checked; }));
 
-  const shown = visibleRecords(records, state);
+  const matching = visibleRecords(records, state);
+  const shown = matching.slice(0, state.runRowLimit);  // a run can hold 10,000s of episodes: render a page at a time
   const body = h('tbody');
   for (const record of shown) {
     const row = h('tr', { tabindex: 0, 'data-id': record.id, class: `status-${record.status}`, 'aria-label': `Open trajectory ${record.id}` },
@@ -60,8 +61,15 @@ export function renderRunBrowser(records: TrajectoryRecord[], state: UiState, ac
       h('label', { for: 'filter-tool-errors' }, errors, ' tool errors only'),
       sort,
       h('label', { for: 'follow-live' }, follow, ' follow live'),
-      h('span', { class: 'count' }, `${shown.length} of ${records.length}`)),
+      h('span', { class: 'count' }, `${matching.length} of ${records.length}`)),
     h('table', { class: 'grid' },
       h('thead', {}, h('tr', {}, ...['id', 'step', 'reward', 'status', 'turns', 'tool calls', 'tokens', 'final answer'].map((t) => h('th', { scope: 'col' }, t)))),
-      body));
+      body),
+    matching.length > shown.length ? more(matching.length - shown.length, actions) : null);
+}
+
+function more(remaining: number, actions: { update: (change: (state: UiState) => void) => void }): HTMLElement {
+  const button = h('button', { id: 'show-more' }, `show ${Math.min(ROW_PAGE, remaining)} more (${remaining} not shown)`);
+  button.addEventListener('click', () => actions.update((s) => { s.runRowLimit += ROW_PAGE; }));
+  return h('div', { class: 'toolbar' }, button);
 }

@@ -14,7 +14,10 @@ export interface UiState {
   groupSort: GroupSort;
   followLive: boolean;
   playSpeedMs: number;
+  runRowLimit: number;
 }
+
+export const ROW_PAGE = 500;
 
 export const DEFAULT_STATE: UiState = {
   view: 'runs',
@@ -26,6 +29,7 @@ export const DEFAULT_STATE: UiState = {
   groupSort: '-reward',
   followLive: true,
   playSpeedMs: 800,
+  runRowLimit: ROW_PAGE,
 };
 
 export function restoreState(saved: unknown): UiState {
