@@ -75,6 +75,31 @@ def plot(results: dict) -> None:
     fig.savefig(HERE / "learning_curves.png")
 
 
+def markdown(results: dict) -> str:
+    """The README's results table, from results.json."""
+    rows = ["| recipe | agent | steps | train wall time | n | reward | accuracy | EM | F1 | substring |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    labels = {
+        "gsm8k/base": ("GSM8K + calculator", "untrained"),
+        "gsm8k-grpo": ("GSM8K + calculator", "GRPO"),
+        "gsm8k-grpo-tool-tokens-in-loss": ("GSM8K + calculator", "GRPO, tool tokens in the loss (ablation)"),
+        "multihop/naive-rag": ("multi-hop QA", "Naive RAG (baseline)"),
+        "multihop/base-tool-call": ("multi-hop QA", "Base Tool Call (baseline)"),
+        "multihop-grpo": ("multi-hop QA + search", "GRPO"),
+        "multihop-ppo": ("multi-hop QA + search", "PPO"),
+    }
+    for key, (recipe, agent) in labels.items():
+        if key not in results:
+            continue
+        entry = results[key]
+        metrics = entry.get("metrics") or entry["after"]
+        cell = lambda name: f"{metrics[name]:.3f}" if name in metrics else "–"  # noqa: E731
+        wall = f"{entry['train_wall_s'] / 60:.1f} min" if "train_wall_s" in entry else "–"
+        rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cell('reward')} | "
+                    f"{cell('accuracy')} | {cell('em')} | {cell('f1')} | {cell('substring')} |")
+    return "\n".join(rows) + "\n"
+
+
 def main() -> None:
     results: dict = json.loads((HERE / "results.json").read_text()) if (HERE / "results.json").exists() else {}
     gsm8k = RECIPES / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
@@ -102,6 +127,7 @@ def main() -> None:
         print(f"== {name}", file=sys.stderr, flush=True)
         job()
     plot(results)
+    (HERE / "results.md").write_text(markdown(results))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if key != "n":
             print(f"  {key:<10} {before[key]:>7.3f} {after[key]:>7.3f}")
     print(f"\n  training run: {run_dir}\n  eval runs:    {before_dir}\n                {after_dir}")
-    print("  Replay: open any trajectories/*.trajectories.jsonl of these folders in VS Code with Agent RL Studio,"
-          "\n  or read them as JSON Lines (schema: protocol/schemas/trajectory.schema.json).")
+    print(f"  Replay: {run_dir / 'trajectories'} holds one *.trajectories.jsonl per step, the files the replay"
+          "\n  panel shows (schema: protocol/schemas/trajectory.schema.json).")
     print(json.dumps({"before": before, "after": after}))
     return 0
