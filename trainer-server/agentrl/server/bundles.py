@@ -17,8 +17,11 @@ import tarfile
 import uuid
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from agentrl.server.protocol import BUNDLE_NOT_FOUND, BUNDLE_REJECTED, RpcError
 
@@ -33,6 +36,7 @@ class Member:
     name: str
     size: int
     is_dir: bool
+    open: Callable[[], IO[bytes]]  # the member's bytes, read only after every member passed the checks
 
 
 def _reject(message: str) -> RpcError:
@@ -76,51 +80,44 @@ def _copy_bounded(source: io.BufferedIOBase, target: Path, limit: int, name: str
             out.write(chunk)
 
 
+def _write_members(members: list[Member], dest: Path) -> int:
+    """Checks the whole listing first, then writes; returns the number of files."""
+    _check_counts(members)
+    budget = [MAX_TOTAL_BYTES]
+    for member in members:
+        target = dest / _safe_relative(member.name)
+        if member.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with member.open() as source:
+            _copy_bounded(source, target, member.size, member.name, budget)
+    return sum(1 for m in members if not m.is_dir)
+
+
 def _extract_zip(data: bytes, dest: Path) -> int:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        infos = archive.infolist()
         members = []
-        for info in infos:
+        for info in archive.infolist():
             mode = info.external_attr >> 16
             if mode and (mode & 0o170000) not in (0, 0o100000, 0o040000):
                 raise _reject(f"{info.filename!r}: links and special files are not allowed")
             _safe_relative(info.filename)
-            members.append(Member(info.filename, info.file_size, info.is_dir()))
-        _check_counts(members)
-        budget = [MAX_TOTAL_BYTES]
-        for info in infos:
-            target = dest / _safe_relative(info.filename)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source:
-                _copy_bounded(source, target, info.file_size, info.filename, budget)
-        return sum(1 for m in members if not m.is_dir)
+            members.append(Member(info.filename, info.file_size, info.is_dir(), partial(archive.open, info)))
+        return _write_members(members, dest)
 
 
 def _extract_tar(data: bytes, dest: Path) -> int:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
-        infos = []
+        members = []
         for info in archive:  # streaming: a tar with a million headers stops at the count limit
             if not (info.isfile() or info.isdir()):
                 raise _reject(f"{info.name!r}: links and special files are not allowed")
             _safe_relative(info.name)
-            infos.append(info)
-            if len(infos) > MAX_FILES:
+            members.append(Member(info.name, info.size, info.isdir(), partial(archive.extractfile, info)))
+            if len(members) > MAX_FILES:
                 raise _reject(f"more than {MAX_FILES} entries")
-        _check_counts([Member(i.name, i.size, i.isdir()) for i in infos])
-        budget = [MAX_TOTAL_BYTES]
-        for info in infos:
-            target = dest / _safe_relative(info.name)
-            if info.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = archive.extractfile(info)
-            assert source is not None
-            _copy_bounded(source, target, info.size, info.name, budget)
-        return sum(1 for i in infos if i.isfile())
+        return _write_members(members, dest)
 
 
 class BundleStore:
