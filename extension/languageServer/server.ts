@@ -1,0 +1,71 @@
+// The run-config language server: diagnostics, completion, hover and quick fixes for *.agentrl.yaml,
+// started by the extension through vscode-languageclient (IPC).
+import { fileURLToPath } from 'node:url';
+import {
+  CodeActionKind, CompletionItemKind, createConnection, DiagnosticSeverity, MarkupKind, ProposedFeatures, TextDocuments,
+  TextDocumentSyncKind, type CodeAction, type Diagnostic,
+} from 'vscode-languageserver/node';
+import { TextDocument } from 'vscode-languageserver-textdocument';
+import { complete, hoverText } from './assist';
+import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './protocol';
+import { validateRunConfig, type Finding } from './validate';
+
+const connection = createConnection(ProposedFeatures.all);
+const documents = new TextDocuments(TextDocument);
+let devicesSummary: string | undefined;
+
+const SEVERITY: Record<Finding['severity'], DiagnosticSeverity> = {
+  error: DiagnosticSeverity.Error, warning: DiagnosticSeverity.Warning, information: DiagnosticSeverity.Information,
+};
+
+connection.onInitialize(() => ({
+  capabilities: {
+    textDocumentSync: TextDocumentSyncKind.Incremental,
+    completionProvider: { triggerCharacters: [':', ' '] },
+    hoverProvider: true,
+    codeActionProvider: { codeActionKinds: [CodeActionKind.QuickFix] },
+  },
+}));
+
+function validate(document: TextDocument): void {
+  const path = document.uri.startsWith('file:') ? fileURLToPath(document.uri) : document.uri;
+  const diagnostics: Diagnostic[] = validateRunConfig(document.getText(), path).map((f) => ({
+    range: { start: document.positionAt(f.start), end: document.positionAt(f.end) },
+    severity: SEVERITY[f.severity], source: 'agent-rl', code: f.code, message: f.message, data: f.fix,
+  }));
+  void connection.sendDiagnostics({ uri: document.uri, diagnostics });
+}
+
+documents.onDidChangeContent((change) => validate(change.document));
+documents.onDidClose((event) => void connection.sendDiagnostics({ uri: event.document.uri, diagnostics: [] }));
+
+connection.onCompletion((params) => {
+  const document = documents.get(params.textDocument.uri);
+  if (!document) return [];
+  return complete(document.getText(), document.offsetAt(params.position)).map((s) => ({
+    label: s.label, kind: s.kind === 'key' ? CompletionItemKind.Property : CompletionItemKind.EnumMember,
+    detail: s.detail, documentation: s.documentation, insertText: s.insertText,
+  }));
+});
+
+connection.onHover((params) => {
+  const document = documents.get(params.textDocument.uri);
+  const text = document && hoverText(document.getText(), document.offsetAt(params.position), devicesSummary);
+  return text ? { contents: { kind: MarkupKind.Markdown, value: text } } : null;
+});
+
+connection.onCodeAction((params): CodeAction[] => params.context.diagnostics
+  .filter((d) => d.source === 'agent-rl' && d.data)
+  .map((d) => {
+    const fix = d.data as { title: string; text: string };
+    return { title: fix.title, kind: CodeActionKind.QuickFix, diagnostics: [d], isPreferred: true,
+      edit: { changes: { [params.textDocument.uri]: [{ range: d.range, newText: fix.text }] } } };
+  }));
+
+connection.onNotification(TRAINER_DEVICES_NOTIFICATION, (params: TrainerDevicesParams) => {
+  const gpus = params.gpus.map((g) => `${g.name} (${(g.memoryBytes / 2 ** 30).toFixed(0)} GiB)`).join(', ');
+  devicesSummary = `Connected trainer: ${params.cpu.cores} CPU cores${gpus ? `, GPUs: ${gpus}` : ', no GPU'}.`;
+});
+
+documents.listen(connection);
+connection.listen();
