@@ -1,18 +1,21 @@
 // The run-config language server: diagnostics, completion, hover and quick fixes for *.agentrl.yaml,
 // started by the extension through vscode-languageclient (IPC).
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   CodeActionKind, CompletionItemKind, createConnection, DiagnosticSeverity, MarkupKind, ProposedFeatures, TextDocuments,
   TextDocumentSyncKind, type CodeAction, type Diagnostic,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
+import { parseDocument } from 'yaml';
 import { complete, hoverText } from './assist';
+import { devicesSummary } from './fit';
 import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './protocol';
 import { validateRunConfig, type Finding } from './validate';
 
 const connection = createConnection(ProposedFeatures.all);
 const documents = new TextDocuments(TextDocument);
-let devicesSummary: string | undefined;
+let trainerDevices: TrainerDevicesParams | undefined;
 
 const SEVERITY: Record<Finding['severity'], DiagnosticSeverity> = {
   error: DiagnosticSeverity.Error, warning: DiagnosticSeverity.Warning, information: DiagnosticSeverity.Information,
@@ -27,8 +30,10 @@ connection.onInitialize(() => ({
   },
 }));
 
+const pathOf = (document: TextDocument): string => (document.uri.startsWith('file:') ? fileURLToPath(document.uri) : document.uri);
+
 function validate(document: TextDocument): void {
-  const path = document.uri.startsWith('file:') ? fileURLToPath(document.uri) : document.uri;
+  const path = pathOf(document);
   const diagnostics: Diagnostic[] = validateRunConfig(document.getText(), path).map((f) => ({
     range: { start: document.positionAt(f.start), end: document.positionAt(f.end) },
     severity: SEVERITY[f.severity], source: 'agent-rl', code: f.code, message: f.message, data: f.fix,
@@ -50,7 +55,10 @@ connection.onCompletion((params) => {
 
 connection.onHover((params) => {
   const document = documents.get(params.textDocument.uri);
-  const text = document && hoverText(document.getText(), document.offsetAt(params.position), devicesSummary);
+  if (!document) return null;
+  const model = trainerDevices && (parseDocument(document.getText()).toJS() as { model?: object } | null)?.model;
+  const devices = trainerDevices && devicesSummary(trainerDevices, model ?? {}, dirname(pathOf(document)));
+  const text = hoverText(document.getText(), document.offsetAt(params.position), devices);
   return text ? { contents: { kind: MarkupKind.Markdown, value: text } } : null;
 });
 
@@ -62,9 +70,8 @@ connection.onCodeAction((params): CodeAction[] => params.context.diagnostics
       edit: { changes: { [params.textDocument.uri]: [{ range: d.range, newText: fix.text }] } } };
   }));
 
-connection.onNotification(TRAINER_DEVICES_NOTIFICATION, (params: TrainerDevicesParams) => {
-  const gpus = params.gpus.map((g) => `${g.name} (${(g.memoryBytes / 2 ** 30).toFixed(0)} GiB)`).join(', ');
-  devicesSummary = `Connected trainer: ${params.cpu.cores} CPU cores${gpus ? `, GPUs: ${gpus}` : ', no GPU'}.`;
+connection.onNotification(TRAINER_DEVICES_NOTIFICATION, (params: TrainerDevicesParams | null) => {
+  trainerDevices = params ?? undefined;
 });
 
 documents.listen(connection);

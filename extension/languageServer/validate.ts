@@ -174,6 +174,20 @@ export function fieldsReadByEnv(source: string): string[] {
   return [...found];
 }
 
+/** A dotted module (`pkg.env`) as a file in the config's folder or any folder above it (the workspace, or
+ *  `trainer-server/` for the `agentrl` package the trainer ships). */
+export function findDottedModule(module: string, from: string): string | undefined {
+  const relative = module.split('.').join('/');
+  for (let dir = from; ; dir = dirname(dir)) {
+    for (const root of [dir, join(dir, 'trainer-server')]) {
+      for (const candidate of [join(root, `${relative}.py`), join(root, relative, '__init__.py')]) {
+        if (existsSync(candidate)) return candidate;
+      }
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
 function semanticChecks(doc: Document, configPath: string, out: Finding[]): void {
   const base = dirname(configPath);
   const at = (path: string[]): [number, number] => range(valueNode(doc, path), [0, 0]);
@@ -188,16 +202,20 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
   let envSource: string | undefined;
   const module = valueOf(doc, ['env', 'module']);
   const className = valueOf(doc, ['env', 'class_name']);
-  if (typeof module === 'string' && (module.endsWith('.py') || module.includes('/'))) {
-    const file = resolveFrom(base, module);
-    if (!existsSync(file)) {
-      const [start, end] = at(['env', 'module']);
+  if (typeof module === 'string') {
+    const isFile = module.endsWith('.py') || module.includes('/') || module.includes('\\');
+    const file = isFile ? resolveFrom(base, module) : findDottedModule(module, base);
+    const [start, end] = at(['env', 'module']);
+    if (isFile && !existsSync(file!)) {
       out.push({ start, end, severity: 'error', code: 'env-module', message: `env.module: ${file} does not exist` });
+    } else if (!file) {
+      out.push({ start, end, severity: 'warning', code: 'env-module',
+        message: `env.module: no ${module.replace(/\./g, '/')}.py (or package) in the folders above this config; the trainer must be able to import it from its Python environment` });
     } else {
       envSource = readFileSync(file, 'utf8');
       if (typeof className === 'string' && !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(envSource)) {
-        const [start, end] = at(['env', 'class_name']);
-        out.push({ start, end, severity: 'error', code: 'env-class', message: `env.class_name: ${module} defines no class ${className}` });
+        const [classStart, classEnd] = at(['env', 'class_name']);
+        out.push({ start: classStart, end: classEnd, severity: 'error', code: 'env-class', message: `env.class_name: ${module} defines no class ${className}` });
       }
     }
   }

@@ -1,8 +1,10 @@
 import { strict as assert } from 'node:assert';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { complete, hoverText, pathAt } from '../../extension/languageServer/assist';
-import { closest, fieldsReadByEnv, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
+import { devicesSummary, estimateParameters } from '../../extension/languageServer/fit';
+import { closest, fieldsReadByEnv, findDottedModule, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
 
 const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
 
@@ -70,6 +72,20 @@ describe('run-config language server: diagnostics', () => {
     assert.equal(findings[1].severity, 'warning');
   });
 
+  it('a dotted env.module is found in the folders above the config (here the agentrl package), and its class and task fields checked', () => {
+    assert.equal(findDottedModule('agentrl.examples.lookup.env', DIR), resolve(DIR, '../../../trainer-server/agentrl/examples/lookup/env.py'));
+    const [f] = check('dotted-module').findings;
+    assert.equal(f.message, "data.train: the first record has no 'key', which the env reads from each task");
+    assert.deepEqual([f.line, f.snippet], [6, 'tasks.jsonl']);
+  });
+
+  it('a dotted env.module found nowhere is a warning (it may be installed in the trainer\'s Python)', () => {
+    const [f] = check('unknown-module').findings;
+    assert.equal(f.severity, 'warning');
+    assert.match(f.message, /^env\.module: no no_such_pkg\/envs\.py \(or package\) in the folders above this config/);
+    assert.deepEqual([f.line, f.snippet], [3, 'no_such_pkg.envs']);
+  });
+
   it('max_context smaller than prompt + turns x new tokens, said to be an estimate', () => {
     const [f] = check('context-budget').findings;
     assert.match(f.message, /^rollout\.max_context \(1024\) < prompt \(~10 tokens, estimated at 4 characters a token\) \+ max_turns × max_new_tokens \(8 × 256\) = 2058/);
@@ -111,5 +127,30 @@ describe('run-config language server: completion and hover', () => {
     assert.match(hover, /Default: `4`/);
     const model = 'model:\n  dtype: auto\n';
     assert.match(hoverText(model, model.indexOf('dtype') + 1, 'Connected trainer: 16 CPU cores, GPUs: H100 (80 GiB).')!, /H100/);
+  });
+});
+
+describe('run-config language server: does the model fit the trainer', () => {
+  const h100 = { cpu: { name: 'x86_64', cores: 16, memoryBytes: 128 * 2 ** 30 }, gpus: [{ name: 'H100', memoryBytes: 80 * 2 ** 30 }] };
+  const laptop = { cpu: { name: 'arm64', cores: 8, memoryBytes: 2 ** 30 }, gpus: [] };
+
+  it('estimates parameters of the built-ins and of a local model from its config.json', () => {
+    assert.equal(estimateParameters({ path: 'smollm2' }, DIR), 135e6);
+    assert.equal(estimateParameters({ path: 'tiny', tiny_hidden: 64, tiny_layers: 2 }, DIR), 300 * 64 * 2 + 2 * (4 * 64 * 64 + 3 * 64 * 128));
+    const dir = mkdtempSync(join(tmpdir(), 'model-'));
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ vocab_size: 1000, hidden_size: 10, num_hidden_layers: 2, intermediate_size: 20 }));
+    assert.equal(estimateParameters({ path: dir }, DIR), 1000 * 10 + 2 * (4 * 100 + 3 * 10 * 20));
+    assert.equal(estimateParameters({ path: './no-such-model' }, DIR), undefined);
+  });
+
+  it('says whether a model fits: weights × bytes per dtype, plus gradients and Adam moments to train', () => {
+    const fits = devicesSummary(h100, { path: 'smollm2', dtype: 'bfloat16' }, DIR);
+    assert.match(fits, /^Connected trainer: 16 CPU cores, 128\.0 GiB RAM; GPUs: H100 \(80\.0 GiB\)\./);
+    assert.match(fits, /~135\.0M parameters × 2 bytes = 0\.25 GiB of weights; ~1\.5 GiB to train \(estimate/);
+    assert.match(fits, /Fits the largest GPU \(80\.0 GiB\)/);
+    const tooBig = devicesSummary(laptop, { path: 'smollm2', dtype: 'auto' }, DIR);
+    assert.match(tooBig, /× 4 bytes/);  // auto on CPU = float32
+    assert.match(tooBig, /Likely does not fit the trainer's RAM \(1\.0 GiB\): consider LoRA/);
+    assert.equal(devicesSummary(laptop, { path: './no-such-model' }, DIR), 'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.');
   });
 });

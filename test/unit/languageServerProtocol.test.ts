@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { TRAINER_DEVICES_NOTIFICATION } from '../../extension/languageServer/protocol';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -44,5 +45,16 @@ describe('run-config language server over LSP', function () {
     assert.equal(actions[0].edit.changes[uri][0].newText, 'train');
     const hover = await connection.sendRequest('textDocument/hover', { textDocument: { uri }, position: { line: 6, character: 4 } }) as { contents: { value: string } } | null;
     assert.equal(hover, null);  // batch_size under an unknown section has no schema to describe
+  });
+
+  it('hovers on model keys with the devices the extension passed on from the trainer, and whether the model fits', async () => {
+    const file = join(ROOT, 'test', 'fixtures', 'run-configs', 'valid.agentrl.yaml');
+    const uri = pathToFileURL(file).href;
+    await connection.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId: 'yaml', version: 1, text: readFileSync(file, 'utf8') } });
+    await connection.sendNotification(TRAINER_DEVICES_NOTIFICATION, { cpu: { name: 'x86_64', cores: 16 }, gpus: [{ name: 'H100', memoryBytes: 80 * 2 ** 30 }] });
+    const hover = await connection.sendRequest('textDocument/hover', { textDocument: { uri }, position: { line: 2, character: 4 } }) as { contents: { value: string } };
+    assert.match(hover.contents.value, /\*\*model\.path\*\*/);
+    assert.match(hover.contents.value, /Connected trainer: 16 CPU cores; GPUs: H100 \(80\.0 GiB\)\./);
+    assert.match(hover.contents.value, /Fits the largest GPU/);
   });
 });

@@ -1,0 +1,84 @@
+// Run-config language support inside a real VS Code (code-server + Chromium, see /work/shared/vscode-e2e):
+// open a broken *.agentrl.yaml, see its diagnostic in the Problems panel, fix it with the quick fix, and see the
+// file fixed on disk and the problem gone. A scenario for the e2e harness: it gets the harness's page (a loaded
+// workbench with `workspace` open and the packaged extension installed) and its helpers.
+import fs from 'node:fs';
+import path from 'node:path';
+
+const FIXTURES = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', 'fixtures', 'run-configs');
+const CONFIG = 'broken.agentrl.yaml';
+const MESSAGE = "unknown key 'trian'; did you mean 'train'?";
+
+async function waitFor(check, what, ms = 30000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function quickOpen(page, name) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(name);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ timeout: 30000 });
+  await page.keyboard.press('Enter');
+}
+
+/** Contributed commands reach the palette a few seconds after the workbench paints, and an open palette does
+ *  not refresh: retry open -> filter -> check. */
+async function runCommand(page, title, ms = 60000) {
+  const end = Date.now() + ms;
+  const input = page.locator('.quick-input-widget input');
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  for (;;) {
+    await page.keyboard.press('F1');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('>' + title);
+    try { await row.waitFor({ timeout: 2000 }); break; } catch (e) {
+      if (Date.now() > end) throw e;
+      await page.keyboard.press('Escape');
+      await page.waitForTimeout(500);
+    }
+  }
+  await page.keyboard.press('Enter');
+}
+
+/** @param {{ page: import('playwright-core').Page, workspace: string, lap?: (m: string) => void }} harness */
+export async function languageServerScenario({ page, workspace, lap = console.log }) {
+  // The fixture's relative env.module / data.train must resolve inside the workspace too.
+  for (const name of ['env.py', 'tasks.jsonl']) fs.copyFileSync(path.join(FIXTURES, name), path.join(workspace, name));
+  const configPath = path.join(workspace, CONFIG);
+  fs.copyFileSync(path.join(FIXTURES, 'unknown-key.agentrl.yaml'), configPath);
+
+  await quickOpen(page, CONFIG);
+  await page.locator('.monaco-editor .view-lines', { hasText: 'trian' }).first().waitFor({ timeout: 30000 });
+  lap(`opened ${CONFIG}`);
+
+  // The diagnostic, from the language server, in the Problems panel.
+  await page.keyboard.press('Control+Shift+M');
+  const problem = page.locator('.markers-panel .monaco-list-row', { hasText: MESSAGE }).first();
+  await problem.waitFor({ timeout: 60000 });
+  lap('Problems panel shows the unknown-key diagnostic');
+
+  // Opening the problem selects its range in the editor; the quick fix there replaces the key.
+  await problem.click();
+  await page.keyboard.press('Enter');
+  await page.locator('.monaco-editor.focused').first().waitFor({ timeout: 10000 });
+  await page.keyboard.press('Control+.');
+  const fix = page.locator('.action-widget .monaco-list-row', { hasText: "Change 'trian' to 'train'" }).first();
+  await fix.waitFor({ timeout: 15000 });
+  await fix.click();
+  await page.keyboard.press('Control+S');
+  await waitFor(() => /^train:/m.test(fs.readFileSync(configPath, 'utf8')) && !/trian/.test(fs.readFileSync(configPath, 'utf8')), 'the fixed key on disk');
+  await page.locator('.markers-panel .monaco-list-row', { hasText: MESSAGE }).waitFor({ state: 'detached', timeout: 30000 });
+  lap('quick fix applied: the key is fixed on disk and the problem is gone');
+
+  // The restart command brings the server back, and it diagnoses the open config again once it changes on disk.
+  await runCommand(page, 'Agent RL: Restart Run-Config Language Server');
+  fs.copyFileSync(path.join(FIXTURES, 'bad-enum.agentrl.yaml'), configPath);
+  await page.locator('.markers-panel .monaco-list-row', { hasText: '(did you mean "grpo"?)' }).first().waitFor({ timeout: 60000 });
+  lap('after a restart, the server diagnoses the config again');
+}
