@@ -93,10 +93,10 @@ def markdown(results: dict) -> str:
             continue
         entry = results[key]
         metrics = entry.get("metrics") or entry["after"]
-        cell = lambda name: f"{metrics[name]:.3f}" if name in metrics else "–"  # noqa: E731
+        cells = " | ".join(f"{metrics[name]:.3f}" if name in metrics else "–"
+                           for name in ("reward", "accuracy", "em", "f1", "substring"))
         wall = f"{entry['train_wall_s'] / 60:.1f} min" if "train_wall_s" in entry else "–"
-        rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cell('reward')} | "
-                    f"{cell('accuracy')} | {cell('em')} | {cell('f1')} | {cell('substring')} |")
+        rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cells} |")
     return "\n".join(rows) + "\n"
 
 

@@ -1,0 +1,168 @@
+// Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for
+// `*.trajectories.jsonl`, and the relay between a trainer run and the webview. Talks to the webview only
+// through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
+import { randomBytes } from 'node:crypto';
+import * as vscode from 'vscode';
+import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
+import { findToolDefinition, parseTrajectories } from './toolSource';
+
+export const OPEN_REPLAY_COMMAND = 'agentRl.openReplay';
+export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
+
+/** What the replay host needs from a connected trainer (a subset of the extension's client). */
+export interface ReplayTrainer {
+  request(method: string, params?: unknown): Promise<unknown>;
+  onRunEvent(listener: (runId: string, event: { type: string; data: unknown }) => void): vscode.Disposable;
+}
+
+export interface ReplayDeps {
+  log: Pick<vscode.LogOutputChannel, 'info' | 'warn' | 'error'>;
+  /** The trainer client when connected, else undefined. */
+  trainer?: () => ReplayTrainer | undefined;
+}
+
+export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDeps): void {
+  const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
+  context.subscriptions.push(
+    vscode.commands.registerCommand(OPEN_REPLAY_COMMAND, (target?: vscode.Uri | { runId: string }) => openReplay(webviewRoot, deps, target)),
+    vscode.window.registerCustomEditorProvider(TRAJECTORY_EDITOR_VIEW_TYPE, new TrajectoryEditorProvider(webviewRoot, deps), {
+      webviewOptions: { retainContextWhenHidden: false },
+      supportsMultipleEditorsPerDocument: true,
+    }),
+  );
+}
+
+/** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
+async function openReplay(webviewRoot: vscode.Uri, deps: ReplayDeps, target?: vscode.Uri | { runId: string }): Promise<void> {
+  if (target && 'runId' in target) return openRun(webviewRoot, deps, target.runId);
+  const uri = target instanceof vscode.Uri ? target : (await vscode.window.showOpenDialog({
+    title: 'Open trajectories', canSelectMany: false, filters: { Trajectories: ['jsonl'] },
+  }))?.[0];
+  if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
+}
+
+async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string): Promise<void> {
+  const trainer = deps.trainer?.();
+  if (!trainer) {
+    void vscode.window.showErrorMessage('Agent RL: not connected to a trainer server; start or connect one to replay a live run.');
+    return;
+  }
+  const panel = vscode.window.createWebviewPanel('agentRl.replay', `Replay: ${runId}`, vscode.ViewColumn.Active, webviewOptions(webviewRoot));
+  const fetchRecords = async (filter: Record<string, unknown>): Promise<TrajectoryRecord[]> => {
+    const page = await trainer.request('trajectory/query', { runId, ...filter, limit: 10000 }) as { items: Array<{ id: string }> };
+    return Promise.all(page.items.map((s) => trainer.request('trajectory/get', { runId, id: s.id }) as Promise<TrajectoryRecord>));
+  };
+  const seen = new Set<string>();
+  const pending: string[] = [];
+  const subscription = trainer.onRunEvent((eventRunId, event) => {
+    if (eventRunId !== runId || event.type !== 'trajectory') return;
+    const id = (event.data as { id: string }).id;
+    if (seen.has(id)) return;
+    seen.add(id);
+    pending.push(id);
+    void flush();
+  });
+  let flushing = false;
+  let ready = false;
+  const flush = async (): Promise<void> => {
+    if (flushing || !ready || pending.length === 0) return;
+    flushing = true;
+    const ids = pending.splice(0);
+    try {
+      const records = await Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id }) as Promise<TrajectoryRecord>));
+      post(panel.webview, { type: 'append', records });
+    } catch (err) {
+      deps.log.error(`replay: could not fetch new trajectories of ${runId}: ${(err as Error).message}`);
+    } finally {
+      flushing = false;
+      void flush();
+    }
+  };
+  panel.onDidDispose(() => subscription.dispose());
+  connect(panel.webview, webviewRoot, deps, async () => {
+    const records = await fetchRecords({});
+    records.forEach((r) => seen.add(r.id));
+    ready = true;
+    void flush();
+    return { type: 'load', source: runId, records, live: true };
+  });
+}
+
+class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
+  constructor(private readonly webviewRoot: vscode.Uri, private readonly deps: ReplayDeps) {}
+
+  openCustomDocument(uri: vscode.Uri): vscode.CustomDocument {
+    return { uri, dispose: () => undefined };
+  }
+
+  resolveCustomEditor(document: vscode.CustomDocument, panel: vscode.WebviewPanel): void {
+    panel.webview.options = webviewOptions(this.webviewRoot);
+    connect(panel.webview, this.webviewRoot, this.deps, async () => {
+      const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(document.uri));
+      const { records, errors } = parseTrajectories(text);
+      if (errors.length) {
+        this.deps.log.warn(`replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`);
+        void vscode.window.showWarningMessage(`${errors.length} line(s) of ${vscode.workspace.asRelativePath(document.uri)} are not valid JSON and were skipped (see the Agent RL log).`);
+      }
+      return { type: 'load', source: vscode.workspace.asRelativePath(document.uri), records, live: false };
+    });
+  }
+}
+
+function webviewOptions(webviewRoot: vscode.Uri): vscode.WebviewOptions & vscode.WebviewPanelOptions {
+  return { enableScripts: true, localResourceRoots: [webviewRoot] };
+}
+
+/** Sets the HTML and answers every `ready` (first load and each reload) with what `load` gives. */
+function connect(webview: vscode.Webview, webviewRoot: vscode.Uri, deps: ReplayDeps, load: () => Promise<HostToWebviewMessage>): void {
+  webview.onDidReceiveMessage(async (message: WebviewToHostMessage) => {
+    switch (message.type) {
+      case 'ready':
+        try {
+          post(webview, await load());
+        } catch (err) {
+          deps.log.error(`replay: ${(err as Error).message}`);
+          void vscode.window.showErrorMessage(`Agent RL: could not load trajectories: ${(err as Error).message}`);
+        }
+        return;
+      case 'openToolSource':
+        await openToolSource(message.toolName, deps);
+        return;
+    }
+  });
+  webview.html = html(webview, webviewRoot);
+}
+
+function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
+  void webview.postMessage(message);
+}
+
+/** Opens the Python file of the workspace that defines the Tool, at its definition. */
+async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void> {
+  const files = await vscode.workspace.findFiles('**/*.py', '{**/.venv/**,**/node_modules/**,**/site-packages/**}', 5000);
+  for (const file of files) {
+    const source = new TextDecoder().decode(await vscode.workspace.fs.readFile(file));
+    const line = findToolDefinition(source, toolName);
+    if (line === undefined) continue;
+    const position = new vscode.Position(line, 0);
+    await vscode.window.showTextDocument(file, { selection: new vscode.Range(position, position), preview: true });
+    return;
+  }
+  deps.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
+  void vscode.window.showInformationMessage(`No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`);
+}
+
+function html(webview: vscode.Webview, webviewRoot: vscode.Uri): string {
+  const nonce = randomBytes(16).toString('base64');
+  const asset = (...path: string[]): string => webview.asWebviewUri(vscode.Uri.joinPath(webviewRoot, ...path)).toString();
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; font-src ${webview.cspSource}; script-src 'nonce-${nonce}';">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${asset('codicons', 'codicon.css')}">
+<link rel="stylesheet" href="${asset('main.css')}">
+<title>Trajectory replay</title>
+</head><body><div id="app"></div>
+<script nonce="${nonce}" src="${asset('main.js')}"></script>
+</body></html>`;
+}

@@ -1,0 +1,26 @@
+// New Environment from the palette writes a working env into the open folder and opens its run config.
+import fs from 'node:fs';
+import path from 'node:path';
+
+async function answer(page, step, value) {
+  // The quick input widget is reused between steps: wait for this step's title, or the next step's
+  // default value lands after (and over) what we type.
+  await page.locator('.quick-input-widget .quick-input-title', { hasText: step }).waitFor({ state: 'visible' });
+  const input = page.locator('.quick-input-widget input');
+  await input.fill(value);
+  await page.keyboard.press('Enter');
+}
+
+export async function newEnvironmentScenario({ page, workspace, runCommand }) {
+  const folder = path.join(workspace, 'palette-env');
+  fs.rmSync(folder, { recursive: true, force: true });
+  await runCommand(page, 'Agent RL: New Environment');
+  await answer(page, '(1/3)', 'palette-env');
+  await answer(page, '(2/3)', 'search, calculator');
+  const config = path.join(folder, 'palette-env.agentrl.yaml');
+  await page.locator('.tab', { hasText: 'palette-env.agentrl.yaml' }).waitFor({ timeout: 30000 });
+  for (const file of ['tools.py', 'env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', config]) {
+    if (!fs.existsSync(path.resolve(folder, file))) throw new Error(`New Environment did not write ${file}`);
+  }
+  if (!/class Calculator\(Tool\)/.test(fs.readFileSync(path.join(folder, 'tools.py'), 'utf8'))) throw new Error('tools.py lacks the Calculator tool');
+}

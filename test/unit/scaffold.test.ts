@@ -1,0 +1,49 @@
+import { strict as assert } from 'node:assert';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { renderEnvironment, validateEnvName, validateToolName } from '../../extension/scaffold';
+
+const TEMPLATES = resolve(__dirname, '../../extension/templates');
+const PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin/python');
+
+describe('scaffold', () => {
+  it('renders every file of a new environment with its classes filled in', () => {
+    const files = renderEnvironment({ name: 'web-qa', tools: ['search', 'read_page'] }, TEMPLATES);
+    assert.deepEqual([...files.keys()].sort(), ['env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', 'tools.py', 'web-qa.agentrl.yaml']);
+    assert.match(files.get('tools.py')!, /class Search\(Tool\):\n {4}name = "search"/);
+    assert.match(files.get('tools.py')!, /class ReadPage\(Tool\):\n {4}name = "read_page"/);
+    assert.match(files.get('env.py')!, /class WebQaEnv\(ToolEnv\)/);
+    assert.match(files.get('env.py')!, /self\.tools = \[Search\(\), ReadPage\(\)\]/);
+    assert.match(files.get('web-qa.agentrl.yaml')!, /class_name: WebQaEnv/);
+    for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
+    assert.match(renderEnvironment({ name: 'math-env', tools: ['calc'] }, TEMPLATES).get('env.py')!, /class MathEnv\(ToolEnv\)/);
+  });
+
+  it('refuses bad names with a reason', () => {
+    assert.equal(validateEnvName('ok_env-1'), undefined);
+    assert.ok(validateEnvName('Bad Name'));
+    assert.ok(validateToolName('run-sql'));
+    assert.throws(() => renderEnvironment({ name: 'x', tools: ['a', 'a'] }, TEMPLATES), /distinct/);
+    assert.throws(() => renderEnvironment({ name: 'x', tools: [] }, TEMPLATES), /at least one tool/);
+  });
+
+  it('writes an env that passes `agentrl env check` and its own pytest unchanged', function () {
+    this.timeout(120_000);
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-'));
+    for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo', 'shout'] }, TEMPLATES)) writeFileSync(join(dir, file), content);
+    const check = execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', dir], { encoding: 'utf8' });
+    assert.match(check, /scripted episode/);
+    execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_env.py'], { cwd: dir, encoding: 'utf8' });
+  });
+});
+
+describe('manifest', () => {
+  it('contributes every command the extension registers, under the Agent RL category', async () => {
+    const { Commands } = await import('../../extension/commands');
+    const manifest = JSON.parse(readFileSync(resolve(__dirname, '../../package.json'), 'utf8'));
+    const contributed = new Map(manifest.contributes.commands.map((c: { command: string; category: string }) => [c.command, c.category]));
+    for (const id of Object.values(Commands)) assert.equal(contributed.get(id), 'Agent RL', id);
+  });
+});
