@@ -135,11 +135,15 @@ class RunStore:
         final = self.checkpoints_dir / f"step-{step:06d}"
         tmp = self.checkpoints_dir / f".tmp-{step:06d}-{uuid.uuid4().hex[:6]}"
         tmp.mkdir()
-        write(tmp)
-        for path in tmp.rglob("*"):
-            if path.is_file():
-                with path.open("rb") as handle:
-                    os.fsync(handle.fileno())
+        try:
+            write(tmp)
+            for path in tmp.rglob("*"):
+                if path.is_file():
+                    with path.open("rb") as handle:
+                        os.fsync(handle.fileno())
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a failed checkpoint leaves nothing behind
+            raise
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)

@@ -1,0 +1,76 @@
+"""The run folder's guarantees, and the rollout health signals, on their own."""
+
+import json
+
+import pytest
+
+from agentrl.episode import Episode, ToolCallRecord, TurnRecord
+from agentrl.metrics import rollout_metrics
+from agentrl.runstore import RunStore, latest_status, list_run_dirs, read_events
+
+
+def test_events_are_sequenced_and_a_torn_tail_is_never_read(tmp_path):
+    store = RunStore.create(tmp_path, "r", {"name": "r"}, {"name": "r", "mode": "train"})
+    for step in range(3):
+        store.append_event("metrics", {"step": step, "metrics": {}})
+    with (store.run_dir / "events.jsonl").open("a") as handle:
+        handle.write('{"seq": 4, "time": 0, "type": "status", "da')  # a crash mid-write
+    assert [e["seq"] for e in read_events(store.run_dir)] == [1, 2, 3]
+    assert [e["seq"] for e in read_events(store.run_dir, since=2)] == [3]
+    reopened = RunStore(store.run_dir)  # a resuming writer drops the torn line and continues the sequence
+    assert reopened.append_event("status", {"status": "running", "step": 3, "total_steps": 3}) == 4
+    lines = (store.run_dir / "events.jsonl").read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3, 4]
+    assert latest_status(read_events(store.run_dir))["status"] == "running"
+
+
+def test_checkpoints_are_whole_or_absent_and_trimmed(tmp_path):
+    store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
+    for step in (1, 2, 3):
+        store.save_checkpoint(step, lambda folder, s=step: (folder / "model.pt").write_text(str(s)), keep=2)
+    assert [p.name for p in store.checkpoints()] == ["step-000002", "step-000003"]
+    assert (store.latest_checkpoint() / "model.pt").read_text() == "3"
+
+    def crash(folder):
+        (folder / "model.pt").write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        store.save_checkpoint(4, crash, keep=2)
+    assert store.latest_checkpoint().name == "step-000003"  # the half-written one is never taken
+    assert sorted(p.name for p in store.checkpoints_dir.iterdir()) == ["step-000002", "step-000003"]
+
+
+def test_run_folders_are_listed_and_never_overwritten(tmp_path):
+    RunStore.create(tmp_path, "a", {}, {"name": "a", "mode": "train"})
+    (tmp_path / "not-a-run").mkdir()
+    assert [p.name for p in list_run_dirs(tmp_path)] == ["a"]
+    with pytest.raises(FileExistsError):
+        RunStore.create(tmp_path, "a", {}, {"name": "a", "mode": "train"})
+
+
+def episode(group, reward, *, status="finished", calls=(), parse_error=None, tokens=4):
+    ep = Episode(task_id="t", task={}, group=group, sample=0, prompt_messages=[], tool_schemas=[])
+    ep.turns = [TurnRecord(index=0, assistant="a", tool_calls=list(calls), parse_error=parse_error)]
+    ep.outcome_reward, ep.status = reward, status
+    ep.reward_breakdown = {"em": reward}
+    ep.loss_mask = [1] * tokens
+    ep.token_ids = [0] * tokens
+    return ep
+
+
+def test_rollout_health_signals():
+    ok = ToolCallRecord(id="1", name="search", arguments={}, raw="r", result="x")
+    bad = ToolCallRecord(id="2", name="search", arguments={}, raw="r", error="boom", error_kind="exception")
+    episodes = [
+        episode(0, 1.0, calls=[ok, bad]), episode(0, 0.0, status="truncated", parse_error="bad json"),
+        episode(1, 0.5), episode(1, 0.5, tokens=8),
+    ]
+    m = rollout_metrics(episodes)
+    assert m["reward/mean"] == pytest.approx(0.5)
+    assert m["reward/em"] == pytest.approx(0.5)
+    assert m["health/zero_variance_groups"] == 0.5  # group 1 earned 0.5 twice
+    assert m["health/truncation_rate"] == 0.25
+    assert m["health/tool_failure_rate"] == 0.5 and m["tools/search/failure_rate"] == 0.5
+    assert m["tools/errors/exception"] == 1 and m["health/malformed_calls"] == 1
+    assert m["episode/response_length_mean"] == 5.0 and m["episode/turns_mean"] == 1.0
