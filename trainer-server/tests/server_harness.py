@@ -3,6 +3,7 @@ against protocol/schemas/rpc.schema.json."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -57,7 +58,8 @@ class ServerProcess:
 
 class Client:
     def __init__(self, url: str, initialize: bool = True, **connect_args: Any) -> None:
-        self.ws = connect(url, open_timeout=10, max_size=None, **connect_args)
+        self._connection = contextlib.ExitStack()  # websockets wants its sync client used as a context manager
+        self.ws = self._connection.enter_context(connect(url, open_timeout=10, max_size=None, **connect_args))
         self.ids = itertools.count(1)
         self.notifications: list[dict] = []
         self.pending_methods: dict[int, str] = {}
@@ -108,7 +110,7 @@ class Client:
         raise TimeoutError(f"no matching event within {timeout} s; got {len(events)}")
 
     def close(self) -> None:
-        self.ws.close()
+        self._connection.close()
 
 
 def is_final_status(event: dict) -> bool:
