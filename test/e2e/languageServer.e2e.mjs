@@ -27,27 +27,7 @@ async function quickOpen(page, name) {
   await page.keyboard.press('Enter');
 }
 
-/** Contributed commands reach the palette a few seconds after the workbench paints, and an open palette does
- *  not refresh: retry open -> filter -> check. */
-async function runCommand(page, title, ms = 60000) {
-  const end = Date.now() + ms;
-  const input = page.locator('.quick-input-widget input');
-  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-  for (;;) {
-    await page.keyboard.press('F1');
-    await input.waitFor({ state: 'visible' });
-    await input.fill('>' + title);
-    try { await row.waitFor({ timeout: 2000 }); break; } catch (e) {
-      if (Date.now() > end) throw e;
-      await page.keyboard.press('Escape');
-      await page.waitForTimeout(500);
-    }
-  }
-  await page.keyboard.press('Enter');
-}
-
-/** @param {{ page: import('playwright-core').Page, workspace: string, lap?: (m: string) => void }} harness */
-export async function languageServerScenario({ page, workspace, lap = console.log }) {
+export async function languageServerScenario({ page, workspace, lap = console.log, runCommand }) {
   // The fixture's relative env.module / data.train must resolve inside the workspace too.
   for (const name of ['env.py', 'tasks.jsonl']) fs.copyFileSync(path.join(FIXTURES, name), path.join(workspace, name));
   const configPath = path.join(workspace, CONFIG);
