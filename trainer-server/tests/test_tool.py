@@ -7,6 +7,8 @@ import pytest
 from agentrl import Tool
 from agentrl.tool import ParsedCall, execute_calls
 
+from failing_tools import Boom, Garbage, Hang
+
 
 class Add(Tool):
     name = "add"
@@ -18,35 +20,12 @@ class Add(Tool):
         return a + b
 
 
-class Boom(Tool):
-    name = "boom"
-    parameters = {"type": "object", "properties": {}}
-
-    def execute(self):
-        raise RuntimeError("kaput")
-
-
-class Hang(Tool):
-    name = "hang"
-    timeout_s = 0.2
-
-    def execute(self):
-        time.sleep(30)
-
-
 class AsyncHang(Tool):
     name = "ahang"
     timeout_s = 0.2
 
     async def execute(self):
         await asyncio.sleep(30)
-
-
-class Garbage(Tool):
-    name = "garbage"
-
-    def execute(self):
-        return object()
 
 
 TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage())}

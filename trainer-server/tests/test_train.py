@@ -78,24 +78,8 @@ def test_resume_gives_identical_trajectories_and_metrics(tmp_path):
 
 
 FAILING_ENV = '''
-import time
-from agentrl import EpisodeScore, Tool, ToolEnv
-
-class Boom(Tool):
-    name = "boom"
-    def execute(self):
-        raise RuntimeError("kaput")
-
-class Hang(Tool):
-    name = "hang"
-    timeout_s = 0.2
-    def execute(self):
-        time.sleep(10)
-
-class Garbage(Tool):
-    name = "garbage"
-    def execute(self):
-        return {1, 2}
+from agentrl import EpisodeScore, ToolEnv
+from failing_tools import Boom, Garbage, Hang  # the tests' folder is on sys.path
 
 class FailingEnv(ToolEnv):
     def __init__(self, **args):
