@@ -103,7 +103,7 @@ class Client:
 class TrainerServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
-        self.runs = RunManager(options.runs_dir, options.bundles_dir)
+        self.runs = RunManager(options.runs_dir)
         self.bundles = BundleStore(options.bundles_dir)
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()

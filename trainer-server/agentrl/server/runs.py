@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +58,11 @@ class RunProcess:
     adopted_pid: int | None = None  # a run left running by an earlier server process
     stop_mode: str | None = None
     stderr_path: Path | None = None
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 class RunManager:
-    def __init__(self, runs_dir: Path, bundles_dir: Path) -> None:
+    def __init__(self, runs_dir: Path) -> None:
         self.runs_dir = runs_dir
-        self.bundles_dir = bundles_dir
         self.incoming_dir = runs_dir / ".incoming"
         self.live: dict[str, RunProcess] = {}
 
@@ -170,14 +168,6 @@ class RunManager:
             pass
         return "stopping" if mode == "graceful" else "stopped"
 
-    async def wait(self, run_id: str) -> None:
-        proc = self.live.get(run_id)
-        if proc is None:
-            return
-        future = asyncio.get_running_loop().create_future()
-        proc.waiters.append(future)
-        await future
-
     async def _spawn(self, run_id: str, args: list[str]) -> None:
         logs = self.runs_dir / ".logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -210,9 +200,6 @@ class RunManager:
                 self._record_unfinished_end(run_dir, status, proc, exit_code)
             (run_dir / PID_FILE).unlink(missing_ok=True)
         log.info("run %s ended (exit %s)", run_id, exit_code)
-        for waiter in proc.waiters if proc else []:
-            if not waiter.done():
-                waiter.set_result(None)
 
     def _record_unfinished_end(self, run_dir: Path, status: dict[str, Any], proc: RunProcess | None,
                                exit_code: int | None) -> None:
