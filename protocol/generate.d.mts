@@ -1,1 +1,2 @@
 export function generateTrajectoryTypes(): Promise<string>;
+export function generateRpcTypes(): Promise<string>;

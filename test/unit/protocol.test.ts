@@ -42,8 +42,8 @@ describe('protocol', () => {
   });
 
   it('the generated TypeScript types match the schema (run `npm run gen:protocol`)', async () => {
-    const { generateTrajectoryTypes } = await import('../../protocol/generate.mjs');
-    const committed = readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8');
-    assert.equal(committed, await generateTrajectoryTypes());
+    const { generateRpcTypes, generateTrajectoryTypes } = await import('../../protocol/generate.mjs');
+    assert.equal(readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8'), await generateTrajectoryTypes());
+    assert.equal(readFileSync(join(PROTOCOL, 'generated', 'rpc.ts'), 'utf8'), await generateRpcTypes());
   });
 });

@@ -144,7 +144,7 @@ def test_env_upload_check_and_start_from_bundle(server):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in ("env.py", "tasks.jsonl", "lookup.agentrl.yaml"):
-            archive.write(EXAMPLE_CONFIG.parent / name, f"lookup/{name}" if False else name)
+            archive.write(EXAMPLE_CONFIG.parent / name, name)
     archive_b64 = base64.b64encode(buffer.getvalue()).decode()
     uploaded = client.request("env/upload", {"name": "lookup", "archive": archive_b64})
     assert uploaded["files"] == 3 and uploaded["bundleId"] == uploaded["sha256"]
@@ -160,6 +160,20 @@ def test_env_upload_check_and_start_from_bundle(server):
     assert events[-1]["data"]["status"] == "completed"
     assert sum(e["type"] == "trajectory" for e in events) == 3
     assert client.call("env/check", {"bundleId": "0" * 64})["error"]["code"] == -32021
+
+
+def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(server, tmp_path):
+    client = Client(server.url)
+    config = example_config()
+    config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the config's folder
+    run_id = client.request("run/start", {"config": config, "configDir": str(EXAMPLE_CONFIG.parent), "mode": "try",
+                                          "episodes": 2})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    assert client.events_until(run_id, is_final_status)[-1]["data"]["status"] == "completed"
+    for bad in ({"configDir": "relative/dir"}, {"configDir": str(tmp_path / "missing")},
+                {"configDir": str(EXAMPLE_CONFIG.parent), "envBundle": "0" * 64}):
+        response = client.call("run/start", {"config": config, **bad})
+        assert response["error"]["code"] == -32602 and "configDir" in response["error"]["message"]
 
 
 def test_bad_configs_are_rejected_with_the_key(server):

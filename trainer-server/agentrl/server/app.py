@@ -209,9 +209,21 @@ class TrainerServer:
         }
 
     async def run_start(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        base = self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
+        base = self._config_base(params)
         run_id = await self.runs.start(params["config"], base, params.get("mode", "train"), params.get("episodes"))
         return {"runId": run_id}
+
+    def _config_base(self, params: dict[str, Any]) -> Path:
+        """The folder a run config's relative paths resolve against (rpc.md, `run/start`)."""
+        if "configDir" in params:
+            if "envBundle" in params:
+                raise p.RpcError(p.INVALID_PARAMS, "run/start: give configDir or envBundle, not both")
+            folder = Path(params["configDir"])
+            if not folder.is_absolute() or not folder.is_dir():
+                raise p.RpcError(p.INVALID_PARAMS,
+                                 f"run/start: configDir {params['configDir']!r} is not an absolute folder on the server's machine")
+            return folder
+        return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
 
     async def run_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         status = await self.runs.stop(params["runId"], params["mode"])
