@@ -1,5 +1,17 @@
 // Command ids, declared once; package.json contributes the same ids (a unit test keeps them in step).
 export const Commands = {
   newEnvironment: 'agentRl.newEnvironment',
+  newTool: 'agentRl.newTool',
+  newToolEnv: 'agentRl.newToolEnv',
+  tryEnvironment: 'agentRl.tryEnvironment',
+  startTraining: 'agentRl.startTraining',
+  stopTraining: 'agentRl.stopTraining',
+  resumeTraining: 'agentRl.resumeTraining',
+  openReplay: 'agentRl.openReplay',
+  connectServer: 'agentRl.connectServer',
+  startLocalServer: 'agentRl.startLocalServer',
+  disconnectServer: 'agentRl.disconnectServer',
+  refreshRuns: 'agentRl.refreshRuns',
   showLogs: 'agentRl.showLogs',
+  restartLanguageServer: 'agentRl.restartLanguageServer',
 } as const;

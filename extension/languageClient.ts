@@ -6,9 +6,9 @@ import {
   CloseAction, ErrorAction, LanguageClient, State, Trace, TransportKind,
   type CloseHandlerResult, type ErrorHandler, type ErrorHandlerResult, type LanguageClientOptions, type ServerOptions,
 } from 'vscode-languageclient/node';
+import { Commands } from './commands';
 import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './languageServer/protocol';
 
-export const RESTART_COMMAND = 'agentRl.restartLanguageServer';
 /** More crashes than this within CRASH_WINDOW_MS and the server stays down until the user restarts it. */
 const MAX_CRASHES = 4;
 const CRASH_WINDOW_MS = 3 * 60_000;
@@ -93,7 +93,7 @@ export function startLanguageClient(context: vscode.ExtensionContext, log: vscod
   };
 
   context.subscriptions.push(
-    vscode.commands.registerCommand(RESTART_COMMAND, () => handle.restart()),
+    vscode.commands.registerCommand(Commands.restartLanguageServer, () => handle.restart()),
     log.onDidChangeLogLevel((level) => void client.setTrace(traceFor(level))),
     client.onDidChangeState((event) => {
       if (event.newState === State.Running) void sendDevices();  // a (re)started server starts without them

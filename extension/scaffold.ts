@@ -33,22 +33,38 @@ function fill(template: string, values: Record<string, string>): string {
   });
 }
 
+const envClassName = (name: string): string => pascalCase(name).replace(/(Env)?$/, 'Env'); // 'web-qa' -> WebQaEnv, 'math-env' -> MathEnv
+const reader = (templatesDir: string) => (file: string): string => readFileSync(join(templatesDir, file), 'utf8');
+
+function checkTools(tools: string[]): void {
+  const problems = tools.map(validateToolName).filter(Boolean);
+  if (problems.length) throw new Error(problems.join(' '));
+  if (tools.length === 0) throw new Error('An environment needs at least one tool.');
+  if (new Set(tools).size !== tools.length) throw new Error('Tool names must be distinct.');
+}
+
+/** The values env.py.tmpl and run.agentrl.yaml.tmpl need for a ToolEnv over `tools` (name -> class). */
+function envValues(envName: string, envModule: string, tools: Array<{ name: string; cls: string }>): Record<string, string> {
+  return {
+    envName,
+    envClass: envClassName(envName),
+    envModule,
+    firstToolName: tools[0].name,
+    toolImports: tools.map((t) => t.cls).join(', '),
+    toolInstances: tools.map((t) => `${t.cls}()`).join(', '),
+  };
+}
+
 /** File path (relative to the new folder) -> content. */
 export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): Map<string, string> {
-  const problems = [validateEnvName(spec.name), ...spec.tools.map(validateToolName)].filter(Boolean);
-  if (problems.length) throw new Error(problems.join(' '));
-  if (spec.tools.length === 0) throw new Error('An environment needs at least one tool.');
-  if (new Set(spec.tools).size !== spec.tools.length) throw new Error('Tool names must be distinct.');
-
-  const read = (file: string) => readFileSync(join(templatesDir, file), 'utf8');
-  const toolClasses = spec.tools.map((t) => pascalCase(t));
+  const problem = validateEnvName(spec.name);
+  if (problem) throw new Error(problem);
+  checkTools(spec.tools);
+  const read = reader(templatesDir);
+  const tools = spec.tools.map((name) => ({ name, cls: pascalCase(name) }));
   const values = {
-    envName: spec.name,
-    envClass: pascalCase(spec.name).replace(/(Env)?$/, 'Env'), // 'web-qa' -> WebQaEnv, 'math-env' -> MathEnv
-    firstToolName: spec.tools[0],
-    toolImports: toolClasses.join(', '),
-    toolInstances: toolClasses.map((c) => `${c}()`).join(', '),
-    toolClasses: spec.tools.map((t, i) => fill(read('tool-class.py.tmpl'), { toolClass: toolClasses[i], toolName: t })).join('\n').trimEnd(),
+    ...envValues(spec.name, 'env.py', tools),
+    toolClasses: tools.map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.cls, toolName: t.name })).join('\n').trimEnd(),
   };
   return new Map([
     ['tools.py', fill(read('tools.py.tmpl'), values)],
@@ -57,5 +73,56 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
     ['tasks.jsonl', read('tasks.jsonl.tmpl')],
     [`${spec.name}.agentrl.yaml`, fill(read('run.agentrl.yaml.tmpl'), values)],
     ['test_env.py', fill(read('test_env.py.tmpl'), values)],
+  ]);
+}
+
+/** The Tools a tools.py defines, in order: `class <Cls>(Tool)` with its `name = "..."`. */
+export function parseTools(toolsPy: string): Array<{ name: string; cls: string }> {
+  const tools: Array<{ name: string; cls: string }> = [];
+  const classPattern = /^class\s+(\w+)\s*\(\s*Tool\s*\)\s*:/gm;
+  for (const match of toolsPy.matchAll(classPattern)) {
+    const body = toolsPy.slice(match.index! + match[0].length);
+    const name = /^\s+name\s*(?::\s*\w+\s*)?=\s*["']([^"']+)["']/m.exec(body.split(/^\S/m)[0]);
+    tools.push({ cls: match[1], name: name?.[1] ?? match[1].toLowerCase() });
+  }
+  return tools;
+}
+
+export interface AddedTool {
+  toolsPy: string;
+  /** env.py with the Tool imported and instantiated, or undefined when env.py was edited beyond recognition. */
+  envPy: string | undefined;
+}
+
+/** New Tool: appends a Tool class to tools.py and registers it in env.py (its import and `self.tools = [...]`). */
+export function addTool(toolName: string, toolsPy: string, envPy: string, templatesDir: string): AddedTool {
+  const problem = validateToolName(toolName);
+  if (problem) throw new Error(problem);
+  const existing = parseTools(toolsPy);
+  const cls = pascalCase(toolName);
+  if (existing.some((t) => t.name === toolName || t.cls === cls)) throw new Error(`tools.py already defines a Tool named "${toolName}" (class ${cls}).`);
+  const toolClass = fill(reader(templatesDir)('tool-class.py.tmpl'), { toolClass: cls, toolName }).trimEnd();
+  const nextToolsPy = `${toolsPy.trimEnd()}\n\n\n${toolClass}\n`;
+  const importLine = /^from tools import ([\w, ]+)$/m;
+  const toolList = /^(\s+self\.tools = \[)([^\]\n]*)(\])$/m;
+  if (!importLine.test(envPy) || !toolList.test(envPy)) return { toolsPy: nextToolsPy, envPy: undefined };
+  const nextEnvPy = envPy
+    .replace(importLine, (_, names: string) => `from tools import ${names.trim()}, ${cls}`)
+    .replace(toolList, (_, open: string, items: string, close: string) => `${open}${items.trim() ? `${items.trim()}, ` : ''}${cls}()${close}`);
+  return { toolsPy: nextToolsPy, envPy: nextEnvPy };
+}
+
+/** New ToolEnv: another ToolEnv over the folder's Tools (`<name>_env.py`) and a run config that trains it. */
+export function renderToolEnv(name: string, toolsPy: string, templatesDir: string): Map<string, string> {
+  const problem = validateEnvName(name);
+  if (problem) throw new Error(problem);
+  const tools = parseTools(toolsPy);
+  if (tools.length === 0) throw new Error('tools.py defines no Tool classes (class Name(Tool)); add a Tool first.');
+  const module = `${name.replace(/-/g, '_')}_env.py`;
+  const values = envValues(name, module, tools);
+  const read = reader(templatesDir);
+  return new Map([
+    [module, fill(read('env.py.tmpl'), values)],
+    [`${name}.agentrl.yaml`, fill(read('run.agentrl.yaml.tmpl'), values)],
   ]);
 }

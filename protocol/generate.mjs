@@ -30,6 +30,10 @@ export async function generateRpcTypes() {
   for (const def of Object.values(defs)) {
     if (def.$ref === 'trajectory.schema.json') Object.assign(def, { $ref: undefined, tsType: 'TrajectoryRecord' });
   }
+  // A def that is only a reference to another (run/get.result -> runInfo) becomes a type alias, not a copy.
+  const aliases = Object.entries(defs).filter(([, def]) => def.$ref?.startsWith('#/$defs/'))
+    .map(([name, def]) => `export type ${typeName(name)} = ${typeName(def.$ref.slice('#/$defs/'.length))};`);
+  for (const [name, def] of Object.entries(defs)) if (def.$ref?.startsWith('#/$defs/')) delete defs[name];
   const wrapper = {
     title: 'RpcDefinitions', type: 'object', additionalProperties: false, $defs: defs,
     properties: Object.fromEntries(Object.keys(defs).map((name) => [name, { $ref: `#/$defs/${name}` }])),
@@ -38,6 +42,8 @@ export async function generateRpcTypes() {
   const methods = schema['x-methods'].map((m) => `  '${m}': { params: ${typeName(`${m}.params`)}; result: ${typeName(`${m}.result`)} };`);
   const notifications = schema['x-notifications'].map((n) => `  '${n}': ${typeName(`${n}.params`)};`);
   return `${types.replace(/^(\/\/ Generated[^\n]*\n)/, "$1\nimport type { TrajectoryRecord } from './trajectory';\n")}
+${aliases.join('\n')}
+
 export const PROTOCOL_VERSION = '${schema['x-protocolVersion']}';
 
 /** Client -> server requests: method -> its params and result. */

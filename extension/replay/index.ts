@@ -3,16 +3,19 @@
 // through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
+import type { RpcMethods, RunEventParams } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
+import { Commands } from '../commands';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
-export const OPEN_REPLAY_COMMAND = 'agentRl.openReplay';
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
 
-/** What the replay host needs from a connected trainer (a subset of the extension's client). */
+/** What the replay host needs from a connected trainer (TrainerConnection has it). */
 export interface ReplayTrainer {
-  request(method: string, params?: unknown): Promise<unknown>;
-  onRunEvent(listener: (runId: string, event: { type: string; data: unknown }) => void): vscode.Disposable;
+  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params']): Promise<RpcMethods[M]['result']>;
+  /** Streams the run's events to onRunEvent (idempotent). */
+  follow(runId: string): Promise<void>;
+  readonly onRunEvent: vscode.Event<RunEventParams>;
 }
 
 export interface ReplayDeps {
@@ -24,7 +27,7 @@ export interface ReplayDeps {
 export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDeps): void {
   const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
   context.subscriptions.push(
-    vscode.commands.registerCommand(OPEN_REPLAY_COMMAND, (target?: vscode.Uri | { runId: string }) => openReplay(webviewRoot, deps, target)),
+    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | { runId: string }) => openReplay(webviewRoot, deps, target)),
     vscode.window.registerCustomEditorProvider(TRAJECTORY_EDITOR_VIEW_TYPE, new TrajectoryEditorProvider(webviewRoot, deps), {
       webviewOptions: { retainContextWhenHidden: false },
       supportsMultipleEditorsPerDocument: true,
@@ -48,14 +51,20 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
     return;
   }
   const panel = vscode.window.createWebviewPanel('agentRl.replay', `Replay: ${runId}`, vscode.ViewColumn.Active, webviewOptions(webviewRoot));
-  const fetchRecords = async (filter: Record<string, unknown>): Promise<TrajectoryRecord[]> => {
-    const page = await trainer.request('trajectory/query', { runId, ...filter, limit: 10000 }) as { items: Array<{ id: string }> };
-    return Promise.all(page.items.map((s) => trainer.request('trajectory/get', { runId, id: s.id }) as Promise<TrajectoryRecord>));
+  const fetchRecords = async (): Promise<TrajectoryRecord[]> => {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {  // pages of at most 1,000 summaries (the server's limit)
+      const page = await trainer.request('trajectory/query', { runId, limit: 1000, ...(cursor ? { cursor } : {}) });
+      ids.push(...page.items.map((item) => item.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id })));
   };
   const seen = new Set<string>();
   const pending: string[] = [];
-  const subscription = trainer.onRunEvent((eventRunId, event) => {
-    if (eventRunId !== runId || event.type !== 'trajectory') return;
+  const subscription = trainer.onRunEvent((event) => {
+    if (event.runId !== runId || event.type !== 'trajectory') return;
     const id = (event.data as { id: string }).id;
     if (seen.has(id)) return;
     seen.add(id);
@@ -69,7 +78,7 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
     flushing = true;
     const ids = pending.splice(0);
     try {
-      const records = await Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id }) as Promise<TrajectoryRecord>));
+      const records = await Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id })));
       post(panel.webview, { type: 'append', records });
     } catch (err) {
       deps.log.error(`replay: could not fetch new trajectories of ${runId}: ${(err as Error).message}`);
@@ -79,8 +88,9 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
     }
   };
   panel.onDidDispose(() => subscription.dispose());
+  void trainer.follow(runId).catch((err: Error) => deps.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
   connect(panel.webview, webviewRoot, deps, async () => {
-    const records = await fetchRecords({});
+    const records = await fetchRecords();
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();

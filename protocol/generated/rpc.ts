@@ -19,7 +19,6 @@ export interface RpcDefinitions {
   "run/list.params"?: RunListParams;
   "run/list.result"?: RunListResult;
   "run/get.params"?: RunGetParams;
-  "run/get.result"?: RunInfo1;
   "run/subscribe.params"?: RunSubscribeParams;
   "run/subscribe.result"?: RunSubscribeResult;
   "run/unsubscribe.params"?: RunUnsubscribeParams;
@@ -146,21 +145,6 @@ export interface RunListResult {
 export interface RunGetParams {
   runId: string;
 }
-export interface RunInfo1 {
-  runId: string;
-  name: string;
-  mode: "train" | "try";
-  status: "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
-  step: number;
-  totalSteps: number;
-  createdAt?: string;
-  latestMetrics: {
-    [k: string]: number;
-  };
-  lastSeq: number;
-  hasCheckpoint: boolean;
-  message?: string | null;
-}
 export interface RunSubscribeParams {
   runId: string;
   since?: number;
@@ -227,6 +211,8 @@ export interface RunBehindParams {
   sentSeq: number;
   latestSeq: number;
 }
+
+export type RunGetResult = RunInfo;
 
 export const PROTOCOL_VERSION = '1.0';
 

@@ -1,0 +1,280 @@
+// Server and run commands: Start Local Server, Connect/Disconnect, Start/Stop/Resume Training, Try Environment,
+// and the CodeLens on run configs. Everything that runs workspace code (a server, a run) needs workspace
+// trust, checked here as well as in the manifest. Each command returns what it did (a URL, a run id), which
+// the extension-host tests read.
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import * as vscode from 'vscode';
+import type { RunInfo, RunStartParams } from '../protocol/generated/rpc';
+import { Commands } from './commands';
+import { packEnvFolder } from './envBundle';
+import { findToolDefinition } from './replay/toolSource';
+import { readRunConfig } from './runConfig';
+import type { RunsTreeNode } from './runsModel';
+import { pythonPath, runsFolder, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
+import type { TrainerConnection } from './trainerConnection';
+import { TrainerRequestError } from './trainerClient';
+
+export interface RunCommandDeps {
+  context: vscode.ExtensionContext;
+  log: vscode.LogOutputChannel;
+  connection: TrainerConnection;
+}
+
+type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
+const CONFIG_GLOB = '**/*.agentrl.yaml';
+const FINAL_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['completed', 'stopped', 'failed', 'interrupted']);
+/** Tool error kinds that point at the user's Tool code; the others (unknown_tool, bad_json) are the model's. */
+const TOOL_FAULTS = new Set(['exception', 'timeout', 'schema', 'bad_result']);
+
+export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
+  const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
+  const guarded = <A extends unknown[], R>(what: string, command: (...args: A) => Promise<R | undefined>) => async (...args: A): Promise<R | undefined> => {
+    try {
+      return await command(...args);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      deps.log.error(`${what}: ${message}`);
+      void vscode.window.showErrorMessage(`${what}: ${message}`, 'Show Logs').then((choice) => choice && deps.log.show());
+      return undefined;
+    }
+  };
+  const register = <A extends unknown[], R>(id: string, what: string, command: (...args: A) => Promise<R | undefined>) =>
+    vscode.commands.registerCommand(id, guarded(what, command));
+  return vscode.Disposable.from(
+    toolProblems,
+    register(Commands.startLocalServer, 'Start Local Server', () => startLocalServer(deps)),
+    register(Commands.connectServer, 'Connect to Server', (args?: { url: string; token?: string }) => connectServer(deps, args)),
+    register(Commands.disconnectServer, 'Disconnect', async () => { await deps.connection.disconnect(); return true; }),
+    register(Commands.refreshRuns, 'Refresh Runs', async () => { await deps.connection.refresh(); return true; }),
+    register(Commands.startTraining, 'Start Training', (target?: vscode.Uri | string) => startRun(deps, target, 'train')),
+    register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) => tryEnvironment(deps, target, toolProblems)),
+    register(Commands.stopTraining, 'Stop Training', (target?: RunTarget) => stopRun(deps, target)),
+    register(Commands.resumeTraining, 'Resume Training', (target?: RunTarget) => resumeRun(deps, target)),
+    vscode.languages.registerCodeLensProvider({ pattern: CONFIG_GLOB }, new RunConfigLenses()),
+  );
+}
+
+/** Start Training / Try Environment above the first line of every run config. */
+class RunConfigLenses implements vscode.CodeLensProvider {
+  provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
+    const top = new vscode.Range(0, 0, 0, 0);
+    return [
+      new vscode.CodeLens(top, { title: '$(play) Start Training', command: Commands.startTraining, arguments: [document.uri], tooltip: 'Train this config on the connected trainer server' }),
+      new vscode.CodeLens(top, { title: '$(beaker) Try Environment', command: Commands.tryEnvironment, arguments: [document.uri], tooltip: 'Run a few episodes with the base model and no updates, then replay them' }),
+    ];
+  }
+}
+
+function requireTrust(action: string): boolean {
+  if (vscode.workspace.isTrusted) return true;
+  void vscode.window.showErrorMessage(`${action} runs code from this workspace, which is not trusted. Replaying trajectory files works without trust.`, 'Manage Workspace Trust')
+    .then((choice) => choice && vscode.commands.executeCommand('workbench.trust.manage'));
+  return false;
+}
+
+async function startLocalServer(deps: RunCommandDeps): Promise<string | undefined> {
+  if (!requireTrust('Starting a trainer server')) return undefined;
+  const root = workspaceRoot();
+  if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
+  const python = pythonPath();
+  await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Agent RL: starting the trainer server', cancellable: true }, async (progress, cancel) => {
+    progress.report({ message: python });
+    const abort = new AbortController();
+    cancel.onCancellationRequested(() => abort.abort());
+    await deps.connection.startLocal(python, root, runsFolder(root), abort.signal);
+  });
+  return deps.connection.url;
+}
+
+async function connectServer(deps: RunCommandDeps, args?: { url: string; token?: string }): Promise<string | undefined> {
+  const url = args?.url ?? await vscode.window.showInputBox({
+    title: 'Connect to a trainer server', prompt: 'WebSocket URL of `agentrl serve`', value: serverUrl() ?? 'ws://127.0.0.1:8765', ignoreFocusOut: true,
+    validateInput: (v) => (/^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765'),
+  });
+  if (!url) return undefined;
+  const secrets = deps.context.secrets;
+  let token = args?.token ?? await secrets.get(tokenKey(url));
+  if (token === undefined) {
+    token = await vscode.window.showInputBox({ title: `Token for ${url}`, prompt: 'The server\'s --token (stored in VS Code\'s secret storage). Leave empty for a loopback server without one.', password: true, ignoreFocusOut: true });
+    if (token === undefined) return undefined;
+  }
+  try {
+    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` }, () => deps.connection.connectRemote(url.trim(), token || undefined));
+  } catch (err) {
+    if (/token|401/.test((err as Error).message)) await secrets.delete(tokenKey(url));
+    throw err;
+  }
+  if (token) await secrets.store(tokenKey(url), token);
+  return url;
+}
+
+/** Connects the way the settings say (a URL, else a local server) unless already connected. */
+async function ensureConnected(deps: RunCommandDeps): Promise<void> {
+  if (deps.connection.isConnected) return;
+  const url = serverUrl();
+  const connected = url ? await connectServer(deps, { url }) : await startLocalServer(deps);
+  if (!connected) throw new Error('No trainer server: start a local one or connect to one.');
+}
+
+async function pickConfig(target: vscode.Uri | string | undefined, title: string): Promise<vscode.Uri | undefined> {
+  if (target) return typeof target === 'string' ? vscode.Uri.file(target) : target;
+  const active = vscode.window.activeTextEditor?.document.uri;
+  if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
+  const configs = await vscode.workspace.findFiles(CONFIG_GLOB, '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
+  if (configs.length === 0) throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
+  if (configs.length === 1) return configs[0];
+  return (await vscode.window.showQuickPick(configs.map((uri) => ({ label: vscode.workspace.asRelativePath(uri), uri })), { title, placeHolder: 'Run config' }))?.uri;
+}
+
+async function startRun(deps: RunCommandDeps, target: vscode.Uri | string | undefined, mode: 'train' | 'try'): Promise<string | undefined> {
+  if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
+  const configUri = await pickConfig(target, mode === 'try' ? 'Try Environment' : 'Start Training');
+  if (!configUri) return undefined;
+  const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === configUri.toString());
+  if (document?.isDirty) await document.save();
+  const config = readRunConfig(configUri.fsPath);
+  await ensureConnected(deps);
+  const folder = dirname(configUri.fsPath);
+  const params: RunStartParams = { config, mode, ...(mode === 'try' ? { episodes: tryEpisodes() } : {}) };
+  if (deps.connection.kind === 'local') {
+    params.configDir = folder;
+  } else {
+    // The server cannot see this machine's files: the config's folder travels as a bundle.
+    const bundle = packEnvFolder(folder);
+    deps.log.info(`Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${deps.connection.url}`);
+    const uploaded = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
+      () => deps.connection.request('env/upload', { name: folder.split(/[\\/]/).pop()!, archive: bundle.archive.toString('base64') }, 120_000));
+    params.envBundle = uploaded.bundleId;
+  }
+  const { runId } = await deps.connection.request('run/start', params);
+  deps.log.info(`Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`);
+  await deps.connection.adopt(runId);
+  void vscode.commands.executeCommand('agentRl.runs.focus');
+  return runId;
+}
+
+/** Resolves when the run reaches a final status (or the user cancels the wait). */
+function waitForEnd(deps: RunCommandDeps, runId: string, cancel: vscode.CancellationToken): Promise<RunInfo['status'] | undefined> {
+  return new Promise((resolve) => {
+    const check = (): boolean => {
+      const status = deps.connection.model.run(runId)?.status;
+      if (status && FINAL_STATUSES.has(status)) {
+        done(status);
+        return true;
+      }
+      return false;
+    };
+    const subscriptions: vscode.Disposable[] = [];
+    const done = (status: RunInfo['status'] | undefined): void => {
+      subscriptions.forEach((s) => s.dispose());
+      resolve(status);
+    };
+    subscriptions.push(
+      deps.connection.onRunEvent((event) => { if (event.runId === runId && event.type === 'status') check(); }),
+      deps.connection.onDidChangeState((state) => { if (state === 'idle' || state === 'closed') done(undefined); }),
+      cancel.onCancellationRequested(() => done(undefined)),
+    );
+    check();
+  });
+}
+
+async function tryEnvironment(deps: RunCommandDeps, target: vscode.Uri | string | undefined, problems: vscode.DiagnosticCollection): Promise<string | undefined> {
+  const configUri = await pickConfig(target, 'Try Environment');
+  if (!configUri) return undefined;
+  const runId = await startRun(deps, configUri, 'try');
+  if (!runId) return undefined;
+  const status = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`, cancellable: true }, async (progress, cancel) => {
+    progress.report({ message: `${tryEpisodes()} episodes with the base model, no updates` });
+    cancel.onCancellationRequested(() => void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined));
+    return waitForEnd(deps, runId, cancel);
+  });
+  if (!status) return runId;
+  const errors = await reportToolErrors(deps, runId, dirname(configUri.fsPath), problems);
+  const info = deps.connection.model.run(runId);
+  const episodes = deps.connection.model.trajectories(runId);
+  const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
+  const summary = status === 'completed'
+    ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
+    : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
+  deps.log.info(summary);
+  await vscode.commands.executeCommand(Commands.openReplay, { runId });
+  const actions = errors ? ['Show Problems'] : [];
+  const show = status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+  void show(summary, ...actions).then((choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'));
+  return runId;
+}
+
+/** Lists the try run's Tool failures in the Problems panel at each Tool's definition; returns how many. */
+async function reportToolErrors(deps: RunCommandDeps, runId: string, envFolder: string, problems: vscode.DiagnosticCollection): Promise<number> {
+  problems.clear();
+  const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
+  const byTool = new Map<string, { count: number; episodes: Set<string>; kinds: Set<string>; first: string }>();
+  for (const summary of page.items) {
+    const record = await deps.connection.request('trajectory/get', { runId, id: summary.id });
+    for (const call of record.turns.flatMap((t) => t.tool_calls)) {
+      if (!call.error) continue;
+      const entry = byTool.get(call.name) ?? { count: 0, episodes: new Set(), kinds: new Set(), first: call.error };
+      entry.count++;
+      entry.episodes.add(record.id);
+      entry.kinds.add(call.error_kind ?? 'error');
+      byTool.set(call.name, entry);
+    }
+  }
+  const total = page.total;
+  const sources = readdirSync(envFolder).filter((f) => f.endsWith('.py')).map((f) => ({ path: join(envFolder, f), text: readFileSync(join(envFolder, f), 'utf8') }));
+  const byFile = new Map<string, vscode.Diagnostic[]>();
+  let count = 0;
+  for (const [tool, entry] of byTool) {
+    count += entry.count;
+    const faultOfTool = [...entry.kinds].some((k) => TOOL_FAULTS.has(k));
+    const message = `Tool "${tool}" failed ${entry.count} time(s) in ${entry.episodes.size} of ${total} episode(s) with errors (${[...entry.kinds].join(', ')}): ${entry.first}`;
+    deps.log.warn(`[try ${runId}] ${message}`);
+    const source = sources.map((s) => ({ ...s, line: findToolDefinition(s.text, tool) })).find((s) => s.line !== undefined);
+    if (!source) continue;
+    const diagnostic = new vscode.Diagnostic(new vscode.Range(source.line!, 0, source.line!, 200), message, faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning);
+    diagnostic.source = 'Agent RL: Try Environment';
+    byFile.set(source.path, [...(byFile.get(source.path) ?? []), diagnostic]);
+  }
+  for (const [path, diagnostics] of byFile) problems.set(vscode.Uri.file(path), diagnostics);
+  return count;
+}
+
+async function pickRun(deps: RunCommandDeps, target: RunTarget | undefined, title: string, eligible: (runId: string) => boolean): Promise<string | undefined> {
+  if (target && 'runId' in target) return target.runId;
+  if (!deps.connection.isConnected) throw new Error('Not connected to a trainer server.');
+  const runIds = deps.connection.model.runIds().filter(eligible);
+  if (runIds.length === 0) throw new Error(`No run to ${title.toLowerCase().split(' ')[0]}.`);
+  if (runIds.length === 1) return runIds[0];
+  const items = runIds.map((runId) => ({ label: deps.connection.model.run(runId)!.name, description: deps.connection.model.description({ kind: 'run', runId }), detail: runId, runId }));
+  return (await vscode.window.showQuickPick(items, { title, placeHolder: 'Run' }))?.runId;
+}
+
+async function stopRun(deps: RunCommandDeps, target?: RunTarget): Promise<string | undefined> {
+  const runId = await pickRun(deps, target, 'Stop Training', (id) => deps.connection.model.isActive(id));
+  if (!runId) return undefined;
+  const mode = (target && 'mode' in target && target.mode) || (await vscode.window.showQuickPick([
+    { label: 'Graceful', description: 'finish the current step, write a checkpoint, then stop (resumable)', mode: 'graceful' as const },
+    { label: 'Immediate', description: 'kill it now; work since the last checkpoint is lost', mode: 'immediate' as const },
+  ], { title: `Stop ${deps.connection.model.run(runId)?.name ?? runId}` }))?.mode;
+  if (!mode) return undefined;
+  const result = await deps.connection.request('run/stop', { runId, mode });
+  deps.log.info(`Stop (${mode}) requested for ${runId}: ${result.status}`);
+  return result.status;
+}
+
+async function resumeRun(deps: RunCommandDeps, target?: RunTarget): Promise<string | undefined> {
+  if (!requireTrust('Resuming training')) return undefined;
+  const runId = await pickRun(deps, target, 'Resume Training', (id) => deps.connection.model.isResumable(id));
+  if (!runId) return undefined;
+  try {
+    await deps.connection.request('run/resume', { runId });
+  } catch (err) {
+    if (err instanceof TrainerRequestError && err.code === -32011) throw new Error(`${err.message} (only a stopped, interrupted or failed training run with a checkpoint resumes)`);
+    throw err;
+  }
+  await deps.connection.refresh();
+  await deps.connection.follow(runId);
+  deps.log.info(`Resumed ${runId}`);
+  return runId;
+}

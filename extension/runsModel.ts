@@ -1,0 +1,178 @@
+// What the Runs view and the status bar show, kept up to date from `run/list` and the `run/event` stream.
+// Pure (no `vscode`): the tree is run -> step -> group -> trajectory, and every node knows its label and
+// description, so the tree provider in runsView.ts only maps nodes to TreeItems.
+import type { RunEventParams, RunInfo, TrajectorySummary } from '../protocol/generated/rpc';
+
+export type RunNode = { kind: 'run'; runId: string };
+export type StepNode = { kind: 'step'; runId: string; step: number };
+export type GroupNode = { kind: 'group'; runId: string; step: number; group: number };
+export type TrajectoryNode = { kind: 'trajectory'; runId: string; summary: TrajectorySummary };
+export type RunsTreeNode = RunNode | StepNode | GroupNode | TrajectoryNode;
+
+export const ACTIVE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['queued', 'running', 'stopping']);
+const RESUMABLE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['stopped', 'interrupted', 'failed']);
+
+interface RunState {
+  info: RunInfo;
+  /** Trajectories by id: a resumed run re-emits superseded ones, and the latest record of an id wins. */
+  trajectories: Map<string, TrajectorySummary>;
+}
+
+const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(2));
+const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
+
+export class RunsModel {
+  private readonly runs = new Map<string, RunState>();
+  private readonly listeners = new Set<(runId: string | undefined) => void>();
+
+  /** Called with the run that changed, or undefined when the whole list did. */
+  onDidChange(listener: (runId: string | undefined) => void): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** Replaces the list with the server's (`run/list`), keeping trajectories already streamed. */
+  setRuns(infos: RunInfo[]): void {
+    const previous = new Map(this.runs);
+    this.runs.clear();
+    for (const info of infos) this.runs.set(info.runId, { info, trajectories: previous.get(info.runId)?.trajectories ?? new Map() });
+    this.changed(undefined);
+  }
+
+  /** Adds or refreshes one run (`run/get`, or a run just started). */
+  upsertRun(info: RunInfo): void {
+    const state = this.runs.get(info.runId);
+    if (state) state.info = info;
+    else this.runs.set(info.runId, { info, trajectories: new Map() });
+    this.changed(info.runId);
+  }
+
+  clear(): void {
+    this.runs.clear();
+    this.changed(undefined);
+  }
+
+  applyEvent(event: RunEventParams): void {
+    const state = this.runs.get(event.runId);
+    if (!state) return;
+    const data = event.data as Record<string, unknown>;
+    state.info.lastSeq = Math.max(state.info.lastSeq, event.seq);
+    switch (event.type) {
+      case 'status': {
+        const status = data as { status: RunInfo['status']; step?: number; total_steps?: number; message?: string | null };
+        state.info.status = status.status;
+        if (typeof status.step === 'number') state.info.step = status.step;
+        if (typeof status.total_steps === 'number') state.info.totalSteps = status.total_steps;
+        state.info.message = status.message ?? null;
+        break;
+      }
+      case 'metrics':
+        state.info.latestMetrics = (data as { metrics: Record<string, number> }).metrics;
+        break;
+      case 'trajectory': {
+        const summary = data as unknown as TrajectorySummary;
+        state.trajectories.set(summary.id, summary);
+        break;
+      }
+      case 'checkpoint':
+        state.info.hasCheckpoint = true;
+        break;
+      default:
+        return;  // log events change nothing shown here
+    }
+    this.changed(event.runId);
+  }
+
+  run(runId: string): RunInfo | undefined {
+    return this.runs.get(runId)?.info;
+  }
+
+  runIds(): string[] {
+    return [...this.runs.keys()];
+  }
+
+  /** The run the status bar follows: the newest active one, else the newest. */
+  focusRun(): RunInfo | undefined {
+    const infos = [...this.runs.values()].map((s) => s.info).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
+    return infos.find((i) => ACTIVE_STATUSES.has(i.status)) ?? infos[0];
+  }
+
+  trajectories(runId: string): TrajectorySummary[] {
+    return [...(this.runs.get(runId)?.trajectories.values() ?? [])];
+  }
+
+  isActive(runId: string): boolean {
+    const info = this.run(runId);
+    return !!info && ACTIVE_STATUSES.has(info.status);
+  }
+
+  isResumable(runId: string): boolean {
+    const info = this.run(runId);
+    return !!info && info.mode === 'train' && info.hasCheckpoint && RESUMABLE_STATUSES.has(info.status);
+  }
+
+  children(node?: RunsTreeNode): RunsTreeNode[] {
+    if (!node) {
+      return [...this.runs.values()]
+        .sort((a, b) => (b.info.createdAt ?? '').localeCompare(a.info.createdAt ?? '') || b.info.runId.localeCompare(a.info.runId))
+        .map((s) => ({ kind: 'run', runId: s.info.runId }));
+    }
+    const all = this.trajectories(node.runId);
+    switch (node.kind) {
+      case 'run':
+        return [...new Set(all.map((t) => t.step))].sort((a, b) => b - a).map((step) => ({ kind: 'step', runId: node.runId, step }));
+      case 'step':
+        return [...new Set(all.filter((t) => t.step === node.step).map((t) => t.group))].sort((a, b) => a - b)
+          .map((group) => ({ kind: 'group', runId: node.runId, step: node.step, group }));
+      case 'group':
+        return all.filter((t) => t.step === node.step && t.group === node.group).sort((a, b) => a.sample - b.sample)
+          .map((summary) => ({ kind: 'trajectory', runId: node.runId, summary }));
+      case 'trajectory':
+        return [];
+    }
+  }
+
+  label(node: RunsTreeNode): string {
+    switch (node.kind) {
+      case 'run': return this.run(node.runId)?.name ?? node.runId;
+      case 'step': return node.step === 0 && this.run(node.runId)?.mode === 'try' ? 'episodes' : `step ${node.step}`;
+      case 'group': return `group ${node.group} · ${this.groupOf(node)[0]?.task_id ?? ''}`;
+      case 'trajectory': return `sample ${node.summary.sample}`;
+    }
+  }
+
+  /** The grey text after the label: status and reward, the figures a user scans the tree for. */
+  description(node: RunsTreeNode): string {
+    switch (node.kind) {
+      case 'run': {
+        const info = this.run(node.runId);
+        if (!info) return '';
+        const progress = info.mode === 'try' ? 'try' : `${info.step}/${info.totalSteps}`;
+        const reward = info.latestMetrics['reward/mean'];
+        return [info.status, progress, reward === undefined ? undefined : `reward ${formatNumber(reward)}`].filter(Boolean).join(' · ');
+      }
+      case 'step': {
+        const items = this.trajectories(node.runId).filter((t) => t.step === node.step);
+        const errors = items.reduce((n, t) => n + t.num_tool_errors, 0);
+        return [`reward ${formatNumber(mean(items.map((t) => t.reward)))}`, `${items.length} episodes`, errors ? `${errors} tool errors` : undefined].filter(Boolean).join(' · ');
+      }
+      case 'group': {
+        const rewards = this.groupOf(node).map((t) => t.reward);
+        const flat = rewards.length > 1 && rewards.every((r) => r === rewards[0]);
+        return `reward ${formatNumber(mean(rewards))}${flat ? ' · zero variance' : ''}`;
+      }
+      case 'trajectory': {
+        const t = node.summary;
+        return [`reward ${formatNumber(t.reward)}`, t.status, `${t.num_tool_calls} tool calls`, t.num_tool_errors ? `${t.num_tool_errors} errors` : undefined].filter(Boolean).join(' · ');
+      }
+    }
+  }
+
+  private groupOf(node: GroupNode): TrajectorySummary[] {
+    return this.trajectories(node.runId).filter((t) => t.step === node.step && t.group === node.group);
+  }
+
+  private changed(runId: string | undefined): void {
+    for (const listener of [...this.listeners]) listener(runId);
+  }
+}

@@ -1,0 +1,79 @@
+// The Runs tree view (activity bar "Agent RL"): run -> step -> group -> trajectory from RunsModel, with
+// inline stop/resume/replay actions chosen by each item's contextValue (package.json `view/item/context`).
+import * as vscode from 'vscode';
+import type { TrainerConnection } from './trainerConnection';
+import type { RunsTreeNode } from './runsModel';
+import { Commands } from './commands';
+
+export const RUNS_VIEW_ID = 'agentRl.runs';
+
+const STATUS_ICONS: Record<string, [string, string?]> = {
+  queued: ['clock'],
+  running: ['sync~spin', 'charts.blue'],
+  stopping: ['debug-pause', 'charts.yellow'],
+  completed: ['pass', 'testing.iconPassed'],
+  stopped: ['debug-stop', 'charts.yellow'],
+  failed: ['error', 'testing.iconFailed'],
+  interrupted: ['warning', 'charts.orange'],
+};
+
+export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
+  private readonly changed = new vscode.EventEmitter<RunsTreeNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  constructor(private readonly connection: TrainerConnection) {
+    connection.model.onDidChange(() => this.changed.fire(undefined));
+  }
+
+  getChildren(node?: RunsTreeNode): RunsTreeNode[] {
+    if (node?.kind === 'run') void this.connection.follow(node.runId).catch(() => undefined);  // expanding a run streams it
+    return this.connection.model.children(node);
+  }
+
+  getTreeItem(node: RunsTreeNode): vscode.TreeItem {
+    const model = this.connection.model;
+    const collapsible = node.kind === 'trajectory' ? vscode.TreeItemCollapsibleState.None : vscode.TreeItemCollapsibleState.Collapsed;
+    const item = new vscode.TreeItem(model.label(node), collapsible);
+    item.description = model.description(node);
+    switch (node.kind) {
+      case 'run': {
+        const info = model.run(node.runId)!;
+        const [icon, color] = STATUS_ICONS[info.status] ?? ['circle-outline'];
+        item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
+        item.id = `run:${node.runId}`;
+        item.contextValue = ['run', model.isActive(node.runId) ? 'active' : '', model.isResumable(node.runId) ? 'resumable' : ''].filter(Boolean).join('.');
+        item.tooltip = new vscode.MarkdownString([
+          `**${info.name}** (${info.mode}) \`${info.runId}\``,
+          `${info.status}, step ${info.step} of ${info.totalSteps}${info.message ? `: ${info.message}` : ''}`,
+          ...Object.entries(info.latestMetrics).filter(([k]) => k.startsWith('reward/')).slice(0, 6).map(([k, v]) => `- ${k}: ${v.toFixed(3)}`),
+        ].join('\n\n'));
+        break;
+      }
+      case 'step':
+        item.iconPath = new vscode.ThemeIcon('layers');
+        item.id = `step:${node.runId}:${node.step}`;
+        break;
+      case 'group':
+        item.iconPath = new vscode.ThemeIcon('symbol-array');
+        item.id = `group:${node.runId}:${node.step}:${node.group}`;
+        break;
+      case 'trajectory': {
+        const t = node.summary;
+        item.iconPath = new vscode.ThemeIcon(t.status === 'error' || t.num_tool_errors ? 'warning' : t.status === 'truncated' ? 'fold' : 'comment-discussion');
+        item.id = `trajectory:${node.runId}:${t.id}`;
+        item.contextValue = 'trajectory';
+        item.command = { command: Commands.openReplay, title: 'Open Replay', arguments: [{ runId: node.runId }] };
+        break;
+      }
+    }
+    return item;
+  }
+}
+
+export function registerRunsView(connection: TrainerConnection): vscode.Disposable {
+  const provider = new RunsTreeProvider(connection);
+  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
+  const setContext = () => void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
+  setContext();
+  return vscode.Disposable.from(view, connection.onDidChangeState(setContext));
+}

@@ -1,0 +1,121 @@
+// New Environment / New Tool / New ToolEnv: QuickPick and InputBox steps that end in scaffold.ts's pure
+// renderers. Each command also takes its answers as an argument object (no prompts), for tests and for
+// other extensions; it returns what it wrote.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import * as vscode from 'vscode';
+import { Commands } from './commands';
+import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from './scaffold';
+
+export interface NewEnvironmentArgs { name: string; tools: string[]; parent: string }
+export interface NewToolArgs { folder: string; name: string }
+export interface NewToolEnvArgs { folder: string; name: string }
+
+export function registerScaffoldCommands(templatesDir: string, log: vscode.LogOutputChannel): vscode.Disposable {
+  const guarded = <A, R>(what: string, command: (args?: A) => Promise<R | undefined>) => async (args?: A): Promise<R | undefined> => {
+    try {
+      return await command(args);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      log.error(`${what}: ${message}`);
+      void vscode.window.showErrorMessage(`${what}: ${message}`);
+      return undefined;
+    }
+  };
+  return vscode.Disposable.from(
+    vscode.commands.registerCommand(Commands.newEnvironment, guarded('New Environment', (args?: NewEnvironmentArgs) => newEnvironment(templatesDir, log, args))),
+    vscode.commands.registerCommand(Commands.newTool, guarded('New Tool', (args?: NewToolArgs) => newTool(templatesDir, log, args))),
+    vscode.commands.registerCommand(Commands.newToolEnv, guarded('New ToolEnv', (args?: NewToolEnvArgs) => newToolEnv(templatesDir, log, args))),
+  );
+}
+
+function writeNewFiles(folder: string, files: Map<string, string>): void {
+  const clash = [...files.keys()].find((file) => existsSync(join(folder, file)));
+  if (clash) throw new Error(`${join(folder, clash)} already exists; choose another name.`);
+  mkdirSync(folder, { recursive: true });
+  for (const [file, content] of files) writeFileSync(join(folder, file), content, { flag: 'wx' });
+}
+
+/** New Environment: a name, the tool names, a parent folder; writes the env and opens its run config. */
+async function newEnvironment(templatesDir: string, log: vscode.LogOutputChannel, args?: NewEnvironmentArgs): Promise<string | undefined> {
+  const name = args?.name ?? await vscode.window.showInputBox({ title: 'New Environment (1/3)', prompt: 'Environment name', value: 'my-env', validateInput: validateEnvName, ignoreFocusOut: true });
+  if (!name) return undefined;
+  const tools = args?.tools ?? splitTools(await vscode.window.showInputBox({
+    title: 'New Environment (2/3)', prompt: 'Tool names, comma-separated', value: 'search', ignoreFocusOut: true,
+    validateInput: (v) => splitTools(v).map(validateToolName).find(Boolean) ?? (splitTools(v).length ? undefined : 'Name at least one tool.'),
+  }) ?? '');
+  if (tools.length === 0) return undefined;
+  const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
+  if (!parent) return undefined;
+  const folder = join(parent, name);
+  if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
+  writeNewFiles(folder, renderEnvironment({ name, tools }, templatesDir));
+  log.info(`New environment written to ${folder}`);
+  await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
+  return folder;
+}
+
+/** New Tool: adds a Tool class to an env's tools.py and registers it in env.py; opens the new class. */
+async function newTool(templatesDir: string, log: vscode.LogOutputChannel, args?: NewToolArgs): Promise<string | undefined> {
+  const folder = args?.folder ?? await pickEnvFolder('New Tool (1/2)');
+  if (!folder) return undefined;
+  const toolsPath = join(folder, 'tools.py');
+  const envPath = join(folder, 'env.py');
+  const toolsPy = readFileSync(toolsPath, 'utf8');
+  const taken = new Set(parseTools(toolsPy).map((t) => t.name));
+  const name = args?.name ?? await vscode.window.showInputBox({
+    title: 'New Tool (2/2)', prompt: 'Tool name, as the model calls it', ignoreFocusOut: true,
+    validateInput: (v) => validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
+  });
+  if (!name) return undefined;
+  const added = addTool(name, toolsPy, existsSync(envPath) ? readFileSync(envPath, 'utf8') : '', templatesDir);
+  writeFileSync(toolsPath, added.toolsPy);
+  if (added.envPy !== undefined) writeFileSync(envPath, added.envPy);
+  else void vscode.window.showWarningMessage(`Added the Tool to tools.py, but env.py no longer has the "from tools import ..." and "self.tools = [...]" lines it was generated with: register ${name} in your ToolEnv yourself.`);
+  log.info(`New Tool "${name}" added to ${toolsPath}`);
+  const document = await vscode.workspace.openTextDocument(toolsPath);
+  const line = document.getText().split('\n').findIndex((l) => l.includes(`name = "${name}"`));
+  await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
+  return toolsPath;
+}
+
+/** New ToolEnv: another ToolEnv over an env folder's Tools, with its own run config. */
+async function newToolEnv(templatesDir: string, log: vscode.LogOutputChannel, args?: NewToolEnvArgs): Promise<string | undefined> {
+  const folder = args?.folder ?? await pickEnvFolder('New ToolEnv (1/2)');
+  if (!folder) return undefined;
+  const name = args?.name ?? await vscode.window.showInputBox({ title: 'New ToolEnv (2/2)', prompt: 'ToolEnv name (also its run config\'s name)', value: `${basename(folder)}-v2`, validateInput: validateEnvName, ignoreFocusOut: true });
+  if (!name) return undefined;
+  const files = renderToolEnv(name, readFileSync(join(folder, 'tools.py'), 'utf8'), templatesDir);
+  writeNewFiles(folder, files);
+  const module = [...files.keys()].find((f) => f.endsWith('.py'))!;
+  log.info(`New ToolEnv written to ${join(folder, module)}`);
+  await vscode.window.showTextDocument(vscode.Uri.file(join(folder, module)));
+  return join(folder, module);
+}
+
+function splitTools(value: string): string[] {
+  return value.split(',').map((t) => t.trim()).filter(Boolean);
+}
+
+async function pickParentFolder(): Promise<vscode.Uri | undefined> {
+  const folders = vscode.workspace.workspaceFolders ?? [];
+  if (folders.length === 1) return folders[0].uri;
+  if (folders.length > 1) return (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder to create the environment in (3/3)' }))?.uri;
+  return (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Create Here' }))?.[0];
+}
+
+/** An env folder: one holding tools.py beside a run config. The active editor's folder comes first. */
+async function pickEnvFolder(title: string): Promise<string | undefined> {
+  const configs = await vscode.workspace.findFiles('**/*.agentrl.yaml', '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
+  const folders = [...new Set(configs.map((c) => dirname(c.fsPath)))].filter((f) => existsSync(join(f, 'tools.py')));
+  const active = vscode.window.activeTextEditor?.document.uri.fsPath;
+  if (folders.length === 0) {
+    void vscode.window.showErrorMessage('No environment in this workspace (a folder with tools.py and a *.agentrl.yaml). Run "Agent RL: New Environment" first.', 'New Environment')
+      .then((choice) => choice && vscode.commands.executeCommand(Commands.newEnvironment));
+    return undefined;
+  }
+  const sorted = folders.sort((a, b) => Number(!!active?.startsWith(b)) - Number(!!active?.startsWith(a)) || a.localeCompare(b));
+  if (sorted.length === 1) return sorted[0];
+  const picked = await vscode.window.showQuickPick(sorted.map((f) => ({ label: basename(f), description: vscode.workspace.asRelativePath(f), folder: f })), { title, placeHolder: 'Environment folder' });
+  return picked?.folder;
+}

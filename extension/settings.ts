@@ -1,0 +1,38 @@
+// The extension's settings (package.json `contributes.configuration`), read in one place.
+import { existsSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import * as vscode from 'vscode';
+
+const SECTION = 'agentRl';
+
+export function workspaceRoot(): string | undefined {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+}
+
+/** `agentRl.pythonPath`, else $AGENTRL_PYTHON, else the workspace's .venv, else `python3` on PATH. */
+export function pythonPath(): string {
+  const configured = vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')?.trim();
+  if (configured) return configured;
+  if (process.env.AGENTRL_PYTHON) return process.env.AGENTRL_PYTHON;
+  const root = workspaceRoot();
+  const venv = root && join(root, '.venv', 'bin', 'python');
+  return venv && existsSync(venv) ? venv : 'python3';
+}
+
+/** Where a local server keeps its run folders: `agentRl.runsFolder` (relative to the workspace) or `.agentrl/runs`. */
+export function runsFolder(root: string): string {
+  const configured = vscode.workspace.getConfiguration(SECTION).get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
+  return isAbsolute(configured) ? configured : join(root, configured);
+}
+
+/** `agentRl.serverUrl`: empty means "start a local server". */
+export function serverUrl(): string | undefined {
+  return vscode.workspace.getConfiguration(SECTION).get<string>('serverUrl')?.trim() || undefined;
+}
+
+export function tryEpisodes(): number {
+  return vscode.workspace.getConfiguration(SECTION).get<number>('tryEpisodes') ?? 4;
+}
+
+/** Tokens live in SecretStorage, one per server URL, never in settings. */
+export const tokenKey = (url: string): string => `agentRl.serverToken:${url}`;

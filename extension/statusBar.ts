@@ -1,0 +1,46 @@
+// One status bar item: the server's state, and the run it follows (step/total, mean reward). Its tooltip
+// holds command links for what a user wants next: logs, stop, open replay.
+import * as vscode from 'vscode';
+import { Commands } from './commands';
+import type { TrainerConnection } from './trainerConnection';
+import { ACTIVE_STATUSES } from './runsModel';
+
+const commandLink = (title: string, command: string, args?: unknown): string =>
+  `[${title}](command:${command}${args === undefined ? '' : `?${encodeURIComponent(JSON.stringify([args]))}`})`;
+
+export function registerStatusBar(connection: TrainerConnection): vscode.Disposable {
+  const item = vscode.window.createStatusBarItem('agentRl.status', vscode.StatusBarAlignment.Left, 10);
+  item.name = 'Agent RL';
+  const update = (): void => {
+    const state = connection.state;
+    const run = connection.model.focusRun();
+    const tooltip = new vscode.MarkdownString('', true);
+    tooltip.isTrusted = { enabledCommands: Object.values(Commands) };
+    if (state !== 'connected') {
+      item.text = state === 'connecting' || state === 'reconnecting' ? `$(loading~spin) Agent RL: ${state}` : '$(circle-slash) Agent RL';
+      item.command = state === 'idle' || state === 'closed' ? Commands.startLocalServer : Commands.showLogs;
+      tooltip.appendMarkdown(`Trainer server: **${state === 'closed' ? 'disconnected' : state}**\n\n`);
+      tooltip.appendMarkdown([commandLink('Start Local Server', Commands.startLocalServer), commandLink('Connect to Server', Commands.connectServer), commandLink('Show Logs', Commands.showLogs)].join(' · '));
+    } else {
+      const where = connection.kind === 'local' ? 'local server' : connection.url ?? '';
+      if (run) {
+        const reward = run.latestMetrics['reward/mean'];
+        const active = ACTIVE_STATUSES.has(run.status);
+        item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}`;
+        tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\nConnected to the ${where}\n\n`);
+        const links = [commandLink('Show Logs', Commands.showLogs), commandLink('Open Replay', Commands.openReplay, { runId: run.runId })];
+        if (active) links.push(commandLink('Stop', Commands.stopTraining, { runId: run.runId }));
+        tooltip.appendMarkdown(links.join(' · '));
+      } else {
+        item.text = '$(beaker) Agent RL';
+        tooltip.appendMarkdown(`Connected to the ${where}; no runs yet.\n\n${commandLink('Start Training', Commands.startTraining)} · ${commandLink('Show Logs', Commands.showLogs)}`);
+      }
+      item.command = 'agentRl.runs.focus';
+    }
+    item.tooltip = tooltip;
+    item.accessibilityInformation = { label: item.text.replace(/\$\([^)]+\)\s*/g, ''), role: 'button' };
+    item.show();
+  };
+  update();
+  return vscode.Disposable.from(item, connection.onDidChangeState(update), { dispose: connection.model.onDidChange(update).dispose });
+}

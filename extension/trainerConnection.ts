@@ -1,0 +1,206 @@
+// The one connection to a trainer server the extension holds: a local server it started (and stops), or a
+// remote URL with a token from SecretStorage. Feeds the Runs model from `run/list` and the event stream,
+// forwards run logs into the log channel by level, and tells the language server what devices it has.
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import type { InitializeResult, RpcMethods, RunEventParams } from '../protocol/generated/rpc';
+import { startLocalServer, type LocalServer } from './localServer';
+import { RunsModel } from './runsModel';
+import { TrainerClient, type ConnectionState } from './trainerClient';
+import { webSocketFactory } from './webSocket';
+
+export type ServerKind = 'local' | 'remote';
+
+export interface TrainerConnectionDeps {
+  context: vscode.ExtensionContext;
+  log: vscode.LogOutputChannel;
+  /** Told the server's devices after each initialize, and null when the connection ends. */
+  onDevices(devices: InitializeResult['devices'] | null): void;
+}
+
+export class TrainerConnection implements vscode.Disposable {
+  readonly model = new RunsModel();
+  private client: TrainerClient | undefined;
+  private localServer: LocalServer | undefined;
+  private kindValue: ServerKind | undefined;
+  /** Per run: events up to this seq happened before we looked, so their logs are not replayed into the channel. */
+  private readonly logFrom = new Map<string, number>();
+  private readonly stateEmitter = new vscode.EventEmitter<ConnectionState>();
+  private readonly runEventEmitter = new vscode.EventEmitter<RunEventParams>();
+  /** The connection's state, including 'idle' after a disconnect. */
+  readonly onDidChangeState = this.stateEmitter.event;
+  readonly onRunEvent = this.runEventEmitter.event;
+
+  constructor(private readonly deps: TrainerConnectionDeps) {}
+
+  get state(): ConnectionState {
+    return this.client?.state ?? 'idle';
+  }
+
+  get kind(): ServerKind | undefined {
+    return this.kindValue;
+  }
+
+  get url(): string | undefined {
+    return this.client?.url;
+  }
+
+  get server(): InitializeResult | undefined {
+    return this.client?.server;
+  }
+
+  get isConnected(): boolean {
+    return this.client?.state === 'connected';
+  }
+
+  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params'], timeoutMs?: number): Promise<RpcMethods[M]['result']> {
+    if (!this.client) return Promise.reject(new Error('Not connected to a trainer server. Run "Agent RL: Start Local Server" or "Agent RL: Connect to Server".'));
+    return this.client.request(method, params, timeoutMs);
+  }
+
+  /** Streams a run's events (once per run; a reconnect resubscribes by itself). */
+  async follow(runId: string): Promise<void> {
+    if (!this.client) return;
+    await this.client.subscribe(runId);
+  }
+
+  /** Starts `agentrl serve` with `python` and connects to it; the server lives until disconnect or deactivate. */
+  async startLocal(python: string, cwd: string, runsDir: string, signal?: AbortSignal): Promise<InitializeResult> {
+    await this.disconnect();
+    const tokenFile = this.localTokenFile();
+    const server = await startLocalServer({ python, cwd, runsDir, tokenFile: tokenFile.path, log: this.deps.log, signal });
+    this.localServer = server;
+    void server.exited.then(({ code, signal: killed }) => {
+      if (this.localServer !== server) return;
+      this.localServer = undefined;
+      this.deps.log.error(`The local trainer server exited (${killed ?? `exit code ${code}`}).`);
+      void this.disconnect();
+    });
+    try {
+      return await this.open('local', server.url, tokenFile.token);
+    } catch (err) {
+      await this.disconnect();
+      throw err;
+    }
+  }
+
+  async connectRemote(url: string, token: string | undefined): Promise<InitializeResult> {
+    await this.disconnect();
+    return this.open('remote', url, token);
+  }
+
+  /** Closes the connection; a local server is asked to shut down, then terminated, then killed. */
+  async disconnect(): Promise<void> {
+    const client = this.client;
+    const server = this.localServer;
+    this.client = undefined;
+    this.localServer = undefined;
+    this.kindValue = undefined;
+    if (client) {
+      if (server && client.state === 'connected') await client.request('server/shutdown', {}, 2000).catch(() => undefined);
+      client.dispose();
+    }
+    if (server) {
+      await Promise.race([server.exited, new Promise((resolve) => setTimeout(resolve, 3000))]);
+      await server.stop(5000);
+    }
+    this.model.clear();
+    this.logFrom.clear();
+    this.deps.onDevices(null);
+    this.stateEmitter.fire('idle');
+  }
+
+  /** Re-reads the run list (after a start, on reconnect) and follows every run that is still going. */
+  async refresh(): Promise<void> {
+    const { runs } = await this.request('run/list', {});
+    for (const run of runs) if (!this.logFrom.has(run.runId)) this.logFrom.set(run.runId, run.lastSeq);
+    this.model.setRuns(runs);
+    await Promise.all(runs.filter((r) => this.model.isActive(r.runId)).map((r) => this.follow(r.runId)));
+  }
+
+  /** Registers a run this client just started: shown at once, followed from its first event. */
+  async adopt(runId: string): Promise<void> {
+    this.logFrom.set(runId, 0);
+    this.model.upsertRun(await this.request('run/get', { runId }));
+    await this.follow(runId);
+  }
+
+  dispose(): void {
+    void this.disconnect();
+    this.stateEmitter.dispose();
+    this.runEventEmitter.dispose();
+  }
+
+  private async open(kind: ServerKind, url: string, token: string | undefined): Promise<InitializeResult> {
+    const client = new TrainerClient({
+      url,
+      openSocket: webSocketFactory(token),
+      clientInfo: { name: 'agent-rl-studio', version: String(this.deps.context.extension.packageJSON.version ?? '0') },
+    });
+    this.client = client;
+    this.kindValue = kind;
+    client.onStateChange(({ state, reason }) => {
+      if (this.client !== client) return;
+      if (state === 'reconnecting') this.deps.log.warn(`Lost the trainer server at ${url} (${reason}); reconnecting.`);
+      if (state === 'closed' && reason && reason !== 'closed by the client') this.deps.log.error(`Trainer server connection closed: ${reason}`);
+      if (state === 'closed' || state === 'reconnecting') this.deps.onDevices(null);
+      this.stateEmitter.fire(state);
+    });
+    client.onInitialized((result) => {
+      this.deps.log.info(`Connected to trainer server ${result.serverVersion} at ${url} (protocol ${result.protocolVersion}; ${describeDevices(result.devices)})`);
+      this.deps.onDevices(result.devices);
+      void this.refresh().catch((err: Error) => this.deps.log.error(`Could not list runs: ${err.message}`));
+    });
+    client.onRunEvent((event) => {
+      this.model.applyEvent(event);
+      this.forwardLog(event);
+      this.runEventEmitter.fire(event);
+    });
+    client.onNotification(({ method, params }) => {
+      if (method === 'run/behind') {
+        const behind = params as { runId: string; sentSeq: number; latestSeq: number };
+        this.deps.log.warn(`Run ${behind.runId}: the event stream is ${behind.latestSeq - behind.sentSeq} events behind the trainer; the Runs view catches up as they arrive.`);
+      }
+    });
+    return client.connect();
+  }
+
+  private forwardLog(event: RunEventParams): void {
+    if (event.seq <= (this.logFrom.get(event.runId) ?? 0)) return;
+    const name = this.model.run(event.runId)?.name ?? event.runId;
+    const data = event.data as Record<string, unknown>;
+    if (event.type === 'log') {
+      const text = `[${name}] ${String(data.message)}`;
+      switch (data.level) {
+        case 'trace': this.deps.log.trace(text); break;
+        case 'debug': this.deps.log.debug(text); break;
+        case 'warning': this.deps.log.warn(text); break;
+        case 'error': this.deps.log.error(text); break;
+        default: this.deps.log.info(text);
+      }
+    } else if (event.type === 'status') {
+      const text = `[${name}] ${String(data.status)} at step ${String(data.step ?? 0)}/${String(data.total_steps ?? 0)}${data.message ? `: ${String(data.message)}` : ''}`;
+      if (data.status === 'failed') this.deps.log.error(`${text}${data.traceback ? `\n${String(data.traceback)}` : ''}`);
+      else this.deps.log.info(text);
+    }
+  }
+
+  /** A fresh random token per server start, in a file only this user can read (never on a command line). */
+  private localTokenFile(): { path: string; token: string } {
+    const dir = this.deps.context.globalStorageUri.fsPath;
+    if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
+    const path = join(dir, 'local-server.token');
+    const token = randomBytes(32).toString('hex');
+    writeFileSync(path, token, { mode: 0o600 });
+    chmodSync(path, 0o600);
+    return { path, token };
+  }
+}
+
+export function describeDevices(devices: InitializeResult['devices']): string {
+  const gib = (bytes?: number) => (bytes ? ` ${(bytes / 2 ** 30).toFixed(0)} GiB` : '');
+  const gpus = devices.gpus.map((g) => `${g.name}${gib(g.memoryBytes)}`);
+  return `CPU ${devices.cpu.cores} cores${gib(devices.cpu.memoryBytes)}${gpus.length ? `, GPU ${gpus.join(', ')}` : ', no GPU'}`;
+}
