@@ -1,0 +1,37 @@
+// A trajectories file opened from Quick Open shows in the replay panel (the default editor for
+// *.trajectories.jsonl): the webview lists every episode, and a click steps into one.
+import fs from 'node:fs';
+import path from 'node:path';
+
+const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
+const FILE = 'lookup.trajectories.jsonl';
+
+export async function replayScenario({ page, workspace, lap = console.log }) {
+  const source = path.join(REPO, 'protocol', 'examples', 'trajectories', FILE);
+  const records = fs.readFileSync(source, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  fs.copyFileSync(source, path.join(workspace, FILE));
+
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(FILE);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: FILE }).first().waitFor({ timeout: 30000 });
+  await page.keyboard.press('Enter');
+
+  // Webviews are nested iframes: the host's iframe, then the page's own #active-frame.
+  const view = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+  const rows = view.locator('tbody tr');
+  await rows.nth(records.length - 1).waitFor({ timeout: 60000 });
+  const count = await rows.count();
+  if (count !== records.length) throw new Error(`the run browser lists ${count} episodes, the file has ${records.length}`);
+  lap(`replay panel lists all ${count} episodes of ${FILE}`);
+
+  await view.locator(`tr[data-id="${records[0].id}"]`).click();
+  const position = view.locator('#position');
+  await position.waitFor({ timeout: 15000 });
+  const text = await position.textContent();
+  if (!/^step 1 \/ \d+$/.test(text ?? '')) throw new Error(`after opening an episode the position reads ${JSON.stringify(text)}`);
+  await view.locator('body').press('ArrowRight');
+  await view.locator('#position', { hasText: /^step 2 \// }).waitFor({ timeout: 10000 });
+  lap('an episode opens at step 1 and the arrow key steps to step 2');
+}
