@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { renderEnvironment, validateEnvName, validateToolName } from '../../extension/scaffold';
+import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from '../../extension/scaffold';
 
 const TEMPLATES = resolve(__dirname, '../../extension/templates');
 const PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin/python');
@@ -36,6 +36,42 @@ describe('scaffold', () => {
     const check = execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', dir], { encoding: 'utf8' });
     assert.match(check, /scripted episode/);
     execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_env.py'], { cwd: dir, encoding: 'utf8' });
+  });
+});
+
+describe('scaffold: New Tool and New ToolEnv', () => {
+  const env = renderEnvironment({ name: 'demo', tools: ['echo'] }, TEMPLATES);
+
+  it('adds a Tool to tools.py and registers it in env.py', () => {
+    const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
+    assert.deepEqual(parseTools(added.toolsPy), [{ cls: 'Echo', name: 'echo' }, { cls: 'WordCount', name: 'word_count' }]);
+    assert.match(added.envPy!, /^from tools import Echo, WordCount$/m);
+    assert.match(added.envPy!, /self\.tools = \[Echo\(\), WordCount\(\)\]/);
+    assert.throws(() => addTool('echo', env.get('tools.py')!, env.get('env.py')!, TEMPLATES), /already defines a Tool named "echo"/);
+    assert.throws(() => addTool('Bad-Name', env.get('tools.py')!, env.get('env.py')!, TEMPLATES), /snake_case/);
+    const edited = addTool('other', env.get('tools.py')!, 'class MyEnv(ToolEnv):\n    pass\n', TEMPLATES);
+    assert.equal(edited.envPy, undefined, 'an env.py without the generated lines is left alone (the user is told)');
+  });
+
+  it('writes a second ToolEnv over the folder\'s Tools with its own run config', () => {
+    const files = renderToolEnv('strict-qa', env.get('tools.py')!, TEMPLATES);
+    assert.deepEqual([...files.keys()], ['strict_qa_env.py', 'strict-qa.agentrl.yaml']);
+    assert.match(files.get('strict_qa_env.py')!, /class StrictQaEnv\(ToolEnv\)/);
+    assert.match(files.get('strict-qa.agentrl.yaml')!, /module: strict_qa_env\.py\n\s+class_name: StrictQaEnv/);
+    assert.throws(() => renderToolEnv('x', '"""no tools"""', TEMPLATES), /defines no Tool classes/);
+  });
+
+  it('the env with an added Tool and a second ToolEnv still passes `agentrl env check`', function () {
+    this.timeout(120_000);
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-more-'));
+    for (const [file, content] of env) writeFileSync(join(dir, file), content);
+    const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
+    writeFileSync(join(dir, 'tools.py'), added.toolsPy);
+    writeFileSync(join(dir, 'env.py'), added.envPy!);
+    for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, TEMPLATES)) writeFileSync(join(dir, file), content);
+    for (const config of ['demo.agentrl.yaml', 'strict-qa.agentrl.yaml']) {
+      assert.match(execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', join(dir, config)], { encoding: 'utf8' }), /scripted episode/);
+    }
   });
 });
 

@@ -1,0 +1,78 @@
+import { strict as assert } from 'node:assert';
+import type { RunEventParams, RunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
+import { RunsModel } from '../../extension/runsModel';
+
+const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
+  runId: 'lookup-1', name: 'lookup-tiny', mode: 'train', status: 'running', step: 1, totalSteps: 4, createdAt: '2026-11-22T10:00:00Z',
+  latestMetrics: {}, lastSeq: 3, hasCheckpoint: false, message: null, ...overrides,
+});
+
+const summary = (step: number, group: number, sample: number, reward: number, extra: Partial<TrajectorySummary> = {}): TrajectorySummary => ({
+  id: `${step}-${group}-${sample}`, step, group, sample, task_id: `task-${group}`, status: 'finished', reward, advantage: 0,
+  num_turns: 2, num_tool_calls: 1, num_tool_errors: 0, response_tokens: 10, file: 'x', ...extra,
+});
+
+let seq = 10;
+const event = (runId: string, type: RunEventParams['type'], data: object): RunEventParams => ({ runId, seq: ++seq, type, time: seq, data });
+
+describe('RunsModel (the Runs view and status bar)', () => {
+  it('builds run -> step -> group -> trajectory from streamed events, newest step first', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    for (const s of [summary(1, 0, 1, 1), summary(1, 0, 0, 0), summary(1, 1, 0, 0.5), summary(1, 1, 1, 0.5), summary(2, 0, 0, 1, { num_tool_errors: 2 })]) {
+      model.applyEvent(event('lookup-1', 'trajectory', s));
+    }
+    const [runNode] = model.children();
+    assert.deepEqual(runNode, { kind: 'run', runId: 'lookup-1' });
+    const steps = model.children(runNode);
+    assert.deepEqual(steps.map((s) => model.label(s)), ['step 2', 'step 1']);
+    assert.equal(model.description(steps[0]), 'reward 1 · 1 episodes · 2 tool errors');
+    const groups = model.children(steps[1]);
+    assert.deepEqual(groups.map((g) => model.label(g)), ['group 0 · task-0', 'group 1 · task-1']);
+    assert.equal(model.description(groups[0]), 'reward 0.50');
+    assert.equal(model.description(groups[1]), 'reward 0.50 · zero variance');
+    const samples = model.children(groups[0]);
+    assert.deepEqual(samples.map((t) => model.label(t)), ['sample 0', 'sample 1']);
+    assert.equal(model.description(samples[1]), 'reward 1 · finished · 1 tool calls');
+  });
+
+  it('follows status, metrics and checkpoints, and says which runs can be stopped or resumed', () => {
+    const model = new RunsModel();
+    const changes: Array<string | undefined> = [];
+    model.onDidChange((id) => changes.push(id));
+    model.setRuns([run(), run({ runId: 'old', name: 'old', status: 'completed', createdAt: '2026-11-21T10:00:00Z' })]);
+    model.applyEvent(event('lookup-1', 'metrics', { step: 2, metrics: { 'reward/mean': 0.25 } }));
+    model.applyEvent(event('lookup-1', 'status', { status: 'running', step: 2, total_steps: 4 }));
+    assert.equal(model.description({ kind: 'run', runId: 'lookup-1' }), 'running · 2/4 · reward 0.25');
+    assert.equal(model.focusRun()?.runId, 'lookup-1');
+    assert.ok(model.isActive('lookup-1'));
+    assert.ok(!model.isResumable('lookup-1'));
+    model.applyEvent(event('lookup-1', 'checkpoint', { step: 2, path: 'x' }));
+    model.applyEvent(event('lookup-1', 'status', { status: 'stopped', step: 2, total_steps: 4, message: 'stopped by the user' }));
+    assert.ok(model.isResumable('lookup-1'));
+    assert.ok(!model.isActive('lookup-1'));
+    assert.equal(model.run('lookup-1')?.message, 'stopped by the user');
+    assert.equal(model.focusRun()?.runId, 'lookup-1', 'no active run: the newest');
+    model.applyEvent(event('unknown-run', 'status', { status: 'running' }));  // not listed: ignored
+    assert.deepEqual(changes, [undefined, 'lookup-1', 'lookup-1', 'lookup-1', 'lookup-1']);
+  });
+
+  it('keeps the latest record of a trajectory id (a resumed run re-emits superseded steps)', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    model.applyEvent(event('lookup-1', 'trajectory', summary(3, 0, 0, 0)));
+    model.applyEvent(event('lookup-1', 'trajectory', summary(3, 0, 0, 1)));
+    assert.deepEqual(model.trajectories('lookup-1').map((t) => t.reward), [1]);
+    model.setRuns([run({ status: 'completed' })]);  // a refreshed list keeps what was streamed
+    assert.equal(model.trajectories('lookup-1').length, 1);
+  });
+
+  it('labels a try run\'s episodes and its progress as a try', () => {
+    const model = new RunsModel();
+    model.setRuns([run({ runId: 'try-1', mode: 'try', status: 'completed', step: 0, totalSteps: 0 })]);
+    model.applyEvent(event('try-1', 'trajectory', summary(0, 0, 0, 0.5)));
+    const [stepNode] = model.children({ kind: 'run', runId: 'try-1' });
+    assert.equal(model.label(stepNode), 'episodes');
+    assert.equal(model.description({ kind: 'run', runId: 'try-1' }), 'completed · try');
+  });
+});
