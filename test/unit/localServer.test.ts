@@ -34,10 +34,10 @@ describe('local trainer server process', () => {
 
   it('reads the URL from the JSON line, passes loopback, port 0 and the token file, and stops with SIGTERM', async () => {
     const { log, lines } = recorder();
-    const python = fakePython('echo "$@" >&2; echo \'{"event": "listening", "url": "ws://127.0.0.1:4242", "pid": 1}\'; exec sleep 30');
+    const python = fakePython('echo \'{"event": "listening", "url": "ws://127.0.0.1:4242", "pid": 1}\'; exec sleep 30');
     const server = await startLocalServer(options(python, log));
     assert.equal(server.url, 'ws://127.0.0.1:4242');
-    assert.ok(lines.includes(`warn: [server] -m agentrl.cli serve --host 127.0.0.1 --port 0 --runs-dir ${join(tmpdir(), 'runs')} --token-file /dev/null`), lines.join('\n'));
+    assert.ok(lines.includes(`info: Starting the trainer server: ${python} -m agentrl.cli serve --host 127.0.0.1 --port 0 --runs-dir ${join(tmpdir(), 'runs')} --token-file /dev/null`), lines.join('\n'));
     await server.stop();
     assert.deepEqual(await server.exited, { code: null, signal: 'SIGTERM' });
   });
