@@ -7,7 +7,8 @@
 #     (exthost.mjs).
 # Both always run; the exit status is non-zero if either fails. Screenshots land in test-results/e2e/.
 # Every process a server started is stopped at the end, including any that left its process group.
-# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, AGENTRL_PYTHON (default .venv/bin/python).
+# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, E2E_KEEP=1 (keep the temporary profiles and workspaces),
+# AGENTRL_PYTHON (default .venv/bin/python).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 E2E_HOME=${E2E_HOME:-$REPO/.e2e}
@@ -34,7 +35,7 @@ stop_servers() {
     [ "$pid" = $$ ] || { echo "e2e: stopping leftover process $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"; kill -KILL "$pid" 2>/dev/null || true; }
   done
 }
-cleanup() { stop_servers; rm -rf "$RUN"; }
+cleanup() { stop_servers; [ -n "${E2E_KEEP:-}" ] && echo "e2e: kept $RUN" || rm -rf "$RUN"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -80,7 +81,7 @@ start_server() {  # DIR EXTRA_ARGS...
 
 npm run package > "$RUN/package.log" 2>&1 || { cat "$RUN/package.log"; exit 1; }
 lap "built and packaged (dist/, out/exthost/, agent-rl-studio.vsix)"
-mkdir -p test-results/e2e
+rm -rf test-results/e2e; mkdir -p test-results/e2e  # no screenshot of an earlier run is taken for this one's
 UI=0 EXTHOST=0
 
 if [ "${E2E_ONLY:-}" != exthost ]; then
@@ -101,6 +102,9 @@ if [ "${E2E_ONLY:-}" != ui ]; then
   EXTHOST_ENV=$(printf '{"AGENTRL_PYTHON": "%s"}' "$AGENTRL_PYTHON") \
     node test/e2e/exthost.mjs "$URL" "$RUN/exthost/workspace" || EXTHOST=$?
   stop_servers
+  # The extension's own log (the Agent RL output channel), and the trainer runs' stderr, for a failure's reader.
+  find "$RUN/exthost/udd/logs" -path '*agent-rl-studio*' -name '*.log' -exec cat {} + > test-results/e2e/exthost-agent-rl.log 2>/dev/null || true
+  find "$RUN/exthost/workspace" -path '*/.logs/*.stderr.log' -exec tail -n 50 {} + > test-results/e2e/exthost-runs-stderr.log 2>/dev/null || true
   lap "extension-host tests done (exit $EXTHOST)"
 fi
 

@@ -1,6 +1,6 @@
 // Helpers shared by the extension-host tests (bundled into each test file).
-import { existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import * as vscode from 'vscode';
 
 export const EXTENSION_ID = 'agent-rl-studio.agent-rl-studio';
@@ -46,4 +46,38 @@ export async function screenshot(name: string, selector = '', where: 'page' | 'w
   rmSync(file, { force: true });
   console.log(`agentrl-e2e:screenshot ${name} ${where} ${selector}`.trim());
   await waitFor(() => existsSync(file), `the runner's screenshot ${file}`, 40_000);
+}
+
+export interface RunEvent { seq: number; type: string; data: Record<string, unknown> }
+
+/** The folder a local server keeps its runs in: the `agentRl.runsFolder` setting, relative to the workspace. */
+export function runsFolder(): string {
+  const root = workspaceFolder().uri.fsPath;
+  const configured = vscode.workspace.getConfiguration('agentRl').get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
+  return isAbsolute(configured) ? configured : join(root, configured);
+}
+
+/** The complete lines of a run's events.jsonl (a line being written is left for the next read). */
+export function runEvents(runId: string): RunEvent[] {
+  const file = join(runsFolder(), runId, 'events.jsonl');
+  if (!existsSync(file)) return [];
+  const text = readFileSync(file, 'utf8');
+  return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter(Boolean).map((line) => JSON.parse(line) as RunEvent);
+}
+
+export function lastStatus(runId: string): { status: string; message?: string; traceback?: string } | undefined {
+  return runEvents(runId).filter((e) => e.type === 'status').at(-1)?.data as { status: string } | undefined;
+}
+
+const FINAL = new Set(['completed', 'stopped', 'failed', 'interrupted']);
+
+/** Waits until the run's event log ends in `want`; fails at once, with the run's message, on another final status. */
+export async function waitForStatus(runId: string, want: string, ms: number): Promise<void> {
+  await waitFor(() => {
+    const status = lastStatus(runId);
+    if (status && status.status !== want && FINAL.has(status.status)) {
+      throw new Error(`run ${runId} ended ${status.status}, not ${want}: ${status.message ?? ''}\n${status.traceback ?? ''}`);
+    }
+    return status?.status === want;
+  }, `run ${runId} to be ${want} (last status: ${lastStatus(runId)?.status ?? 'none'})`, ms, 500);
 }

@@ -1,0 +1,86 @@
+// The whole loop on a real trainer server (the repo's .venv via AGENTRL_PYTHON): scaffold an env, start a
+// local server, train the generated config to completion, try the env, and stop a longer run gracefully.
+// What happened is read from the run folders the server writes (`agentRl.runsFolder`), not from the extension.
+import { strict as assert } from 'node:assert';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import { allTabs, extension, runEvents, runsFolder, screenshot, waitFor, waitForStatus, workspaceFolder } from './util';
+
+interface Trajectory { id: string; status: string; status_reason: string | null; stats: { num_turns: number; response_tokens: number } }
+
+function trajectories(runId: string): Trajectory[] {
+  const dir = join(runsFolder(), runId, 'trajectories');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((f) => f.endsWith('.trajectories.jsonl'))
+    .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory));
+}
+
+/** Every episode got as far as the model generating: none was cut before its first turn (e.g. a prompt
+ * over rollout.max_context), which would make a run "complete" without training on anything. */
+function assertGenerated(episodes: Trajectory[]): void {
+  const empty = episodes.filter((t) => t.stats.response_tokens === 0);
+  assert.deepEqual(empty.map((t) => `${t.id}: ${t.status} (${t.status_reason}), ${t.stats.num_turns} turns`), [], 'episodes in which the model generated nothing');
+}
+
+describe('training on a local trainer server', function () {
+  this.timeout(240_000);
+  let config: vscode.Uri;
+
+  before(async () => {
+    await extension();
+    const parent = workspaceFolder().uri.fsPath;
+    const folder = await vscode.commands.executeCommand<string>('agentRl.newEnvironment', { name: 'train-env', tools: ['search', 'calculator'], parent });
+    assert.ok(folder, 'New Environment returned nothing');
+    config = vscode.Uri.file(join(folder, 'train-env.agentrl.yaml'));
+  });
+
+  it('agentRl.startLocalServer starts a server and returns its WebSocket URL', async () => {
+    const url = await vscode.commands.executeCommand<string | undefined>('agentRl.startLocalServer');
+    assert.match(url ?? 'undefined (see the Agent RL log)', /^ws:\/\/127\.0\.0\.1:\d+/);
+  });
+
+  it('agentRl.startTraining trains the generated config to completion', async () => {
+    const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.startTraining', config);
+    assert.ok(runId, 'Start Training returned no run id (see the Agent RL log)');
+    await waitForStatus(runId, 'completed', 180_000);
+    const events = runEvents(runId);
+    const steps = new Set(events.filter((e) => e.type === 'metrics').map((e) => e.data.step));
+    assert.deepEqual([...steps].sort(), [1, 2], 'a metrics event for each of the config\'s 2 steps');
+    assert.ok(events.some((e) => e.type === 'checkpoint'), 'a checkpoint was written');
+    const episodes = trajectories(runId);
+    assert.equal(episodes.length, 16, '2 steps x batch_size 8 trajectories');
+    assertGenerated(episodes);
+    assert.equal(JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8')).mode, 'train');
+  });
+
+  it('agentRl.tryEnvironment runs episodes with no updates and opens their replay', async () => {
+    const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.tryEnvironment', config);
+    assert.ok(runId, 'Try Environment returned no run id (see the Agent RL log)');
+    await waitForStatus(runId, 'completed', 180_000);
+    const episodes = trajectories(runId);
+    const wanted = vscode.workspace.getConfiguration('agentRl').get<number>('tryEpisodes') ?? 4;
+    assert.equal(episodes.length, wanted, `agentRl.tryEpisodes (${wanted}) trajectories`);
+    assertGenerated(episodes);
+    assert.equal(runEvents(runId).filter((e) => e.type === 'checkpoint').length, 0, 'a try run never updates or checkpoints');
+    assert.equal(JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8')).mode, 'try');
+    await waitFor(() => allTabs().find((t) => t.input instanceof vscode.TabInputWebview && t.label.includes(runId)), `a replay tab for ${runId}`, 30_000);
+    await screenshot('try-replay', 'tbody tr', 'webview');
+  });
+
+  it('agentRl.stopTraining stops a longer run gracefully at a checkpoint', async () => {
+    const long = vscode.Uri.file(config.fsPath.replace(/\.agentrl\.yaml$/, '-long.agentrl.yaml'));
+    writeFileSync(long.fsPath, readFileSync(config.fsPath, 'utf8').replace(/^ {2}steps: \d+$/m, '  steps: 1000').replace(/^name: .*$/m, 'name: train-env-long'));
+    const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.startTraining', long);
+    assert.ok(runId, 'Start Training returned no run id (see the Agent RL log)');
+    await waitFor(() => runEvents(runId).some((e) => e.type === 'metrics'), `a first step of ${runId}`, 120_000, 500);
+    const stopped = await vscode.commands.executeCommand<string | undefined>('agentRl.stopTraining', { runId, mode: 'graceful' });
+    assert.ok(stopped === 'stopping' || stopped === 'stopped', `stopTraining answered ${stopped}`);
+    await waitForStatus(runId, 'stopped', 120_000);
+    const events = runEvents(runId);
+    const last = events.filter((e) => e.type === 'status').at(-1)!.data;
+    assert.ok((last.step as number) < 1000, 'it stopped before the end');
+    assert.ok(events.some((e) => e.type === 'checkpoint'), 'a graceful stop leaves a checkpoint');
+    await screenshot('runs');
+  });
+});
