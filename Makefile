@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 #   make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup setup-python setup-node setup-browser build test test-python test-ts lint demo clean
+.PHONY: setup setup-python setup-node setup-browser build test test-python test-ts test-e2e lint demo clean
 
 setup: setup-python setup-node
 
@@ -45,8 +45,15 @@ test-ts: build setup-browser
 	npm run typecheck
 	npm test
 
-# The extension host and language server (TypeScript) and their real-VS-Code tests join `make test` as they land.
-test: lint test-python test-ts
+# The real-VS-Code tests (test/e2e/): code-server (Node 24 and code-server from npm, into .e2e/) and Debian's
+# Chromium and build tools (apt, as root) are set up by test/e2e/setup.sh (minutes the first time, a second after);
+# then the UI scenarios against the packaged .vsix and the extension-host tests (test/exthost/) with a real local
+# trainer server from .venv. Timings are printed as they go; screenshots and logs land in test-results/e2e/.
+test-e2e: build setup-python
+	bash test/e2e/setup.sh
+	npm run test:e2e
+
+test: lint test-python test-ts test-e2e
 
 # The main job: the packaged SmolLM2-135M-Instruct trained with GRPO on the GSM8K calculator recipe for a
 # few minutes on CPU, evaluated before and after on a held-out slice (agentrl/demo.py).
@@ -54,4 +61,4 @@ demo: setup-python
 	$(PY) -m agentrl.cli demo --runs-dir runs
 
 clean:
-	rm -rf $(VENV) node_modules dist test-results
+	rm -rf $(VENV) node_modules dist out test-results

@@ -7,8 +7,8 @@
 #     (exthost.mjs).
 # Both always run; the exit status is non-zero if either fails. Screenshots land in test-results/e2e/.
 # Every process a server started is stopped at the end, including any that left its process group.
-# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, E2E_KEEP=1 (keep the temporary profiles and workspaces),
-# AGENTRL_PYTHON (default .venv/bin/python).
+# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, E2E_GREP=pattern (only the extension-host tests whose
+# title matches), E2E_KEEP=1 (keep the temporary profiles and workspaces), AGENTRL_PYTHON (default .venv/bin/python).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 E2E_HOME=${E2E_HOME:-$REPO/.e2e}
@@ -99,7 +99,9 @@ if [ "${E2E_ONLY:-}" != ui ]; then
   profile "$RUN/exthost"
   start_server "$RUN/exthost" --vscode-option enable-smoke-test-driver
   lap "extension-host server up at $URL"
-  EXTHOST_ENV=$(printf '{"AGENTRL_PYTHON": "%s"}' "$AGENTRL_PYTHON") \
+  # The extension host's environment: the trainer's Python, and an optional test filter.
+  EXTHOST_ENV=$(node -e 'const e = { AGENTRL_PYTHON: process.argv[1] }; if (process.argv[2]) e.AGENTRL_EXTHOST_GREP = process.argv[2];
+    console.log(JSON.stringify(e))' "$AGENTRL_PYTHON" "${E2E_GREP:-}") \
     node test/e2e/exthost.mjs "$URL" "$RUN/exthost/workspace" || EXTHOST=$?
   stop_servers
   # The extension's own log (the Agent RL output channel), and the trainer runs' stderr, for a failure's reader.
