@@ -25,7 +25,7 @@ export interface TrajectoryRecord {
   task_id: string;
   status: "finished" | "truncated" | "error";
   /**
-   * Why the episode is truncated or errored: max_turns, max_context, max_new_tokens, env_error, ...
+   * Why the episode is truncated or errored: max_turns, max_context, prompt_over_max_context (the prompt alone fills rollout.max_context), max_new_tokens, env_error, ...
    */
   status_reason: string | null;
   /**

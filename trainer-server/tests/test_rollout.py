@@ -1,3 +1,4 @@
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,10 +84,29 @@ def test_context_overflow_truncates(tiny):
     assert prompt_len < 300
 
 
-def test_prompt_longer_than_context_is_truncated_not_a_crash(tiny):
+class PaddedLookupEnv(LookupEnv):
+    """A prompt as long as the task says: long prompts beside short ones in one batch."""
+
+    def reset(self, task):
+        [message] = super().reset(task)
+        return [{**message, "content": message["content"] + " " * task.get("pad", 0)}]
+
+
+def test_a_prompt_longer_than_the_context_is_truncated_before_generating(tiny):
+    model, tokenizer = tiny
+    chat = ChatFormat(tokenizer, tool_output_tokens=32)
+    short_prompt = len(chat.prompt([{"role": "user", "content": "key 1"}], [t.schema() for t in LookupEnv().tools]))
+    cfg = RolloutConfig(max_turns=1, max_new_tokens=4, max_context=short_prompt + 20)
+    engine = RolloutEngine(model, tokenizer, PaddedLookupEnv, cfg, torch.device("cpu"))
+    long, short = engine.run([{"key": "1", "pad": 40}, {"key": "1"}], group_size=1, seed=0)
+    assert long.status == "truncated" and long.status_reason == "prompt_over_max_context" and long.turns == []
+    assert long.response_length == 0 and short.turns
+
+
+def test_every_prompt_longer_than_the_context_is_an_error_not_an_empty_run(tiny):
     engine, _ = _engine(tiny, max_context=50)
-    [ep] = engine.run([{"key": "1"}], group_size=1, seed=0)
-    assert ep.status == "truncated" and ep.status_reason == "max_context" and ep.turns == []
+    with pytest.raises(ValueError, match=r"every prompt is longer than rollout.max_context \(\d+ tokens or more.*max_context is 50"):
+        engine.run([{"key": "1"}], group_size=2, seed=0)
 
 
 def test_scripted_episode_runs_tools_and_scores():
