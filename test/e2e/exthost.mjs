@@ -52,7 +52,7 @@ let shots = Promise.resolve();
 async function screenshot(page, name, where, selector) {
   try {
     // Webviews are nested iframes: the workbench's iframe, then the webview's own #active-frame.
-    const scope = where === 'webview' ? page.frameLocator('iframe.webview.ready').frameLocator('#active-frame') : page;
+    const scope = where === 'webview' ? page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame') : page;
     if (selector) await scope.locator(selector).first().waitFor({ timeout: 30000 }).catch(() => lap(`screenshot ${name}: ${selector} did not show`));
     await page.waitForTimeout(500);
     const file = path.join(SHOTS, `exthost-${name}.png`);

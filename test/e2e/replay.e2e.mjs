@@ -18,8 +18,8 @@ export async function replayScenario({ page, workspace, lap = console.log }) {
   await page.locator('.quick-input-list .monaco-list-row', { hasText: FILE }).first().waitFor({ timeout: 30000 });
   await page.keyboard.press('Enter');
 
-  // Webviews are nested iframes: the host's iframe, then the page's own #active-frame.
-  const view = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+  // Webviews are nested iframes: the workbench's iframe (hidden ones may linger), then the page's own #active-frame.
+  const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   const rows = view.locator('tbody tr');
   await rows.nth(records.length - 1).waitFor({ timeout: 60000 });
   const count = await rows.count();

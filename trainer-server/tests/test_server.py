@@ -168,8 +168,11 @@ def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(ser
     config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the config's folder
     run_id = client.request("run/start", {"config": config, "configDir": str(EXAMPLE_CONFIG.parent), "mode": "try",
                                           "episodes": 2})["runId"]
+    queued = client.request("run/get", {"runId": run_id})  # before the run's process has written run.json
+    assert (queued["name"], queued["mode"], queued["createdAt"] != "") == (config["name"], "try", True)
     client.request("run/subscribe", {"runId": run_id, "since": 0})
     assert client.events_until(run_id, is_final_status)[-1]["data"]["status"] == "completed"
+    assert client.request("run/get", {"runId": run_id})["name"] == config["name"]
     for bad in ({"configDir": "relative/dir"}, {"configDir": str(tmp_path / "missing")},
                 {"configDir": str(EXAMPLE_CONFIG.parent), "envBundle": "0" * 64}):
         response = client.call("run/start", {"config": config, **bad})

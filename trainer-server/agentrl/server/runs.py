@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from datetime import UTC, datetime
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ class RunProcess:
     adopted_pid: int | None = None  # a run left running by an earlier server process
     stop_mode: str | None = None
     stderr_path: Path | None = None
+    # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
+    queued_meta: dict[str, Any] | None = None
 
 
 class RunManager:
@@ -98,8 +101,9 @@ class RunManager:
     def info(self, run_id: str) -> dict[str, Any]:
         path = self.run_dir(run_id)
         events = read_events(path)
-        status = latest_status(events) or {"status": "queued", "step": 0, "total_steps": 0}
-        meta = json.loads((path / RUN_FILE).read_text()) if (path / RUN_FILE).is_file() else {}
+        queued = self.live[run_id].queued_meta if run_id in self.live else None
+        status = latest_status(events) or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
+        meta = json.loads((path / RUN_FILE).read_text()) if (path / RUN_FILE).is_file() else (queued or {})
         metrics = next((e["data"]["metrics"] for e in reversed(events) if e["type"] == "metrics"), {})
         checkpoints = path / "checkpoints"
         return {
@@ -136,6 +140,8 @@ class RunManager:
         if mode == "try":
             args += ["--rollout-only", str(episodes or 4)]
         await self._spawn(run_id, args)
+        self.live[run_id].queued_meta = {"name": parsed.name, "mode": mode, "created_at": datetime.now(UTC).isoformat(),
+                                         "total_steps": parsed.train.steps if mode == "train" else 0}
         return run_id
 
     async def resume(self, run_id: str) -> None:
