@@ -8,10 +8,10 @@ import * as vscode from 'vscode';
 import type { RunInfo, RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { packEnvFolder } from './envBundle';
-import { findToolDefinition } from './replay/toolSource';
 import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { pythonPath, runsFolder, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
+import { toolProblems } from './toolProblems';
 import type { TrainerConnection } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 
@@ -24,8 +24,6 @@ export interface RunCommandDeps {
 type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
 const CONFIG_GLOB = '**/*.agentrl.yaml';
 const FINAL_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['completed', 'stopped', 'failed', 'interrupted']);
-/** Tool error kinds that point at the user's Tool code; the others (unknown_tool, bad_json) are the model's. */
-const TOOL_FAULTS = new Set(['exception', 'timeout', 'schema', 'bad_result']);
 
 export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
   const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
@@ -209,35 +207,20 @@ async function tryEnvironment(deps: RunCommandDeps, target: vscode.Uri | string 
 async function reportToolErrors(deps: RunCommandDeps, runId: string, envFolder: string, problems: vscode.DiagnosticCollection): Promise<number> {
   problems.clear();
   const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
-  const byTool = new Map<string, { count: number; episodes: Set<string>; kinds: Set<string>; first: string }>();
-  for (const summary of page.items) {
-    const record = await deps.connection.request('trajectory/get', { runId, id: summary.id });
-    for (const call of record.turns.flatMap((t) => t.tool_calls)) {
-      if (!call.error) continue;
-      const entry = byTool.get(call.name) ?? { count: 0, episodes: new Set(), kinds: new Set(), first: call.error };
-      entry.count++;
-      entry.episodes.add(record.id);
-      entry.kinds.add(call.error_kind ?? 'error');
-      byTool.set(call.name, entry);
-    }
-  }
-  const total = page.total;
+  const records = await Promise.all(page.items.map((summary) => deps.connection.request('trajectory/get', { runId, id: summary.id })));
   const sources = readdirSync(envFolder).filter((f) => f.endsWith('.py')).map((f) => ({ path: join(envFolder, f), text: readFileSync(join(envFolder, f), 'utf8') }));
+  const found = toolProblems(records, page.total, sources);
   const byFile = new Map<string, vscode.Diagnostic[]>();
-  let count = 0;
-  for (const [tool, entry] of byTool) {
-    count += entry.count;
-    const faultOfTool = [...entry.kinds].some((k) => TOOL_FAULTS.has(k));
-    const message = `Tool "${tool}" failed ${entry.count} time(s) in ${entry.episodes.size} of ${total} episode(s) with errors (${[...entry.kinds].join(', ')}): ${entry.first}`;
-    deps.log.warn(`[try ${runId}] ${message}`);
-    const source = sources.map((s) => ({ ...s, line: findToolDefinition(s.text, tool) })).find((s) => s.line !== undefined);
-    if (!source) continue;
-    const diagnostic = new vscode.Diagnostic(new vscode.Range(source.line!, 0, source.line!, 200), message, faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning);
+  for (const problem of found) {
+    deps.log.warn(`[try ${runId}] ${problem.message}`);
+    if (!problem.location) continue;
+    const { path, line } = problem.location;
+    const diagnostic = new vscode.Diagnostic(new vscode.Range(line, 0, line, 200), problem.message, problem.faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning);
     diagnostic.source = 'Agent RL: Try Environment';
-    byFile.set(source.path, [...(byFile.get(source.path) ?? []), diagnostic]);
+    byFile.set(path, [...(byFile.get(path) ?? []), diagnostic]);
   }
   for (const [path, diagnostics] of byFile) problems.set(vscode.Uri.file(path), diagnostics);
-  return count;
+  return found.reduce((sum, p) => sum + p.count, 0);
 }
 
 async function pickRun(deps: RunCommandDeps, target: RunTarget | undefined, title: string, eligible: (runId: string) => boolean): Promise<string | undefined> {

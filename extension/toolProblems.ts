@@ -1,0 +1,43 @@
+// What a Try run says about the user's Tools, as problems at each Tool's definition. Pure (no `vscode`):
+// runCommands.ts turns these into Diagnostics.
+import type { TrajectoryRecord } from '../protocol/generated/trajectory';
+import { findToolDefinition } from './replay/toolSource';
+
+/** Tool error kinds that point at the user's Tool code; the others (unknown_tool, bad_json) are the model's. */
+const TOOL_FAULTS: ReadonlySet<string> = new Set(['exception', 'timeout', 'schema', 'bad_result']);
+
+export interface ToolProblem {
+  tool: string;
+  /** Failed calls of this Tool over all the episodes given. */
+  count: number;
+  message: string;
+  /** True when the Tool's own code failed (error), false when the model called it wrongly (warning). */
+  faultOfTool: boolean;
+  /** Where the Tool is defined, when one of the sources defines it. */
+  location?: { path: string; line: number };
+}
+
+/** One problem per Tool that failed in `records` (the episodes with tool errors, `episodesWithErrors` in all). */
+export function toolProblems(records: TrajectoryRecord[], episodesWithErrors: number, sources: Array<{ path: string; text: string }>): ToolProblem[] {
+  const byTool = new Map<string, { count: number; episodes: Set<string>; kinds: Set<string>; first: string }>();
+  for (const record of records) {
+    for (const call of record.turns.flatMap((t) => t.tool_calls)) {
+      if (!call.error) continue;
+      const entry = byTool.get(call.name) ?? { count: 0, episodes: new Set(), kinds: new Set(), first: call.error };
+      entry.count++;
+      entry.episodes.add(record.id);
+      entry.kinds.add(call.error_kind ?? 'error');
+      byTool.set(call.name, entry);
+    }
+  }
+  return [...byTool].map(([tool, entry]) => {
+    const defined = sources.map((s) => ({ path: s.path, line: findToolDefinition(s.text, tool) })).find((s) => s.line !== undefined);
+    return {
+      tool,
+      count: entry.count,
+      message: `${tool ? `Tool "${tool}"` : 'A call naming no tool'} failed ${entry.count} time(s) in ${entry.episodes.size} of ${episodesWithErrors} episode(s) with errors (${[...entry.kinds].join(', ')}): ${entry.first}`,
+      faultOfTool: [...entry.kinds].some((k) => TOOL_FAULTS.has(k)),
+      location: defined ? { path: defined.path, line: defined.line! } : undefined,
+    };
+  });
+}
