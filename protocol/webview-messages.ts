@@ -9,12 +9,14 @@ export interface ReadyMessage {
   type: 'ready';
 }
 
-/** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow. */
+/** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow;
+ * `runStatus`, for a run, its status now (absent for a file). */
 export interface LoadMessage {
   type: 'load';
   source: string;
   records: TrajectoryRecord[];
   live: boolean;
+  runStatus?: string;
 }
 
 /** Host → webview, during a live run: trajectories of a new step. */
@@ -23,11 +25,18 @@ export interface AppendMessage {
   records: TrajectoryRecord[];
 }
 
+/** Host → webview, when the followed run's status changes: it stops being live once it completes, stops or fails. */
+export interface RunStatusMessage {
+  type: 'runStatus';
+  live: boolean;
+  runStatus: string;
+}
+
 /** Webview → host, from a tool call: open that Tool's source in the editor. */
 export interface OpenToolSourceMessage {
   type: 'openToolSource';
   toolName: string;
 }
 
-export type HostToWebviewMessage = LoadMessage | AppendMessage;
+export type HostToWebviewMessage = LoadMessage | AppendMessage | RunStatusMessage;
 export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage;

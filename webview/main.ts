@@ -23,6 +23,7 @@ class ReplayApp {
   private records: TrajectoryRecord[] = [];
   private source = '';
   private live = false;
+  private runStatus: string | undefined;
   private playTimer: number | undefined;
 
   constructor(private readonly root: HTMLElement) {
@@ -37,6 +38,10 @@ class ReplayApp {
       this.records = message.records;
       this.source = message.source;
       this.live = message.live;
+      this.runStatus = message.runStatus;
+    } else if (message.type === 'runStatus') {
+      this.live = message.live;
+      this.runStatus = message.runStatus;
     } else if (message.type === 'append') {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
@@ -126,7 +131,8 @@ class ReplayApp {
     }
     const header = h('header', {}, nav,
       h('span', { class: 'source', title: this.source }, this.source || 'waiting for trajectories…'),
-      this.live ? h('span', { class: 'live-badge' }, 'live') : null,
+      this.live ? h('span', { class: 'live-badge', title: `the run is ${this.runStatus ?? 'running'}; new episodes appear as it trains` }, 'live')
+        : this.runStatus ? h('span', { class: 'run-status-badge', title: 'the run is over: no new episodes will come' }, this.runStatus) : null,
       record ? h('span', { class: 'selected' }, `trajectory ${record.id}`) : null);
     let body: HTMLElement;
     if (!this.records.length) {

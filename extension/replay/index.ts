@@ -3,9 +3,10 @@
 // through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
-import type { RpcMethods, RunEventParams } from '../../protocol/generated/rpc';
+import type { RpcMethods, RunEventParams, RunInfo } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
+import { ACTIVE_STATUSES } from '../runsModel';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
@@ -64,7 +65,13 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
   const seen = new Set<string>();
   const pending: string[] = [];
   const subscription = trainer.onRunEvent((event) => {
-    if (event.runId !== runId || event.type !== 'trajectory') return;
+    if (event.runId !== runId) return;
+    if (event.type === 'status') {
+      const runStatus = (event.data as { status: RunInfo['status'] }).status;
+      if (ready) post(panel.webview, { type: 'runStatus', live: ACTIVE_STATUSES.has(runStatus), runStatus });
+      return;
+    }
+    if (event.type !== 'trajectory') return;
     const id = (event.data as { id: string }).id;
     if (seen.has(id)) return;
     seen.add(id);
@@ -90,11 +97,11 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
   panel.onDidDispose(() => subscription.dispose());
   void trainer.follow(runId).catch((err: Error) => deps.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
   connect(panel.webview, webviewRoot, deps, async () => {
-    const records = await fetchRecords();
+    const [records, info] = await Promise.all([fetchRecords(), trainer.request('run/get', { runId })]);
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();
-    return { type: 'load', source: runId, records, live: true };
+    return { type: 'load', source: runId, records, live: ACTIVE_STATUSES.has(info.status), runStatus: info.status };
   });
 }
 

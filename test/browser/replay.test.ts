@@ -36,6 +36,22 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it('follows a live run: appended episodes show up, and the badge says how the run ended', async () => {
+    const page = await openReplay(browser, []);
+    const post = (message: object) => page.evaluate((m) => window.postMessage(m, '*'), message);
+    const [first, ...rest] = lookup;
+    await post({ type: 'load', source: 'run-1', records: [first], live: true, runStatus: 'running' });
+    await page.locator('.live-badge', { hasText: 'live' }).waitFor();
+    await post({ type: 'append', records: rest });
+    await post({ type: 'append', records: [first] });  // a record seen already is not listed twice
+    await page.waitForFunction((n) => document.querySelectorAll('tbody tr').length === n, lookup.length);
+    await post({ type: 'runStatus', live: false, runStatus: 'stopped' });
+    await page.locator('.run-status-badge', { hasText: 'stopped' }).waitFor();
+    assert.equal(await page.locator('.live-badge').count(), 0);
+    assert.equal(await page.locator('tbody tr').count(), lookup.length);
+    await page.close();
+  });
+
   it('steps through an episode with the keyboard and the buttons', async () => {
     const page = await openReplay(browser, toolErrors);
     await page.click(`tr[data-id="${toolErrors[0].id}"]`);

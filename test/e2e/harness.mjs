@@ -1,5 +1,5 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
-// Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand };
+// Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen };
 // each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
@@ -24,6 +24,22 @@ export async function runCommand(page, title, ms = 60000) {
     await input.fill('>' + title);
     try { await row.waitFor({ timeout: 2000 }); break; }
     catch (e) { if (Date.now() > end) throw e; await page.keyboard.press('Escape'); await page.waitForTimeout(500); }
+  }
+  await page.keyboard.press('Enter');
+}
+
+/** Opens a workspace file by name through Quick Open. A file written a moment ago may be missing from its
+ * index until the file watcher catches up, so: retry until the row appears. */
+export async function quickOpen(page, name, ms = 60000) {
+  const end = Date.now() + ms;
+  const input = page.locator('.quick-input-widget input');
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first();
+  for (;;) {
+    await page.keyboard.press('Control+P');
+    await input.waitFor({ state: 'visible' });
+    await input.fill(name);
+    try { await row.waitFor({ timeout: 3000 }); break; }
+    catch (e) { if (Date.now() > end) throw e; await page.keyboard.press('Escape'); await page.waitForTimeout(1000); }
   }
   await page.keyboard.press('Enter');
 }
@@ -53,7 +69,7 @@ try {
   lap('workbench ready');
   for (const [name, scenario] of scenarios) {
     try {
-      await scenario({ page, workspace, lap, runCommand });
+      await scenario({ page, workspace, lap, runCommand, quickOpen });
       lap(`PASS ${name}`);
       await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
     } catch (e) {

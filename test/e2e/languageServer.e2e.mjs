@@ -18,16 +18,7 @@ async function waitFor(check, what, ms = 30000) {
   throw new Error(`timed out waiting for ${what}`);
 }
 
-async function quickOpen(page, name) {
-  await page.keyboard.press('Control+P');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(name);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ timeout: 30000 });
-  await page.keyboard.press('Enter');
-}
-
-export async function languageServerScenario({ page, workspace, lap = console.log, runCommand }) {
+export async function languageServerScenario({ page, workspace, lap, runCommand, quickOpen }) {
   // The fixture's relative env.module / data.train must resolve inside the workspace too.
   for (const name of ['env.py', 'tasks.jsonl']) fs.copyFileSync(path.join(FIXTURES, name), path.join(workspace, name));
   const configPath = path.join(workspace, CONFIG);
@@ -47,9 +38,13 @@ export async function languageServerScenario({ page, workspace, lap = console.lo
   await problem.click();
   await page.keyboard.press('Enter');
   await page.locator('.monaco-editor.focused').first().waitFor({ timeout: 10000 });
-  await page.keyboard.press('Control+.');
+  // The code actions arrive from the language server a moment after the selection: ask again until they do.
   const fix = page.locator('.action-widget .monaco-list-row', { hasText: "Change 'trian' to 'train'" }).first();
-  await fix.waitFor({ timeout: 15000 });
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Control+.');
+    try { await fix.waitFor({ timeout: 5000 }); break; }
+    catch (e) { if (attempt === 4) throw e; await page.keyboard.press('Escape'); }
+  }
   await fix.click();
   await page.keyboard.press('Control+S');
   await waitFor(() => /^train:/m.test(fs.readFileSync(configPath, 'utf8')) && !/trian/.test(fs.readFileSync(configPath, 'utf8')), 'the fixed key on disk');

@@ -1,4 +1,4 @@
-// A trajectories file opened from Quick Open shows in the replay panel (the default editor for
+// A trajectories file opened from the Explorer shows in the replay panel (the default editor for
 // *.trajectories.jsonl): the webview lists every episode, and a click steps into one.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -6,17 +6,19 @@ import path from 'node:path';
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 const FILE = 'lookup.trajectories.jsonl';
 
-export async function replayScenario({ page, workspace, lap = console.log }) {
+export async function replayScenario({ page, workspace, lap, runCommand }) {
   const source = path.join(REPO, 'protocol', 'examples', 'trajectories', FILE);
   const records = fs.readFileSync(source, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
   fs.copyFileSync(source, path.join(workspace, FILE));
 
-  await page.keyboard.press('Control+P');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(FILE);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: FILE }).first().waitFor({ timeout: 30000 });
-  await page.keyboard.press('Enter');
+  // From the Explorer, as a user would: a double-click opens it in its default editor, the replay panel.
+  await runCommand(page, 'View: Show Explorer');
+  const item = page.locator('.explorer-folders-view .monaco-list-row', { hasText: FILE }).first();
+  await item.waitFor({ timeout: 10000 }).catch(async () => {
+    await runCommand(page, 'File: Refresh Explorer');  // the copy may land before the file watcher is up
+    await item.waitFor({ timeout: 20000 });
+  });
+  await item.dblclick();
 
   // Webviews are nested iframes: the workbench's iframe (hidden ones may linger), then the page's own #active-frame.
   const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');

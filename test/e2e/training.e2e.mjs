@@ -1,19 +1,27 @@
 // What a user sees while training: Start Local Server and Start Training from the palette on the config the
 // New Environment scenario wrote (palette-env), the status bar item following the run, and the Runs view
-// (activity bar "Agent RL") listing it as completed with its steps. Runs after scaffold.e2e.mjs (file order).
+// (activity bar "Agent RL") listing it as completed with its steps; then a long run's replay opened from the Runs
+// view while it trains, and its Stop. Runs after scaffold.e2e.mjs (file order).
 import fs from 'node:fs';
 import path from 'node:path';
+
+/** Starts a local trainer server from the palette unless connected already: connected, the status bar item
+ * shows a beaker (or a spinning run) instead of the server state. */
+async function connectLocalServer(page, runCommand, lap) {
+  const connected = () => page.evaluate(() => [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')));
+  await page.locator('.statusbar-item', { hasText: 'Agent RL' }).first().waitFor({ timeout: 30000 }).catch(() => undefined);
+  if (await connected()) return;
+  await runCommand(page, 'Agent RL: Start Local Server');
+  // The server takes a few seconds to import torch.
+  await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')), null, { timeout: 90000 });
+  lap('local trainer server connected');
+}
+
 
 export async function trainingScenario({ page, workspace, lap, runCommand }) {
   const config = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(config)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
-  const status = page.locator('.statusbar-item', { hasText: 'Agent RL' }).first();
-  await status.waitFor({ timeout: 30000 });
-
-  await runCommand(page, 'Agent RL: Start Local Server');
-  // Connected: the item stops saying "connecting" (the server takes a few seconds to import torch).
-  await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].some((e) => /Agent RL/.test(e.textContent ?? '') && !/connecting/.test(e.textContent ?? '') && e.querySelector('.codicon-beaker')), null, { timeout: 90000 });
-  lap('local trainer server connected');
+  await connectLocalServer(page, runCommand, lap);
 
   await page.locator('.tab', { hasText: 'palette-env.agentrl.yaml' }).first().click();
   await runCommand(page, 'Agent RL: Start Training');
@@ -34,4 +42,43 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
   await page.locator('.monaco-list-row', { hasText: 'step 2' }).first().click();
   await page.locator('.monaco-list-row', { hasText: /^group 0/ }).first().waitFor({ timeout: 30000 });
   lap(`Runs view: "palette-env ${description}", ${labels.join(', ')}`);
+}
+
+// A long run followed live: Open Replay from its row in the Runs view while it trains (the panel says "live"
+// and new episodes appear), then Stop from the row's inline action, gracefully, to "stopped".
+export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, lap, runCommand, quickOpen }) {
+  const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
+  if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
+  const long = path.join(workspace, 'palette-env', 'palette-long.agentrl.yaml');
+  fs.writeFileSync(long, fs.readFileSync(source, 'utf8').replace(/^name: .*$/m, 'name: palette-long').replace(/^ {2}steps: \d+$/m, '  steps: 1000'));
+  await connectLocalServer(page, runCommand, lap);
+
+  await quickOpen(page, 'palette-long.agentrl.yaml');
+  await page.locator('.tab.active', { hasText: 'palette-long.agentrl.yaml' }).waitFor({ timeout: 30000 });
+  lap('opened palette-long.agentrl.yaml');
+  await runCommand(page, 'Agent RL: Start Training');
+
+  const row = page.locator('.monaco-list-row', { hasText: 'palette-long' }).first();  // Start Training reveals the Runs view
+  await row.filter({ hasText: 'running' }).waitFor({ timeout: 90000 });
+  lap('the Runs view lists palette-long as running');
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Replay"]').click();
+  const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
+  await view.locator('text=live').first().waitFor({ timeout: 60000 });
+  const rows = view.locator('tbody tr');
+  await rows.first().waitFor({ timeout: 60000 });
+  const before = await rows.count();
+  const deadline = Date.now() + 60000;
+  while ((await rows.count()) <= before) {
+    if (Date.now() > deadline) throw new Error(`the live replay stayed at ${before} episodes`);
+    await page.waitForTimeout(500);
+  }
+  lap(`replay opened from the Runs view follows the live run: ${before} -> ${await rows.count()} episodes`);
+
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Stop"]').click();
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Graceful' }).first().click();
+  await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 120000 });
+  await view.locator('.run-status-badge', { hasText: 'stopped' }).waitFor({ timeout: 30000 });  // no longer "live"
+  lap(`stopped gracefully from the Runs view: "${(await row.locator('.label-description').textContent())?.trim()}"`);
 }

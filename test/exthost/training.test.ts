@@ -40,6 +40,18 @@ describe('training on a local trainer server', function () {
     assert.match(url ?? 'undefined (see the Agent RL log)', /^ws:\/\/127\.0\.0\.1:\d+/);
   });
 
+  it('once connected, a hover on the config\'s model says what the server reported about its devices', async () => {
+    const document = await vscode.workspace.openTextDocument(config);
+    await vscode.window.showTextDocument(document);
+    const onModelKey = new vscode.Position(document.getText().split('\n').findIndex((l) => l.startsWith('model:')), 1);
+    const hoverText = async (): Promise<string> => {
+      const hovers = await vscode.commands.executeCommand<vscode.Hover[]>('vscode.executeHoverProvider', config, onModelKey);
+      return hovers.flatMap((h) => h.contents).map((c) => (typeof c === 'string' ? c : c.value)).join('\n');
+    };
+    const text = await waitFor(async () => { const t = await hoverText(); return /Connected trainer:/.test(t) ? t : undefined; }, 'a hover naming the connected trainer', 30_000, 500);
+    assert.match(text, /Connected trainer: \d+ CPU cores/);
+  });
+
   it('agentRl.startTraining trains the generated config to completion', async () => {
     const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.startTraining', config);
     assert.ok(runId, 'Start Training returned no run id (see the Agent RL log)');
