@@ -1,6 +1,6 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
-// Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen };
-// each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
+// Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
+// openFromExplorer }; each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -44,6 +44,24 @@ export async function quickOpen(page, name, ms = 60000) {
   await page.keyboard.press('Enter');
 }
 
+/** Opens a workspace file from the Explorer, as a user would: expands its folders, double-clicks it (its default
+ * editor). The Explorer follows the file watcher within a second or two, where Quick Open's index of a file
+ * written a moment ago can lag half a minute. */
+export async function openFromExplorer(page, relativePath) {
+  await runCommand(page, 'View: Show Explorer');
+  const parts = relativePath.split('/');
+  for (const [i, name] of parts.entries()) {
+    const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+    const row = page.locator('.explorer-folders-view .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: exact }) }).first();
+    await row.waitFor({ timeout: 10000 }).catch(async () => {
+      await runCommand(page, 'File: Refresh Explorer');
+      await row.waitFor({ timeout: 20000 });
+    });
+    if (i === parts.length - 1) await row.dblclick();
+    else if ((await row.getAttribute('aria-expanded')) !== 'true') await row.click();
+  }
+}
+
 const scenarios = [];
 for (const file of fs.readdirSync(HERE).filter((f) => f.endsWith('.e2e.mjs')).sort()) {
   const mod = await import(path.join(HERE, file));
@@ -69,7 +87,7 @@ try {
   lap('workbench ready');
   for (const [name, scenario] of scenarios) {
     try {
-      await scenario({ page, workspace, lap, runCommand, quickOpen });
+      await scenario({ page, workspace, lap, runCommand, quickOpen, openFromExplorer });
       lap(`PASS ${name}`);
       await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
     } catch (e) {

@@ -6,19 +6,12 @@ import path from 'node:path';
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 const FILE = 'lookup.trajectories.jsonl';
 
-export async function replayScenario({ page, workspace, lap, runCommand }) {
+export async function replayScenario({ page, workspace, lap, openFromExplorer }) {
   const source = path.join(REPO, 'protocol', 'examples', 'trajectories', FILE);
   const records = fs.readFileSync(source, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
   fs.copyFileSync(source, path.join(workspace, FILE));
 
-  // From the Explorer, as a user would: a double-click opens it in its default editor, the replay panel.
-  await runCommand(page, 'View: Show Explorer');
-  const item = page.locator('.explorer-folders-view .monaco-list-row', { hasText: FILE }).first();
-  await item.waitFor({ timeout: 10000 }).catch(async () => {
-    await runCommand(page, 'File: Refresh Explorer');  // the copy may land before the file watcher is up
-    await item.waitFor({ timeout: 20000 });
-  });
-  await item.dblclick();
+  await openFromExplorer(page, FILE);  // its default editor is the replay panel
 
   // Webviews are nested iframes: the workbench's iframe (hidden ones may linger), then the page's own #active-frame.
   const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');

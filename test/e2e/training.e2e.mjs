@@ -8,9 +8,9 @@ import path from 'node:path';
 /** Starts a local trainer server from the palette unless connected already: connected, the status bar item
  * shows a beaker (or a spinning run) instead of the server state. */
 async function connectLocalServer(page, runCommand, lap) {
-  const connected = () => page.evaluate(() => [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')));
-  await page.locator('.statusbar-item', { hasText: 'Agent RL' }).first().waitFor({ timeout: 30000 }).catch(() => undefined);
-  if (await connected()) return;
+  // The item is there once the extension is active: "Agent RL" with its server state, or the run it follows.
+  const item = await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].find((e) => /Agent RL/.test(e.textContent ?? '') || e.querySelector('.codicon-beaker, .codicon-sync')), null, { timeout: 30000 });
+  if (await item.evaluate((e) => !!e.querySelector('.codicon-beaker, .codicon-sync'))) return;
   await runCommand(page, 'Agent RL: Start Local Server');
   // The server takes a few seconds to import torch.
   await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')), null, { timeout: 90000 });
@@ -46,14 +46,14 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
 
 // A long run followed live: Open Replay from its row in the Runs view while it trains (the panel says "live"
 // and new episodes appear), then Stop from the row's inline action, gracefully, to "stopped".
-export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, lap, runCommand, quickOpen }) {
+export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, lap, runCommand, openFromExplorer }) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
   const long = path.join(workspace, 'palette-env', 'palette-long.agentrl.yaml');
   fs.writeFileSync(long, fs.readFileSync(source, 'utf8').replace(/^name: .*$/m, 'name: palette-long').replace(/^ {2}steps: \d+$/m, '  steps: 1000'));
   await connectLocalServer(page, runCommand, lap);
 
-  await quickOpen(page, 'palette-long.agentrl.yaml');
+  await openFromExplorer(page, 'palette-env/palette-long.agentrl.yaml');
   await page.locator('.tab.active', { hasText: 'palette-long.agentrl.yaml' }).waitFor({ timeout: 30000 });
   lap('opened palette-long.agentrl.yaml');
   await runCommand(page, 'Agent RL: Start Training');
