@@ -8,6 +8,7 @@ import {
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
 import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './languageServer/protocol';
+import { RUN_CONFIG_GLOB } from './settings';
 
 /** More crashes than this within CRASH_WINDOW_MS and the server stays down until the user restarts it. */
 const MAX_CRASHES = 4;
@@ -57,7 +58,7 @@ export function startLanguageClient(context: vscode.ExtensionContext, log: vscod
     debug: { module, transport: TransportKind.ipc, options: { execArgv: ['--nolazy', '--inspect=6011'] } },
   };
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ language: 'yaml', pattern: '**/*.agentrl.yaml' }],
+    documentSelector: [{ language: 'yaml', pattern: RUN_CONFIG_GLOB }],
     outputChannel: log,
     traceOutputChannel: log,
     errorHandler: crashPolicy(log),

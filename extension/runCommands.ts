@@ -8,9 +8,11 @@ import * as vscode from 'vscode';
 import type { RunInfo, RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { packEnvFolder } from './envBundle';
+import { registerGuardedCommand } from './guardedCommand';
 import { readRunConfig } from './runConfig';
-import type { RunsTreeNode } from './runsModel';
-import { pythonPath, runsFolder, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
+import { ACTIVE_STATUSES, type RunsTreeNode } from './runsModel';
+import { RUNS_VIEW_ID } from './runsView';
+import { findRunConfigs, pythonPath, runsFolder, RUN_CONFIG_GLOB, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
 import { toolProblems } from './toolProblems';
 import type { TrainerConnection } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
@@ -22,23 +24,11 @@ export interface RunCommandDeps {
 }
 
 type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
-const CONFIG_GLOB = '**/*.agentrl.yaml';
-const FINAL_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['completed', 'stopped', 'failed', 'interrupted']);
 
 export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
   const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
-  const guarded = <A extends unknown[], R>(what: string, command: (...args: A) => Promise<R | undefined>) => async (...args: A): Promise<R | undefined> => {
-    try {
-      return await command(...args);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      deps.log.error(`${what}: ${message}`);
-      void vscode.window.showErrorMessage(`${what}: ${message}`, 'Show Logs').then((choice) => choice && deps.log.show());
-      return undefined;
-    }
-  };
   const register = <A extends unknown[], R>(id: string, what: string, command: (...args: A) => Promise<R | undefined>) =>
-    vscode.commands.registerCommand(id, guarded(what, command));
+    registerGuardedCommand(deps.log, id, what, command);
   return vscode.Disposable.from(
     toolProblems,
     register(Commands.startLocalServer, 'Start Local Server', () => startLocalServer(deps)),
@@ -49,7 +39,7 @@ export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
     register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) => tryEnvironment(deps, target, toolProblems)),
     register(Commands.stopTraining, 'Stop Training', (target?: RunTarget) => stopRun(deps, target)),
     register(Commands.resumeTraining, 'Resume Training', (target?: RunTarget) => resumeRun(deps, target)),
-    vscode.languages.registerCodeLensProvider({ pattern: CONFIG_GLOB }, new RunConfigLenses()),
+    vscode.languages.registerCodeLensProvider({ pattern: RUN_CONFIG_GLOB }, new RunConfigLenses()),
   );
 }
 
@@ -119,7 +109,7 @@ async function pickConfig(target: vscode.Uri | string | undefined, title: string
   if (target) return typeof target === 'string' ? vscode.Uri.file(target) : target;
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
-  const configs = await vscode.workspace.findFiles(CONFIG_GLOB, '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
+  const configs = await findRunConfigs();
   if (configs.length === 0) throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
   if (configs.length === 1) return configs[0];
   return (await vscode.window.showQuickPick(configs.map((uri) => ({ label: vscode.workspace.asRelativePath(uri), uri })), { title, placeHolder: 'Run config' }))?.uri;
@@ -148,7 +138,7 @@ async function startRun(deps: RunCommandDeps, target: vscode.Uri | string | unde
   const { runId } = await deps.connection.request('run/start', params);
   deps.log.info(`Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`);
   await deps.connection.adopt(runId);
-  void vscode.commands.executeCommand('agentRl.runs.focus');
+  void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   return runId;
 }
 
@@ -157,7 +147,7 @@ function waitForEnd(deps: RunCommandDeps, runId: string, cancel: vscode.Cancella
   return new Promise((resolve) => {
     const check = (): boolean => {
       const status = deps.connection.model.run(runId)?.status;
-      if (status && FINAL_STATUSES.has(status)) {
+      if (status && !ACTIVE_STATUSES.has(status)) {
         done(status);
         return true;
       }

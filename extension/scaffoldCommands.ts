@@ -5,27 +5,19 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { Commands } from './commands';
+import { registerGuardedCommand } from './guardedCommand';
 import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from './scaffold';
+import { findRunConfigs } from './settings';
 
 export interface NewEnvironmentArgs { name: string; tools: string[]; parent: string }
 export interface NewToolArgs { folder: string; name: string }
 export interface NewToolEnvArgs { folder: string; name: string }
 
 export function registerScaffoldCommands(templatesDir: string, log: vscode.LogOutputChannel): vscode.Disposable {
-  const guarded = <A, R>(what: string, command: (args?: A) => Promise<R | undefined>) => async (args?: A): Promise<R | undefined> => {
-    try {
-      return await command(args);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      log.error(`${what}: ${message}`);
-      void vscode.window.showErrorMessage(`${what}: ${message}`);
-      return undefined;
-    }
-  };
   return vscode.Disposable.from(
-    vscode.commands.registerCommand(Commands.newEnvironment, guarded('New Environment', (args?: NewEnvironmentArgs) => newEnvironment(templatesDir, log, args))),
-    vscode.commands.registerCommand(Commands.newTool, guarded('New Tool', (args?: NewToolArgs) => newTool(templatesDir, log, args))),
-    vscode.commands.registerCommand(Commands.newToolEnv, guarded('New ToolEnv', (args?: NewToolEnvArgs) => newToolEnv(templatesDir, log, args))),
+    registerGuardedCommand(log, Commands.newEnvironment, 'New Environment', (args?: NewEnvironmentArgs) => newEnvironment(templatesDir, log, args)),
+    registerGuardedCommand(log, Commands.newTool, 'New Tool', (args?: NewToolArgs) => newTool(templatesDir, log, args)),
+    registerGuardedCommand(log, Commands.newToolEnv, 'New ToolEnv', (args?: NewToolEnvArgs) => newToolEnv(templatesDir, log, args)),
   );
 }
 
@@ -106,7 +98,7 @@ async function pickParentFolder(): Promise<vscode.Uri | undefined> {
 
 /** An env folder: one holding tools.py beside a run config. The active editor's folder comes first. */
 async function pickEnvFolder(title: string): Promise<string | undefined> {
-  const configs = await vscode.workspace.findFiles('**/*.agentrl.yaml', '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
+  const configs = await findRunConfigs();
   const folders = [...new Set(configs.map((c) => dirname(c.fsPath)))].filter((f) => existsSync(join(f, 'tools.py')));
   const active = vscode.window.activeTextEditor?.document.uri.fsPath;
   if (folders.length === 0) {

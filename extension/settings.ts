@@ -1,4 +1,5 @@
-// The extension's settings (package.json `contributes.configuration`), read in one place.
+// The extension's settings (package.json `contributes.configuration`), read in one place, and where the
+// workspace keeps what they are about (its root, its run configs).
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import * as vscode from 'vscode';
@@ -36,3 +37,11 @@ export function tryEpisodes(): number {
 
 /** Tokens live in SecretStorage, one per server URL, never in settings. */
 export const tokenKey = (url: string): string => `agentRl.serverToken:${url}`;
+
+/** Run configs are `*.agentrl.yaml` (the language server, the CodeLens and the pickers all use this). */
+export const RUN_CONFIG_GLOB = '**/*.agentrl.yaml';
+
+/** The workspace's run configs, outside dependency, virtual-env and run folders. */
+export function findRunConfigs(): Thenable<vscode.Uri[]> {
+  return vscode.workspace.findFiles(RUN_CONFIG_GLOB, '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
+}

@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import { Commands } from './commands';
 import type { TrainerConnection } from './trainerConnection';
 import { ACTIVE_STATUSES } from './runsModel';
+import { RUNS_VIEW_ID } from './runsView';
 
 const commandLink = (title: string, command: string, args?: unknown): string =>
   `[${title}](command:${command}${args === undefined ? '' : `?${encodeURIComponent(JSON.stringify([args]))}`})`;
@@ -35,7 +36,7 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
         item.text = '$(beaker) Agent RL';
         tooltip.appendMarkdown(`Connected to the ${where}; no runs yet.\n\n${commandLink('Start Training', Commands.startTraining)} · ${commandLink('Show Logs', Commands.showLogs)}`);
       }
-      item.command = 'agentRl.runs.focus';
+      item.command = `${RUNS_VIEW_ID}.focus`;
     }
     item.tooltip = tooltip;
     item.accessibilityInformation = { label: item.text.replace(/\$\([^)]+\)\s*/g, ''), role: 'button' };
