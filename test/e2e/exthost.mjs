@@ -4,10 +4,10 @@
 // tests, and the workbench reports their end through window.codeAutomationExit (exposed here before it loads).
 // usage: node exthost.mjs BASE_URL WORKSPACE_DIR   env: EXTHOST_ENV (JSON object of extra variables for the
 // extension host), EXTHOST_TIMEOUT_S (default 900), EXTHOST_VERBOSE=1 (all workbench log lines).
-import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { launchChromium } from './chromium.mjs';
 import { format } from 'node:util';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
@@ -37,14 +37,7 @@ const url = `${base}/?folder=${encodeURIComponent(workspace)}&payload=${encodeUR
 
 fs.mkdirSync(SHOTS, { recursive: true });
 const workbenchLog = fs.createWriteStream(path.join(SHOTS, 'exthost-workbench.log'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: '/usr/bin/chromium',
-  env: { ...process.env, HOME: profile, XDG_CONFIG_HOME: `${profile}/.config`, XDG_CACHE_HOME: `${profile}/.cache` },
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
+const context = await launchChromium(profile);
 let code = 'no result';
 let shots = Promise.resolve();
 // A test asked for a screenshot (test/exthost/util.ts): written under a temporary name, then renamed, so the test

@@ -1,10 +1,10 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
 // Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
 // openFromExplorer }; each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
-import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { launchChromium } from './chromium.mjs';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const SHOTS = path.resolve(HERE, '..', '..', 'test-results', 'e2e');
@@ -12,37 +12,25 @@ const [base, workspace] = process.argv.slice(2);
 const t0 = Date.now();
 const lap = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
 
-/** Contributed commands reach the palette a few seconds after the workbench paints and an open palette
- * does not refresh, so: open, filter, and retry until the row appears. */
-export async function runCommand(page, title, ms = 60000) {
+/** Opens the quick input with `key`, types `text` and presses Enter on the row showing `rowText`. What it lists
+ * can lag (contributed commands reach the palette seconds after the workbench paints; Quick Open's index of a
+ * file written a moment ago trails the file watcher) and an open widget does not refresh, so: retry. */
+async function pickFromQuickInput(page, key, text, rowText, ms) {
   const end = Date.now() + ms;
   const input = page.locator('.quick-input-widget input');
-  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: rowText }).first();
   for (;;) {
-    await page.keyboard.press('F1');
+    await page.keyboard.press(key);
     await input.waitFor({ state: 'visible' });
-    await input.fill('>' + title);
-    try { await row.waitFor({ timeout: 2000 }); break; }
+    await input.fill(text);
+    try { await row.waitFor({ timeout: 3000 }); break; }
     catch (e) { if (Date.now() > end) throw e; await page.keyboard.press('Escape'); await page.waitForTimeout(500); }
   }
   await page.keyboard.press('Enter');
 }
 
-/** Opens a workspace file by name through Quick Open. A file written a moment ago may be missing from its
- * index until the file watcher catches up, so: retry until the row appears. */
-export async function quickOpen(page, name, ms = 60000) {
-  const end = Date.now() + ms;
-  const input = page.locator('.quick-input-widget input');
-  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first();
-  for (;;) {
-    await page.keyboard.press('Control+P');
-    await input.waitFor({ state: 'visible' });
-    await input.fill(name);
-    try { await row.waitFor({ timeout: 3000 }); break; }
-    catch (e) { if (Date.now() > end) throw e; await page.keyboard.press('Escape'); await page.waitForTimeout(1000); }
-  }
-  await page.keyboard.press('Enter');
-}
+export const runCommand = (page, title, ms = 60000) => pickFromQuickInput(page, 'F1', '>' + title, title, ms);
+export const quickOpen = (page, name, ms = 60000) => pickFromQuickInput(page, 'Control+P', name, name, ms);
 
 /** Opens a workspace file from the Explorer, as a user would: expands its folders, double-clicks it (its default
  * editor). The Explorer follows the file watcher within a second or two, where Quick Open's index of a file
@@ -70,14 +58,7 @@ for (const file of fs.readdirSync(HERE).filter((f) => f.endsWith('.e2e.mjs')).so
 
 fs.mkdirSync(SHOTS, { recursive: true });
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrl-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: '/usr/bin/chromium',
-  env: { ...process.env, HOME: profile, XDG_CONFIG_HOME: `${profile}/.config`, XDG_CACHE_HOME: `${profile}/.cache` },
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
+const context = await launchChromium(profile);
 let failed = 0;
 try {
   const page = context.pages()[0] ?? (await context.newPage());
