@@ -226,10 +226,10 @@ class RolloutEngine:
                 if len(live.episode.token_ids) >= self.cfg.max_context:
                     _truncate(live, "prompt_over_max_context")  # no room left for a single generated token
             live.cut_tool_output = self.chat.cut_to_budget
-        prompt_lengths = [len(live.episode.token_ids) for live in lives]
         if lives and all(live.episode.status_reason == "prompt_over_max_context" for live in lives):
             # Training on this batch would update on nothing and still call the run complete.
-            raise ValueError(f"every prompt is longer than rollout.max_context ({min(prompt_lengths)} tokens or more, "
+            shortest = min(len(live.episode.token_ids) for live in lives)
+            raise ValueError(f"every prompt is longer than rollout.max_context ({shortest} tokens or more, "
                              f"the tool schemas included; max_context is {self.cfg.max_context}): "
                              "raise rollout.max_context or shorten the prompts")
         started, generated = time.perf_counter(), 0
