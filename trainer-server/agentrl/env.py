@@ -39,7 +39,10 @@ def format_outcome(call: ToolCallOutcome) -> str:
 
 class ToolEnv:
     """Subclass: set `self.tools` in `__init__(**args)` (args come from the run config's `env.args`),
-    implement `reset` and `score`; override `step` to give process rewards or custom observations."""
+    implement `reset` and `score`; override `step` to give process rewards or custom observations.
+
+    An `__init__` that declares a `data_files` parameter also receives the absolute paths of every data file
+    the run or evaluation reads (data.train, data.eval, `agentrl eval --data`), e.g. to index them for search."""
 
     tools: list[Tool] = []
 

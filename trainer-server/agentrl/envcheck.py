@@ -47,9 +47,9 @@ def _source_location(obj: Any) -> tuple[str | None, int | None]:
 def check_env(path: str | Path) -> list[dict[str, Any]]:
     """Diagnostics `{severity: error|warning|info, message, file?, line?}`; no error means usable."""
     from agentrl.config import ConfigError, load_config
-    from agentrl.envloader import EnvLoadError, load_env_class
+    from agentrl.envloader import EnvLoadError, env_factory, load_env_class
     from agentrl.rollout import run_scripted_episode
-    from agentrl.trainer import load_tasks, resolve_paths
+    from agentrl.trainer import data_files_in_use, load_tasks, resolve_paths
 
     try:
         config_path = _find_config(Path(path))
@@ -57,8 +57,9 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     except (FileNotFoundError, ConfigError) as err:
         return [_diagnostic("error", str(err), path)]
     try:
-        env_class = load_env_class(config.env.module, config.env.class_name)
-        env = env_class(**config.env.args)
+        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
+                               data_files_in_use(config))
+        env = make_env()
         tools = env.tool_map()
     except (EnvLoadError, ValueError) as err:
         return [_diagnostic("error", str(err), config_path)]
@@ -78,7 +79,7 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, ValueError) as err:
         return [*found, _diagnostic("error", f"data.train: {err}", config_path)]
     turns = env.scripted_turns(task) or ["(a scripted answer with no tool call)"]
-    episode = run_scripted_episode(env_class(**config.env.args), task, turns, config.rollout)
+    episode = run_scripted_episode(make_env(), task, turns, config.rollout)
     env_file, env_line = _source_location(env)
     if episode.status == "error":
         found.append(_diagnostic("error", f"scripted episode failed: {episode.status_reason}", env_file, env_line))

@@ -1,13 +1,19 @@
-"""Finding the user's ToolEnv class from a run config's `env.module` and `env.class_name`."""
+"""Finding the user's ToolEnv class from a run config's `env.module` and `env.class_name`, and building
+its instances the same way in training, evaluation and `agentrl env check`."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from agentrl.env import ToolEnv
+
+DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
 
 
 class EnvLoadError(ValueError):
@@ -50,3 +56,16 @@ def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -
     if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
         raise EnvLoadError(f"env.class_name: {class_name} in {module} is not a ToolEnv subclass")
     return cls
+
+
+def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: Sequence[str]) -> Callable[[], ToolEnv]:
+    """One new env per call: `env_class(**args)`, where args are the config's `env.args`. An env whose `__init__`
+    declares a `data_files` parameter also receives every data file the run or evaluation reads (data.train,
+    data.eval, eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on."""
+    kwargs = dict(args)
+    if DATA_FILES_PARAMETER in inspect.signature(env_class).parameters:
+        if DATA_FILES_PARAMETER in kwargs:
+            raise ValueError(f"env.args.{DATA_FILES_PARAMETER}: agentrl passes {env_class.__name__} the run's data "
+                             f"files itself; remove this key")
+        kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
+    return lambda: env_class(**kwargs)

@@ -34,26 +34,27 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
              batch_size: int, runs_dir: str | Path) -> tuple[dict[str, float], Path]:
     import torch
 
-    from agentrl.envloader import load_env_class
+    from agentrl.envloader import env_factory, load_env_class
     from agentrl.model import load_policy
     from agentrl.rollout import RolloutEngine
     from agentrl.runstore import RunStore, new_run_id
-    from agentrl.trainer import load_tasks, record_episodes
+    from agentrl.trainer import data_files_in_use, load_tasks, record_episodes
 
     if baseline == "base-tool-call" and checkpoint:
         raise ValueError("--baseline base-tool-call is the untrained model: drop --checkpoint")
+    env_args = dict(config.env.args)
+    if baseline == "naive-rag":
+        env_args["baseline"] = "naive-rag"
+    make_env = env_factory(load_env_class(config.env.module, config.env.class_name), env_args,
+                           data_files_in_use(config, data_path))
+    make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
     model, tokenizer, device = load_policy(config.model, config.seed)
     if checkpoint:
         state = torch.load(Path(checkpoint) / "model.pt", map_location=device)
         model.load_state_dict(state)
-    env_class = load_env_class(config.env.module, config.env.class_name)
-    env_args = dict(config.env.args)
-    if baseline == "naive-rag":
-        env_args["baseline"] = "naive-rag"
-    env_class(**env_args)  # fail now, with the env's own message, if it has no such baseline
     tasks = load_tasks(data_path, limit)
-    engine = RolloutEngine(model, tokenizer, lambda: env_class(**env_args), rollout, device)
+    engine = RolloutEngine(model, tokenizer, make_env, rollout, device)
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")
     store = RunStore.create(Path(runs_dir), new_run_id(name), config.model_dump(mode="json"),
                             {"name": name, "mode": "eval", "data": str(data_path), "checkpoint": checkpoint,

@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from agentrl.config import RunConfig, load_config_dict
-from agentrl.envloader import load_env_class
+from agentrl.envloader import env_factory, load_env_class
 from agentrl.episode import Episode
 from agentrl.metrics import rollout_metrics
 from agentrl.runstore import CONFIG_FILE, RunStore, new_run_id
@@ -49,6 +49,13 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if resolved.model.path not in ("tiny", "smollm2"):
         resolved.model.path = absolute(resolved.model.path)
     return resolved
+
+
+def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
+    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
+    paths: what an env that asks for `data_files` receives (see `agentrl.envloader.env_factory`)."""
+    paths = [config.data.train, config.data.eval, *more]
+    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
 
 
 def load_tasks(path: str, limit: int | None) -> list[dict[str, Any]]:
@@ -132,10 +139,9 @@ class _Run:
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
-        env_class = load_env_class(config.env.module, config.env.class_name)
-        env_args = dict(config.env.args)
-        self.engine = RolloutEngine(self.model, self.tokenizer, lambda: env_class(**env_args), config.rollout,
-                                    self.device)
+        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
+                               data_files_in_use(config))
+        self.engine = RolloutEngine(self.model, self.tokenizer, make_env, config.rollout, self.device)
         self.learner = Learner(self.model, self.tokenizer, config, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
 

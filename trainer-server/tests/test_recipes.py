@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,11 +12,27 @@ from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, g
 from agentrl.recipes.gsm8k.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
-from agentrl.recipes.multihop.search import default_index
+from agentrl.recipes.multihop.search import index_of, paragraphs_of
 
 from conftest import REPO
 
 RECIPES = REPO / "trainer-server" / "agentrl" / "recipes"
+MULTIHOP_DATA = RECIPES / "multihop" / "data"
+MULTIHOP_FILES = (str(MULTIHOP_DATA / "train.jsonl"), str(MULTIHOP_DATA / "heldout.jsonl"))  # the recipe's data
+INVENTED_QUESTION = "Where was Quillon Varbeck, the inventor of the glass harpsichord, born?"
+INVENTED_FACT = "Quillon Varbeck: Quillon Varbeck (1843 – 1901) was a Moravian instrument maker. He was born in Zlatno."
+
+
+def write_foreign_hotpotqa(folder):
+    """A HotpotQA-layout file whose paragraphs the bundled data lacks (an invented person)."""
+    record = {"_id": "invented-1", "question": INVENTED_QUESTION, "answer": "Zlatno", "type": "bridge",
+              "supporting_facts": [["Quillon Varbeck", 1]],
+              "context": [["Quillon Varbeck", ["Quillon Varbeck (1843 – 1901) was a Moravian instrument maker.",
+                                               " He was born in Zlatno."]],
+                          ["Glass harpsichord", ["The glass harpsichord was invented by Quillon Varbeck."]]]}
+    path = folder / "foreign_hotpotqa.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.mark.parametrize("expression, value", [
@@ -73,17 +90,78 @@ def test_gsm8k_env_scores_and_rewards_tool_use():
 
 
 def test_bm25_search_finds_the_gold_paragraph():
-    hits = default_index().search("Were Scott Derrickson and Ed Wood of the same nationality?", 3)
+    hits = index_of(MULTIHOP_FILES).search("Were Scott Derrickson and Ed Wood of the same nationality?", 3)
     assert any(hit.startswith("Ed Wood") for hit in hits)
-    assert default_index().search("the of and", 3) == []  # only stopwords: nothing to match
+    assert index_of(MULTIHOP_FILES).search("the of and", 3) == []  # only stopwords: nothing to match
+
+
+def test_the_corpus_is_the_union_of_both_layouts_paragraphs():
+    hotpotqa, wiki = MULTIHOP_DATA / "hotpotqa_dev_distractor.jsonl", MULTIHOP_DATA / "2wikimultihopqa_dev.jsonl"
+    union = paragraphs_of([hotpotqa, wiki])
+    assert len(union) == len(set(union)) == 2315  # deduplicated
+    assert set(union) == set(paragraphs_of(map(Path, MULTIHOP_FILES)))  # the recipe's splits cover the same corpus
+    # sentences are joined with one space whether they carry it (HotpotQA) or not (2WikiMultihopQA)
+    assert any(p.startswith("Pál Gábor: ") and "screenwriter. He directed" in p for p in union)
+    assert index_of([wiki, hotpotqa]) is index_of([hotpotqa, wiki, str(hotpotqa)])  # one index per set of files
+
+
+def test_a_foreign_files_paragraphs_become_searchable(tmp_path):
+    foreign = write_foreign_hotpotqa(tmp_path)
+    assert INVENTED_FACT not in index_of(MULTIHOP_FILES).search(INVENTED_QUESTION, 3)
+    env = MultiHopQAEnv(top_k=3, data_files=[*MULTIHOP_FILES, str(foreign)])
+    [search] = env.tools
+    assert INVENTED_FACT in search.execute(query="Quillon Varbeck birthplace born")
+    assert search.execute(query="Scott Derrickson")[0].startswith("Scott Derrickson")  # the bundled ones stay
+    rag = MultiHopQAEnv(top_k=3, baseline="naive-rag", data_files=[*MULTIHOP_FILES, str(foreign)])
+    assert INVENTED_FACT in rag.reset({"question": INVENTED_QUESTION, "answer": "Zlatno"})[1]["content"]
+
+
+def test_the_hugging_face_context_layout_is_read_too(tmp_path):
+    record = {"question": "q", "answer": "a",
+              "context": {"title": ["Quillon Varbeck"], "sentences": [["He was born", " in Zlatno."]]}}
+    (tmp_path / "hf.jsonl").write_text(json.dumps(record) + "\n")
+    assert paragraphs_of([tmp_path / "hf.jsonl"]) == ["Quillon Varbeck: He was born in Zlatno."]
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"question": "What is 2 + 2?", "answer": "4"}, 'has no "context" paragraphs'),
+    ({"question": "q", "answer": "a", "context": []}, 'has no "context" paragraphs'),
+    ({"question": "q", "answer": "a", "context": [["title only"]]}, r"not \[title, \[sentence, ...\]\]"),
+    ({"question": "q", "answer": "a", "context": {"title": ["t"], "sentences": []}}, "not lists of the same length"),
+])
+def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, message):
+    plain = tmp_path / "plain_qa.jsonl"
+    plain.write_text(json.dumps({"question": "q", "answer": "a", "context": [["t", ["s."]]]}) + "\n"
+                     + json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match=f"{plain}:2: .*{message}"):
+        MultiHopQAEnv(data_files=[*MULTIHOP_FILES, str(plain)])
+
+
+def test_the_eval_env_gets_the_data_files_in_use(tmp_path):
+    from agentrl.config import load_config
+    from agentrl.envloader import env_factory, load_env_class
+    from agentrl.trainer import data_files_in_use, resolve_paths
+
+    recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
+    config = resolve_paths(load_config(recipe), recipe.parent)
+    foreign = write_foreign_hotpotqa(tmp_path)
+    assert data_files_in_use(config, str(foreign)) == [*MULTIHOP_FILES, str(foreign)]
+    assert data_files_in_use(config, config.data.eval) == list(MULTIHOP_FILES)  # each file once
+    make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
+                           data_files_in_use(config, str(foreign)))
+    assert INVENTED_FACT in make_env().index.paragraphs
+    with pytest.raises(ValueError, match="env.args.data_files: agentrl passes MultiHopQAEnv"):
+        env_factory(MultiHopQAEnv, {"data_files": ["x.jsonl"]}, MULTIHOP_FILES)
+    # an env that does not ask for data_files is built from its env.args alone
+    assert env_factory(GSM8KCalculatorEnv, {}, MULTIHOP_FILES)().args == {}
 
 
 def test_multihop_env_breakdown_and_naive_rag():
-    env = MultiHopQAEnv(top_k=2)
+    env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
     env.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
     score = env.score("They were both American.\nAnswer: yes")
     assert score.breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "format": 1.0}
-    rag = MultiHopQAEnv(top_k=2, baseline="naive-rag")
+    rag = MultiHopQAEnv(top_k=2, baseline="naive-rag", data_files=MULTIHOP_FILES)
     messages = rag.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
     assert rag.tools == [] and "Passages:" in messages[1]["content"]
 
@@ -107,6 +185,30 @@ def test_eval_prints_one_json_line_of_metrics(tmp_path):
     assert metrics["n"] == 2 and set(metrics) == {"n", "reward", "em", "f1", "substring"}
     [run_dir] = list(tmp_path.iterdir())
     assert len((run_dir / "trajectories" / "step-000000.trajectories.jsonl").read_text().splitlines()) == 2
+
+
+def test_eval_on_a_foreign_file_retrieves_from_its_paragraphs(tmp_path):
+    foreign = write_foreign_hotpotqa(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+         "--data", str(foreign), "--baseline", "naive-rag", "--set", "model.path=tiny",
+         "--set", "rollout.max_new_tokens=4", "--runs-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    [record] = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    assert INVENTED_FACT in record["prompt"][1]["content"]  # naive RAG retrieved the --data file's paragraph
+
+
+def test_eval_names_a_data_file_without_context(tmp_path):
+    plain = tmp_path / "plain_qa.jsonl"
+    plain.write_text(json.dumps({"question": "What is 2 + 2?", "answer": "4"}) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+         "--data", str(plain), "--set", "model.path=tiny", "--runs-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and f"agentrl eval: {plain}:1: the record has no" in done.stderr
+    assert not (tmp_path / "runs").exists()  # it failed before loading a model or creating a run
 
 
 def test_the_packaged_default_model_loads_and_chats(tmp_path, monkeypatch):
