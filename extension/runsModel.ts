@@ -1,7 +1,8 @@
 // What the Runs view and the status bar show, kept up to date from `run/list` and the `run/event` stream.
 // Pure (no `vscode`): the tree is run -> step -> group -> trajectory, and every node knows its label and
-// description, so the tree provider in runsView.ts only maps nodes to TreeItems.
-import type { RunEventParams, RunInfo, TrajectorySummary } from '../protocol/generated/rpc';
+// description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
+// (the trainer saying it cannot learn) come from its `health` events.
+import type { HealthEvent, RunEventParams, RunInfo, TrajectorySummary } from '../protocol/generated/rpc';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
@@ -16,10 +17,15 @@ interface RunState {
   info: RunInfo;
   /** Trajectories by id: a resumed run re-emits superseded ones, and the latest record of an id wins. */
   trajectories: Map<string, TrajectorySummary>;
+  /** Health events by seq: the alerts in force are their fold, and a resume forgets the superseded ones. */
+  health: Map<number, HealthEvent>;
 }
 
 const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(2));
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
+
+/** A health event in words: what is wrong and the likely fix, or that it cleared. */
+export const describeHealth = (event: HealthEvent): string => (event.resolved ? event.message : `${event.message}. Fix: ${event.fix}`);
 
 export class RunsModel {
   private readonly runs = new Map<string, RunState>();
@@ -31,11 +37,14 @@ export class RunsModel {
     return { dispose: () => this.listeners.delete(listener) };
   }
 
-  /** Replaces the list with the server's (`run/list`), keeping trajectories already streamed. */
+  /** Replaces the list with the server's (`run/list`), keeping what was already streamed. */
   setRuns(infos: RunInfo[]): void {
     const previous = new Map(this.runs);
     this.runs.clear();
-    for (const info of infos) this.runs.set(info.runId, { info, trajectories: previous.get(info.runId)?.trajectories ?? new Map() });
+    for (const info of infos) {
+      const streamed = previous.get(info.runId);
+      this.runs.set(info.runId, { info, trajectories: streamed?.trajectories ?? new Map(), health: streamed?.health ?? new Map() });
+    }
     this.changed(undefined);
   }
 
@@ -43,7 +52,7 @@ export class RunsModel {
   upsertRun(info: RunInfo): void {
     const state = this.runs.get(info.runId);
     if (state) state.info = info;
-    else this.runs.set(info.runId, { info, trajectories: new Map() });
+    else this.runs.set(info.runId, { info, trajectories: new Map(), health: new Map() });
     this.changed(info.runId);
   }
 
@@ -59,11 +68,13 @@ export class RunsModel {
     state.info.lastSeq = Math.max(state.info.lastSeq, event.seq);
     switch (event.type) {
       case 'status': {
-        const status = data as { status: RunInfo['status']; step?: number; total_steps?: number; message?: string | null };
+        const status = data as { status: RunInfo['status']; step?: number; total_steps?: number; message?: string | null; superseded_from_seq?: number };
         state.info.status = status.status;
         if (typeof status.step === 'number') state.info.step = status.step;
         if (typeof status.total_steps === 'number') state.info.totalSteps = status.total_steps;
         state.info.message = status.message ?? null;
+        const superseded = status.superseded_from_seq;
+        if (typeof superseded === 'number') for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
         break;
       }
       case 'metrics':
@@ -76,6 +87,9 @@ export class RunsModel {
       }
       case 'checkpoint':
         state.info.hasCheckpoint = true;
+        break;
+      case 'health':
+        state.health.set(event.seq, data as unknown as HealthEvent);
         break;
       default:
         return;  // log events change nothing shown here
@@ -99,6 +113,16 @@ export class RunsModel {
 
   trajectories(runId: string): TrajectorySummary[] {
     return [...(this.runs.get(runId)?.trajectories.values() ?? [])];
+  }
+
+  /** The run's health alerts in force: each started and not yet resolved, the earliest first. */
+  healthAlerts(runId: string): HealthEvent[] {
+    const inForce = new Map<HealthEvent['code'], HealthEvent>();
+    for (const event of this.runs.get(runId)?.health.values() ?? []) {  // in seq order: the stream delivers it so
+      if (event.resolved) inForce.delete(event.code);
+      else inForce.set(event.code, event);
+    }
+    return [...inForce.values()];
   }
 
   isActive(runId: string): boolean {
@@ -149,7 +173,9 @@ export class RunsModel {
         if (!info) return '';
         const progress = info.mode === 'try' ? 'try' : `${info.step}/${info.totalSteps}`;
         const reward = info.latestMetrics['reward/mean'];
-        return [info.status, progress, reward === undefined ? undefined : `reward ${formatNumber(reward)}`].filter(Boolean).join(' · ');
+        const alerts = this.healthAlerts(node.runId).map((a) => a.code);
+        return [info.status, progress, reward === undefined ? undefined : `reward ${formatNumber(reward)}`, alerts.length ? `⚠ ${alerts.join(', ')}` : undefined]
+          .filter(Boolean).join(' · ');
       }
       case 'step': {
         const items = this.trajectories(node.runId).filter((t) => t.step === node.step);

@@ -1,8 +1,11 @@
 // The Runs tree view (activity bar "Agent RL"): run -> step -> group -> trajectory from RunsModel, with
 // inline stop/resume/replay actions chosen by each item's contextValue (package.json `view/item/context`).
+// A run with a health alert in force (the trainer says it cannot learn) shows a warning icon and the alert in
+// its tooltip; an alert that starts while we watch is also a warning notification, once.
 import * as vscode from 'vscode';
-import type { TrainerConnection } from './trainerConnection';
-import type { RunsTreeNode } from './runsModel';
+import type { HealthEvent } from '../protocol/generated/rpc';
+import type { HealthAlert, TrainerConnection } from './trainerConnection';
+import { describeHealth, type RunsTreeNode } from './runsModel';
 import { Commands } from './commands';
 
 export const RUNS_VIEW_ID = 'agentRl.runs';
@@ -16,6 +19,14 @@ const STATUS_ICONS: Record<string, [string, string?]> = {
   failed: ['error', 'testing.iconFailed'],
   interrupted: ['warning', 'charts.orange'],
 };
+const HEALTH_ALERT_ICON: [string, string] = ['warning', 'problemsWarningIcon.foreground'];
+
+/** One paragraph per alert in a tooltip that supports theme icons (also the status bar's). */
+export function appendHealthAlerts(tooltip: vscode.MarkdownString, alerts: HealthEvent[]): vscode.MarkdownString {
+  // The alert's words name config keys and tool-call markup such as <tool_call>: text, not Markdown.
+  for (const alert of alerts) tooltip.appendMarkdown(`$(warning) **${alert.code}**: `).appendText(describeHealth(alert)).appendMarkdown('\n\n');
+  return tooltip;
+}
 
 export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   private readonly changed = new vscode.EventEmitter<RunsTreeNode | undefined>();
@@ -38,15 +49,17 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
     switch (node.kind) {
       case 'run': {
         const info = model.run(node.runId)!;
-        const [icon, color] = STATUS_ICONS[info.status] ?? ['circle-outline'];
+        const alerts = model.healthAlerts(node.runId);
+        const [icon, color] = alerts.length ? HEALTH_ALERT_ICON : STATUS_ICONS[info.status] ?? ['circle-outline'];
         item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
         item.id = `run:${node.runId}`;
         item.contextValue = ['run', model.isActive(node.runId) ? 'active' : '', model.isResumable(node.runId) ? 'resumable' : ''].filter(Boolean).join('.');
-        item.tooltip = new vscode.MarkdownString([
+        const tooltip = new vscode.MarkdownString([
           `**${info.name}** (${info.mode}) \`${info.runId}\``,
           `${info.status}, step ${info.step} of ${info.totalSteps}${info.message ? `: ${info.message}` : ''}`,
           ...Object.entries(info.latestMetrics).filter(([k]) => k.startsWith('reward/')).slice(0, 6).map(([k, v]) => `- ${k}: ${v.toFixed(3)}`),
-        ].join('\n\n'));
+        ].join('\n\n') + '\n\n', true);
+        item.tooltip = appendHealthAlerts(tooltip, alerts);
         break;
       }
       case 'step':
@@ -75,5 +88,14 @@ export function registerRunsView(connection: TrainerConnection): vscode.Disposab
   const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
   const setContext = () => void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
   setContext();
-  return vscode.Disposable.from(view, connection.onDidChangeState(setContext));
+  return vscode.Disposable.from(view, connection.onDidChangeState(setContext), connection.onHealthAlert(notifyHealthAlert));
+}
+
+function notifyHealthAlert({ runId, runName, alert }: HealthAlert): void {
+  const actions = { replay: 'Open Replay', logs: 'Show Logs' };
+  void vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.replay, actions.logs)
+    .then((choice) => {
+      if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
+      if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
+    });
 }

@@ -1,10 +1,11 @@
-// One status bar item: the server's state, and the run it follows (step/total, mean reward). Its tooltip
-// holds command links for what a user wants next: logs, stop, open replay.
+// One status bar item: the server's state, and the run it follows (step/total, mean reward, a warning while
+// a health alert is in force). Its tooltip holds the alerts and command links for what a user wants next:
+// logs, stop, open replay.
 import * as vscode from 'vscode';
 import { Commands } from './commands';
 import type { TrainerConnection } from './trainerConnection';
 import { ACTIVE_STATUSES } from './runsModel';
-import { RUNS_VIEW_ID } from './runsView';
+import { appendHealthAlerts, RUNS_VIEW_ID } from './runsView';
 
 const commandLink = (title: string, command: string, args?: unknown): string =>
   `[${title}](command:${command}${args === undefined ? '' : `?${encodeURIComponent(JSON.stringify([args]))}`})`;
@@ -27,8 +28,10 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
       if (run) {
         const reward = run.latestMetrics['reward/mean'];
         const active = ACTIVE_STATUSES.has(run.status);
-        item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}`;
-        tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\nConnected to the ${where}\n\n`);
+        const alerts = connection.model.healthAlerts(run.runId);
+        item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}${alerts.length ? ' $(warning)' : ''}`;
+        tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\n`);
+        appendHealthAlerts(tooltip, alerts).appendMarkdown(`Connected to the ${where}\n\n`);
         const links = [commandLink('Show Logs', Commands.showLogs), commandLink('Open Replay', Commands.openReplay, { runId: run.runId })];
         if (active) links.push(commandLink('Stop', Commands.stopTraining, { runId: run.runId }));
         tooltip.appendMarkdown(links.join(' · '));

@@ -1,17 +1,24 @@
 // The one connection to a trainer server the extension holds: a local server it started (and stops), or a
 // remote URL with a token from SecretStorage. Feeds the Runs model from `run/list` and the event stream,
-// forwards run logs into the log channel by level, and tells the language server what devices it has.
+// forwards run logs and health alerts into the log channel by level, announces the health alerts that start
+// while it watches, and tells the language server what devices it has.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
-import type { InitializeResult, RpcMethods, RunEventParams } from '../protocol/generated/rpc';
+import type { HealthEvent, InitializeResult, RpcMethods, RunEventParams } from '../protocol/generated/rpc';
 import { startLocalServer, type LocalServer } from './localServer';
-import { RunsModel } from './runsModel';
+import { describeHealth, RunsModel } from './runsModel';
 import { TrainerClient, type ConnectionState } from './trainerClient';
 import { webSocketFactory } from './webSocket';
 
 export type ServerKind = 'local' | 'remote';
+
+export interface HealthAlert {
+  runId: string;
+  runName: string;
+  alert: HealthEvent;
+}
 
 export interface TrainerConnectionDeps {
   context: vscode.ExtensionContext;
@@ -25,13 +32,16 @@ export class TrainerConnection implements vscode.Disposable {
   private client: TrainerClient | undefined;
   private localServer: LocalServer | undefined;
   private kindValue: ServerKind | undefined;
-  /** Per run: events up to this seq happened before we looked, so their logs are not replayed into the channel. */
-  private readonly logFrom = new Map<string, number>();
+  /** Per run: events up to this seq happened before we looked, so their logs and alerts are not replayed. */
+  private readonly announceAfter = new Map<string, number>();
   private readonly stateEmitter = new vscode.EventEmitter<ConnectionState>();
   private readonly runEventEmitter = new vscode.EventEmitter<RunEventParams>();
+  private readonly healthAlertEmitter = new vscode.EventEmitter<HealthAlert>();
   /** The connection's state, including 'idle' after a disconnect. */
   readonly onDidChangeState = this.stateEmitter.event;
   readonly onRunEvent = this.runEventEmitter.event;
+  /** A health alert that started while this client watched the run (not one from its history). */
+  readonly onHealthAlert = this.healthAlertEmitter.event;
 
   constructor(private readonly deps: TrainerConnectionDeps) {}
 
@@ -107,7 +117,7 @@ export class TrainerConnection implements vscode.Disposable {
       await server.stop(5000);
     }
     this.model.clear();
-    this.logFrom.clear();
+    this.announceAfter.clear();
     this.deps.onDevices(null);
     this.stateEmitter.fire('idle');
   }
@@ -115,14 +125,14 @@ export class TrainerConnection implements vscode.Disposable {
   /** Re-reads the run list (after a start, on reconnect) and follows every run that is still going. */
   async refresh(): Promise<void> {
     const { runs } = await this.request('run/list', {});
-    for (const run of runs) if (!this.logFrom.has(run.runId)) this.logFrom.set(run.runId, run.lastSeq);
+    for (const run of runs) if (!this.announceAfter.has(run.runId)) this.announceAfter.set(run.runId, run.lastSeq);
     this.model.setRuns(runs);
     await Promise.all(runs.filter((r) => this.model.isActive(r.runId)).map((r) => this.follow(r.runId)));
   }
 
   /** Registers a run this client just started: shown at once, followed from its first event. */
   async adopt(runId: string): Promise<void> {
-    this.logFrom.set(runId, 0);
+    this.announceAfter.set(runId, 0);
     this.model.upsertRun(await this.request('run/get', { runId }));
     await this.follow(runId);
   }
@@ -131,6 +141,7 @@ export class TrainerConnection implements vscode.Disposable {
     void this.disconnect();
     this.stateEmitter.dispose();
     this.runEventEmitter.dispose();
+    this.healthAlertEmitter.dispose();
   }
 
   private async open(kind: ServerKind, url: string, token: string | undefined): Promise<InitializeResult> {
@@ -155,7 +166,7 @@ export class TrainerConnection implements vscode.Disposable {
     });
     client.onRunEvent((event) => {
       this.model.applyEvent(event);
-      this.forwardLog(event);
+      if (event.seq > (this.announceAfter.get(event.runId) ?? 0)) this.announce(event);
       this.runEventEmitter.fire(event);
     });
     client.onNotification(({ method, params }) => {
@@ -167,8 +178,8 @@ export class TrainerConnection implements vscode.Disposable {
     return client.connect();
   }
 
-  private forwardLog(event: RunEventParams): void {
-    if (event.seq <= (this.logFrom.get(event.runId) ?? 0)) return;
+  /** An event that happened while we watched: logs into the channel, and a health alert to its listeners too. */
+  private announce(event: RunEventParams): void {
     const name = this.model.run(event.runId)?.name ?? event.runId;
     const data = event.data as Record<string, unknown>;
     if (event.type === 'log') {
@@ -184,6 +195,15 @@ export class TrainerConnection implements vscode.Disposable {
       const text = `[${name}] ${String(data.status)} at step ${String(data.step ?? 0)}/${String(data.total_steps ?? 0)}${data.message ? `: ${String(data.message)}` : ''}`;
       if (data.status === 'failed') this.deps.log.error(`${text}${data.traceback ? `\n${String(data.traceback)}` : ''}`);
       else this.deps.log.info(text);
+    } else if (event.type === 'health') {
+      const alert = data as unknown as HealthEvent;
+      const text = `[${name}] step ${alert.step}: ${alert.code}: ${describeHealth(alert)}`;
+      if (alert.resolved) {
+        this.deps.log.info(text);
+      } else {
+        this.deps.log.warn(text);
+        this.healthAlertEmitter.fire({ runId: event.runId, runName: name, alert });
+      }
     }
   }
 

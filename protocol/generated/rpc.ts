@@ -7,6 +7,7 @@ export type TrajectoryGetResult = TrajectoryRecord;
 export interface RpcDefinitions {
   runInfo?: RunInfo;
   trajectorySummary?: TrajectorySummary;
+  healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
   "initialize.params"?: InitializeParams;
   "initialize.result"?: InitializeResult;
@@ -67,6 +68,32 @@ export interface TrajectorySummary {
   num_tool_errors: number;
   response_tokens: number;
   file: string;
+}
+/**
+ * The data of a `health` event: an alert that a run cannot learn (resolved false), said once when it starts, or that it cleared (resolved true). Written by trainer-server/agentrl/health.py.
+ */
+export interface HealthEvent {
+  code: "zero_variance_groups" | "no_tool_calls" | "all_truncated";
+  resolved: boolean;
+  step: number;
+  /**
+   * The first step of the streak that started the alert.
+   */
+  since_step: number;
+  /**
+   * What is wrong, with the step's figures, and why nothing is learned; or that it cleared.
+   */
+  message: string;
+  /**
+   * The likely fix: which config keys or env changes to try.
+   */
+  fix: string;
+  /**
+   * The figures the check read at this step.
+   */
+  metrics: {
+    [k: string]: number;
+  };
 }
 export interface Diagnostic {
   severity: "error" | "warning" | "info";
@@ -202,7 +229,7 @@ export interface ServerShutdownResult {}
 export interface RunEventParams {
   runId: string;
   seq: number;
-  type: "status" | "metrics" | "log" | "trajectory" | "checkpoint";
+  type: "status" | "metrics" | "log" | "trajectory" | "checkpoint" | "health";
   time?: number;
   data: {};
 }

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
-import type { RunEventParams, RunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
-import { RunsModel } from '../../extension/runsModel';
+import type { HealthEvent, RunEventParams, RunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
+import { describeHealth, RunsModel } from '../../extension/runsModel';
 
 const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
   runId: 'lookup-1', name: 'lookup-tiny', mode: 'train', status: 'running', step: 1, totalSteps: 4, createdAt: '2026-11-22T10:00:00Z',
@@ -10,6 +10,11 @@ const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
 const summary = (step: number, group: number, sample: number, reward: number, extra: Partial<TrajectorySummary> = {}): TrajectorySummary => ({
   id: `${step}-${group}-${sample}`, step, group, sample, task_id: `task-${group}`, status: 'finished', reward, advantage: 0,
   num_turns: 2, num_tool_calls: 1, num_tool_errors: 0, response_tokens: 10, file: 'x', ...extra,
+});
+
+const health = (code: HealthEvent['code'], step: number, resolved = false): HealthEvent => ({
+  code, resolved, step, since_step: step - 1, message: resolved ? `${code}: resolved` : `${code} since step ${step - 1}`,
+  fix: `raise rollout.group_size`, metrics: {},
 });
 
 let seq = 10;
@@ -74,5 +79,33 @@ describe('RunsModel (the Runs view and status bar)', () => {
     const [stepNode] = model.children({ kind: 'run', runId: 'try-1' });
     assert.equal(model.label(stepNode), 'episodes');
     assert.equal(model.description({ kind: 'run', runId: 'try-1' }), 'completed · try');
+  });
+
+  it('shows the health alerts in force on the run, and forgets those a resume superseded', () => {
+    const model = new RunsModel();
+    model.setRuns([run({ step: 2, latestMetrics: { 'reward/mean': 0 } })]);
+    const row = { kind: 'run', runId: 'lookup-1' } as const;
+    model.applyEvent(event('lookup-1', 'health', health('zero_variance_groups', 2)));
+    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 2)));
+    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls']);
+    assert.equal(model.description(row), 'running · 2/4 · reward 0 · ⚠ zero_variance_groups, no_tool_calls');
+    const checkpointSeq = seq + 1;
+    model.applyEvent(event('lookup-1', 'checkpoint', { step: 2, path: 'x' }));
+    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 4, true)));
+    model.applyEvent(event('lookup-1', 'health', health('all_truncated', 4)));
+    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'all_truncated']);
+    model.setRuns([run()]);  // a refreshed list keeps what was streamed
+    assert.equal(model.healthAlerts('lookup-1').length, 2);
+    model.applyEvent(event('lookup-1', 'status', { status: 'running', step: 2, total_steps: 4, superseded_from_seq: checkpointSeq }));
+    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls'], 'back to the checkpoint\'s alerts');
+    model.applyEvent(event('lookup-1', 'health', health('zero_variance_groups', 5, true)));
+    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 5, true)));
+    assert.deepEqual(model.healthAlerts('lookup-1'), []);
+    assert.equal(model.description(row), 'running · 2/4');
+  });
+
+  it('puts a health alert in words with its fix, and a resolution without one', () => {
+    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size');
+    assert.equal(describeHealth(health('all_truncated', 6, true)), 'all_truncated: resolved');
   });
 });

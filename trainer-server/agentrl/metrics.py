@@ -35,9 +35,11 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     groups: dict[int, list[float]] = defaultdict(list)
     for ep in episodes:
         groups[ep.group].append(ep.total_reward)
-    metrics["health/zero_variance_groups"] = _mean([max(g) - min(g) < 1e-9 for g in groups.values()])
+    # A group of one sample has no variance to measure (group_size 1 is for algorithms without a group baseline).
+    metrics["health/zero_variance_groups"] = _mean([max(g) - min(g) < 1e-9 for g in groups.values() if len(g) > 1])
 
     calls = [c for ep in episodes for t in ep.turns for c in t.tool_calls]
+    metrics["tools/offered"] = float(max((len(ep.tool_schemas) for ep in episodes), default=0))
     metrics["tools/calls"] = float(len(calls))
     metrics["tools/calls_per_episode"] = len(calls) / len(episodes) if episodes else 0.0
     metrics["health/tool_failure_rate"] = _mean([c.error is not None for c in calls])

@@ -26,6 +26,7 @@ import yaml
 from agentrl.config import RunConfig, load_config_dict
 from agentrl.envloader import env_factory, load_env_class
 from agentrl.episode import Episode
+from agentrl.health import HealthMonitor
 from agentrl.metrics import rollout_metrics
 from agentrl.runstore import CONFIG_FILE, RunStore, new_run_id
 
@@ -144,6 +145,7 @@ class _Run:
         self.engine = RolloutEngine(self.model, self.tokenizer, make_env, config.rollout, self.device)
         self.learner = Learner(self.model, self.tokenizer, config, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
+        self.health = HealthMonitor()
 
     def record(self, step: int, episodes: list[Episode]) -> None:
         record_episodes(self.store, step, episodes, self.tokenizer)
@@ -152,7 +154,8 @@ class _Run:
         def write(folder: Path) -> None:
             torch.save(self.model.state_dict(), folder / "model.pt")
             torch.save(self.learner.state_dict(), folder / "learner.pt")
-            (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1}))
+            (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1,
+                                                           "health": self.health.state_dict()}))
 
         path = self.store.save_checkpoint(step, write, self.config.train.keep_checkpoints)
         self.store.append_event("checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))},
@@ -162,18 +165,27 @@ class _Run:
         self.model.load_state_dict(torch.load(checkpoint / "model.pt", map_location=self.device))
         self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
                                                 weights_only=False))
-        return int(json.loads((checkpoint / "state.json").read_text())["step"])
+        state = json.loads((checkpoint / "state.json").read_text())
+        self.health.load_state_dict(state.get("health", {}))  # checkpoints from before health checks have none
+        return int(state["step"])
 
 
 def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
     store.append_event("status", {"status": status, "step": step, "total_steps": total, **extra}, durable=True)
 
 
-def _summary_line(step: int, total: int, metrics: dict[str, float]) -> str:
+def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
     return (f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
             f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
             f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
-            f"{metrics['perf/step_time_s']:.1f}s")
+            f"{metrics['perf/step_time_s']:.1f}s" + "".join(f"  WARN {code}" for code in warnings))
+
+
+def _health_text(event: dict[str, Any]) -> str:
+    """A `health` event as the CLI prints it, under the step line."""
+    if event["resolved"]:
+        return f"  ok   {event['code']}: {event['message']}"
+    return f"  WARN {event['code']}: {event['message']}\n       fix: {event['fix']}"
 
 
 def train(
@@ -258,12 +270,17 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
             run.record(step, episodes)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
+            health_events = run.health.observe(step, metrics)
+            for event in health_events:
+                run.store.append_event("health", event)
             _status(run.store, "running", step, total)
             if step % cfg.train.checkpoint_every == 0:
                 run.checkpoint(step)
             bar.update(1)
             if run.progress:
-                bar.write(_summary_line(step, total, metrics), file=sys.stderr)
+                bar.write(_summary_line(step, total, metrics, run.health.active), file=sys.stderr)
+                for event in health_events:
+                    bar.write(_health_text(event), file=sys.stderr)
     finally:
         bar.close()
     return step
