@@ -37,8 +37,9 @@ def trained(config, name: str, base: Path, eval_limit: int, results: dict) -> No
     run_dir = train(config, runs_dir=RUNS, run_id=name, config_base_dir=base, progress=True)
     wall = time.perf_counter() - started
     checkpoint = RunStore(run_dir).latest_checkpoint()
-    after, eval_dir = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=str(checkpoint),
-                               baseline=None, batch_size=8, runs_dir=RUNS)
+    evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=str(checkpoint),
+                          baseline=None, batch_size=8, runs_dir=RUNS)
+    after, eval_dir = evaluation.metrics, evaluation.run_dir
     results[name] = {"after": after, "steps": config.train.steps, "train_wall_s": round(wall, 1),
                      "reward_curve": curve(run_dir), "run": str(run_dir.relative_to(HERE)),
                      "eval_run": str(eval_dir.relative_to(HERE))}
@@ -46,9 +47,9 @@ def trained(config, name: str, base: Path, eval_limit: int, results: dict) -> No
 
 
 def baseline(config, name: str, eval_limit: int, which: str | None, results: dict) -> None:
-    metrics, eval_dir = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=None, baseline=which,
-                                 batch_size=8, runs_dir=RUNS)
-    results[name] = {"metrics": metrics, "eval_run": str(eval_dir.relative_to(HERE))}
+    evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=None, baseline=which,
+                          batch_size=8, runs_dir=RUNS)
+    results[name] = {"metrics": evaluation.metrics, "eval_run": str(evaluation.run_dir.relative_to(HERE))}
     save(results)
 
 

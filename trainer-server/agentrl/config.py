@@ -85,8 +85,20 @@ class RolloutConfig(_Section):
     tool_timeout_s: float = Field(10.0, gt=0, le=3600, description="Seconds before a tool call is abandoned.")
     temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    tool_format: Literal["auto", "hermes"] = Field(
-        "auto", description="Tool-call parser; auto uses the chat template's convention, else Hermes <tool_call>."
+    tool_format: Literal["auto", "hermes", "tags"] = Field(
+        "auto",
+        description=(
+            "How the model writes tool calls. auto: the chat template's convention, else hermes; hermes: "
+            "<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>; tags: <NAME>argument</NAME> "
+            "(Search-R1 style, for tools with one string parameter; easiest for small models)."
+        ),
+    )
+    stop_at_tool_call: bool = Field(
+        False,
+        description=(
+            "End an assistant turn as soon as it closes a tool call, so the model acts on the tool's result "
+            "instead of guessing it (one call per turn; false allows several calls in a turn)."
+        ),
     )
 
 
@@ -130,6 +142,14 @@ class TrainConfig(_Section):
     critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (PPO).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
+    bf16_autocast: bool = Field(
+        False,
+        description=(
+            "Run the learner's forward and backward passes under bfloat16 autocast (weights and optimizer stay "
+            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA. The rollout "
+            "keeps full precision; actor/logprob_gap shows the difference."
+        ),
+    )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
 

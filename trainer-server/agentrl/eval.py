@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 METRIC_KEYS = ("accuracy", "em", "f1", "substring")
-BASELINES = ("naive-rag", "base-tool-call")
+# base-tool-call is the untrained model with the env as it is; any other baseline is the env's own
+# (its `baseline` argument): naive-rag for multi-hop QA, no-tool for the arithmetic recipe.
+UNTRAINED_BASELINE = "base-tool-call"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,16 +25,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N)")
     parser.add_argument("--data", help="JSON Lines file in the dataset's own layout (default: the config's data.eval)")
     parser.add_argument("--limit", type=int, help="only the first N records")
-    parser.add_argument("--baseline", choices=BASELINES,
-                        help="naive-rag: retrieve once with the question, then answer; base-tool-call: the "
-                             "untrained model with the env's tools")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help=f"{UNTRAINED_BASELINE}: the untrained model with the env's tools; any other name is "
+                             "the env's own baseline, e.g. naive-rag (multi-hop QA: retrieve once, then answer) "
+                             "or no-tool (arithmetic: answer without the calculator)")
     parser.add_argument("--batch-size", type=int, default=8, help="episodes generated together (default 8)")
     parser.add_argument("--runs-dir", default="runs", help="where the eval's run folder goes (default: runs)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
 
+@dataclass
+class Evaluation:
+    metrics: dict[str, float]  # n, the mean reward, and each metric of METRIC_KEYS the env reports
+    run_dir: Path  # the eval's run folder, with its trajectories
+    per_task: list[dict[str, float]]  # in the data file's order: each episode's reward and breakdown
+
+
 def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str | None, baseline: str | None,
-             batch_size: int, runs_dir: str | Path) -> tuple[dict[str, float], Path]:
+             batch_size: int, runs_dir: str | Path) -> Evaluation:
     import torch
 
     from agentrl.envloader import env_factory, load_env_class
@@ -40,11 +51,11 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
     from agentrl.runstore import RunStore, new_run_id
     from agentrl.trainer import data_files_in_use, load_tasks, record_episodes
 
-    if baseline == "base-tool-call" and checkpoint:
-        raise ValueError("--baseline base-tool-call is the untrained model: drop --checkpoint")
+    if baseline == UNTRAINED_BASELINE and checkpoint:
+        raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")
     env_args = dict(config.env.args)
-    if baseline == "naive-rag":
-        env_args["baseline"] = "naive-rag"
+    if baseline and baseline != UNTRAINED_BASELINE:
+        env_args["baseline"] = baseline
     make_env = env_factory(load_env_class(config.env.module, config.env.class_name), env_args,
                            data_files_in_use(config, data_path))
     make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
@@ -75,7 +86,8 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
             metrics[key] = sum(values) / len(values)
     store.append_event("metrics", {"step": 0, "metrics": metrics})
     store.append_event("status", {"status": "completed", "step": 0, "total_steps": 0}, durable=True)
-    return metrics, store.run_dir
+    return Evaluation(metrics, store.run_dir,
+                      [{"reward": e.total_reward, **e.reward_breakdown} for e in episodes])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data = args.data or config.data.eval or config.data.train
     try:
-        metrics, run_dir = evaluate(config, data, limit=args.limit, checkpoint=args.checkpoint,
-                                    baseline=args.baseline, batch_size=args.batch_size, runs_dir=args.runs_dir)
+        result = evaluate(config, data, limit=args.limit, checkpoint=args.checkpoint,
+                          baseline=args.baseline, batch_size=args.batch_size, runs_dir=args.runs_dir)
     except (EnvLoadError, ValueError, FileNotFoundError, TypeError) as err:
         print(f"agentrl eval: {err}", file=sys.stderr)
         return 2
-    print(f"eval: trajectories in {run_dir}", file=sys.stderr)
-    print(json.dumps({k: (int(v) if k == "n" else round(v, 4)) for k, v in metrics.items()}))
+    print(f"eval: trajectories in {result.run_dir}", file=sys.stderr)
+    print(json.dumps({k: (int(v) if k == "n" else round(v, 4)) for k, v in result.metrics.items()}))
     return 0

@@ -22,6 +22,14 @@ from agentrl.algorithms.ppo import value_loss
 from agentrl.batch import TrainBatch, collate
 from agentrl.config import RunConfig
 from agentrl.episode import Episode
+from agentrl.rollout import MIN_SHARED_PREFIX
+
+
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """How many leading tokens every row has in common (rows are right padded)."""
+    same = (input_ids == input_ids[:1]).all(0) & (attention_mask > 0).all(0)
+    differs = (~same).nonzero()
+    return int(differs[0]) if len(differs) else input_ids.shape[1]
 
 
 def _hidden_size(model: Any) -> int:
@@ -65,27 +73,61 @@ class Learner:
                 yield self.model
 
     def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
-        """Per-token logprob and entropy of each token given its prefix (entry t: token t), and values."""
+        """Per-token logprob and entropy of each token given its prefix (entry t: token t), and values.
+
+        Two savings, both exact. The vocabulary projection and its softmax run only at the positions that
+        predict a token the loss or the logprob-gap metric reads (the union over the rows). And the prefix
+        every row shares (system prompt, worked examples) runs once: its keys and values are repeated
+        for every row, and the gradient flows back through the repeat into that one computation."""
+        wanted = (batch.train_mask + batch.sampled_mask).amax(0) > 0  # tokens whose logprob is read
+        wanted[0] = False  # nothing predicts the first token
+        targets_at = wanted.nonzero().flatten()
+        if len(targets_at) == 0:
+            targets_at = torch.tensor([batch.input_ids.shape[1] - 1])
+        predict_from = targets_at - 1
+        input_ids, attention = batch.input_ids.to(self.device), batch.attention_mask.to(self.device)
+        shared = 0 if with_values else min(shared_prefix_length(batch.input_ids, batch.attention_mask),
+                                           int(predict_from[0]))
+        past = None
+        if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
+            past = model(input_ids=input_ids[:1, :shared], use_cache=True, logits_to_keep=1).past_key_values
+            past.batch_repeat_interleave(len(batch))
+        else:
+            shared = 0
+        positions = torch.arange(shared, input_ids.shape[1], device=self.device).expand(len(batch), -1)
         out = model(
-            input_ids=batch.input_ids.to(self.device),
-            attention_mask=batch.attention_mask.to(self.device),
+            input_ids=input_ids[:, shared:],
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=past,
             output_hidden_states=with_values,
-            use_cache=False,
+            use_cache=past is not None,
+            logits_to_keep=(predict_from - shared).to(self.device),
         )
-        logits = out.logits[:, :-1, :].float() / self.temperature
-        logprobs_all = torch.log_softmax(logits, -1)
-        targets = batch.input_ids[:, 1:].to(self.device)
-        shifted = logprobs_all.gather(-1, targets[..., None]).squeeze(-1)
-        # Entropy over the whole vocabulary is costly; it needs a graph only when it is in the loss.
+        logits = out.logits.float() / self.temperature  # [B, K, V]: K predicting positions
+        targets = input_ids[:, targets_at.to(self.device)]
+        normaliser = torch.logsumexp(logits, -1)
+        picked = logits.gather(-1, targets[..., None]).squeeze(-1) - normaliser  # log softmax at the target only
+        # Entropy over the whole vocabulary needs a graph only when it is in the loss.
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
-            entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
-        zeros = torch.zeros((len(batch), 1), device=self.device)
-        result = {"logprobs": torch.cat([zeros, shifted], 1), "entropy": torch.cat([zeros, entropy], 1)}
+            entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = logZ - E_p[logit]
+        shape, where = (len(batch), input_ids.shape[1]), targets_at.to(self.device)
+        result = {"logprobs": torch.zeros(shape, device=self.device).index_copy(1, where, picked),
+                  "entropy": torch.zeros(shape, device=self.device).index_copy(1, where, entropy)}
         if with_values:
             assert self.value_head is not None
             hidden = out.hidden_states[-1][:, :-1, :].float()
+            zeros = torch.zeros((len(batch), 1), device=self.device)
             result["values"] = torch.cat([zeros, self.value_head(hidden).squeeze(-1)], 1)
         return result
+
+    def on_policy(self) -> bool:
+        return self.config.train.update_epochs == 1 and self.value_head is None and self.config.algorithm.kl.coef == 0
+
+    def _precision(self) -> Any:
+        if not self.config.train.bf16_autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     def _micro_batches(self, batch: TrainBatch) -> list[TrainBatch]:
         size = self.config.train.micro_batch_size
@@ -98,13 +140,16 @@ class Learner:
         parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
         try:
             for micro in self._micro_batches(batch):
-                out = self._forward(self.model, micro, with_values=self.value_head is not None)
+                with self._precision():
+                    out = self._forward(self.model, micro, with_values=self.value_head is not None)
                 parts["logprobs"].append(out["logprobs"])
                 if "values" in out:
                     parts["values"].append(out["values"])
                 if self.config.algorithm.kl.coef > 0:
                     with self._reference_model() as reference:
-                        parts["ref_logprobs"].append(self._forward(reference, micro, with_values=False)["logprobs"])
+                        with self._precision():
+                            ref_out = self._forward(reference, micro, with_values=False)
+                        parts["ref_logprobs"].append(ref_out["logprobs"])
         finally:
             self.model.train(was_training)
         return {name: torch.cat(chunks).cpu() for name, chunks in parts.items() if chunks}
@@ -116,12 +161,12 @@ class Learner:
         cfg = self.config.algorithm
         batch = collate(episodes, pad_id=self.pad_id, train_on_tool_tokens=cfg.train_on_tool_tokens)
         mask = batch.train_mask
-        scored = self._score_batch(batch)
-        old_logprobs = scored["logprobs"]
-        metrics: dict[str, float] = {
-            # Rollout vs trainer logprobs for the same weights: should be ~0 (pipeline pitfall 5).
-            "actor/logprob_gap": float(masked_mean((batch.rollout_logprobs - old_logprobs).abs(), batch.sampled_mask)),
-        }
+        # On-policy (one pass, one optimizer step, nothing else read before the update): the weights that
+        # sampled are the weights of the training pass, so pi_old is that pass's own detached logprobs
+        # and the separate scoring pass would compute the same numbers a second time.
+        scored = {} if self.on_policy() else self._score_batch(batch)
+        old_logprobs: torch.Tensor | None = scored.get("logprobs")
+        metrics: dict[str, float] = {}
         kl = None
         if "ref_logprobs" in scored:
             kl = kl_penalty(old_logprobs, scored["ref_logprobs"], cfg.kl.estimator)
@@ -137,13 +182,18 @@ class Learner:
         grad_norm = 0.0
         for _ in range(self.config.train.update_epochs):
             self.optimizer.zero_grad(set_to_none=True)
+            from_training_pass = []
             for start, micro in zip(range(0, len(batch), self.config.train.micro_batch_size),
                                     self._micro_batches(batch)):
                 rows = slice(start, start + len(micro))
-                out = self._forward(self.model, micro, with_values=self.value_head is not None)
+                with self._precision():
+                    out = self._forward(self.model, micro, with_values=self.value_head is not None)
                 micro_mask = micro.train_mask.to(self.device)
+                if old_logprobs is None:
+                    from_training_pass.append(out["logprobs"].detach())
+                micro_old = from_training_pass[-1] if old_logprobs is None else old_logprobs[rows].to(self.device)
                 per_token, clipped = clipped_policy_loss(
-                    out["logprobs"], old_logprobs[rows].to(self.device), advantages[rows].to(self.device),
+                    out["logprobs"], micro_old, advantages[rows].to(self.device),
                     cfg.clip_eps, cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
                 )
                 parts = {"loss/policy": aggregate(per_token, micro_mask, cfg.loss_agg, norm)}
@@ -163,9 +213,15 @@ class Learner:
                 loss.backward()
                 for name, value in parts.items():
                     totals[name] = totals.get(name, 0.0) + float(value.detach())
+            if old_logprobs is None:
+                old_logprobs = torch.cat(from_training_pass).cpu()
             params = [p for group in self.optimizer.param_groups for p in group["params"]]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
             self.optimizer.step()
+        assert old_logprobs is not None
+        # Rollout vs trainer logprobs for the same weights: should be ~0 (pipeline pitfall 5).
+        metrics["actor/logprob_gap"] = float(masked_mean((batch.rollout_logprobs - old_logprobs).abs(),
+                                                         batch.sampled_mask))
         epochs = self.config.train.update_epochs
         metrics.update({name: total / epochs for name, total in totals.items()})
         trained = advantages[mask.bool()]

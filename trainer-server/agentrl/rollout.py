@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -26,9 +27,14 @@ from agentrl.config import RolloutConfig
 from agentrl.env import ToolEnv
 from agentrl.episode import Episode, TurnRecord
 from agentrl.tool import Tool, execute_calls
-from agentrl.toolcall import get_parser, hermes_system_prompt
+from agentrl.toolcall import ToolCallFormat, get_format, schemas_by_name
 
 _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
+# Below this many shared tokens, prefilling the shared prefix separately saves less than its extra call costs.
+MIN_SHARED_PREFIX = 16
+# How a row's turn ended: the model's end-of-turn token, a closed tool call (rollout.stop_at_tool_call),
+# or the token limit of the turn.
+TurnEnd = Literal["eos", "call_end", "limit"]
 
 
 def task_id_of(task: dict[str, Any]) -> str:
@@ -41,8 +47,9 @@ def task_id_of(task: dict[str, Any]) -> str:
 class ChatFormat:
     """Turns messages into token ids with the tokenizer's own chat template."""
 
-    def __init__(self, tokenizer: Any, tool_output_tokens: int) -> None:
+    def __init__(self, tokenizer: Any, tool_output_tokens: int, call_format: ToolCallFormat) -> None:
         self.tokenizer = tokenizer
+        self.call_format = call_format
         self.tool_output_tokens = tool_output_tokens
         self.eos_text = tokenizer.eos_token or ""
 
@@ -55,14 +62,15 @@ class ChatFormat:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def prompt(self, messages: list[dict[str, Any]], tool_schemas: list[dict[str, Any]]) -> list[int]:
-        if tool_schemas:
+        if not tool_schemas:
+            return self.encode(self._render(messages, gen=True))
+        if self.call_format.uses_template_tools:
             with_tools = self._render(messages, tools=tool_schemas, gen=True)
-            if with_tools == self._render(messages, gen=True):
-                # The template ignores `tools`: describe them in the system message instead.
-                messages = _with_system_text(messages, hermes_system_prompt(tool_schemas))
-                with_tools = self._render(messages, gen=True)
-            return self.encode(with_tools)
-        return self.encode(self._render(messages, gen=True))
+            if with_tools != self._render(messages, gen=True):
+                return self.encode(with_tools)
+        # The template ignores `tools`, or the format is not the template's: describe them in the system message.
+        described = _with_system_text(messages, self.call_format.describe(schemas_by_name(tool_schemas)))
+        return self.encode(self._render(described, gen=True))
 
     def cut_to_budget(self, content: str) -> str:
         """Tool output budgets are counted in tokens (pipeline pitfall 7)."""
@@ -110,6 +118,7 @@ class _Live:
     episode: Episode
     env: ToolEnv
     tools: dict[str, Tool]
+    tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # by tool name, for the call format
     finished: bool = False
     pending_messages: list[dict[str, Any]] = field(default_factory=list)
     cut_tool_output: Callable[[str], str] | None = None  # token budget; scripted episodes have none
@@ -123,6 +132,7 @@ def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live
     try:
         live.tools = env.tool_map()
         episode.tool_schemas = [t.schema() for t in env.tools]
+        live.tool_schemas = schemas_by_name(episode.tool_schemas)
         episode.prompt_messages = list(env.reset(task))
     except Exception as err:  # noqa: BLE001 - a broken env ends this episode, not the run
         _fail(live, f"env_error: reset raised {type(err).__name__}: {err}")
@@ -137,10 +147,14 @@ def _truncate(live: _Live, reason: str) -> None:
     live.episode.status, live.episode.status_reason, live.finished = "truncated", reason, True
 
 
-async def _interpret_turn(live: _Live, text: str, parser: Any, rollout_cfg: RolloutConfig) -> None:
+async def _interpret_turn(live: _Live, text: str, call_format: ToolCallFormat, rollout_cfg: RolloutConfig) -> None:
     """Parse the turn's calls, run them, and let the ToolEnv say what they mean."""
     turn = live.episode.turns[-1]
-    parsed = parser(text, f"call-{turn.index}")
+    try:
+        parsed = call_format.parse(text, f"call-{turn.index}", live.tool_schemas)
+    except ValueError as err:  # the env's tools cannot be written in this format: the env's bug, not the model's
+        _fail(live, f"env_error: {err}")
+        return
     turn.parse_error = parsed.error
     turn.tool_calls = await execute_calls(parsed.calls, live.tools, rollout_cfg.tool_timeout_s)
     try:
@@ -180,14 +194,14 @@ def run_scripted_episode(
     """A model-free episode: the given assistant texts go through the same parse/execute/interpret
     path as a real rollout (no tokens). Used by `agentrl env check` and generated env tests."""
     live = _start(env, task, 0, 0)
-    parser = get_parser(rollout_cfg.tool_format)
+    call_format = get_format(rollout_cfg.tool_format)
 
     async def play() -> None:
         for index, text in enumerate(assistant_turns[: rollout_cfg.max_turns]):
             if live.finished:
                 break
             live.episode.turns.append(TurnRecord(index=index, assistant=text))
-            await _interpret_turn(live, text, parser, rollout_cfg)
+            await _interpret_turn(live, text, call_format, rollout_cfg)
 
     asyncio.run(play())
     if not live.finished:
@@ -210,8 +224,8 @@ class RolloutEngine:
         self.env_factory = env_factory
         self.cfg = rollout_cfg
         self.device = device
-        self.chat = ChatFormat(tokenizer, rollout_cfg.tool_output_tokens)
-        self.parser = get_parser(rollout_cfg.tool_format)
+        self.call_format = get_format(rollout_cfg.tool_format)
+        self.chat = ChatFormat(tokenizer, rollout_cfg.tool_output_tokens, self.call_format)
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self.last_stats: dict[str, float] = {}
@@ -268,24 +282,25 @@ class RolloutEngine:
             interpretations: list[asyncio.Task[None]] = []
             ended_with_eos: dict[int, bool] = {}
 
-            def start_turn(row: int, ids: list[int], logprobs: list[float], hit_eos: bool) -> None:
+            def start_turn(row: int, ids: list[int], logprobs: list[float], end: TurnEnd) -> None:
                 live, limit = active[row]
-                ended_with_eos[row] = hit_eos
+                ended_with_eos[row] = end == "eos"
                 self._append(live, ids, "assistant", turn_index, logprobs)
                 live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                finish = "stop" if hit_eos else ("length" if limit == self.cfg.max_new_tokens else "context")
+                finish = "stop" if end != "limit" else ("length" if limit == self.cfg.max_new_tokens else "context")
                 live.episode.turns.append(TurnRecord(index=turn_index, assistant=text, finish_reason=finish))
-                interpretations.append(loop.create_task(_interpret_turn(live, text, self.parser, self.cfg)))
+                interpretations.append(loop.create_task(_interpret_turn(live, text, self.call_format, self.cfg)))
 
-            def row_done(row: int, ids: list[int], logprobs: list[float], hit_eos: bool) -> None:
-                loop.call_soon_threadsafe(start_turn, row, ids, logprobs, hit_eos)  # from the generation thread
+            def row_done(row: int, ids: list[int], logprobs: list[float], end: TurnEnd) -> None:
+                loop.call_soon_threadsafe(start_turn, row, ids, logprobs, end)  # from the generation thread
 
             # Generation runs in a worker thread, so the tool calls of episodes whose turn already ended run
             # while the others are still generating (torch releases the GIL inside its kernels). Every
             # row_done callback is queued before the thread's own completion, so all turns have started here.
             await asyncio.to_thread(self._generate, [lv.episode.token_ids for lv, _ in active],
-                                    [n for _, n in active], generator, row_done)
+                                    [n for _, n in active], [self._call_ends(lv) for lv, _ in active],
+                                    generator, row_done)
             await asyncio.gather(*interpretations)
             for row, (live, _) in enumerate(active):
                 if live.finished:
@@ -302,31 +317,59 @@ class RolloutEngine:
             if not live.finished:
                 _truncate(live, "max_turns")
 
+    def _call_ends(self, live: _Live) -> list[str]:
+        if not self.cfg.stop_at_tool_call or not live.tool_schemas:
+            return []
+        return self.call_format.call_end(live.tool_schemas)
+
     @torch.no_grad()
-    def _generate(self, contexts: list[list[int]], limits: list[int], generator: torch.Generator,
-                  row_done: Callable[[int, list[int], list[float], bool], None]) -> None:
-        """Sample up to `limits[i]` tokens after each context; `row_done(row, ids, logprobs, ended_with_eos)`
-        is called as soon as a row stops, while the others go on."""
+    def _generate(self, contexts: list[list[int]], limits: list[int], call_ends: list[list[str]],
+                  generator: torch.Generator, row_done: Callable[[int, list[int], list[float], TurnEnd], None]) -> None:
+        """Sample up to `limits[i]` tokens after each context, ending a row early at EOS or once its text
+        ends with one of `call_ends[i]`; `row_done(row, ids, logprobs, end)` is called as soon as a row
+        stops, while the others go on."""
         was_training = self.model.training
         self.model.eval()
         try:
-            self._sample(contexts, limits, generator, row_done)
+            self._sample(contexts, limits, call_ends, generator, row_done)
         finally:
             self.model.train(was_training)
 
-    def _sample(self, contexts: list[list[int]], limits: list[int], generator: torch.Generator,
-                row_done: Callable[[int, list[int], list[float], bool], None]) -> None:
-        batch, width = len(contexts), max(len(c) for c in contexts)
+    def _prefill(self, contexts: list[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run the contexts through the model: (cache, logits at each row's last token, attention mask,
+        each row's last position). The prefix every context shares (the system prompt, its examples, a
+        group's prompt) is computed once and its cache repeated for every row; only the rest of each
+        context is padded and computed per row. Rows are left padded after the shared prefix, so every
+        row's next token is at the same column; masked padding in the middle is invisible to attention."""
+        batch = len(contexts)
+        shared = len(os.path.commonprefix(contexts)) if batch > 1 else 0
+        shared = min(shared, min(len(c) for c in contexts) - 1)  # every row keeps a token to read logits from
+        past = None
+        if shared >= MIN_SHARED_PREFIX:
+            prefix = torch.tensor([contexts[0][:shared]], dtype=torch.long, device=self.device)
+            past = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+            past.batch_repeat_interleave(batch)
+        else:
+            shared = 0
+        rests = [c[shared:] for c in contexts]
+        width = max(len(r) for r in rests)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((batch, width), dtype=torch.long)
-        for row, ids in enumerate(contexts):  # left padding: every row's next token is at the same column
+        attention = torch.zeros((batch, shared + width), dtype=torch.long)
+        attention[:, :shared] = 1
+        for row, ids in enumerate(rests):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
+            attention[row, shared + width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1, :].float()
-        next_position = positions[:, -1:] + 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=past,
+                         use_cache=True, logits_to_keep=1)  # the vocabulary projection of the last token only
+        return out.past_key_values, out.logits[:, -1, :].float(), attention, positions[:, -1:]
+
+    def _sample(self, contexts: list[list[int]], limits: list[int], call_ends: list[list[str]],
+                generator: torch.Generator, row_done: Callable[[int, list[int], list[float], TurnEnd], None]) -> None:
+        batch = len(contexts)
+        past, logits, attention, last_position = self._prefill(contexts)
+        next_position = last_position + 1
         sampled: list[list[int]] = [[] for _ in range(batch)]
         sampled_logprobs: list[list[float]] = [[] for _ in range(batch)]
         open_rows = set(range(batch))
@@ -337,18 +380,32 @@ class RolloutEngine:
                     continue  # a finished row keeps a slot in the batch; what it samples is dropped
                 sampled[row].append(token_id)
                 sampled_logprobs[row].append(token_logprob)
-                if token_id == self.eos_id or step + 1 >= limits[row]:
+                end: TurnEnd | None = None
+                if token_id == self.eos_id:
+                    end = "eos"
+                elif call_ends[row] and self._ends_with_any(sampled[row], call_ends[row]):
+                    end = "call_end"
+                elif step + 1 >= limits[row]:
+                    end = "limit"
+                if end is not None:
                     open_rows.discard(row)
-                    row_done(row, sampled[row], sampled_logprobs[row], token_id == self.eos_id)
+                    row_done(row, sampled[row], sampled_logprobs[row], end)
             if not open_rows:
                 return
             attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
             out = self.model(
                 input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
-                past_key_values=past, use_cache=True,
+                past_key_values=past, use_cache=True, logits_to_keep=1,
             )
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_position = next_position + 1
+
+    def _ends_with_any(self, ids: list[int], endings: list[str]) -> bool:
+        """Whether the text of `ids` now holds one of `endings`. Checked after every token, so only the last
+        few tokens need decoding (enough for the longest ending: a token is at least one character); the
+        ending may share its last token with a character or two after it."""
+        tail = self.tokenizer.decode(ids[-max(len(e) for e in endings) :], skip_special_tokens=True)
+        return any(e in tail for e in endings)
 
     def _pick(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         if self.cfg.temperature == 0:

@@ -5,7 +5,9 @@ import torch
 from agentrl import StepResult
 from agentrl.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.learner import Learner
+from agentrl.batch import collate
+from agentrl.learner import Learner, shared_prefix_length
+from agentrl.rollout import MIN_SHARED_PREFIX
 from agentrl.rollout import RolloutEngine
 
 BASE = {"env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"}, "data": {"train": "x.jsonl"},
@@ -64,3 +66,43 @@ def test_ppo_with_kl_and_tool_token_ablation_runs(tiny):
     assert {"loss/value", "loss/kl", "actor/kl_ref"} <= set(metrics)
     # the ablation trains on tool tokens too
     assert any(a is not None and r == "tool" for ep in episodes for a, r in zip(ep.advantages, ep.token_roles))
+
+
+def test_shared_prefix_and_kept_positions_change_nothing(tiny):
+    """The learner runs the rows' shared prefix once and the vocabulary projection only where a token is
+    read; logprobs, entropy and gradients must equal the plain full-sequence computation."""
+    model, tokenizer = tiny
+    cfg = config()
+    episodes = episodes_for(model, tokenizer, cfg)
+    batch = collate(episodes, pad_id=tokenizer.pad_token_id)
+    assert shared_prefix_length(batch.input_ids, batch.attention_mask) >= MIN_SHARED_PREFIX  # the path under test
+    learner_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
+    out = Learner(learner_model, tokenizer, cfg, torch.device("cpu"))._forward(learner_model, batch, with_values=False)
+    logits = plain_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    logprobs_all = torch.log_softmax(logits, -1)
+    plain = logprobs_all.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    plain_entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    read = batch.sampled_mask[:, 1:] > 0
+    assert torch.allclose(out["logprobs"][:, 1:][read], plain[read], atol=1e-5)
+    assert torch.allclose(out["entropy"][:, 1:][read], plain_entropy[read], atol=1e-4)
+    (out["logprobs"][:, 1:] * batch.sampled_mask[:, 1:]).sum().backward()
+    (plain * batch.sampled_mask[:, 1:]).sum().backward()
+    for (name, a), b in zip(learner_model.named_parameters(), plain_model.parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-4), name
+
+
+def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatch):
+    """With one epoch the training pass's own detached logprobs are pi_old: the same step as scoring first."""
+    model, tokenizer = tiny
+    episodes = episodes_for(model, tokenizer, config())
+    for ep in episodes:
+        ep.outcome_reward = float(ep.sample)
+    on_policy, scored = copy.deepcopy(model), copy.deepcopy(model)
+    metrics_on = Learner(on_policy, tokenizer, config(), torch.device("cpu")).update(copy.deepcopy(episodes))
+    scoring_learner = Learner(scored, tokenizer, config(), torch.device("cpu"))
+    monkeypatch.setattr(scoring_learner, "on_policy", lambda: False)
+    metrics_scored = scoring_learner.update(copy.deepcopy(episodes))
+    assert any(not torch.equal(a, b) for a, b in zip(on_policy.parameters(), model.parameters()))
+    for a, b in zip(on_policy.parameters(), scored.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert abs(metrics_on["actor/logprob_gap"] - metrics_scored["actor/logprob_gap"]) < 1e-6

@@ -9,7 +9,7 @@ import pytest
 
 from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, gsm8k_gold, normalize_answer,
                                      parse_number, substring_match)
-from agentrl.recipes.gsm8k.calculator import CalculatorError, calculate
+from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
 from agentrl.recipes.multihop.search import index_of, paragraphs_of

@@ -7,6 +7,7 @@ from agentrl.batch import collate
 from agentrl.config import RolloutConfig
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.rollout import ChatFormat, RolloutEngine, run_scripted_episode
+from agentrl.toolcall import get_format
 
 TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", max_size=40)
 
@@ -17,7 +18,7 @@ def test_appended_chunks_equal_the_template_rendering(tiny, turns):
     """Prompt + each turn's ids + each observation chunk decodes to exactly what the template renders
     for the whole conversation: no drift from re-tokenising (pipeline pitfall 1)."""
     _, tokenizer = tiny
-    chat = ChatFormat(tokenizer, tool_output_tokens=10_000)
+    chat = ChatFormat(tokenizer, tool_output_tokens=10_000, call_format=get_format("hermes"))
     messages = [{"role": "user", "content": "key 3"}]
     ids = chat.prompt(messages, [])
     for assistant, tool_outputs in turns:
@@ -31,14 +32,14 @@ def test_appended_chunks_equal_the_template_rendering(tiny, turns):
 
 def test_observation_after_a_length_cut_closes_the_turn(tiny):
     _, tokenizer = tiny
-    chat = ChatFormat(tokenizer, tool_output_tokens=100)
+    chat = ChatFormat(tokenizer, tool_output_tokens=100, call_format=get_format("hermes"))
     chunk = tokenizer.decode(chat.observation([{"role": "tool", "content": "x"}], turn_ended_with_eos=False))
     assert chunk == "<|im_end|>\n<|im_start|>tool\nx<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_tool_output_budget_is_counted_in_tokens(tiny):
     _, tokenizer = tiny
-    chat = ChatFormat(tokenizer, tool_output_tokens=5)
+    chat = ChatFormat(tokenizer, tool_output_tokens=5, call_format=get_format("hermes"))
     cut = chat.cut_to_budget("abcdefghij")
     assert cut.startswith("abcde\n[... cut: 5 more tokens")
 
@@ -94,7 +95,7 @@ class PaddedLookupEnv(LookupEnv):
 
 def test_a_prompt_longer_than_the_context_is_truncated_before_generating(tiny):
     model, tokenizer = tiny
-    chat = ChatFormat(tokenizer, tool_output_tokens=32)
+    chat = ChatFormat(tokenizer, tool_output_tokens=32, call_format=get_format("hermes"))
     short_prompt = len(chat.prompt([{"role": "user", "content": "key 1"}], [t.schema() for t in LookupEnv().tools]))
     cfg = RolloutConfig(max_turns=1, max_new_tokens=4, max_context=short_prompt + 20)
     engine = RolloutEngine(model, tokenizer, PaddedLookupEnv, cfg, torch.device("cpu"))
@@ -146,10 +147,10 @@ def test_tool_calls_run_while_other_episodes_still_generate(tiny, monkeypatch):
     call = engine.chat.encode('<tool_call>{"name": "lookup", "arguments": {"key": "1"}}</tool_call>')
     eos = engine.eos_id
 
-    def sample(contexts, limits, generator, row_done):
-        row_done(0, call + [eos], [-1.0] * (len(call) + 1), True)
+    def sample(contexts, limits, call_ends, generator, row_done):
+        row_done(0, call + [eos], [-1.0] * (len(call) + 1), "eos")
         waited = tool_ran.wait(timeout=10)  # row 1 is "still generating" until episode 0's tool has run
-        row_done(1, [eos], [-1.0], waited)
+        row_done(1, [eos], [-1.0], "eos" if waited else "limit")
 
     monkeypatch.setattr(engine, "_sample", sample)
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentrl import EpisodeScore, StepResult, ToolCallOutcome, ToolEnv
 from agentrl.recipes.answers import final_answer_text, gsm8k_gold, parse_number
-from agentrl.recipes.gsm8k.calculator import Calculator
+from agentrl.recipes.calculator import Calculator
 
 FORMAT_REWARD = 0.2
 SYSTEM_PROMPT = (
