@@ -184,7 +184,7 @@ class AgentRollout:
         scores = [self.score(e) for e in episodes]
         self.history.append({
             "reward": sum(s.reward for s in scores) / len(scores),
-            **{f"{k}": sum(s.breakdown.get(k, 0.0) for s in scores) / len(scores) for k in scores[0].breakdown},
+            **{k: sum(s.breakdown.get(k, 0.0) for s in scores) / len(scores) for k in scores[0].breakdown},
             "rollout_s": time.perf_counter() - started,
             "sampled_tokens": float(sum(sum(e.env_mask) for e in episodes)),
             "example": self.tokenizer.decode(episodes[0].completion_ids),  # one episode, to read what happened
