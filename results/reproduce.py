@@ -16,11 +16,13 @@ from pathlib import Path
 from agentrl.config import load_config
 from agentrl.eval import evaluate
 from agentrl.runstore import RunStore, read_events
+from agentrl.stats import paired_bootstrap_ci
 from agentrl.trainer import resolve_paths, train
 
 HERE = Path(__file__).resolve().parent
 RECIPES = HERE.parent / "trainer-server" / "agentrl" / "recipes"
 RUNS = HERE / "runs"
+EVAL_BATCH = 50  # episodes generated together: greedy results do not depend on it, speed does
 
 
 def config_of(path: Path, *overrides: str):
@@ -32,24 +34,31 @@ def curve(run_dir: Path) -> list[float]:
     return [metrics[s]["reward/mean"] for s in sorted(metrics)]
 
 
+def per_task(evaluation) -> dict[str, list[float]]:
+    """Each metric per held-out task, in the data file's order, for paired confidence intervals."""
+    names = {name for task in evaluation.per_task for name in task}
+    return {name: [task.get(name, 0.0) for task in evaluation.per_task] for name in sorted(names)}
+
+
 def trained(config, name: str, base: Path, eval_limit: int, results: dict) -> None:
     started = time.perf_counter()
     run_dir = train(config, runs_dir=RUNS, run_id=name, config_base_dir=base, progress=True)
     wall = time.perf_counter() - started
     checkpoint = RunStore(run_dir).latest_checkpoint()
     evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=str(checkpoint),
-                          baseline=None, batch_size=8, runs_dir=RUNS)
+                          baseline=None, batch_size=EVAL_BATCH, runs_dir=RUNS)
     after, eval_dir = evaluation.metrics, evaluation.run_dir
     results[name] = {"after": after, "steps": config.train.steps, "train_wall_s": round(wall, 1),
                      "reward_curve": curve(run_dir), "run": str(run_dir.relative_to(HERE)),
-                     "eval_run": str(eval_dir.relative_to(HERE))}
+                     "eval_run": str(eval_dir.relative_to(HERE)), "per_task": per_task(evaluation)}
     save(results)
 
 
 def baseline(config, name: str, eval_limit: int, which: str | None, results: dict) -> None:
     evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=None, baseline=which,
-                          batch_size=8, runs_dir=RUNS)
-    results[name] = {"metrics": evaluation.metrics, "eval_run": str(evaluation.run_dir.relative_to(HERE))}
+                          batch_size=EVAL_BATCH, runs_dir=RUNS)
+    results[name] = {"metrics": evaluation.metrics, "eval_run": str(evaluation.run_dir.relative_to(HERE)),
+                     "per_task": per_task(evaluation)}
     save(results)
 
 
@@ -81,6 +90,10 @@ def markdown(results: dict) -> str:
     rows = ["| recipe | agent | steps | train wall time | n | reward | accuracy | EM | F1 | substring |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     labels = {
+        "arithmetic/base": ("arithmetic + calculator", "untrained"),
+        "arithmetic/no-tool": ("arithmetic, no calculator", "untrained (baseline: the task needs the tool)"),
+        "arithmetic-grpo": ("arithmetic + calculator", "GRPO"),
+        "arithmetic-grpo-tool-tokens-in-loss": ("arithmetic + calculator", "GRPO, tool tokens in the loss (ablation)"),
         "gsm8k/base": ("GSM8K + calculator", "untrained"),
         "gsm8k-grpo": ("GSM8K + calculator", "GRPO"),
         "gsm8k-grpo-tool-tokens-in-loss": ("GSM8K + calculator", "GRPO, tool tokens in the loss (ablation)"),
@@ -98,15 +111,34 @@ def markdown(results: dict) -> str:
                            for name in ("reward", "accuracy", "em", "f1", "substring"))
         wall = f"{entry['train_wall_s'] / 60:.1f} min" if "train_wall_s" in entry else "–"
         rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cells} |")
-    return "\n".join(rows) + "\n"
+    comparisons = [("arithmetic-grpo", "arithmetic/base", "GRPO vs untrained"),
+                   ("arithmetic-grpo-tool-tokens-in-loss", "arithmetic-grpo", "tool tokens in the loss vs masked")]
+    notes = []
+    for key, reference, what in comparisons:
+        if "per_task" in results.get(key, {}) and "per_task" in results.get(reference, {}):
+            after, before = results[key]["per_task"]["accuracy"], results[reference]["per_task"]["accuracy"]
+            low, high = paired_bootstrap_ci(before, after)
+            delta = sum(after) / len(after) - sum(before) / len(before)
+            notes.append(f"- arithmetic, {what}: accuracy {delta:+.3f}, paired 95% CI [{low:+.3f}, {high:+.3f}]")
+    return "\n".join(rows) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def main() -> None:
     results: dict = json.loads((HERE / "results.json").read_text()) if (HERE / "results.json").exists() else {}
     gsm8k = RECIPES / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
     multihop = {algo: RECIPES / "multihop" / f"multihop_{algo}.agentrl.yaml" for algo in ("grpo", "ppo")}
-    gsm_limit, hop_limit = 40, 70
+    arithmetic = RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"
+    gsm_limit, hop_limit, arithmetic_limit = 40, 70, 200
     jobs = [
+        ("arithmetic/base", lambda: baseline(config_of(arithmetic), "arithmetic/base", arithmetic_limit, None,
+                                             results)),
+        ("arithmetic/no-tool", lambda: baseline(config_of(arithmetic), "arithmetic/no-tool", arithmetic_limit,
+                                                "no-tool", results)),
+        ("arithmetic-grpo", lambda: trained(config_of(arithmetic), "arithmetic-grpo", arithmetic.parent,
+                                            arithmetic_limit, results)),
+        ("arithmetic-grpo-tool-tokens-in-loss", lambda: trained(
+            config_of(arithmetic, "algorithm.train_on_tool_tokens=true"), "arithmetic-grpo-tool-tokens-in-loss",
+            arithmetic.parent, arithmetic_limit, results)),
         ("gsm8k/base", lambda: baseline(config_of(gsm8k), "gsm8k/base", gsm_limit, None, results)),
         ("gsm8k/grpo", lambda: trained(config_of(gsm8k), "gsm8k/grpo".replace("/", "-"), gsm8k.parent, gsm_limit,
                                         results)),

@@ -106,11 +106,11 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
         "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 2000}\n"
         "train: {steps: 1, batch_size: 2}\n")
 
-    def scripted_generate(self, contexts, limits, generator, row_done):
+    def scripted_generate(self, contexts, limits, call_ends, generator, row_done):
         for row, (context, limit) in enumerate(zip(contexts, limits)):
             turn = sum(1 for t in self.tokenizer.decode(context).split("<|im_start|>assistant")) - 2
             ids = self.chat.encode(SCRIPT[turn])[: limit - 1] + [self.eos_id]
-            row_done(row, ids, [-1.0] * len(ids), True)
+            row_done(row, ids, [-1.0] * len(ids), "eos")
 
     monkeypatch.setattr(RolloutEngine, "_generate", scripted_generate)
     run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)

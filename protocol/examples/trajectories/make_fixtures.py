@@ -94,11 +94,11 @@ def main() -> None:
             "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 2000}\n"
             "train: {steps: 1, batch_size: 2}\n")
 
-        def scripted(self, contexts, limits, generator, row_done):
+        def scripted(self, contexts, limits, call_ends, generator, row_done):
             for row, (context, limit) in enumerate(zip(contexts, limits)):
                 turn = self.tokenizer.decode(context).count("<|im_start|>assistant") - 1
                 ids = self.chat.encode(SCRIPT[min(turn, len(SCRIPT) - 1)])[: limit - 1] + [self.eos_id]
-                row_done(row, ids, [-0.5] * len(ids), True)
+                row_done(row, ids, [-0.5] * len(ids), "eos")
 
         RolloutEngine._generate = scripted  # a scripted policy; everything else is the real trainer
         finished = read(train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs",
