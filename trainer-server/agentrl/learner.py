@@ -22,14 +22,7 @@ from agentrl.algorithms.ppo import value_loss
 from agentrl.batch import TrainBatch, collate
 from agentrl.config import RunConfig
 from agentrl.episode import Episode
-from agentrl.rollout import MIN_SHARED_PREFIX
-
-
-def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
-    """How many leading tokens every row has in common (rows are right padded)."""
-    same = (input_ids == input_ids[:1]).all(0) & (attention_mask > 0).all(0)
-    differs = (~same).nonzero()
-    return int(differs[0]) if len(differs) else input_ids.shape[1]
+from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
 
 
 def _hidden_size(model: Any) -> int:
@@ -90,8 +83,7 @@ class Learner:
                                            int(predict_from[0]))
         past = None
         if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
-            past = model(input_ids=input_ids[:1, :shared], use_cache=True, logits_to_keep=1).past_key_values
-            past.batch_repeat_interleave(len(batch))
+            past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device)
         else:
             shared = 0
         positions = torch.arange(shared, input_ids.shape[1], device=self.device).expand(len(batch), -1)

@@ -25,13 +25,12 @@ import torch
 
 from agentrl.config import RolloutConfig
 from agentrl.env import ToolEnv
+from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
 from agentrl.episode import Episode, TurnRecord
 from agentrl.tool import Tool, execute_calls
 from agentrl.toolcall import ToolCallFormat, get_format, schemas_by_name
 
 _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
-# Below this many shared tokens, prefilling the shared prefix separately saves less than its extra call costs.
-MIN_SHARED_PREFIX = 16
 # How a row's turn ended: the model's end-of-turn token, a closed tool call (rollout.stop_at_tool_call),
 # or the token limit of the turn.
 TurnEnd = Literal["eos", "call_end", "limit"]
@@ -326,7 +325,7 @@ class RolloutEngine:
     def _generate(self, contexts: list[list[int]], limits: list[int], call_ends: list[list[str]],
                   generator: torch.Generator, row_done: Callable[[int, list[int], list[float], TurnEnd], None]) -> None:
         """Sample up to `limits[i]` tokens after each context, ending a row early at EOS or once its text
-        ends with one of `call_ends[i]`; `row_done(row, ids, logprobs, end)` is called as soon as a row
+        closes a tool call (holds one of `call_ends[i]`); `row_done(row, ids, logprobs, end)` is called as soon as a row
         stops, while the others go on."""
         was_training = self.model.training
         self.model.eval()
@@ -346,9 +345,7 @@ class RolloutEngine:
         shared = min(shared, min(len(c) for c in contexts) - 1)  # every row keeps a token to read logits from
         past = None
         if shared >= MIN_SHARED_PREFIX:
-            prefix = torch.tensor([contexts[0][:shared]], dtype=torch.long, device=self.device)
-            past = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-            past.batch_repeat_interleave(batch)
+            past = shared_prefix_cache(self.model, contexts[0][:shared], batch, self.device)
         else:
             shared = 0
         rests = [c[shared:] for c in contexts]
@@ -383,7 +380,7 @@ class RolloutEngine:
                 end: TurnEnd | None = None
                 if token_id == self.eos_id:
                     end = "eos"
-                elif call_ends[row] and self._ends_with_any(sampled[row], call_ends[row]):
+                elif call_ends[row] and self._closes_a_call(sampled[row], call_ends[row]):
                     end = "call_end"
                 elif step + 1 >= limits[row]:
                     end = "limit"
@@ -400,7 +397,7 @@ class RolloutEngine:
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_position = next_position + 1
 
-    def _ends_with_any(self, ids: list[int], endings: list[str]) -> bool:
+    def _closes_a_call(self, ids: list[int], endings: list[str]) -> bool:
         """Whether the text of `ids` now holds one of `endings`. Checked after every token, so only the last
         few tokens need decoding (enough for the longest ending: a token is at least one character); the
         ending may share its last token with a character or two after it."""

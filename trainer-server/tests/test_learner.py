@@ -6,8 +6,8 @@ from agentrl import StepResult
 from agentrl.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.batch import collate
-from agentrl.learner import Learner, shared_prefix_length
-from agentrl.rollout import MIN_SHARED_PREFIX
+from agentrl.learner import Learner
+from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_length
 from agentrl.rollout import RolloutEngine
 
 BASE = {"env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"}, "data": {"train": "x.jsonl"},
