@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agentrl import ToolCallOutcome
 from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, gsm8k_gold, normalize_answer,
                                      parse_number, substring_match)
 from agentrl.recipes.arithmetic import tasks as arithmetic_tasks
@@ -15,6 +16,7 @@ from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
+from agentrl.toolcall import get_format, schemas_by_name
 
 from conftest import REPO
 
@@ -168,6 +170,47 @@ def test_multihop_env_breakdown_and_naive_rag():
     assert rag.tools == [] and "Passages:" in messages[1]["content"]
 
 
+def test_multihop_reward_is_the_answers_f1_and_only_failed_calls_cost():
+    env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
+    env.reset({"question": "Who directed Ed Wood?", "answer": "Tim Burton"})
+    assert env.score("Answer: Tim Burton").reward == 1.0
+    assert env.score("Answer: Burton").reward == pytest.approx(2 / 3)  # token F1, no bonus for the format
+    assert env.score("Answer: Scott Derrickson").reward == 0.0
+    ok = ToolCallOutcome(id="c", name="search", arguments={"query": "Ed Wood"}, raw="<search>Ed Wood</search>",
+                         result=["Ed Wood: a film."])
+    failed = ToolCallOutcome(id="c", name="search", arguments=None, raw="<search>Ed Wood", error="unclosed <search>")
+    assert env.step("<search>Ed Wood</search>", [ok]).reward == 0.0  # searching alone earns nothing
+    assert env.step("<search>Ed Wood", [failed]).reward == -0.1
+
+
+def test_multihop_worked_example_is_shown_as_chat_turns_in_the_tag_format():
+    task = {"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"}
+    env = MultiHopQAEnv(top_k=2, examples=1, data_files=MULTIHOP_FILES)
+    roles = [m["role"] for m in env.reset(task)]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+    messages = env.reset(task)
+    assert messages[2]["content"] == "<search>Eiffel Tower designer</search>" and messages[-2]["content"] == "Answer: Dijon"
+    assert messages[-1]["content"] == task["question"]
+    parsed = get_format("tags").parse(messages[2]["content"], "x", schemas_by_name([t.schema() for t in env.tools]))
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("search", {"query": "Eiffel Tower designer"})]
+    rag = MultiHopQAEnv(top_k=2, examples=1, baseline="naive-rag", data_files=MULTIHOP_FILES).reset(task)
+    assert [m["role"] for m in rag] == ["system", "user", "assistant", "user"]
+    assert "Gustave Eiffel" in rag[1]["content"] and rag[2]["content"] == "Answer: Dijon"
+    assert "Passages:" in rag[3]["content"] and rag[3]["content"].endswith(task["question"])
+    corpus = "\n".join(index_of(MULTIHOP_FILES).paragraphs)
+    assert "Eiffel" not in corpus and "Dijon" not in corpus  # the example is no training or held-out fact
+    with pytest.raises(ValueError, match="examples must be 0 or 1"):
+        MultiHopQAEnv(examples=2, data_files=MULTIHOP_FILES)
+
+
+def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
+    def questions(name: str) -> list[str]:
+        return [json.loads(line)["question"] for line in (MULTIHOP_DATA / name).open()]
+
+    train, heldout = questions("train.jsonl"), questions("heldout.jsonl")
+    assert len(heldout) == 150 and len(train) == 117 and not set(train) & set(heldout)
+
+
 @pytest.mark.parametrize("recipe", ["arithmetic/arithmetic_grpo.agentrl.yaml", "gsm8k/gsm8k_grpo.agentrl.yaml",
                                     "multihop/multihop_grpo.agentrl.yaml",
                                     "multihop/multihop_ppo.agentrl.yaml"])
@@ -200,7 +243,7 @@ def test_eval_on_a_foreign_file_retrieves_from_its_paragraphs(tmp_path):
     assert done.returncode == 0, done.stderr
     [run_dir] = list((tmp_path / "runs").iterdir())
     [record] = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
-    assert INVENTED_FACT in record["prompt"][1]["content"]  # naive RAG retrieved the --data file's paragraph
+    assert INVENTED_FACT in record["prompt"][-1]["content"]  # naive RAG retrieved the --data file's paragraph
 
 
 def test_eval_names_a_data_file_without_context(tmp_path):
