@@ -28,7 +28,7 @@ class TrainBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def select(self, rows: slice) -> TrainBatch:
+    def select(self, rows: slice | torch.Tensor) -> TrainBatch:
         return TrainBatch(**{name: value[rows] for name, value in vars(self).items()})
 
 

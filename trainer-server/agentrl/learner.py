@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import time
 from typing import Any
 
@@ -25,9 +26,49 @@ from agentrl.episode import Episode
 from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
 
 
-def _hidden_size(model: Any) -> int:
+class NonFiniteError(ValueError):
+    """A NaN or infinite reward, loss or gradient: the step stops before the optimizer changes a weight."""
+
+
+def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor]) -> torch.Tensor:
+    """The micro-batches' per-row results put back in the batch's row order, on the CPU."""
+    stacked = torch.cat(chunks).cpu()
+    return torch.empty_like(stacked).index_copy(0, torch.cat(micro_rows), stacked)
+
+
+def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """What the causal LM's own forward makes of these last hidden states: its output head, then the final
+    soft-capping some models apply (Gemma 2 and 3). `check_vocabulary_logits` proves it per model."""
+    logits = model.get_output_embeddings()(hidden)
+    cap = getattr(_text_config(model), "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+@torch.no_grad()
+def check_vocabulary_logits(model: Any, device: torch.device) -> None:
+    """The learner projects only chosen hidden states; refuse a model whose forward does more to its
+    logits than `vocabulary_logits` reproduces, instead of training it on the wrong distribution."""
+    probe = torch.arange(1, 9, device=device).reshape(1, -1) % _text_config(model).vocab_size
+    was_training = model.training
+    model.eval()  # no dropout in either pass
+    try:
+        own = model(input_ids=probe).logits
+        ours = vocabulary_logits(model, model.get_decoder()(input_ids=probe).last_hidden_state)
+    finally:
+        model.train(was_training)
+    if not torch.allclose(own.float(), ours.float(), atol=1e-4, rtol=1e-4, equal_nan=True):
+        raise ValueError(f"the learner cannot reproduce the logits of model type {_text_config(model).model_type!r}: "
+                         "its forward transforms the output head's logits in a way agentrl does not know "
+                         "(known: none, or Gemma's final soft-capping)")
+
+
+def _text_config(model: Any) -> Any:
     config = model.config
-    return int(getattr(config, "hidden_size", None) or config.get_text_config().hidden_size)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _hidden_size(model: Any) -> int:
+    return int(_text_config(model).hidden_size)
 
 
 class Learner:
@@ -35,6 +76,7 @@ class Learner:
         self.model = model
         self.config = config
         self.device = device
+        check_vocabulary_logits(model, device)
         self.algorithm = get_algorithm(config.algorithm.name)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
@@ -68,49 +110,44 @@ class Learner:
     def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
         """Per-token logprob and entropy of each token given its prefix (entry t: token t), and values.
 
-        Two savings, both exact. The vocabulary projection and its softmax run only at the positions that
-        predict a token the loss or the logprob-gap metric reads (the union over the rows). And the prefix
+        Three savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
+        length (`_micro_rows`), so little padding is computed. The vocabulary projection and its softmax
+        run only at each row's own positions that predict a token the loss or the logprob-gap metric
+        reads, about one in five positions of a multi-turn episode: the decoder's last hidden states are
+        picked there and projected by the model's own output head (`vocabulary_logits`). And the prefix
         every row shares (system prompt, worked examples) runs once: its keys and values are repeated
         for every row, and the gradient flows back through the repeat into that one computation."""
-        wanted = (batch.train_mask + batch.sampled_mask).amax(0) > 0  # tokens whose logprob is read
-        wanted[0] = False  # nothing predicts the first token
-        targets_at = wanted.nonzero().flatten()
-        if len(targets_at) == 0:
-            targets_at = torch.tensor([batch.input_ids.shape[1] - 1])
-        predict_from = targets_at - 1
-        input_ids, attention = batch.input_ids.to(self.device), batch.attention_mask.to(self.device)
-        shared = 0 if with_values else min(shared_prefix_length(batch.input_ids, batch.attention_mask),
-                                           int(predict_from[0]))
+        width = int(batch.attention_mask.sum(1).max())
+        input_ids = batch.input_ids[:, :width].to(self.device)
+        attention = batch.attention_mask[:, :width].to(self.device)
+        wanted = (batch.train_mask + batch.sampled_mask)[:, :width] > 0  # tokens whose logprob is read
+        wanted[:, 0] = False  # nothing predicts the first token
+        rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
+        first_predicting = int(targets.min()) - 1 if len(targets) else width - 1
+        shared = 0 if with_values else min(shared_prefix_length(input_ids, attention), first_predicting)
         past = None
         if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
             past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device)
         else:
             shared = 0
-        positions = torch.arange(shared, input_ids.shape[1], device=self.device).expand(len(batch), -1)
-        out = model(
-            input_ids=input_ids[:, shared:],
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=past,
-            output_hidden_states=with_values,
-            use_cache=past is not None,
-            logits_to_keep=(predict_from - shared).to(self.device),
-        )
-        logits = out.logits.float() / self.temperature  # [B, K, V]: K predicting positions
-        targets = input_ids[:, targets_at.to(self.device)]
+        positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
+        hidden = model.get_decoder()(input_ids=input_ids[:, shared:], attention_mask=attention,
+                                     position_ids=positions, past_key_values=past,
+                                     use_cache=past is not None).last_hidden_state  # [B, width - shared, H]
+        logits = vocabulary_logits(model, hidden[rows, targets - 1 - shared]).float() / self.temperature  # [N, V]
         normaliser = torch.logsumexp(logits, -1)
-        picked = logits.gather(-1, targets[..., None]).squeeze(-1) - normaliser  # log softmax at the target only
+        picked = logits.gather(-1, input_ids[rows, targets][:, None]).squeeze(-1) - normaliser  # log softmax at the target
         # Entropy over the whole vocabulary needs a graph only when it is in the loss.
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
             entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = logZ - E_p[logit]
-        shape, where = (len(batch), input_ids.shape[1]), targets_at.to(self.device)
-        result = {"logprobs": torch.zeros(shape, device=self.device).index_copy(1, where, picked),
-                  "entropy": torch.zeros(shape, device=self.device).index_copy(1, where, entropy)}
+        shape = (len(batch), batch.input_ids.shape[1])
+        result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
+                  "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)}
         if with_values:
             assert self.value_head is not None
-            hidden = out.hidden_states[-1][:, :-1, :].float()
-            zeros = torch.zeros((len(batch), 1), device=self.device)
-            result["values"] = torch.cat([zeros, self.value_head(hidden).squeeze(-1)], 1)
+            values = self.value_head(hidden[:, :-1].float()).squeeze(-1)  # the value of token t is read at t-1
+            result["values"] = torch.zeros(shape, device=self.device).index_copy(
+                1, torch.arange(1, width, device=self.device), values)
         return result
 
     def on_policy(self) -> bool:
@@ -121,17 +158,22 @@ class Learner:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
-    def _micro_batches(self, batch: TrainBatch) -> list[TrainBatch]:
+    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
+        """The rows of each micro-batch: bucketed by length, so that a micro-batch of short episodes does
+        not compute the padding up to the longest episode of the step."""
         size = self.config.train.micro_batch_size
-        return [batch.select(slice(start, start + size)) for start in range(0, len(batch), size)]
+        by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
+        return list(by_length.split(size))
 
     @torch.no_grad()
     def _score_batch(self, batch: TrainBatch) -> dict[str, torch.Tensor]:
         was_training = self.model.training
         self.model.eval()
         parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
+        micro_rows = self._micro_rows(batch)
         try:
-            for micro in self._micro_batches(batch):
+            for rows in micro_rows:
+                micro = batch.select(rows)
                 with self._precision():
                     out = self._forward(self.model, micro, with_values=self.value_head is not None)
                 parts["logprobs"].append(out["logprobs"])
@@ -144,7 +186,7 @@ class Learner:
                         parts["ref_logprobs"].append(ref_out["logprobs"])
         finally:
             self.model.train(was_training)
-        return {name: torch.cat(chunks).cpu() for name, chunks in parts.items() if chunks}
+        return {name: in_row_order(chunks, micro_rows) for name, chunks in parts.items() if chunks}
 
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         started = time.perf_counter()
@@ -175,9 +217,9 @@ class Learner:
         for _ in range(self.config.train.update_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             from_training_pass = []
-            for start, micro in zip(range(0, len(batch), self.config.train.micro_batch_size),
-                                    self._micro_batches(batch)):
-                rows = slice(start, start + len(micro))
+            micro_rows = self._micro_rows(batch)
+            for rows in micro_rows:
+                micro = batch.select(rows)
                 with self._precision():
                     out = self._forward(self.model, micro, with_values=self.value_head is not None)
                 micro_mask = micro.train_mask.to(self.device)
@@ -206,9 +248,13 @@ class Learner:
                 for name, value in parts.items():
                     totals[name] = totals.get(name, 0.0) + float(value.detach())
             if old_logprobs is None:
-                old_logprobs = torch.cat(from_training_pass).cpu()
+                old_logprobs = in_row_order(from_training_pass, micro_rows)
             params = [p for group in self.optimizer.param_groups for p in group["params"]]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
+            if not math.isfinite(grad_norm):
+                losses = ", ".join(f"{name} {value:.4g}" for name, value in totals.items() if name.startswith("loss/"))
+                raise NonFiniteError(f"the gradient norm is {grad_norm} (losses: {losses}); the optimizer step was not "
+                                     "taken, so the weights are those of the last step")
             self.optimizer.step()
         assert old_logprobs is not None
         # Rollout vs trainer logprobs for the same weights: should be ~0 (pipeline pitfall 5).

@@ -106,3 +106,37 @@ def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatc
     for a, b in zip(on_policy.parameters(), scored.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
     assert abs(metrics_on["actor/logprob_gap"] - metrics_scored["actor/logprob_gap"]) < 1e-6
+
+
+def test_micro_batches_are_bucketed_by_length_and_results_come_back_in_row_order(tiny):
+    model, tokenizer = tiny
+    episodes = episodes_for(model, tokenizer, config())
+    episodes[0].token_ids = episodes[0].token_ids[:-3]  # rows of different lengths
+    for name in ("loss_mask", "token_roles", "rollout_logprobs", "token_turns"):
+        setattr(episodes[0], name, getattr(episodes[0], name)[:-3])
+    batch = collate(episodes, pad_id=tokenizer.pad_token_id)
+    one_by_one = Learner(copy.deepcopy(model), tokenizer, config(micro_batch_size=1), torch.device("cpu"))
+    together = Learner(copy.deepcopy(model), tokenizer, config(micro_batch_size=4), torch.device("cpu"))
+    rows = one_by_one._micro_rows(batch)
+    lengths = batch.attention_mask.sum(1)
+    assert [int(lengths[r]) for r in torch.cat(rows)] == sorted(lengths.tolist())
+    scored_apart, scored_together = one_by_one._score_batch(batch), together._score_batch(batch)
+    assert torch.allclose(scored_apart["logprobs"], scored_together["logprobs"], atol=1e-5)
+    read = batch.sampled_mask > 0
+    assert torch.allclose(scored_apart["logprobs"][read], batch.rollout_logprobs[read], atol=1e-4)  # row order kept
+
+
+def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot():
+    import pytest
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GraniteConfig, GraniteForCausalLM
+
+    from agentrl.learner import check_vocabulary_logits
+
+    small = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
+    gemma = Gemma3ForCausalLM(Gemma3TextConfig(**small, final_logit_softcapping=5.0))
+    check_vocabulary_logits(gemma, torch.device("cpu"))  # Gemma's final soft-capping is reproduced
+    granite = GraniteForCausalLM(GraniteConfig(**{k: v for k, v in small.items() if k != "head_dim"},
+                                               logits_scaling=4.0))
+    with pytest.raises(ValueError, match="cannot reproduce the logits of model type 'granite'"):
+        check_vocabulary_logits(granite, torch.device("cpu"))

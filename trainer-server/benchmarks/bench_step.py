@@ -1,0 +1,176 @@
+"""Training-step benchmark: the rollout engine and the learner on one multi-turn workload, side by side.
+
+    .venv/bin/python trainer-server/benchmarks/bench_step.py [--model smollm2|tiny] [--episodes 32]
+
+The workload: the packaged SmolLM2-135M-Instruct, 32 episodes a step (4 tasks x 8 samples), 3 turns of at
+most 64 new tokens, and a tool that sleeps a random 50-300 ms before it answers. One process generates the
+episodes with the hf engine; then each learner runs one update on the same episodes in its own process,
+so that each peak memory is its own:
+
+- `learner`: agentrl's learner (projection only at the read positions, shared prefix run once, micro-batches
+  bucketed by length, no scoring pass when on-policy);
+- `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
+  log-softmax and entropy, each micro-batch padded to the step's longest episode, a separate no-gradient
+  scoring pass for the old logprobs), which is what the learner did before these savings.
+
+Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratio. It asserts
+nothing: speed targets live here, not in timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pickle
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
+from agentrl.batch import TrainBatch
+from agentrl.config import load_config_dict
+from agentrl.learner import Learner
+from agentrl.model import load_policy
+from agentrl.rollout import RolloutEngine
+
+TASKS = ["the tallest mountain in Europe", "the river through Vienna", "the inventor of the telephone",
+         "the capital of Australia"]
+
+
+class SlowNotes(Tool):
+    name = "notes"
+    description = "Look something up in the notes."
+    parameters = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+    async def execute(self, query: str) -> Any:
+        await asyncio.sleep(random.uniform(0.05, 0.3))  # a tool with network-like latency
+        return f"The notes say nothing new about {query[:40]}."
+
+
+class ThreeTurnEnv(ToolEnv):
+    """Every turn gets an observation back, so every episode runs its three turns."""
+
+    def __init__(self, **args: Any) -> None:
+        super().__init__(**args)
+        self.tools = [SlowNotes()]
+
+    def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": "Use <notes>query</notes> to look things up, then answer."},
+                {"role": "user", "content": f"What do you know about {task['topic']}?"}]
+
+    def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
+        return StepResult(messages=[{"role": "tool", "content": "\n".join(str(c.result or c.error) for c in calls)
+                                     or "Go on."}])
+
+    def score(self, final_text: str) -> EpisodeScore:
+        return EpisodeScore(reward=float(len(final_text) % 7) / 7)  # any spread of rewards, for nonzero advantages
+
+
+def config(model: str, episodes: int) -> Any:
+    return load_config_dict({
+        "model": {"path": model},
+        "env": {"module": __name__, "class_name": "ThreeTurnEnv"}, "data": {"train": "unused.jsonl"},
+        "rollout": {"group_size": 8, "max_turns": 3, "max_new_tokens": 64, "max_context": 1024,
+                    "temperature": 1.0, "tool_format": "tags"},
+        "train": {"batch_size": episodes, "micro_batch_size": 8, "lr": 1e-6, "bf16_autocast": True},
+    })
+
+
+def peak_memory_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+
+
+def rollout(model_path: str, episodes: int, out: Path) -> dict[str, float]:
+    cfg = config(model_path, episodes)
+    model, tokenizer, device = load_policy(cfg.model, seed=0)
+    engine = RolloutEngine(model, tokenizer, ThreeTurnEnv, cfg.rollout, device)
+    tasks = [{"topic": TASKS[i % len(TASKS)]} for i in range(episodes // cfg.rollout.group_size)]
+    started = time.perf_counter()
+    generated = engine.run(tasks, group_size=cfg.rollout.group_size, seed=0)
+    elapsed = time.perf_counter() - started
+    out.write_bytes(pickle.dumps(generated))
+    tokens = sum(ep.response_length for ep in generated)
+    return {"rollout tokens/s": tokens / elapsed, "episodes/s": len(generated) / elapsed, "rollout s": elapsed,
+            "tokens per episode": sum(len(ep.token_ids) for ep in generated) / len(generated),
+            "peak memory GB": peak_memory_gb()}
+
+
+class PlainLearner(Learner):
+    """The textbook computation of the same update (see the module docstring)."""
+
+    def on_policy(self) -> bool:
+        return False  # always a separate scoring pass
+
+    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
+        return list(torch.arange(len(batch)).split(self.config.train.micro_batch_size))
+
+    def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
+        input_ids, attention = batch.input_ids.to(self.device), batch.attention_mask.to(self.device)
+        logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float() / self.temperature
+        logprobs_all = torch.log_softmax(logits, -1)
+        picked = logprobs_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+        entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        zeros = torch.zeros((len(batch), 1), device=self.device)
+        return {"logprobs": torch.cat([zeros, picked], 1), "entropy": torch.cat([zeros, entropy], 1)}
+
+
+def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str, float]:
+    cfg = config(model_path, episodes)
+    model, tokenizer, device = load_policy(cfg.model, seed=0)
+    generated = pickle.loads(source.read_bytes())
+    learner = (PlainLearner if plain else Learner)(model, tokenizer, cfg, device)
+    started = time.perf_counter()
+    metrics = learner.update(generated)
+    elapsed = time.perf_counter() - started
+    return {"learner tokens/s": sum(len(ep.token_ids) for ep in generated) / elapsed, "update s": elapsed,
+            "logprob gap": metrics["actor/logprob_gap"], "peak memory GB": peak_memory_gb()}
+
+
+def child(args: list[str]) -> dict[str, float]:
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"bench_step {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2", help="smollm2 (the packaged default) or tiny")
+    parser.add_argument("--episodes", type=int, default=32, help="episodes a step, a multiple of 8")
+    parser.add_argument("--phase", choices=["rollout", "learner", "plain-learner"], help=argparse.SUPPRESS)
+    parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    random.seed(0)
+    if args.phase == "rollout":
+        print(json.dumps(rollout(args.model, args.episodes, args.episodes_file)))
+        return
+    if args.phase:
+        print(json.dumps(learn(args.model, args.episodes, args.episodes_file, plain=args.phase == "plain-learner")))
+        return
+    common = ["--model", args.model, "--episodes", str(args.episodes)]
+    with tempfile.TemporaryDirectory() as folder:
+        episodes_file = Path(folder) / "episodes.pkl"
+        figures = {"hf engine": child([*common, "--phase", "rollout", "--episodes-file", str(episodes_file)])}
+        for phase in ("plain-learner", "learner"):
+            figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file", str(episodes_file)])
+    print(f"model {args.model}, {args.episodes} episodes a step, 3 turns of up to 64 new tokens, "
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+    for name, values in figures.items():
+        print(f"  {name:14s} " + "  ".join(f"{key} {value:,.3g}" for key, value in values.items()))
+    plain, ours = figures["plain learner"], figures["learner"]
+    print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
+          f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
+    print("  vllm engine: not measured (rollout.engine vllm is not built yet)")
+
+
+if __name__ == "__main__":
+    main()
