@@ -150,6 +150,14 @@ class TrainConfig(_Section):
             "keeps full precision; actor/logprob_gap shows the difference."
         ),
     )
+    non_finite_rewards: Literal["fail", "drop"] = Field(
+        "fail",
+        description=(
+            "What a NaN or infinite reward from the env does: 'fail' stops the run before the update, naming the "
+            "step, episode and reward component (the last checkpoint stays loadable); 'drop' leaves such episodes "
+            "out of the update and counts them (health/dropped_non_finite)."
+        ),
+    )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
 

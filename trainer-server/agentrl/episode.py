@@ -8,6 +8,8 @@ the token arrays; the replay panel reads the turn records (see
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -78,6 +80,14 @@ class Episode:
     @property
     def response_length(self) -> int:
         return sum(self.loss_mask)
+
+    def non_finite_rewards(self) -> list[str]:
+        """Each reward component that is NaN or infinite, named for the message that reports it."""
+        found = [f"the outcome reward is {self.outcome_reward}"] if not math.isfinite(self.outcome_reward) else []
+        found += [f"the reward breakdown's {name!r} is {value}" for name, value in self.reward_breakdown.items()
+                  if not math.isfinite(value)]
+        return found + [f"the process reward of turn {turn.index} is {turn.process_reward}" for turn in self.turns
+                        if not math.isfinite(turn.process_reward)]
 
     def token_rewards(self) -> list[float]:
         """Per-token rewards: each turn's process reward on its last sampled token, the outcome

@@ -43,6 +43,10 @@ def task_id_of(task: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+# No tokenizer we know of has a vocabulary entry longer than this many characters.
+MAX_CHARS_PER_TOKEN = 64
+
+
 class ChatFormat:
     """Turns messages into token ids with the tokenizer's own chat template."""
 
@@ -72,12 +76,15 @@ class ChatFormat:
         return self.encode(self._render(described, gen=True))
 
     def cut_to_budget(self, content: str) -> str:
-        """Tool output budgets are counted in tokens (pipeline pitfall 7)."""
-        ids = self.encode(content)
-        if len(ids) <= self.tool_output_tokens:
+        """Tool output budgets are counted in tokens (pipeline pitfall 7). Only a prefix that surely holds
+        the budget is tokenized, so a tool that returns megabytes costs no more than one that fits."""
+        prefix = content[: self.tool_output_tokens * MAX_CHARS_PER_TOKEN]
+        ids = self.encode(prefix)
+        if len(ids) <= self.tool_output_tokens and len(prefix) == len(content):
             return content
         kept = self.tokenizer.decode(ids[: self.tool_output_tokens])
-        return f"{kept}\n[... cut: {len(ids) - self.tool_output_tokens} more tokens over the tool output budget]"
+        return (f"{kept}\n[... cut: {len(content) - len(kept):,} more characters over the tool output budget "
+                f"of {self.tool_output_tokens} tokens]")
 
     def observation(self, new_messages: list[dict[str, Any]], turn_ended_with_eos: bool) -> list[int]:
         """Ids to append after an assistant turn: the rest of the template's end-of-turn text, the new

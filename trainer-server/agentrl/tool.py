@@ -123,11 +123,12 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
         outcome.error, outcome.error_kind = f"{tool.name} raised {_describe_exception(err)}", "exception"
     else:
         try:
-            json.dumps(result)
+            json.dumps(result, allow_nan=False)  # NaN and infinity are not JSON: the trajectory could not be stored
             outcome.result = result
         except (TypeError, ValueError) as err:
             outcome.result = repr(result)
-            outcome.error = f"{tool.name} returned a value that is not JSON: {err}"
+            why = "it holds NaN or infinity" if "Out of range float" in str(err) else str(err)
+            outcome.error = f"{tool.name} returned a value that is not JSON: {why}"
             outcome.error_kind = "bad_result"
     outcome.latency_ms = (time.perf_counter() - started) * 1000.0
     return outcome

@@ -27,6 +27,7 @@ from agentrl.config import RunConfig, load_config_dict
 from agentrl.envloader import env_factory, load_env_class
 from agentrl.episode import Episode
 from agentrl.health import HealthMonitor
+from agentrl.learner import Learner, NonFiniteError
 from agentrl.metrics import rollout_metrics
 from agentrl.runstore import CONFIG_FILE, RunStore, new_run_id
 
@@ -133,7 +134,6 @@ class _Run:
     """Everything a run holds while it trains."""
 
     def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
-        from agentrl.learner import Learner
         from agentrl.model import load_policy
         from agentrl.rollout import RolloutEngine
 
@@ -146,6 +146,7 @@ class _Run:
         self.learner = Learner(self.model, self.tokenizer, config, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
         self.health = HealthMonitor()
+        self.completed_step = 0  # the last step whose update and events are recorded
 
     def record(self, step: int, episodes: list[Episode]) -> None:
         record_episodes(self.store, step, episodes, self.tokenizer)
@@ -167,7 +168,8 @@ class _Run:
                                                 weights_only=False))
         state = json.loads((checkpoint / "state.json").read_text())
         self.health.load_state_dict(state.get("health", {}))  # checkpoints from before health checks have none
-        return int(state["step"])
+        self.completed_step = int(state["step"])
+        return self.completed_step
 
 
 def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
@@ -215,6 +217,7 @@ def train(
     total = 0 if rollout_only_episodes else config.train.steps
     step = 0
     store.write_pid()
+    run: _Run | None = None
     try:
         with _graceful_signals(stop):
             _status(store, "running", 0, total)
@@ -238,6 +241,7 @@ def train(
                 run.checkpoint(step)  # the end of a run, or of a graceful stop, is always resumable
             _status(store, "completed" if step >= total else "stopped", step, total)
     except BaseException as err:
+        step = run.completed_step if run is not None else step  # the failing step did not complete
         _status(store, "failed", step, total, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
         raise
     finally:
@@ -250,6 +254,24 @@ def _try_episodes(run: _Run, count: int) -> None:
                               [run.tasks[i % len(run.tasks)] for i in range(count)], 1, run.config.seed)
     run.record(0, episodes)
     run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.engine.last_stats})
+
+
+def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[list[Episode], int]:
+    """The episodes the update may use, and how many were dropped: a NaN or infinite reward would turn
+    every advantage of its group, and then the weights, into NaN."""
+    bad = [(episode, found) for episode in episodes if (found := episode.non_finite_rewards())]
+    if not bad:
+        return episodes, 0
+    kept = [episode for episode in episodes if not episode.non_finite_rewards()]
+    if policy == "fail" or not kept:
+        episode, found = bad[0]
+        more = f" (and {len(bad) - 1} more episode(s))" if len(bad) > 1 else ""
+        raise NonFiniteError(
+            f"step {step}: episode {episode.group}/{episode.sample} of task {episode.task_id!r}: {'; '.join(found)}"
+            f"{more}. Nothing was updated and the last checkpoint stands. Make the env's rewards finite"
+            + (", or set train.non_finite_rewards: drop to leave such episodes out" if policy == "fail" else
+               "; every episode of the step had one, so there was nothing left to train on"))
+    return kept, len(bad)
 
 
 def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
@@ -265,11 +287,19 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             started = time.perf_counter()
             tasks = tasks_for_step(run.tasks, step, per_step, cfg.seed, cfg.data.shuffle)
             episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + step)
-            metrics = rollout_metrics(episodes) | run.engine.last_stats | run.learner.update(episodes)
+            episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
+            try:
+                learned = run.learner.update(episodes)
+            except NonFiniteError as err:
+                raise NonFiniteError(f"step {step}: {err}") from None
+            metrics = rollout_metrics(episodes) | run.engine.last_stats | learned
+            if dropped:
+                metrics["health/dropped_non_finite"] = float(dropped)
             metrics["perf/step_time_s"] = time.perf_counter() - started
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
             run.record(step, episodes)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
+            run.completed_step = step
             health_events = run.health.observe(step, metrics)
             for event in health_events:
                 run.store.append_event("health", event)
@@ -281,6 +311,9 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 bar.write(_summary_line(step, total, metrics, run.health.active), file=sys.stderr)
                 for event in health_events:
                     bar.write(_health_text(event), file=sys.stderr)
+                if dropped:
+                    bar.write(f"  WARN dropped {dropped} episode(s) with a non-finite reward "
+                              "(train.non_finite_rewards: drop)", file=sys.stderr)
     finally:
         bar.close()
     return step

@@ -26,3 +26,10 @@ class Garbage(Tool):
 
     def execute(self):
         return object()
+
+
+class NotANumber(Tool):
+    name = "nan"
+
+    def execute(self):
+        return {"score": float("nan")}

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from agentrl.batch import collate
 from agentrl.config import RolloutConfig
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.rollout import ChatFormat, RolloutEngine, run_scripted_episode
+from agentrl.rollout import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
 from agentrl.toolcall import get_format
 
 TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", max_size=40)
@@ -41,7 +41,19 @@ def test_tool_output_budget_is_counted_in_tokens(tiny):
     _, tokenizer = tiny
     chat = ChatFormat(tokenizer, tool_output_tokens=5, call_format=get_format("hermes"))
     cut = chat.cut_to_budget("abcdefghij")
-    assert cut.startswith("abcde\n[... cut: 5 more tokens")
+    assert cut.startswith("abcde\n[... cut: 5 more characters over the tool output budget of 5 tokens]")
+    assert chat.cut_to_budget("abcde") == "abcde"
+
+
+def test_a_huge_tool_output_is_cut_before_it_is_tokenized(tiny, monkeypatch):
+    """A Tool that returns megabytes must not make the rollout tokenize megabytes."""
+    _, tokenizer = tiny
+    chat = ChatFormat(tokenizer, tool_output_tokens=5, call_format=get_format("hermes"))
+    encoded: list[int] = []
+    monkeypatch.setattr(chat, "encode", lambda text: encoded.append(len(text)) or ChatFormat.encode(chat, text))
+    cut = chat.cut_to_budget("x" * 20_000_000)
+    assert max(encoded) <= 5 * MAX_CHARS_PER_TOKEN
+    assert cut.startswith("xxxxx\n[... cut: 19,999,995 more characters")
 
 
 def _engine(tiny, **overrides):

@@ -7,7 +7,7 @@ import pytest
 from agentrl import Tool
 from agentrl.tool import ParsedCall, execute_calls
 
-from failing_tools import Boom, Garbage, Hang
+from failing_tools import Boom, Garbage, Hang, NotANumber
 
 
 class Add(Tool):
@@ -28,7 +28,7 @@ class AsyncHang(Tool):
         await asyncio.sleep(30)
 
 
-TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage())}
+TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotANumber())}
 
 
 def run(*calls):
@@ -48,6 +48,7 @@ def test_success_result_and_latency():
     (ParsedCall("c", "add", {"a": 1}, "raw"), "schema", "'b' is a required property"),
     (ParsedCall("c", "boom", {}, "raw"), "exception", "boom raised RuntimeError: kaput"),
     (ParsedCall("c", "garbage", {}, "raw"), "bad_result", "garbage returned a value that is not JSON"),
+    (ParsedCall("c", "nan", {}, "raw"), "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
 ])
 def test_every_failure_is_an_outcome(call, kind, text):
     [out] = run(call)

@@ -1,6 +1,7 @@
 """End to end: the train loop learns, resumes exactly, survives failures, stops gracefully."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -129,6 +130,72 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
                      runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
     assert metrics_by_step(overflow)[1]["health/truncation_rate"] == 1.0
     assert latest_status(read_events(overflow))["status"] == "completed"
+
+
+NAN_ENV = '''
+import math
+from agentrl import EpisodeScore
+from agentrl.examples.lookup.env import LookupEnv
+
+class NonFiniteFromStep2(LookupEnv):
+    """Scores finitely during step 1 (4 episodes), then gives the first episode of each later step a NaN."""
+    scored = 0
+    def score(self, final_text):
+        NonFiniteFromStep2.scored += 1
+        score = super().score(final_text)
+        if NonFiniteFromStep2.scored > 4 and NonFiniteFromStep2.scored % 4 == 1:
+            return EpisodeScore(reward=math.nan, breakdown={**score.breakdown, "bonus": math.inf})
+        return score
+'''
+
+
+@pytest.mark.parametrize("policy", ["fail", "drop"])
+def test_a_non_finite_reward_stops_the_step_or_is_dropped_and_counted(tmp_path, policy):
+    (tmp_path / "env.py").write_text(NAN_ENV)
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"key": str(k)}) + "\n" for k in range(4)))
+    config = example("env.module=" + str(tmp_path / "env.py"), "env.class_name=NonFiniteFromStep2",
+                     "data.train=" + str(tmp_path / "tasks.jsonl"), "rollout.group_size=2", "train.batch_size=4",
+                     "train.micro_batch_size=4", "train.steps=3", "train.checkpoint_every=1",
+                     f"train.non_finite_rewards={policy}")
+    if policy == "fail":
+        with pytest.raises(ValueError, match=r"step 2: episode 0/0 of task .*: the outcome reward is nan; "
+                                             r"the reward breakdown's 'bonus' is inf\. Nothing was updated"):
+            train(config, runs_dir=tmp_path / "runs", run_id="nan")
+        events = read_events(tmp_path / "runs" / "nan")
+        failed = latest_status(events)
+        assert failed["status"] == "failed" and failed["step"] == 1  # step 1 completed, step 2 did not
+        assert "train.non_finite_rewards: drop" in failed["message"]
+        assert [e["data"]["step"] for e in events if e["type"] == "checkpoint"] == [1]  # the last good one stands
+        return
+    run_dir = train(config, runs_dir=tmp_path / "runs", run_id="nan")
+    metrics = metrics_by_step(run_dir)
+    assert "health/dropped_non_finite" not in metrics[1]
+    assert metrics[2]["health/dropped_non_finite"] == metrics[3]["health/dropped_non_finite"] == 1.0
+    assert all(math.isfinite(value) for step in metrics.values() for value in step.values())
+    assert len(trajectories(run_dir)) == 4 + 3 + 3  # the dropped episodes are not recorded
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+
+
+def test_a_nan_gradient_stops_before_the_optimizer_step(tiny):
+    import copy
+
+    import torch
+
+    from agentrl.learner import Learner, NonFiniteError
+
+    model, tokenizer = tiny
+    config = example("rollout.group_size=2", "train.batch_size=2")
+    engine = RolloutEngine(model, tokenizer, __import__("agentrl.examples.lookup.env", fromlist=["LookupEnv"]).LookupEnv,
+                           config.rollout, torch.device("cpu"))
+    episodes = engine.run([{"key": "1"}], group_size=2, seed=0)
+    episodes[0].outcome_reward, episodes[1].outcome_reward = 0.0, 1.0
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        next(broken.parameters()).view(-1)[0] = float("nan")
+    before = [p.detach().clone() for p in broken.parameters()]
+    with pytest.raises(NonFiniteError, match="the gradient norm is nan .*the optimizer step was not taken"):
+        Learner(broken, tokenizer, config, torch.device("cpu")).update(episodes)
+    assert all(torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in zip(broken.parameters(), before))  # unchanged
 
 
 def test_cli_trains_the_example_quickly_and_validates(tmp_path, trajectory_validator):
