@@ -84,7 +84,7 @@ async function connectServer(deps: RunCommandDeps, args?: { url: string; token?:
   const secrets = deps.context.secrets;
   let token = args?.token ?? await secrets.get(tokenKey(url));
   if (token === undefined) {
-    token = await vscode.window.showInputBox({ title: `Token for ${url}`, prompt: 'The server\'s --token (stored in VS Code\'s secret storage). Leave empty for a loopback server without one.', password: true, ignoreFocusOut: true });
+    token = await vscode.window.showInputBox({ title: `Token for ${url}`, prompt: 'The server\'s token (stored in VS Code\'s secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.', password: true, ignoreFocusOut: true });
     if (token === undefined) return undefined;
   }
   try {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from server_harness import Client, ServerProcess, example_config, is_final_status  # noqa: E402
+from server_harness import ServerProcess, example_config, is_final_status  # noqa: E402
 
 from agentrl.runstore import RunStore, read_events  # noqa: E402
 
@@ -30,7 +30,7 @@ def event_throughput(root: Path, count: int) -> float:
     store.append_event("status", {"status": "completed", "step": count, "total_steps": count})
     server = ServerProcess(runs)
     try:
-        client = Client(server.url)
+        client = server.client()
         started = time.perf_counter()
         client.request("run/subscribe", {"runId": "synthetic", "since": 0})
         received = client.events_until("synthetic", is_final_status, timeout=600)
@@ -44,9 +44,9 @@ def event_throughput(root: Path, count: int) -> float:
 def step_times(root: Path, steps: int, subscribers: int) -> float:
     server = ServerProcess(root / f"runs-{subscribers}")
     try:
-        control = Client(server.url)
+        control = server.client()
         run_id = control.request("run/start", {"config": example_config(steps=steps, checkpoint_every=1000)})["runId"]
-        watchers = [Client(server.url) for _ in range(subscribers)]
+        watchers = [server.client() for _ in range(subscribers)]
         for watcher in watchers:
             watcher.request("run/subscribe", {"runId": run_id, "since": 0})
         for watcher in watchers:

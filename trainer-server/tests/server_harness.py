@@ -42,6 +42,13 @@ class ServerProcess:
             raise RuntimeError(f"server did not start: {self.process.stderr.read()}")
         self.ready = json.loads(line)
         self.url = self.ready["url"]
+        # Without --token-file the server generated a token (the editor always passes its own file).
+        self.token = Path(self.ready["token_file"]).read_text().strip() if "token_file" in self.ready else None
+
+    def client(self, initialize: bool = True, **connect_args: Any) -> Client:
+        """A client that presents the server's generated token."""
+        headers = {"Authorization": f"Bearer {self.token}", **connect_args.pop("additional_headers", {})}
+        return Client(self.url, initialize, additional_headers=headers, **connect_args)
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)

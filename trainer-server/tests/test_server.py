@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from agentrl.runstore import read_events
-from server_harness import Client, ServerProcess, example_config, is_final_status, kill_run_process
+from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
 
 from conftest import EXAMPLE_CONFIG
 
@@ -26,7 +26,7 @@ def seqs(events):
 
 def test_listening_line_and_initialize(server):
     assert server.ready["event"] == "listening" and server.ready["url"].startswith("ws://127.0.0.1:")
-    client = Client(server.url, initialize=False)
+    client = server.client(initialize=False)
     early = client.call("run/list")
     assert early["error"]["code"] == -32002 and "initialize first" in early["error"]["message"]
     wrong = client.call("initialize", {"protocolVersion": "2.0"})
@@ -37,13 +37,13 @@ def test_listening_line_and_initialize(server):
 
 
 def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
-    client = Client(server.url)
+    client = server.client()
     run_id = client.request("run/start", {"config": example_config(steps=6, checkpoint_every=2)})["runId"]
     client.request("run/subscribe", {"runId": run_id, "since": 0})
     first = client.events_until(run_id, lambda e: e["type"] == "metrics" and e["data"]["step"] == 2)
     client.close()  # the run goes on without any client
     time.sleep(1.0)
-    again = Client(server.url)
+    again = server.client()
     again.request("run/subscribe", {"runId": run_id, "since": first[-1]["seq"]})
     rest = again.events_until(run_id, is_final_status)
     combined = seqs(first) + seqs(rest)
@@ -68,7 +68,7 @@ def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
 
 
 def test_several_clients_watch_one_run(server):
-    a, b = Client(server.url), Client(server.url)
+    a, b = server.client(), server.client()
     run_id = a.request("run/start", {"config": example_config(steps=2)})["runId"]
     for client in (a, b):
         client.request("run/subscribe", {"runId": run_id, "since": 0})
@@ -78,7 +78,7 @@ def test_several_clients_watch_one_run(server):
 
 
 def test_graceful_and_immediate_stop_then_resume(server):
-    client = Client(server.url)
+    client = server.client()
     graceful = client.request("run/start", {"config": example_config(steps=400, checkpoint_every=1000)})["runId"]
     client.request("run/subscribe", {"runId": graceful, "since": 0})
     client.events_until(graceful, lambda e: e["type"] == "metrics")
@@ -110,7 +110,7 @@ def test_server_kill9_restart_marks_interrupted_and_resume_keeps_history(tmp_pat
     runs = tmp_path / "runs"
     first = ServerProcess(runs)
     try:
-        client = Client(first.url)
+        client = first.client()
         run_id = client.request("run/start", {"config": example_config(steps=8, checkpoint_every=2)})["runId"]
         client.request("run/subscribe", {"runId": run_id, "since": 0})
         client.events_until(run_id, lambda e: e["type"] == "checkpoint" and e["data"]["step"] == 2)
@@ -122,7 +122,7 @@ def test_server_kill9_restart_marks_interrupted_and_resume_keeps_history(tmp_pat
     checkpoint_seq = max(e["seq"] for e in before if e["type"] == "checkpoint")
     second = ServerProcess(runs)
     try:
-        client = Client(second.url)
+        client = second.client()
         info = client.request("run/get", {"runId": run_id})
         assert info["status"] == "interrupted" and info["hasCheckpoint"]
         assert [r["runId"] for r in client.request("run/list")["runs"]] == [run_id]
@@ -140,7 +140,7 @@ def test_server_kill9_restart_marks_interrupted_and_resume_keeps_history(tmp_pat
 
 
 def test_env_upload_check_and_start_from_bundle(server):
-    client = Client(server.url)
+    client = server.client()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in ("env.py", "tasks.jsonl", "lookup.agentrl.yaml"):
@@ -163,7 +163,7 @@ def test_env_upload_check_and_start_from_bundle(server):
 
 
 def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(server, tmp_path):
-    client = Client(server.url)
+    client = server.client()
     config = example_config()
     config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the config's folder
     run_id = client.request("run/start", {"config": config, "configDir": str(EXAMPLE_CONFIG.parent), "mode": "try",
@@ -180,7 +180,7 @@ def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(ser
 
 
 def test_bad_configs_are_rejected_with_the_key(server):
-    client = Client(server.url)
+    client = server.client()
     bad = example_config()
     bad["train"]["lr"] = "fast"
     response = client.call("run/start", {"config": bad})

@@ -5,10 +5,12 @@ import io
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 from websockets.exceptions import InvalidStatus
@@ -34,6 +36,48 @@ def guarded(tmp_path_factory):
     proc.stop()
 
 
+def test_a_loopback_server_without_a_token_generates_one_only_its_user_can_read(server):
+    token_file = Path(server.ready["token_file"])
+    assert token_file == server.runs_dir / ".serve-token" and len(server.token) >= 32
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    with pytest.raises(InvalidStatus) as info:
+        connect(server.url, open_timeout=10)  # a local user who cannot read the file cannot connect
+    assert info.value.response.status_code == 401
+    assert "time" in server.client().request("server/ping")
+
+
+def serve(*args, env=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_a_token_on_the_command_line_is_refused_with_where_to_put_it():
+    done = serve("--token", "a-long-enough-secret-value")
+    assert done.returncode == 2 and "--token puts the token in every local user's process list" in done.stderr
+    assert "--token-file FILE" in done.stderr and "AGENTRL_TOKEN" in done.stderr
+
+
+@pytest.mark.parametrize("token", ["a", "fifteen-chars!!"])
+def test_a_short_token_off_loopback_is_refused(tmp_path, token):
+    done = serve("--host", "0.0.0.0", "--runs-dir", str(tmp_path), env={"AGENTRL_TOKEN": token})
+    assert done.returncode == 2 and f"with a token of {len(token)} characters" in done.stderr
+    assert done.stdout == ""
+
+
+def test_the_token_can_come_from_the_environment(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "AGENTRL_TOKEN": "from-the-environment-0123"})
+    try:
+        ready = json.loads(proc.stdout.readline())
+        assert "token_file" not in ready and not (tmp_path / ".serve-token").exists()
+        client = Client(ready["url"], additional_headers={"Authorization": "Bearer from-the-environment-0123"})
+        assert "time" in client.request("server/ping")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def test_non_loopback_bind_without_token_is_refused():
     done = subprocess.run([sys.executable, "-m", "agentrl.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
                           capture_output=True, text=True, timeout=60)
@@ -55,7 +99,8 @@ def test_right_token_connects(guarded):
 
 def test_foreign_origin_is_rejected(server, guarded):
     with pytest.raises(InvalidStatus) as info:
-        connect(server.url, origin="https://evil.example", open_timeout=10)
+        connect(server.url, origin="https://evil.example", open_timeout=10,
+                additional_headers={"Authorization": f"Bearer {server.token}"})
     assert info.value.response.status_code == 403
     ok = Client(guarded.url, origin="vscode-webview://trusted",
                 additional_headers={"Authorization": "Bearer s3cret-token"})
@@ -139,7 +184,7 @@ def test_hostile_uploads_are_rejected_and_write_nothing(server, tmp_path, name):
     data, message = HOSTILE[name]
     bundles = server.runs_dir.parent / "bundles"
     before = sorted(p for p in bundles.rglob("*")) if bundles.exists() else []
-    client = Client(server.url)
+    client = server.client()
     response = client.call("env/upload", {"name": name, "archive": base64.b64encode(data).decode()}, timeout=120)
     assert response["error"]["code"] == -32020, response
     assert message in response["error"]["message"]
@@ -149,7 +194,7 @@ def test_hostile_uploads_are_rejected_and_write_nothing(server, tmp_path, name):
 
 
 def test_bad_base64_is_rejected(server):
-    response = Client(server.url).call("env/upload", {"name": "x", "archive": "not base64!!"})
+    response = server.client().call("env/upload", {"name": "x", "archive": "not base64!!"})
     assert response["error"]["code"] == -32020 and "not valid base64" in response["error"]["message"]
 
 
@@ -200,7 +245,7 @@ def hostile_messages(rng):
 
 
 def test_fuzz_every_hostile_message_is_answered_and_the_server_stays_up(server):
-    client = Client(server.url)
+    client = server.client()
     rng = random.Random(1234)
     sent = answered = 0
     for text, expected in hostile_messages(rng):
@@ -214,4 +259,4 @@ def test_fuzz_every_hostile_message_is_answered_and_the_server_stays_up(server):
         answered += 1
     assert sent >= 1000 and answered >= 700
     assert "time" in client.request("server/ping")  # same connection still fine
-    assert "time" in Client(server.url).request("server/ping")  # and the server takes new ones
+    assert "time" in server.client().request("server/ping")  # and the server takes new ones
