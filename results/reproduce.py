@@ -16,7 +16,7 @@ from pathlib import Path
 from agentrl.config import load_config
 from agentrl.eval import evaluate
 from agentrl.runstore import RunStore, read_events
-from agentrl.stats import paired_bootstrap_ci
+from agentrl.stats import bootstrap_ci, paired_bootstrap_ci
 from agentrl.trainer import resolve_paths, train
 
 HERE = Path(__file__).resolve().parent
@@ -85,8 +85,20 @@ def plot(results: dict) -> None:
     fig.savefig(HERE / "learning_curves.png")
 
 
+def cell(entry: dict, metrics: dict, name: str) -> str:
+    """A metric's mean, with its 95% bootstrap CI over the tasks when the per-task scores were kept."""
+    if name not in metrics:
+        return "–"
+    scores = entry.get("per_task", {}).get(name)
+    if not scores:
+        return f"{metrics[name]:.3f}"
+    low, high = bootstrap_ci(scores)
+    return f"{metrics[name]:.3f} [{low:.2f}, {high:.2f}]"
+
+
 def markdown(results: dict) -> str:
-    """The README's results table, from results.json."""
+    """The README's results table, from results.json: each metric with its 95% CI over the tasks, and the
+    paired CIs of the comparisons the README draws."""
     rows = ["| recipe | agent | steps | train wall time | n | reward | accuracy | EM | F1 | substring |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     labels = {
@@ -98,37 +110,42 @@ def markdown(results: dict) -> str:
         "gsm8k-grpo": ("GSM8K + calculator", "GRPO"),
         "gsm8k-grpo-tool-tokens-in-loss": ("GSM8K + calculator", "GRPO, tool tokens in the loss (ablation)"),
         "multihop/naive-rag": ("multi-hop QA", "Naive RAG (baseline)"),
-        "multihop/base-tool-call": ("multi-hop QA", "Base Tool Call (baseline)"),
+        "multihop/base-tool-call": ("multi-hop QA", "Base Tool Call (baseline): the recipe's prompt, untrained"),
+        "multihop/base-tool-call-native": ("multi-hop QA", "Base Tool Call (baseline): native tool calls, no example"),
         "multihop-grpo": ("multi-hop QA + search", "GRPO"),
-        "multihop-ppo": ("multi-hop QA + search", "PPO"),
     }
     for key, (recipe, agent) in labels.items():
         if key not in results:
             continue
         entry = results[key]
         metrics = entry.get("metrics") or entry["after"]
-        cells = " | ".join(f"{metrics[name]:.3f}" if name in metrics else "–"
-                           for name in ("reward", "accuracy", "em", "f1", "substring"))
+        cells = " | ".join(cell(entry, metrics, name) for name in ("reward", "accuracy", "em", "f1", "substring"))
         wall = f"{entry['train_wall_s'] / 60:.1f} min" if "train_wall_s" in entry else "–"
         rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cells} |")
-    comparisons = [("arithmetic-grpo", "arithmetic/base", "GRPO vs untrained"),
-                   ("arithmetic-grpo-tool-tokens-in-loss", "arithmetic-grpo", "tool tokens in the loss vs masked")]
+    comparisons = [("arithmetic-grpo", "arithmetic/base", "accuracy", "arithmetic, GRPO vs untrained"),
+                   ("arithmetic-grpo-tool-tokens-in-loss", "arithmetic-grpo", "accuracy",
+                    "arithmetic, tool tokens in the loss vs masked"),
+                   *((("multihop-grpo", reference, metric, f"multi-hop QA, GRPO vs {name}")
+                      for reference, name in (("multihop/base-tool-call", "Base Tool Call (recipe's prompt)"),
+                                              ("multihop/base-tool-call-native", "Base Tool Call (native)"),
+                                              ("multihop/naive-rag", "Naive RAG"))
+                      for metric in ("f1", "em", "substring")))]
     notes = []
-    for key, reference, what in comparisons:
+    for key, reference, metric, what in comparisons:
         if "per_task" in results.get(key, {}) and "per_task" in results.get(reference, {}):
-            after, before = results[key]["per_task"]["accuracy"], results[reference]["per_task"]["accuracy"]
+            after, before = results[key]["per_task"][metric], results[reference]["per_task"][metric]
             low, high = paired_bootstrap_ci(before, after)
             delta = sum(after) / len(after) - sum(before) / len(before)
-            notes.append(f"- arithmetic, {what}: accuracy {delta:+.3f}, paired 95% CI [{low:+.3f}, {high:+.3f}]")
+            notes.append(f"- {what}: {metric} {delta:+.3f}, paired 95% CI [{low:+.3f}, {high:+.3f}]")
     return "\n".join(rows) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def main() -> None:
     results: dict = json.loads((HERE / "results.json").read_text()) if (HERE / "results.json").exists() else {}
     gsm8k = RECIPES / "gsm8k" / "gsm8k_grpo.agentrl.yaml"
-    multihop = {algo: RECIPES / "multihop" / f"multihop_{algo}.agentrl.yaml" for algo in ("grpo", "ppo")}
+    multihop = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     arithmetic = RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"
-    gsm_limit, hop_limit, arithmetic_limit = 40, 70, 200
+    gsm_limit, hop_limit, arithmetic_limit = 40, 150, 200
     jobs = [
         ("arithmetic/base", lambda: baseline(config_of(arithmetic), "arithmetic/base", arithmetic_limit, None,
                                              results)),
@@ -145,14 +162,14 @@ def main() -> None:
         ("gsm8k-grpo-tool-tokens-in-loss", lambda: trained(
             config_of(gsm8k, "algorithm.train_on_tool_tokens=true"), "gsm8k-grpo-tool-tokens-in-loss",
             gsm8k.parent, gsm_limit, results)),
-        ("multihop/naive-rag", lambda: baseline(config_of(multihop["grpo"]), "multihop/naive-rag", hop_limit,
+        ("multihop-grpo", lambda: trained(config_of(multihop), "multihop-grpo", multihop.parent, hop_limit, results)),
+        ("multihop/naive-rag", lambda: baseline(config_of(multihop), "multihop/naive-rag", hop_limit,
                                                 "naive-rag", results)),
-        ("multihop/base-tool-call", lambda: baseline(config_of(multihop["grpo"]), "multihop/base-tool-call",
+        ("multihop/base-tool-call", lambda: baseline(config_of(multihop), "multihop/base-tool-call",
                                                      hop_limit, "base-tool-call", results)),
-        ("multihop-grpo", lambda: trained(config_of(multihop["grpo"]), "multihop-grpo", multihop["grpo"].parent,
-                                          hop_limit, results)),
-        ("multihop-ppo", lambda: trained(config_of(multihop["ppo"]), "multihop-ppo", multihop["ppo"].parent,
-                                         hop_limit, results)),
+        ("multihop/base-tool-call-native", lambda: baseline(
+            config_of(multihop, "rollout.tool_format=auto", "env.args.examples=0"), "multihop/base-tool-call-native",
+            hop_limit, "base-tool-call", results)),
     ]
     for name, job in jobs:
         if name.replace("/", "-") in {k.replace("/", "-") for k in results}:

@@ -164,23 +164,36 @@ def test_multihop_env_breakdown_and_naive_rag():
     env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
     env.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
     score = env.score("They were both American.\nAnswer: yes")
-    assert score.breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "format": 1.0}
+    assert score.breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "answered": 1.0, "retrieved_answer": 0.0}
     rag = MultiHopQAEnv(top_k=2, baseline="naive-rag", data_files=MULTIHOP_FILES)
-    messages = rag.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
+    messages = rag.reset({"question": "Who directed the film about Ed Wood?", "answer": "Tim Burton"})
     assert rag.tools == [] and "Passages:" in messages[1]["content"]
+    retrieved = "Tim Burton" in messages[1]["content"]
+    assert rag.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)  # the one retrieval
 
 
-def test_multihop_reward_is_the_answers_f1_and_only_failed_calls_cost():
+def test_multihop_reward_is_the_stated_answers_f1_plus_one_retrieval_reward():
     env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
     env.reset({"question": "Who directed Ed Wood?", "answer": "Tim Burton"})
     assert env.score("Answer: Tim Burton").reward == 1.0
     assert env.score("Answer: Burton").reward == pytest.approx(2 / 3)  # token F1, no bonus for the format
     assert env.score("Answer: Scott Derrickson").reward == 0.0
-    ok = ToolCallOutcome(id="c", name="search", arguments={"query": "Ed Wood"}, raw="<search>Ed Wood</search>",
-                         result=["Ed Wood: a film."])
-    failed = ToolCallOutcome(id="c", name="search", arguments=None, raw="<search>Ed Wood", error="unclosed <search>")
-    assert env.step("<search>Ed Wood</search>", [ok]).reward == 0.0  # searching alone earns nothing
-    assert env.step("<search>Ed Wood", [failed]).reward == -0.1
+    unstated = env.score("Ed Wood was directed by Tim Burton.")  # no Answer: line, nothing answered
+    assert unstated.reward == 0.0 and unstated.breakdown["answered"] == 0.0 and unstated.final_answer is None
+
+    def search(*passages, error=None):
+        return ToolCallOutcome(id="c", name="search", arguments={"query": "q"}, raw="<search>q</search>",
+                               result=None if error else list(passages), error=error)
+
+    assert env.step("", [search("Ed Wood: a 1994 film.")]).reward == 0.0  # searching alone earns nothing
+    assert env.step("", [search(error="unclosed <search>")]).reward == 0.0  # and a failed call costs nothing
+    assert env.step("", [search("Ed Wood: a 1994 film directed by Tim Burton.")]).reward == 0.1
+    assert env.step("", [search("Tim Burton: director.")]).reward == 0.0  # once per episode
+    assert env.score("Answer: Tim Burton").breakdown["retrieved_answer"] == 1.0
+    env.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
+    assert env.step("", [search("Yes: a rock band.")]).reward == 0.0  # a yes/no answer is in any passage
+    assert env.score("Answer: yes").breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "answered": 1.0,
+                                                 "retrieved_answer": 0.0}
 
 
 def test_multihop_worked_example_is_shown_as_chat_turns_in_the_tag_format():

@@ -1,11 +1,14 @@
 """Multi-hop QA with a search tool: the Agent-R1 setting (HotpotQA, 2WikiMultihopQA).
 
-The agent searches, reads, searches again, and answers with `Answer: ...`. Outcome reward: the answer's
-F1 against the gold answer, the task's real success, and nothing for the format alone (a format bonus
-is earned without searching and takes over a small model's training). The breakdown reports exact
-match, F1 and substring match separately (HotpotQA's official normalisation) and whether an `Answer:`
-line was given. Process reward: -0.1 for a turn with a malformed or failing call, and nothing for a
-search that ran: a bonus per search is earned by searching until the turn limit without ever answering.
+The agent searches, reads, searches again, and answers with `Answer: ...`. The score is that stated
+answer's exact match, F1 and substring match against the gold answer (HotpotQA's official normalisation);
+an episode without an `Answer:` line answered nothing and scores 0, as an answer-tag extractor does in
+Search-R1 and Agent-R1. The breakdown also says whether an answer was given (`answered`) and whether a
+search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`). Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first
+search whose passages contain the gold answer (a good intermediate action, earned only by searching
+well). No format bonus, and no penalty for a failed call: measured on this recipe, F1 over free text
+taught the 135M model to stop searching and write long sentences that overlap the answer by chance, and
+a -0.1 per failed call drove it away from the tool sooner still.
 
 The prompt shows the search-and-answer pattern once (`examples: 1`), as a worked two-hop example in real
 chat turns, in the call format the recipe's configs use (`rollout.tool_format: tags`, `<search>query</search>`,
@@ -28,9 +31,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl import EpisodeScore, StepResult, ToolCallOutcome, ToolEnv
-from agentrl.recipes.answers import exact_match, f1_score, final_answer_text, substring_match
+from agentrl.recipes.answers import exact_match, f1_score, final_answer_text, normalize_answer, substring_match
 from agentrl.recipes.multihop.search import Search, index_of
 
+RETRIEVAL_REWARD = 0.1
 TOOL_PROMPT = (
     "Answer the question. Use the search tool to find the facts you need; you may search several times. "
     "When you know the answer, end with a line 'Answer: <short answer>'."
@@ -61,16 +65,20 @@ class MultiHopQAEnv(ToolEnv):
         self.naive_rag = baseline == "naive-rag"
         self.tools = [] if self.naive_rag else [Search(self.index, top_k)]
         self.gold = ""
+        self.retrieved_gold = False
 
     def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
         self.gold = str(task["answer"])
+        self.retrieved_gold = False
         question = task["question"]
         if self.naive_rag:
+            passages = self.index.search(question, self.top_k)
+            self.retrieved_gold = self.holds_the_answer(passages)
             example = [] if not self.examples else [
                 {"role": "user", "content": self.naive_rag_question(EXAMPLE_QUESTION, [p for _, p in EXAMPLE_HOPS])},
                 {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"}]
             return [{"role": "system", "content": NAIVE_RAG_PROMPT}, *example,
-                    {"role": "user", "content": self.naive_rag_question(question, self.index.search(question, self.top_k))}]
+                    {"role": "user", "content": self.naive_rag_question(question, passages)}]
         return [{"role": "system", "content": TOOL_PROMPT}, *self.worked_example(),
                 {"role": "user", "content": question}]
 
@@ -94,17 +102,26 @@ class MultiHopQAEnv(ToolEnv):
             return StepResult(messages=[], done=True)
         messages = [{"role": "tool", "content": "Error: " + c.error if c.error else "\n".join(c.result)}
                     for c in calls]
-        return StepResult(messages=messages, reward=-0.1 if any(c.error for c in calls) else 0.0)
+        found = self.holds_the_answer([p for c in calls if not c.error for p in c.result])
+        reward = RETRIEVAL_REWARD if found and not self.retrieved_gold else 0.0
+        self.retrieved_gold |= found
+        return StepResult(messages=messages, reward=reward)
+
+    def holds_the_answer(self, passages: list[str]) -> bool:
+        """The gold answer occurs in these passages; never for yes/no answers, which occur anywhere."""
+        return normalize_answer(self.gold) not in ("yes", "no") and any(substring_match(p, self.gold) for p in passages)
 
     def score(self, final_text: str) -> EpisodeScore:
         answer = final_answer_text(final_text)
-        prediction = answer if answer is not None else final_text
-        em, f1, sub = (exact_match(prediction, self.gold), f1_score(prediction, self.gold),
-                       substring_match(prediction, self.gold))
+        if answer is None:
+            em = f1 = sub = 0.0
+        else:
+            em, f1, sub = exact_match(answer, self.gold), f1_score(answer, self.gold), substring_match(answer, self.gold)
         return EpisodeScore(
             reward=f1,
-            breakdown={"em": em, "f1": f1, "substring": sub, "format": float(answer is not None)},
-            final_answer=prediction.strip() or None,
+            breakdown={"em": em, "f1": f1, "substring": sub, "answered": float(answer is not None),
+                       "retrieved_answer": float(self.retrieved_gold)},
+            final_answer=answer,
         )
 
     def scripted_turns(self, task: dict[str, Any]) -> list[str]:
