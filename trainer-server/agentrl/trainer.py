@@ -7,6 +7,7 @@ So a resumed run only needs the weights, the learner state and the step to conti
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import resource
@@ -143,10 +144,14 @@ class _Run:
         make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
                                data_files_in_use(config))
         self.engine = RolloutEngine(self.model, self.tokenizer, make_env, config.rollout, self.device)
-        self.learner = Learner(self.model, self.tokenizer, config, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
         self.health = HealthMonitor()
         self.completed_step = 0  # the last step whose update and events are recorded
+
+    @functools.cached_property
+    def learner(self) -> Learner:
+        """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
+        return Learner(self.model, self.tokenizer, self.config, self.device)
 
     def record(self, step: int, episodes: list[Episode]) -> None:
         record_episodes(self.store, step, episodes, self.tokenizer)

@@ -198,6 +198,16 @@ def test_a_nan_gradient_stops_before_the_optimizer_step(tiny):
     assert all(torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in zip(broken.parameters(), before))  # unchanged
 
 
+def test_a_try_run_builds_no_learner(tmp_path, monkeypatch):
+    def no_learner(*args, **kwargs):
+        raise AssertionError("a Try run built a learner")
+
+    monkeypatch.setattr("agentrl.trainer.Learner", no_learner)
+    config = example("algorithm.kl.coef=0.1")  # a learner would also copy the model as its reference
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent, rollout_only_episodes=2)
+    assert latest_status(read_events(run_dir))["status"] == "completed" and len(trajectories(run_dir)) == 2
+
+
 def test_cli_trains_the_example_quickly_and_validates(tmp_path, trajectory_validator):
     started = time.perf_counter()
     done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=3", "--runs-dir",
