@@ -91,7 +91,7 @@ class Episode:
 
     def token_rewards(self) -> list[float]:
         """Per-token rewards: each turn's process reward on its last sampled token, the outcome
-        reward on the episode's last sampled token (ARCHITECTURE: the multi-turn token pipeline, 4)."""
+        reward on the episode's last sampled token (docs/token-pipeline.md, rule 4)."""
         rewards = [0.0] * len(self.token_ids)
         for turn, pos in zip(self.turns, self.turn_end_positions):
             rewards[pos] += turn.process_reward

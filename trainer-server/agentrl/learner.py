@@ -257,7 +257,7 @@ class Learner:
                                      "taken, so the weights are those of the last step")
             self.optimizer.step()
         assert old_logprobs is not None
-        # Rollout vs trainer logprobs for the same weights: should be ~0 (pipeline pitfall 5).
+        # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5).
         metrics["actor/logprob_gap"] = float(masked_mean((batch.rollout_logprobs - old_logprobs).abs(),
                                                          batch.sampled_mask))
         epochs = self.config.train.update_epochs

@@ -1,4 +1,4 @@
-"""Rollout-side health signals of one step, from its episodes (ARCHITECTURE pitfall 8)."""
+"""Rollout-side health signals of one step, from its episodes (docs/token-pipeline.md, rule 8)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Per turn, every active episode is generated in one left-padded batch with a KV c
 tool calls of all episodes run concurrently; then each ToolEnv reads its outcomes. The training
 sequence is the prompt ids, the sampled ids and each observation's ids, appended as produced:
 an observation is rendered by the chat template as a chunk and tokenized alone; generated text is
-never decoded and encoded again (ARCHITECTURE, "the multi-turn token pipeline", 1).
+never decoded and encoded again (docs/token-pipeline.md, rule 1).
 
 Logprob convention, shared with the learner: log_softmax(logits / temperature) for temperature > 0;
 log_softmax(logits) for greedy decoding.
@@ -76,7 +76,7 @@ class ChatFormat:
         return self.encode(self._render(described, gen=True))
 
     def cut_to_budget(self, content: str) -> str:
-        """Tool output budgets are counted in tokens (pipeline pitfall 7). Only a prefix that surely holds
+        """Tool output budgets are counted in tokens (docs/token-pipeline.md, rule 7). Only a prefix that surely holds
         the budget is tokenized, so a tool that returns megabytes costs no more than one that fits."""
         prefix = content[: self.tool_output_tokens * MAX_CHARS_PER_TOKEN]
         ids = self.encode(prefix)

@@ -16,7 +16,7 @@ TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", ma
 @given(turns=st.lists(st.tuples(TEXT, st.lists(TEXT, max_size=2)), min_size=1, max_size=3))
 def test_appended_chunks_equal_the_template_rendering(tiny, turns):
     """Prompt + each turn's ids + each observation chunk decodes to exactly what the template renders
-    for the whole conversation: no drift from re-tokenising (pipeline pitfall 1)."""
+    for the whole conversation: no drift from re-tokenising (docs/token-pipeline.md, rule 1)."""
     _, tokenizer = tiny
     chat = ChatFormat(tokenizer, tool_output_tokens=10_000, call_format=get_format("hermes"))
     messages = [{"role": "user", "content": "key 3"}]
