@@ -164,7 +164,43 @@ def zip_lying_header():
     return bytes(data)
 
 
+def zip_patched(name, patch):
+    """A one-member zip whose bytes `patch` edits (what zipfile refuses to write)."""
+    return patch(bytearray(zip_of([(name, b"print('hi')")])))
+
+
+def zip_flags(data):
+    data[6] |= 0x1  # general-purpose flag bit 0: encrypted, in the local header ...
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 8] |= 0x1  # ... and in the central directory
+    return bytes(data)
+
+
+def zip_method_99(data):
+    data[8:10] = (99).to_bytes(2, "little")
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 10:central + 12] = (99).to_bytes(2, "little")
+    return bytes(data)
+
+
+def zip_duplicate():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive, pytest.warns(UserWarning, match="Duplicate name"):
+        archive.writestr("env.py", b"first")
+        archive.writestr("env.py", b"second")
+    return buffer.getvalue()
+
+
 HOSTILE = {
+    "zeros": (bytes(4096), "the archive holds no files"),
+    "duplicate": (zip_duplicate(), "'env.py' appears twice"),
+    "file and folder": (zip_of([("pkg", b"x"), ("pkg/env.py", b"y")]), "'pkg' is both a file and the folder"),
+    "long name": (zip_of([("n" * 300 + ".py", b"x")]), "a name of 303 bytes; at most 255"),
+    "deep path": (zip_of([("d/" * 2100 + "x.py", b"x")]), "2101 folder levels; at most 32"),
+    "encrypted": (zip_patched("env.py", zip_flags), "'env.py' is encrypted"),
+    "method 99": (zip_patched("env.py", zip_method_99), "compression method 99"),
+    "NUL in a zip name": (zip_patched("envXpy.py", lambda d: bytes(d.replace(b"envXpy", b"env\x00py"))),
+                          "NUL are not allowed"),
     "dotdot": (zip_of([("../escape.py", b"x")]), "'..' would escape"),
     "nested dotdot": (zip_of([("a/../../escape.py", b"x")]), "'..' would escape"),
     "absolute": (zip_of([("/tmp/abs.py", b"x")]), "absolute paths are not allowed"),
@@ -191,6 +227,19 @@ def test_hostile_uploads_are_rejected_and_write_nothing(server, tmp_path, name):
     after = sorted(p for p in bundles.rglob("*")) if bundles.exists() else []
     assert after == before  # no half bundle, no staging leftovers
     assert not (server.runs_dir.parent / "escape.py").exists() and not os.path.exists("/tmp/abs.py")
+
+
+def test_a_tar_of_the_current_folder_is_accepted(server, tmp_path):
+    """`tar czf env.tgz -C dir .` names its members ./env.py, after a ./ entry for the folder itself."""
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "env.py").write_text("print('hi')\n")
+    done = subprocess.run(["tar", "czf", str(tmp_path / "env.tgz"), "-C", str(tmp_path / "env"), "."], check=True)
+    assert done.returncode == 0
+    data = (tmp_path / "env.tgz").read_bytes()
+    result = server.client().request("env/upload", {"name": "env", "archive": base64.b64encode(data).decode()})
+    assert result["files"] == 1
+    bundle = server.runs_dir.parent / "bundles" / result["bundleId"]
+    assert (bundle / "env.py").read_text() == "print('hi')\n"
 
 
 def test_bad_base64_is_rejected(server):

@@ -1,8 +1,10 @@
 """Env bundles: how a local editor ships its env folder to a remote server.
 
 An archive (zip or tar, optionally gzip) is checked member by member before anything is written:
-no absolute paths, no `..`, no links or devices, bounded file count and sizes (declared and actual,
-so a zip bomb stops at the limit). It is extracted into a temporary folder inside the store and
+no absolute paths, no `..`, no links or devices, no name twice and no name both a file and a folder,
+names and depths every file system can hold, zip members that are neither encrypted nor compressed
+with a method Python cannot read, at least one file, bounded file count and sizes (declared and actual,
+so a zip bomb stops at the limit). The folder entry `./` that `tar -C dir .` writes is accepted. It is extracted into a temporary folder inside the store and
 renamed to its content hash, so a bundle is complete or absent, and never outside the store.
 """
 
@@ -29,11 +31,15 @@ MAX_ARCHIVE_BYTES = 32 * 2**20
 MAX_TOTAL_BYTES = 256 * 2**20
 MAX_FILE_BYTES = 64 * 2**20
 MAX_FILES = 2_000
+MAX_NAME_BYTES = 255  # one path component: what common file systems hold
+MAX_DEPTH = 32
+READABLE_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
 
 @dataclass
 class Member:
-    name: str
+    name: str  # as written in the archive, for messages
+    path: PurePosixPath  # where it goes inside the bundle folder
     size: int
     is_dir: bool
     open: Callable[[], IO[bytes]]  # the member's bytes, read only after every member passed the checks
@@ -44,6 +50,7 @@ def _reject(message: str) -> RpcError:
 
 
 def _safe_relative(name: str) -> PurePosixPath:
+    """Where a member goes inside the bundle folder; `.` for the folder itself (`./` in a tar of `.`)."""
     if "\\" in name or "\x00" in name:
         raise _reject(f"{name!r}: backslashes and NUL are not allowed in member names")
     path = PurePosixPath(name)
@@ -51,13 +58,39 @@ def _safe_relative(name: str) -> PurePosixPath:
         raise _reject(f"{name!r}: absolute paths are not allowed")
     if ".." in path.parts:
         raise _reject(f"{name!r}: '..' would escape the bundle folder")
-    if not path.parts or path == PurePosixPath("."):
-        raise _reject(f"{name!r}: empty member name")
+    if not name:
+        raise _reject("a member has an empty name")
+    if len(path.parts) > MAX_DEPTH:
+        raise _reject(f"{name[:80]!r}...: {len(path.parts)} folder levels; at most {MAX_DEPTH}")
+    long_part = next((part for part in path.parts if len(part.encode()) > MAX_NAME_BYTES), None)
+    if long_part is not None:
+        raise _reject(f"{name[:80]!r}...: a name of {len(long_part.encode())} bytes; at most {MAX_NAME_BYTES}")
     return path
 
 
-def _check_counts(members: list[Member]) -> None:
+def _member(name: str, size: int, is_dir: bool, open_member: Callable[[], IO[bytes]]) -> Member | None:
+    """The member to write, or None for the bundle folder's own entry."""
+    path = _safe_relative(name)
+    if path == PurePosixPath("."):
+        if not is_dir:
+            raise _reject(f"{name!r}: a file cannot be the bundle folder itself")
+        return None
+    return Member(name, path, size, is_dir, open_member)
+
+
+def _check_listing(members: list[Member]) -> None:
     files = [m for m in members if not m.is_dir]
+    if not files:
+        raise _reject("the archive holds no files")
+    seen: dict[PurePosixPath, Member] = {}
+    for member in members:
+        if member.path in seen and not (member.is_dir and seen[member.path].is_dir):
+            raise _reject(f"{member.name!r} appears twice in the archive")
+        seen[member.path] = member
+    for member in files:
+        folder = next((parent for parent in member.path.parents if parent in seen and not seen[parent].is_dir), None)
+        if folder is not None:
+            raise _reject(f"{seen[folder].name!r} is both a file and the folder of {member.name!r}")
     if len(members) > MAX_FILES:
         raise _reject(f"{len(members)} entries; at most {MAX_FILES} are allowed")
     declared = sum(m.size for m in files)
@@ -82,10 +115,10 @@ def _copy_bounded(source: io.BufferedIOBase, target: Path, limit: int, name: str
 
 def _write_members(members: list[Member], dest: Path) -> int:
     """Checks the whole listing first, then writes; returns the number of files."""
-    _check_counts(members)
+    _check_listing(members)
     budget = [MAX_TOTAL_BYTES]
     for member in members:
-        target = dest / _safe_relative(member.name)
+        target = dest / member.path
         if member.is_dir:
             target.mkdir(parents=True, exist_ok=True)
             continue
@@ -99,11 +132,19 @@ def _extract_zip(data: bytes, dest: Path) -> int:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         members = []
         for info in archive.infolist():
+            if info.orig_filename != info.filename:  # zipfile cuts a name at its first NUL
+                raise _reject(f"{info.orig_filename!r}: backslashes and NUL are not allowed in member names")
             mode = info.external_attr >> 16
             if mode and (mode & 0o170000) not in (0, 0o100000, 0o040000):
                 raise _reject(f"{info.filename!r}: links and special files are not allowed")
-            _safe_relative(info.filename)
-            members.append(Member(info.filename, info.file_size, info.is_dir(), partial(archive.open, info)))
+            if info.flag_bits & 0x1:
+                raise _reject(f"{info.filename!r} is encrypted; bundles cannot carry passwords")
+            if info.compress_type not in READABLE_ZIP_METHODS:
+                raise _reject(f"{info.filename!r} uses compression method {info.compress_type}; use stored, "
+                              "deflate, bzip2 or lzma")
+            member = _member(info.filename, info.file_size, info.is_dir(), partial(archive.open, info))
+            if member is not None:
+                members.append(member)
         return _write_members(members, dest)
 
 
@@ -113,8 +154,9 @@ def _extract_tar(data: bytes, dest: Path) -> int:
         for info in archive:  # streaming: a tar with a million headers stops at the count limit
             if not (info.isfile() or info.isdir()):
                 raise _reject(f"{info.name!r}: links and special files are not allowed")
-            _safe_relative(info.name)
-            members.append(Member(info.name, info.size, info.isdir(), partial(archive.extractfile, info)))
+            member = _member(info.name, info.size, info.isdir(), partial(archive.extractfile, info))
+            if member is not None:
+                members.append(member)
             if len(members) > MAX_FILES:
                 raise _reject(f"more than {MAX_FILES} entries")
         return _write_members(members, dest)
