@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import yaml
 
-from agentrl.config import RunConfig, load_config_dict
+from agentrl.config import ConfigError, RunConfig, load_config_dict
 from agentrl.envloader import env_factory, load_env_class
 from agentrl.episode import Episode
 from agentrl.health import HealthMonitor
@@ -39,18 +39,21 @@ def _is_file_module(module: str) -> bool:
 
 def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
-    def absolute(value: str) -> str:
-        path = Path(value).expanduser()
+    def absolute(key: str, value: str) -> str:
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError as err:  # ~name of a user this machine does not have
+            raise ConfigError(f"{key}: {value!r}: {err}") from None
         return str(path if path.is_absolute() else (base_dir / path).resolve())
 
     resolved = config.model_copy(deep=True)
     if _is_file_module(resolved.env.module):
-        resolved.env.module = absolute(resolved.env.module)
-    resolved.data.train = absolute(resolved.data.train)
+        resolved.env.module = absolute("env.module", resolved.env.module)
+    resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
-        resolved.data.eval = absolute(resolved.data.eval)
+        resolved.data.eval = absolute("data.eval", resolved.data.eval)
     if resolved.model.path not in ("tiny", "smollm2"):
-        resolved.model.path = absolute(resolved.model.path)
+        resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved
 
 

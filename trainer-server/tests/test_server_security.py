@@ -16,7 +16,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from server_harness import Client, ServerProcess
+from server_harness import Client, ServerProcess, example_config
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +245,40 @@ def test_a_tar_of_the_current_folder_is_accepted(server, tmp_path):
 def test_bad_base64_is_rejected(server):
     response = server.client().call("env/upload", {"name": "x", "archive": "not base64!!"})
     assert response["error"]["code"] == -32020 and "not valid base64" in response["error"]["message"]
+
+
+def test_numbers_and_paths_python_cannot_read_get_their_documented_errors(server):
+    from agentrl.runstore import RunStore
+
+    RunStore.create(server.runs_dir, "numbers", {}, {"name": "numbers", "mode": "train"})
+    client = server.client()
+    huge = "9" * 5000
+    client.ws.send('{"jsonrpc": "2.0", "id": ' + huge + ', "method": "server/ping"}')
+    assert json.loads(client.ws.recv(timeout=10))["error"]["code"] == -32700  # not a closed connection
+    client.ws.send('{"jsonrpc": "2.0", "id": 1, "method": "run/subscribe", "params": {"runId": "numbers", '
+                   '"since": ' + huge + '}}')
+    assert json.loads(client.ws.recv(timeout=10))["error"]["code"] == -32700
+    for cursor in ("²", huge, "-1", ""):
+        response = client.call("trajectory/query", {"runId": "numbers", "cursor": cursor})
+        assert response["error"]["code"] == -32602 and "invalid cursor" in response["error"]["message"], cursor[:40]
+    for trajectory_id, code in (("²-0-0", -32030), ("9" * 30 + "-0-0", -32030), (huge + "-0-0", -32602)):
+        response = client.call("trajectory/get", {"runId": "numbers", "id": trajectory_id})
+        assert response["error"]["code"] == code, trajectory_id[:40]
+    config = example_config()
+    config["model"]["path"] = "~no-such-user-here/model"
+    response = client.call("run/start", {"config": config})
+    assert response["error"]["code"] == -32012 and "model.path" in response["error"]["message"]
+    assert "time" in client.request("server/ping")
+
+
+@pytest.mark.parametrize("header", ["Authorization", "Origin"])
+def test_a_repeated_header_is_a_bad_request(server, header):
+    value = f"Bearer {server.token}" if header == "Authorization" else "vscode-webview://x"
+    token = ("Authorization", f"Bearer {server.token}")
+    headers = [(header, value), (header, value)] + ([token] if header == "Origin" else [])
+    with pytest.raises(InvalidStatus) as info:
+        connect(server.url, additional_headers=headers, open_timeout=10)
+    assert info.value.response.status_code == 400
 
 
 def hostile_messages(rng):

@@ -53,6 +53,10 @@ def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
 def make_request_check(options: ServerOptions) -> Any:
     def check(connection: ServerConnection, request: Request) -> Response | None:
         headers: Headers = request.headers
+        repeated = [name for name in ("Origin", "Authorization") if len(headers.get_all(name)) > 1]
+        if repeated:
+            log.warning("rejected a connection with several %s headers", repeated[0])
+            return connection.respond(HTTPStatus.BAD_REQUEST, f"several {repeated[0]} headers; send one\n")
         if not origin_allowed(headers.get("Origin"), options.allowed_origins):
             log.warning("rejected a connection from origin %s", headers.get("Origin"))
             return connection.respond(HTTPStatus.FORBIDDEN, "origin not allowed\n")
@@ -157,7 +161,7 @@ class TrainerServer:
             return _error(None, p.INVALID_REQUEST, "binary frames are not JSON-RPC; send text frames")
         try:
             message = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError) as err:
+        except (ValueError, RecursionError) as err:  # ValueError: bad JSON, or an integer over Python's digit limit
             return _error(None, p.PARSE_ERROR, f"parse error: {err}")
         if isinstance(message, list):
             return _error(None, p.INVALID_REQUEST, "batch requests are not supported; send one request per frame")
@@ -306,9 +310,9 @@ class TrainerServer:
 
     async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         run_dir = self.runs.run_dir(params["runId"])
-        step_text = params["id"].split("-", 1)[0]
-        if step_text.isdigit():
-            path = run_dir / "trajectories" / trajectory_file_name(int(step_text))
+        step = _ascii_int(params["id"].split("-", 1)[0])
+        if step is not None:
+            path = run_dir / "trajectories" / trajectory_file_name(step)
             if path.is_file():
                 for line in path.read_text(encoding="utf-8").splitlines():
                     record = json.loads(line)
@@ -361,9 +365,16 @@ def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int
 def _decode_cursor(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit():
-        raise p.RpcError(p.INVALID_PARAMS, f"invalid cursor {cursor!r}: pass back the nextCursor of a previous page")
-    return int(cursor)
+    start = _ascii_int(cursor)
+    if start is None:
+        raise p.RpcError(p.INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: pass back the nextCursor of a previous page")
+    return start
+
+
+def _ascii_int(text: str, max_digits: int = 18) -> int | None:
+    """A non-negative integer written in ASCII digits, or None (str.isdigit also accepts '²' and other
+    digits int() refuses, and int() refuses more than 4,300 digits)."""
+    return int(text) if 0 < len(text) <= max_digits and text.isascii() and text.isdigit() else None
 
 
 def _is_valid_id(value: Any) -> bool:
