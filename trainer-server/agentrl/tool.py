@@ -13,6 +13,7 @@ import inspect
 import json
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -60,9 +61,42 @@ class ParsedCall:
     error: str | None = None  # set when the call could not be parsed (bad JSON, missing name)
 
 
-def _run_sync_in_daemon_thread(fn: Any, arguments: dict[str, Any]) -> asyncio.Future[Any]:
-    # A daemon thread, not an executor: a tool that hangs forever must neither block the rollout
-    # past its timeout nor keep the process alive at exit.
+# Calls that ran past their timeout keep their thread (Python cannot kill one); past this many per tool
+# still running, the tool gets no new thread until one of them returns, so hung calls cannot pile up.
+MAX_ABANDONED_CALLS = 4
+_abandoned: Counter[str] = Counter()
+_abandoned_lock = threading.Lock()
+
+
+class ToolExit(Exception):
+    """A Tool tried to end the process (sys.exit, KeyboardInterrupt): reported as that Tool's error."""
+
+
+class _Call:
+    """One call's thread, and whether its caller stopped waiting for it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.finished = False
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        with _abandoned_lock:
+            if not self.finished:
+                self.abandoned = True
+                _abandoned[self.name] += 1
+
+    def finish(self) -> None:
+        with _abandoned_lock:
+            self.finished = True
+            if self.abandoned:
+                _abandoned[self.name] -= 1
+
+
+def _run_in_daemon_thread(tool: Tool, arguments: dict[str, Any], call: _Call) -> asyncio.Future[Any]:
+    """Every Tool runs in a daemon thread, an async one in its own event loop there: a blocking call, in
+    sync or async code, then delays only its own thread, so the rollout's timeout holds for every kind
+    of Tool, and a Tool that never returns neither blocks the rollout nor keeps the process alive at exit."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -78,13 +112,21 @@ def _run_sync_in_daemon_thread(fn: Any, arguments: dict[str, Any]) -> asyncio.Fu
 
     def target() -> None:
         try:
-            value = fn(**arguments)
+            if inspect.iscoroutinefunction(tool.execute):
+                value = asyncio.run(tool.execute(**arguments))
+            else:
+                value = tool.execute(**arguments)
+        except (SystemExit, KeyboardInterrupt) as err:
+            deliver(future.set_exception, ToolExit(f"{tool.name} tried to end the process "
+                                                   f"({_describe_exception(err)}); a Tool returns or raises"))
         except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
             deliver(future.set_exception, err)
         else:
             deliver(future.set_result, value)
+        finally:
+            call.finish()
 
-    threading.Thread(target=target, name=f"tool-{getattr(fn, '__qualname__', 'call')}", daemon=True).start()
+    threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
     return future
 
 
@@ -111,14 +153,21 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
         outcome.error, outcome.error_kind = f"invalid arguments for {tool.name}: {where}: {err.message}", "schema"
         return outcome
     timeout_s = tool.timeout_s if tool.timeout_s is not None else default_timeout_s
+    with _abandoned_lock:
+        still_running = _abandoned[tool.name]
+    if still_running >= MAX_ABANDONED_CALLS:
+        outcome.error, outcome.error_kind = (f"{tool.name} not called: {still_running} earlier calls are still "
+                                             f"running past their {timeout_s:g} s timeout"), "timeout"
+        return outcome
     started = time.perf_counter()
+    call = _Call(tool.name)
     try:
-        if inspect.iscoroutinefunction(tool.execute):
-            result = await asyncio.wait_for(tool.execute(**arguments), timeout_s)
-        else:
-            result = await asyncio.wait_for(_run_sync_in_daemon_thread(tool.execute, arguments), timeout_s)
+        result = await asyncio.wait_for(_run_in_daemon_thread(tool, arguments, call), timeout_s)
     except TimeoutError:
+        call.abandon()
         outcome.error, outcome.error_kind = f"{tool.name} timed out after {timeout_s:g} s", "timeout"
+    except ToolExit as err:
+        outcome.error, outcome.error_kind = str(err), "exception"
     except Exception as err:  # noqa: BLE001 - the model sees the error and may recover
         outcome.error, outcome.error_kind = f"{tool.name} raised {_describe_exception(err)}", "exception"
     else:

@@ -1,13 +1,14 @@
 import asyncio
+import threading
 import time
 
 import jsonschema
 import pytest
 
 from agentrl import Tool
-from agentrl.tool import ParsedCall, execute_calls
+from agentrl.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls
 
-from failing_tools import Boom, Garbage, Hang, NotANumber
+from failing_tools import AsyncBlocks, AsyncInterrupts, Boom, Exits, Garbage, Hang, NotANumber
 
 
 class Add(Tool):
@@ -28,7 +29,8 @@ class AsyncHang(Tool):
         await asyncio.sleep(30)
 
 
-TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotANumber())}
+TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotANumber(), Exits(), AsyncInterrupts(),
+                             AsyncBlocks())}
 
 
 def run(*calls):
@@ -42,13 +44,15 @@ def test_success_result_and_latency():
 
 
 @pytest.mark.parametrize("call, kind, text", [
-    (ParsedCall("c", "nope", {}, "raw"), "unknown_tool", "unknown tool 'nope'; available tools: add, ahang"),
+    (ParsedCall("c", "nope", {}, "raw"), "unknown_tool", "unknown tool 'nope'; available tools: ablocks, add, ahang"),
     (ParsedCall("c", "", None, "raw", error="tool call is not valid JSON"), "bad_json", "not valid JSON"),
     (ParsedCall("c", "add", {"a": "x", "b": 1}, "raw"), "schema", "invalid arguments for add: a: 'x' is not of type"),
     (ParsedCall("c", "add", {"a": 1}, "raw"), "schema", "'b' is a required property"),
     (ParsedCall("c", "boom", {}, "raw"), "exception", "boom raised RuntimeError: kaput"),
     (ParsedCall("c", "garbage", {}, "raw"), "bad_result", "garbage returned a value that is not JSON"),
     (ParsedCall("c", "nan", {}, "raw"), "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
+    (ParsedCall("c", "exits", {}, "raw"), "exception", "exits tried to end the process (SystemExit: 7)"),
+    (ParsedCall("c", "ainterrupts", {}, "raw"), "exception", "ainterrupts tried to end the process (KeyboardInterrupt)"),
 ])
 def test_every_failure_is_an_outcome(call, kind, text):
     [out] = run(call)
@@ -56,7 +60,7 @@ def test_every_failure_is_an_outcome(call, kind, text):
     assert text in out.error
 
 
-@pytest.mark.parametrize("name", ["hang", "ahang"])
+@pytest.mark.parametrize("name", ["hang", "ahang", "ablocks"])
 def test_hung_tool_times_out_without_blocking(name):
     started = time.perf_counter()
     [out] = run(ParsedCall("c", name, {}, "raw"))
@@ -82,3 +86,21 @@ def test_invalid_parameter_schema_fails_at_class_definition():
 def test_schema_is_openai_function_format():
     assert Add().schema() == {"type": "function", "function": {
         "name": "add", "description": "add two integers", "parameters": Add.parameters}}
+
+
+def test_hung_calls_do_not_pile_up_threads():
+    class Stuck(Tool):
+        name = "stuck"
+        timeout_s = 0.05
+
+        def execute(self):
+            time.sleep(3)
+
+    before = threading.active_count()
+    outcomes = [asyncio.run(execute_calls([ParsedCall(str(i), "stuck", {}, "r")], {"stuck": Stuck()}, 5.0))[0]
+                for i in range(12)]
+    assert threading.active_count() - before <= MAX_ABANDONED_CALLS
+    assert all(o.error_kind == "timeout" for o in outcomes)
+    refused = [o for o in outcomes if "not called" in o.error]
+    assert len(refused) == 12 - MAX_ABANDONED_CALLS
+    assert f"{MAX_ABANDONED_CALLS} earlier calls are still running past their 0.05 s timeout" in refused[0].error
