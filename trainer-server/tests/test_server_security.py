@@ -1,6 +1,7 @@
 """Who may connect, what an upload may contain, and what hostile messages get."""
 
 import base64
+import bz2
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from agentrl.server.protocol import RpcError
 from server_harness import Client, ServerProcess, example_config
 
 
@@ -240,6 +242,33 @@ def test_a_tar_of_the_current_folder_is_accepted(server, tmp_path):
     assert result["files"] == 1
     bundle = server.runs_dir.parent / "bundles" / result["bundleId"]
     assert (bundle / "env.py").read_text() == "print('hi')\n"
+
+
+def test_a_tar_that_declares_gigabytes_is_rejected_before_it_is_decompressed(tmp_path):
+    """The header's size is checked before the next header is read: the member's data is never inflated
+    (here it is not even there: the archive ends after the header)."""
+    from agentrl.server.bundles import BundleStore
+
+    header = tarfile.TarInfo("huge.bin")
+    header.size = 4 * 2**30
+    data = bz2.compress(header.tobuf(format=tarfile.GNU_FORMAT))
+    with pytest.raises(RpcError, match="'huge.bin' is 4294967296 bytes; at most"):
+        BundleStore(tmp_path / "bundles").add(base64.b64encode(data).decode())
+
+
+def test_the_store_cleans_half_uploads_and_keeps_to_its_quota(tmp_path, monkeypatch):
+    from agentrl.server import bundles
+
+    leftover = tmp_path / "bundles" / ".tmp-0123"
+    leftover.mkdir(parents=True)
+    (leftover / "env.py").write_text("x")
+    store = bundles.BundleStore(tmp_path / "bundles")
+    assert not leftover.exists()  # a kill -9 mid-upload leaves nothing behind for good
+    archive = base64.b64encode(zip_of([("env.py", b"print('hi')")])).decode()
+    store.add(archive)
+    monkeypatch.setattr(bundles, "MAX_STORE_BYTES", store.stored_bytes())
+    with pytest.raises(RpcError, match="bundle store holds 11 bytes, its limit is 11"):
+        store.add(base64.b64encode(zip_of([("other.py", b"x")])).decode())
 
 
 def test_bad_base64_is_rejected(server):

@@ -104,11 +104,16 @@ class Client:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
 
+MAX_CONCURRENT_UPLOADS = 2
+
+
 class TrainerServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         self.runs = RunManager(options.runs_dir)
         self.bundles = BundleStore(options.bundles_dir)
+        # Uploads run in worker threads; bounded, they never take every worker from the other requests.
+        self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()
         self.handlers = {
@@ -321,7 +326,8 @@ class TrainerServer:
         raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {params['runId']} has no trajectory {params['id']!r}")
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        digest, files = await asyncio.to_thread(self.bundles.add, params["archive"])
+        async with self.upload_slots:  # one per connection already: a connection's requests run in turn
+            digest, files = await asyncio.to_thread(self.bundles.add, params["archive"])
         log.info("stored env bundle %s (%s, %d files)", digest[:12], params["name"], files)
         return {"bundleId": digest, "sha256": digest, "files": files}
 

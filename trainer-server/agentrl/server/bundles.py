@@ -31,6 +31,7 @@ MAX_ARCHIVE_BYTES = 32 * 2**20
 MAX_TOTAL_BYTES = 256 * 2**20
 MAX_FILE_BYTES = 64 * 2**20
 MAX_FILES = 2_000
+MAX_STORE_BYTES = 4 * 2**30  # every stored bundle together, extracted
 MAX_NAME_BYTES = 255  # one path component: what common file systems hold
 MAX_DEPTH = 32
 READABLE_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
@@ -151,9 +152,17 @@ def _extract_zip(data: bytes, dest: Path) -> int:
 def _extract_tar(data: bytes, dest: Path) -> int:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
         members = []
+        declared = 0
         for info in archive:  # streaming: a tar with a million headers stops at the count limit
             if not (info.isfile() or info.isdir()):
                 raise _reject(f"{info.name!r}: links and special files are not allowed")
+            # Reading the next header decompresses this member's data: check its size first, so a small
+            # .tar.bz2 that declares gigabytes is rejected before any of them are decompressed.
+            declared += info.size
+            if info.size > MAX_FILE_BYTES:
+                raise _reject(f"{info.name!r} is {info.size} bytes; at most {MAX_FILE_BYTES} per file")
+            if declared > MAX_TOTAL_BYTES:
+                raise _reject(f"{declared} bytes uncompressed; at most {MAX_TOTAL_BYTES} are allowed")
             member = _member(info.name, info.size, info.isdir(), partial(archive.extractfile, info))
             if member is not None:
                 members.append(member)
@@ -165,6 +174,11 @@ def _extract_tar(data: bytes, dest: Path) -> int:
 class BundleStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        for leftover in root.glob(".tmp-*") if root.is_dir() else []:
+            shutil.rmtree(leftover, ignore_errors=True)  # an upload the server was killed in the middle of
+
+    def stored_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file()) if self.root.is_dir() else 0
 
     def add(self, archive_b64: str) -> tuple[str, int]:
         """(sha256, number of files) of a stored bundle."""
@@ -179,6 +193,10 @@ class BundleStore:
         if final.is_dir():
             return digest, sum(1 for p in final.rglob("*") if p.is_file())
         self.root.mkdir(parents=True, exist_ok=True)
+        stored = self.stored_bytes()
+        if stored >= MAX_STORE_BYTES:
+            raise _reject(f"the server's bundle store holds {stored} bytes, its limit is {MAX_STORE_BYTES}; "
+                          f"remove old bundles from {self.root}")
         staging = self.root / f".tmp-{uuid.uuid4().hex}"
         staging.mkdir()
         try:
