@@ -36,6 +36,24 @@ def trajectory_file_name(step: int) -> str:
     return f"step-{step:06d}.trajectories.jsonl"
 
 
+def last_seq(run_dir: Path) -> int:
+    """The seq of the log's last complete event, read from its tail, or 0."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return 0
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        tail_size = 1 << 16
+        while True:
+            handle.seek(max(0, size - tail_size))
+            tail = handle.read()
+            complete = tail[: tail.rfind(b"\n") + 1]
+            lines = complete.splitlines()
+            if len(lines) >= 2 or tail_size >= size:
+                return json.loads(lines[-1])["seq"] if lines and lines[-1].strip() else 0
+            tail_size *= 4  # one event longer than the tail read: read more
+
+
 def read_events(run_dir: Path, since: int = 0) -> list[dict[str, Any]]:
     """Every complete event with seq > since, in order."""
     path = Path(run_dir) / EVENTS_FILE

@@ -6,7 +6,7 @@ import pytest
 
 from agentrl.episode import Episode, ToolCallRecord, TurnRecord
 from agentrl.metrics import rollout_metrics
-from agentrl.runstore import RunStore, latest_status, list_run_dirs, read_events
+from agentrl.runstore import RunStore, last_seq, latest_status, list_run_dirs, read_events
 
 
 def test_events_are_sequenced_and_a_torn_tail_is_never_read(tmp_path):
@@ -22,6 +22,18 @@ def test_events_are_sequenced_and_a_torn_tail_is_never_read(tmp_path):
     lines = (store.run_dir / "events.jsonl").read_text().splitlines()
     assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3, 4]
     assert latest_status(read_events(store.run_dir))["status"] == "running"
+
+
+def test_the_last_seq_is_read_from_the_tail(tmp_path):
+    store = RunStore.create(tmp_path, "r", {"name": "r"}, {"name": "r", "mode": "train"})
+    assert last_seq(store.run_dir) == 0
+    for step in range(2000):
+        store.append_event("metrics", {"step": step, "metrics": {"x": 1.0}})
+    store.append_event("log", {"line": "y" * 300_000})  # one event longer than the first tail read
+    assert last_seq(store.run_dir) == 2001 == read_events(store.run_dir)[-1]["seq"]
+    with (store.run_dir / "events.jsonl").open("a") as handle:
+        handle.write('{"seq": 2002, "ty')  # a torn tail is not an event yet
+    assert last_seq(store.run_dir) == 2001
 
 
 def test_checkpoints_are_whole_or_absent_and_trimmed(tmp_path):

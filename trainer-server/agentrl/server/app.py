@@ -21,7 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
-from agentrl.runstore import EVENTS_FILE, read_events, trajectory_file_name
+from agentrl.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.runs import RunManager
@@ -242,11 +242,13 @@ class TrainerServer:
         await self.runs.resume(params["runId"])
         return {"runId": params["runId"], "status": "running"}
 
+    # Methods that read run folders (event logs of any length) do it in a worker thread: the event loop
+    # keeps answering every other client meanwhile (initialize, pings, streams).
     async def run_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        return {"runs": self.runs.list()}
+        return {"runs": await asyncio.to_thread(self.runs.list)}
 
     async def run_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        return self.runs.info(params["runId"])
+        return await asyncio.to_thread(self.runs.info, params["runId"])
 
     async def run_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         run_id = params["runId"]
@@ -257,8 +259,7 @@ class TrainerServer:
             previous.cancel()
         client.subscriptions[run_id] = asyncio.get_running_loop().create_task(
             self._stream(client, run_id, run_dir, since))
-        events = read_events(run_dir)
-        return {"runId": run_id, "lastSeq": events[-1]["seq"] if events else 0}
+        return {"runId": run_id, "lastSeq": await asyncio.to_thread(last_seq, run_dir)}
 
     async def _stream(self, client: Client, run_id: str, run_dir: Path, since: int) -> None:
         """Every event with seq > since, from the log, then new ones as they are appended. The cursor
@@ -270,7 +271,7 @@ class TrainerServer:
         path = run_dir / EVENTS_FILE
         try:
             while True:
-                events, offset = _read_new_events(path, offset)
+                events, offset = await asyncio.to_thread(_read_new_events, path, offset)
                 fresh = [e for e in events if e["seq"] > sent]
                 latest = events[-1]["seq"] if events else sent
                 if latest - sent > BEHIND_THRESHOLD and not told_behind:
@@ -292,6 +293,9 @@ class TrainerServer:
         return {"runId": params["runId"]}
 
     async def trajectory_query(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._trajectory_query, params)
+
+    def _trajectory_query(self, params: dict[str, Any]) -> dict[str, Any]:
         run_dir = self.runs.run_dir(params["runId"])
         latest: dict[str, dict[str, Any]] = {}
         for event in read_events(run_dir):
@@ -314,6 +318,9 @@ class TrainerServer:
         return {"items": page, "total": len(items), "nextCursor": next_cursor}
 
     async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._trajectory_get, params)
+
+    def _trajectory_get(self, params: dict[str, Any]) -> dict[str, Any]:
         run_dir = self.runs.run_dir(params["runId"])
         step = _ascii_int(params["id"].split("-", 1)[0])
         if step is not None:

@@ -219,7 +219,9 @@ class RunManager:
         else:
             tail = ""
             if proc is not None and proc.stderr_path is not None and proc.stderr_path.exists():
-                tail = proc.stderr_path.read_bytes()[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+                with proc.stderr_path.open("rb") as log_file:  # the tail only: a log can be gigabytes
+                    log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))
+                    tail = log_file.read().decode("utf-8", "replace")
             data = {"status": "failed", **base, "message": f"the run's process exited with code {exit_code}",
                     "traceback": tail}
         RunStore(run_dir).append_event("status", data, durable=True)
