@@ -1,6 +1,6 @@
 """Reproduces the README's results table: the recipes on the packaged SmolLM2-135M-Instruct, on CPU.
 
-    .venv/bin/python results/reproduce.py            # about 45 minutes on 2 cores
+    .venv/bin/python results/reproduce.py            # about 100 minutes on 2 cores
 
 Writes results/results.json (every figure in the table), results/learning_curves.png, and leaves the
 runs (trajectories included) in results/runs/.
