@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -308,6 +309,28 @@ def test_a_repeated_header_is_a_bad_request(server, header):
     with pytest.raises(InvalidStatus) as info:
         connect(server.url, additional_headers=headers, open_timeout=10)
     assert info.value.response.status_code == 400
+
+
+def test_connections_past_the_limit_are_refused_until_one_closes(tmp_path):
+    capped = ServerProcess(tmp_path / "runs", "--max-connections", "2")
+    try:
+        first, second = capped.client(), capped.client()
+        with pytest.raises(InvalidStatus) as info:
+            connect(capped.url, open_timeout=10, additional_headers={"Authorization": f"Bearer {capped.token}"})
+        assert info.value.response.status_code == 503
+        assert b"2 connections are open" in info.value.response.body
+        first.close()
+        deadline = time.time() + 10
+        while True:  # the server sees the close a moment later
+            try:
+                third = capped.client()
+                break
+            except InvalidStatus:
+                assert time.time() < deadline, "a closed connection's slot was never given back"
+                time.sleep(0.1)
+        assert "time" in third.request("server/ping") and "time" in second.request("server/ping")
+    finally:
+        capped.stop()
 
 
 def hostile_messages(rng):

@@ -42,6 +42,7 @@ class ServerOptions:
     bundles_dir: Path
     token: str | None
     allowed_origins: tuple[str, ...] = ()
+    max_connections: int = 32
 
 
 def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
@@ -50,8 +51,12 @@ def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
     return origin is None or origin in allowed
 
 
-def make_request_check(options: ServerOptions) -> Any:
+def make_request_check(options: ServerOptions, open_connections: Any) -> Any:
     def check(connection: ServerConnection, request: Request) -> Response | None:
+        if open_connections() >= options.max_connections:
+            log.warning("refused a connection: %d are open, the limit", options.max_connections)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE,
+                                      f"{options.max_connections} connections are open, the server's limit\n")
         headers: Headers = request.headers
         repeated = [name for name in ("Origin", "Authorization") if len(headers.get_all(name)) > 1]
         if repeated:
@@ -105,6 +110,9 @@ class Client:
 
 
 MAX_CONCURRENT_UPLOADS = 2
+# Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
+# sends faster than its requests are answered waits on TCP instead of growing the server's memory.
+MAX_QUEUED_FRAMES = 4
 
 
 class TrainerServer:
@@ -114,6 +122,7 @@ class TrainerServer:
         self.bundles = BundleStore(options.bundles_dir)
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
+        self.open_connections = 0
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()
         self.handlers = {
@@ -138,8 +147,8 @@ class TrainerServer:
         self.runs.recover()
         async with serve(
             self.connection_handler, self.options.host, self.options.port,
-            process_request=make_request_check(self.options), max_size=MAX_MESSAGE_BYTES,
-            max_queue=64, ping_interval=20, ping_timeout=20,
+            process_request=make_request_check(self.options, lambda: self.open_connections),
+            max_size=MAX_MESSAGE_BYTES, max_queue=MAX_QUEUED_FRAMES, ping_interval=20, ping_timeout=20,
         ) as server:
             self.server = server
             port = next(iter(server.sockets)).getsockname()[1]
@@ -150,6 +159,7 @@ class TrainerServer:
     # --- connection -------------------------------------------------------------------------
     async def connection_handler(self, connection: ServerConnection) -> None:
         client = Client(connection)
+        self.open_connections += 1
         try:
             async for raw in connection:
                 response = await self.handle_message(client, raw)
@@ -158,6 +168,7 @@ class TrainerServer:
         except ConnectionClosed:
             pass
         finally:
+            self.open_connections -= 1
             for task in client.subscriptions.values():
                 task.cancel()  # the runs go on; only this client's streams end
 

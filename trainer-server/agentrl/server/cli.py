@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundles-dir", help="where uploaded env bundles live (default: RUNS_DIR/../bundles)")
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                         help="a browser Origin allowed to connect (repeatable); none by default")
+    parser.add_argument("--max-connections", type=int, default=32,
+                        help="connections open at once; more are refused with HTTP 503 (default: 32)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     options = ServerOptions(
         host=args.host, port=args.port, runs_dir=runs_dir,
         bundles_dir=Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir.parent / "bundles",
-        token=token, allowed_origins=tuple(args.allow_origin),
+        token=token, allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
     )
 
     def on_listening(port: int) -> None:
