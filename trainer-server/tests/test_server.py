@@ -162,6 +162,20 @@ def test_env_upload_check_and_start_from_bundle(server):
     assert client.call("env/check", {"bundleId": "0" * 64})["error"]["code"] == -32021
 
 
+def test_env_check_names_how_an_env_that_ends_the_process_died(server):
+    """os._exit in the env's code kills the check's process before it reports; the server says how it ended."""
+    client = server.client()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("env.py", "import os\nos._exit(3)\n")
+        archive.write(EXAMPLE_CONFIG.parent / "tasks.jsonl", "tasks.jsonl")
+        archive.write(EXAMPLE_CONFIG.parent / "lookup.agentrl.yaml", "lookup.agentrl.yaml")
+    uploaded = client.request("env/upload", {"name": "exits", "archive": base64.b64encode(buffer.getvalue()).decode()})
+    checked = client.request("env/check", {"bundleId": uploaded["bundleId"]}, timeout=120)
+    assert not checked["ok"]
+    assert checked["diagnostics"][-1]["message"].startswith("env check exited with code 3 before reporting")
+
+
 def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(server, tmp_path):
     client = server.client()
     config = example_config()

@@ -363,7 +363,12 @@ class TrainerServer:
         try:
             diagnostics = json.loads(out)
         except json.JSONDecodeError:
-            diagnostics = [{"severity": "error", "message": f"env check crashed: {err.decode(errors='replace')[-2000:]}"}]
+            said = err.decode(errors="replace").strip()[-2000:]
+            how = (f"exited with code {process.returncode}" if process.returncode >= 0
+                   else f"was killed by signal {-process.returncode}")
+            diagnostics = [{"severity": "error",
+                            "message": f"env check {how} before reporting (the env's code may have ended the "
+                                       f"process, e.g. os._exit)" + (f": {said}" if said else "")}]
         return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
 
     async def ping(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
