@@ -214,10 +214,10 @@ class Learner:
         kl_in_loss = kl is not None and not getattr(self.algorithm, "KL_IN_REWARD", False)
         totals: dict[str, float] = {}
         grad_norm = 0.0
+        micro_rows = self._micro_rows(batch)
         for _ in range(self.config.train.update_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             from_training_pass = []
-            micro_rows = self._micro_rows(batch)
             for rows in micro_rows:
                 micro = batch.select(rows)
                 with self._precision():

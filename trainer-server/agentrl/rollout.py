@@ -25,8 +25,8 @@ import torch
 
 from agentrl.config import RolloutConfig
 from agentrl.env import ToolEnv
-from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
 from agentrl.episode import Episode, TurnRecord
+from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
 from agentrl.tool import Tool, execute_calls
 from agentrl.toolcall import ToolCallFormat, get_format, schemas_by_name
 

@@ -267,10 +267,11 @@ def _try_episodes(run: _Run, count: int) -> None:
 def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[list[Episode], int]:
     """The episodes the update may use, and how many were dropped: a NaN or infinite reward would turn
     every advantage of its group, and then the weights, into NaN."""
-    bad = [(episode, found) for episode in episodes if (found := episode.non_finite_rewards())]
+    screened = [(episode, episode.non_finite_rewards()) for episode in episodes]
+    bad = [(episode, found) for episode, found in screened if found]
     if not bad:
         return episodes, 0
-    kept = [episode for episode in episodes if not episode.non_finite_rewards()]
+    kept = [episode for episode, found in screened if not found]
     if policy == "fail" or not kept:
         episode, found = bad[0]
         more = f" (and {len(bad) - 1} more episode(s))" if len(bad) > 1 else ""

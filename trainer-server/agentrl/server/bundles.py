@@ -4,8 +4,9 @@ An archive (zip or tar, optionally gzip) is checked member by member before anyt
 no absolute paths, no `..`, no links or devices, no name twice and no name both a file and a folder,
 names and depths every file system can hold, zip members that are neither encrypted nor compressed
 with a method Python cannot read, at least one file, bounded file count and sizes (declared and actual,
-so a zip bomb stops at the limit). The folder entry `./` that `tar -C dir .` writes is accepted. It is extracted into a temporary folder inside the store and
-renamed to its content hash, so a bundle is complete or absent, and never outside the store.
+so a zip bomb stops at the limit). The folder entry `./` that `tar -C dir .` writes is accepted. It is
+extracted into a temporary folder inside the store and renamed to its content hash, so a bundle is
+complete or absent, and never outside the store.
 """
 
 from __future__ import annotations

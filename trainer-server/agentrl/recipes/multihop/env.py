@@ -4,16 +4,18 @@ The agent searches, reads, searches again, and answers with `Answer: ...`. The s
 answer's exact match, F1 and substring match against the gold answer (HotpotQA's official normalisation);
 an episode without an `Answer:` line answered nothing and scores 0, as an answer-tag extractor does in
 Search-R1 and Agent-R1. The breakdown also says whether an answer was given (`answered`) and whether a
-search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`). Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first
-search whose passages contain the gold answer (a good intermediate action, earned only by searching
-well). No format bonus, and no penalty for a failed call: measured on this recipe, F1 over free text
-taught the 135M model to stop searching and write long sentences that overlap the answer by chance, and
-a -0.1 per failed call drove it away from the tool sooner still.
+search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`).
+
+Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first search whose passages
+contain the gold answer (a good intermediate action, earned only by searching well). No format bonus,
+and no penalty for a failed call: measured on this recipe, F1 over free text taught the 135M model to stop
+searching and write long sentences that overlap the answer by chance, and a -0.1 per failed call drove it
+away from the tool sooner still.
 
 The prompt shows the search-and-answer pattern once (`examples: 1`), as a worked two-hop example in real
-chat turns, in the call format the recipe's configs use (`rollout.tool_format: tags`, `<search>query</search>`,
-which a 135M model writes far more reliably than JSON). The example's question and paragraphs are in no
-data file.
+chat turns, in the call format the recipe's configs use (`rollout.tool_format: tags`,
+`<search>query</search>`, which a 135M model writes far more reliably than JSON). The example's question
+and paragraphs are in no data file.
 
 The search corpus is the union of the `context` paragraphs of every data file the run or evaluation reads:
 agentrl passes the env their paths as `data_files` (data.train, data.eval, and eval's --data), so a run
