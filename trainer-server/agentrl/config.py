@@ -53,6 +53,10 @@ class ModelConfig(_Section):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     tiny_layers: int = Field(2, ge=1, le=48, description="Layers of the 'tiny' model (ignored otherwise).")
     tiny_hidden: int = Field(64, ge=8, le=8192, description="Hidden size of the 'tiny' model (ignored otherwise).")
+    tiny_head_dim: int = Field(
+        16, ge=8, le=256,
+        description="Attention head size of the 'tiny' model (ignored otherwise); vLLM's CPU kernels need 32 or more.",
+    )
 
 
 class EnvConfig(_Section):
@@ -75,6 +79,14 @@ class DataConfig(_Section):
 
 
 class RolloutConfig(_Section):
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto",
+        description=(
+            "What generates the rollouts. hf: agentrl's own batched sampling over the transformers model; "
+            "vllm: vLLM's async engine (continuous batching, prefix caching; weights pushed after every update); "
+            "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
+        ),
+    )
     group_size: int = Field(4, ge=1, le=1024, description="Samples per prompt (the GRPO/RLOO group).")
     max_turns: int = Field(4, ge=1, le=256, description="Assistant turns before an episode is truncated.")
     max_new_tokens: int = Field(64, ge=1, le=131072, description="New tokens per assistant turn.")
@@ -107,6 +119,19 @@ class KLConfig(_Section):
     estimator: Literal["k1", "k3"] = Field("k3", description="k1 = log ratio, k3 = unbiased low-variance estimator.")
 
 
+class RolloutISConfig(_Section):
+    """Truncated importance sampling for the gap between the rollout engine's and the learner's kernels."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Weight each sampled token's loss by min(pi_learner / pi_rollout, cap): the engine sampled from "
+            "slightly different numbers than the learner computes (actor/logprob_gap)."
+        ),
+    )
+    cap: float = Field(2.0, ge=1.0, le=100.0, description="Upper bound of the importance weight.")
+
+
 class AlgorithmConfig(_Section):
     name: Literal["grpo", "ppo", "reinforce_pp", "rloo"] = Field("grpo", description="Policy-gradient algorithm.")
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
@@ -128,6 +153,7 @@ class AlgorithmConfig(_Section):
     vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (PPO).")
     entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight.")
     kl: KLConfig = Field(default_factory=KLConfig)
+    rollout_is: RolloutISConfig = Field(default_factory=RolloutISConfig)
     train_on_tool_tokens: bool = Field(
         False, description="Ablation only: put tool/observation tokens in the loss mask (the paper's no-mask run)."
     )

@@ -47,7 +47,7 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
 
     from agentrl.envloader import env_factory, load_env_class
     from agentrl.model import load_policy
-    from agentrl.rollout import RolloutEngine
+    from agentrl.rollout import make_rollout_engine
     from agentrl.runstore import RunStore, new_run_id
     from agentrl.trainer import data_files_in_use, load_tasks, record_episodes
 
@@ -65,18 +65,21 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
         state = torch.load(Path(checkpoint) / "model.pt", map_location=device)
         model.load_state_dict(state)
     tasks = load_tasks(data_path, limit)
-    engine = RolloutEngine(model, tokenizer, make_env, rollout, device)
+    engine = make_rollout_engine(model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size)
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")
     store = RunStore.create(Path(runs_dir), new_run_id(name), config.model_dump(mode="json"),
                             {"name": name, "mode": "eval", "data": str(data_path), "checkpoint": checkpoint,
-                             "baseline": baseline})
+                             "baseline": baseline, "engine": engine.description})
     episodes = []
-    for start in range(0, len(tasks), batch_size):
-        batch = engine.run(tasks[start : start + batch_size], group_size=1, seed=config.seed)
-        for episode in batch:
-            episode.group += start  # unique ids across batches
-        episodes += batch
-        print(f"eval: {len(episodes)}/{len(tasks)}", file=sys.stderr, flush=True)
+    try:
+        for start in range(0, len(tasks), batch_size):
+            batch = engine.run(tasks[start : start + batch_size], group_size=1, seed=config.seed)
+            for episode in batch:
+                episode.group += start  # unique ids across batches
+            episodes += batch
+            print(f"eval: {len(episodes)}/{len(tasks)} ({engine.description})", file=sys.stderr, flush=True)
+    finally:
+        engine.close()
     record_episodes(store, 0, episodes, tokenizer)
     metrics: dict[str, float] = {"n": float(len(episodes)),
                                  "reward": sum(e.total_reward for e in episodes) / len(episodes)}

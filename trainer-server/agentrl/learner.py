@@ -18,11 +18,12 @@ import torch
 from torch import nn
 
 from agentrl.algorithms import get_algorithm
-from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, masked_mean
+from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, masked_mean, truncated_is_weights
 from agentrl.algorithms.ppo import value_loss
 from agentrl.batch import TrainBatch, collate
 from agentrl.config import RunConfig
 from agentrl.episode import Episode
+from agentrl.model import text_config
 from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
 
 
@@ -40,7 +41,7 @@ def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
     """What the causal LM's own forward makes of these last hidden states: its output head, then the final
     soft-capping some models apply (Gemma 2 and 3). `check_vocabulary_logits` proves it per model."""
     logits = model.get_output_embeddings()(hidden)
-    cap = getattr(_text_config(model), "final_logit_softcapping", None)
+    cap = getattr(text_config(model), "final_logit_softcapping", None)
     return torch.tanh(logits / cap) * cap if cap else logits
 
 
@@ -48,7 +49,7 @@ def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
 def check_vocabulary_logits(model: Any, device: torch.device) -> None:
     """The learner projects only chosen hidden states; refuse a model whose forward does more to its
     logits than `vocabulary_logits` reproduces, instead of training it on the wrong distribution."""
-    probe = torch.arange(1, 9, device=device).reshape(1, -1) % _text_config(model).vocab_size
+    probe = torch.arange(1, 9, device=device).reshape(1, -1) % text_config(model).vocab_size
     was_training = model.training
     model.eval()  # no dropout in either pass
     try:
@@ -57,18 +58,13 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
     finally:
         model.train(was_training)
     if not torch.allclose(own.float(), ours.float(), atol=1e-4, rtol=1e-4, equal_nan=True):
-        raise ValueError(f"the learner cannot reproduce the logits of model type {_text_config(model).model_type!r}: "
+        raise ValueError(f"the learner cannot reproduce the logits of model type {text_config(model).model_type!r}: "
                          "its forward transforms the output head's logits in a way agentrl does not know "
                          "(known: none, or Gemma's final soft-capping)")
 
 
-def _text_config(model: Any) -> Any:
-    config = model.config
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
 def _hidden_size(model: Any) -> int:
-    return int(_text_config(model).hidden_size)
+    return int(text_config(model).hidden_size)
 
 
 class Learner:
@@ -230,7 +226,15 @@ class Learner:
                     out["logprobs"], micro_old, advantages[rows].to(self.device),
                     cfg.clip_eps, cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
                 )
-                parts = {"loss/policy": aggregate(per_token, micro_mask, cfg.loss_agg, norm)}
+                parts = {}
+                if cfg.rollout_is.enabled:
+                    weights = truncated_is_weights(micro_old, micro.rollout_logprobs.to(self.device),
+                                                   micro.sampled_mask.to(self.device), cfg.rollout_is.cap)
+                    per_token = per_token * weights
+                    parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
+                    parts["actor/rollout_is_capped_frac"] = aggregate(
+                        (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm)
+                parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
                 parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
                 parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
                 loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]

@@ -16,6 +16,12 @@ from agentrl.config import ModelConfig  # noqa: E402
 BUILTIN_MODELS = ("tiny", "smollm2")
 
 
+def text_config(model: Any) -> Any:
+    """The language model's config (multimodal configs nest it)."""
+    config = model.config
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
 def resolve_device(requested: str) -> torch.device:
     if requested == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("model.device is 'cuda' but torch sees no CUDA device (is a CUDA build of torch installed?)")
@@ -58,7 +64,7 @@ def load_policy(cfg: ModelConfig, seed: int) -> tuple[Any, Any, torch.device]:
     if cfg.path == "tiny":
         from agentrl.tiny import build_tiny_model_and_tokenizer
 
-        model, tokenizer = build_tiny_model_and_tokenizer(cfg.tiny_layers, cfg.tiny_hidden, seed)
+        model, tokenizer = build_tiny_model_and_tokenizer(cfg.tiny_layers, cfg.tiny_hidden, seed, cfg.tiny_head_dim)
         model = model.to(dtype)
     elif cfg.path == "smollm2":
         from agentrl.default_model import load_smollm2

