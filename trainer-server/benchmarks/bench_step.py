@@ -1,19 +1,20 @@
-"""Training-step benchmark: the rollout engine and the learner on one multi-turn workload, side by side.
+"""Training-step benchmark: both rollout engines and the learner on one multi-turn workload, side by side.
 
     .venv/bin/python trainer-server/benchmarks/bench_step.py [--model smollm2|tiny] [--episodes 32]
 
 The workload: the packaged SmolLM2-135M-Instruct, 32 episodes a step (4 tasks x 8 samples), 3 turns of at
-most 64 new tokens, and a tool that sleeps a random 50-300 ms before it answers. One process generates the
-episodes with the hf engine; then each learner runs one update on the same episodes in its own process,
-so that each peak memory is its own:
+most 64 new tokens, and a tool that sleeps a random 50-300 ms before it answers. Each phase runs in its own
+process, so that each peak memory is its own:
 
+- `hf engine` and `vllm engine`: the same episodes' rollout with rollout.engine hf, then vllm (vLLM's start-up
+  is timed apart from the rollout, and its own processes' peak memory is added to the figure);
 - `learner`: agentrl's learner (projection only at the read positions, shared prefix run once, micro-batches
-  bucketed by length, no scoring pass when on-policy);
+  bucketed by length, no scoring pass when on-policy), on the hf engine's episodes;
 - `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
   log-softmax and entropy, each micro-batch padded to the step's longest episode, a separate no-gradient
   scoring pass for the old logprobs), which is what the learner did before these savings.
 
-Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratio. It asserts
+Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratios. It asserts
 nothing: speed targets live here, not in timed tests.
 """
 
@@ -39,7 +40,7 @@ from agentrl.batch import TrainBatch
 from agentrl.config import load_config_dict
 from agentrl.learner import Learner
 from agentrl.model import load_policy
-from agentrl.rollout import RolloutEngine
+from agentrl.rollout import make_rollout_engine
 
 TASKS = ["the tallest mountain in Europe", "the river through Vienna", "the inventor of the telephone",
          "the capital of Australia"]
@@ -85,21 +86,31 @@ def config(model: str, episodes: int) -> Any:
 
 
 def peak_memory_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+    """This process's peak resident memory plus the largest of its finished children (vLLM's engine processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + children) / 2**20  # ru_maxrss is in KiB on Linux
 
 
-def rollout(model_path: str, episodes: int, out: Path) -> dict[str, float]:
+def rollout(model_path: str, engine_name: str, episodes: int, out: Path | None) -> dict[str, float]:
     cfg = config(model_path, episodes)
+    cfg.rollout.engine = engine_name
     model, tokenizer, device = load_policy(cfg.model, seed=0)
-    engine = RolloutEngine(model, tokenizer, ThreeTurnEnv, cfg.rollout, device)
-    tasks = [{"topic": TASKS[i % len(TASKS)]} for i in range(episodes // cfg.rollout.group_size)]
     started = time.perf_counter()
-    generated = engine.run(tasks, group_size=cfg.rollout.group_size, seed=0)
-    elapsed = time.perf_counter() - started
-    out.write_bytes(pickle.dumps(generated))
+    engine = make_rollout_engine(model, tokenizer, ThreeTurnEnv, cfg.rollout, device, concurrent_episodes=episodes)
+    start_up = time.perf_counter() - started
+    tasks = [{"topic": TASKS[i % len(TASKS)]} for i in range(episodes // cfg.rollout.group_size)]
+    try:
+        started = time.perf_counter()
+        generated = engine.run(tasks, group_size=cfg.rollout.group_size, seed=0)
+        elapsed = time.perf_counter() - started
+    finally:
+        engine.close()
+    if out is not None:
+        out.write_bytes(pickle.dumps(generated))
     tokens = sum(ep.response_length for ep in generated)
     return {"rollout tokens/s": tokens / elapsed, "episodes/s": len(generated) / elapsed, "rollout s": elapsed,
-            "tokens per episode": sum(len(ep.token_ids) for ep in generated) / len(generated),
+            "start-up s": start_up, "tokens per episode": sum(len(ep.token_ids) for ep in generated) / len(generated),
             "peak memory GB": peak_memory_gb()}
 
 
@@ -145,13 +156,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2", help="smollm2 (the packaged default) or tiny")
     parser.add_argument("--episodes", type=int, default=32, help="episodes a step, a multiple of 8")
-    parser.add_argument("--phase", choices=["rollout", "learner", "plain-learner"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner"], help=argparse.SUPPRESS)
     parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.manual_seed(0)
     random.seed(0)
-    if args.phase == "rollout":
-        print(json.dumps(rollout(args.model, args.episodes, args.episodes_file)))
+    if args.phase in ("hf", "vllm"):
+        print(json.dumps(rollout(args.model, args.phase, args.episodes, args.episodes_file)))
         return
     if args.phase:
         print(json.dumps(learn(args.model, args.episodes, args.episodes_file, plain=args.phase == "plain-learner")))
@@ -159,17 +170,23 @@ def main() -> None:
     common = ["--model", args.model, "--episodes", str(args.episodes)]
     with tempfile.TemporaryDirectory() as folder:
         episodes_file = Path(folder) / "episodes.pkl"
-        figures = {"hf engine": child([*common, "--phase", "rollout", "--episodes-file", str(episodes_file)])}
+        figures = {"hf engine": child([*common, "--phase", "hf", "--episodes-file", str(episodes_file)])}
+        figures["vllm engine"] = child([*common, "--phase", "vllm"])
         for phase in ("plain-learner", "learner"):
             figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file", str(episodes_file)])
     print(f"model {args.model}, {args.episodes} episodes a step, 3 turns of up to 64 new tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     for name, values in figures.items():
         print(f"  {name:14s} " + "  ".join(f"{key} {value:,.3g}" for key, value in values.items()))
+    hf, vllm = figures["hf engine"], figures["vllm engine"]
+    print(f"  vllm engine vs hf engine: rollout tokens/s {vllm['rollout tokens/s'] / hf['rollout tokens/s']:.2f}x, "
+          f"episodes/s {vllm['episodes/s'] / hf['episodes/s']:.2f}x")
     plain, ours = figures["plain learner"], figures["learner"]
     print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
           f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
-    print("  vllm engine: not measured (rollout.engine vllm is not built yet)")
+    step_hf = hf["rollout s"] + ours["update s"]
+    step_vllm = vllm["rollout s"] + ours["update s"]
+    print(f"  step (rollout + update): hf {step_hf:.1f} s, vllm {step_vllm:.1f} s (+ weight push, see perf/weight_sync_s)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agentrl.algorithms import get_algorithm, grpo, ppo, reinforce_pp, rloo
-from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty
+from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, truncated_is_weights
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
@@ -140,3 +140,14 @@ def test_registry():
     assert get_algorithm("ppo") is ppo
     with pytest.raises(ValueError, match="unknown algorithm"):
         get_algorithm("a2c")
+
+
+def test_truncated_importance_weights_correct_only_sampled_tokens_and_are_capped():
+    learner = torch.log(torch.tensor([[0.5, 0.5, 0.9, 0.2]]))
+    engine = torch.log(torch.tensor([[0.5, 0.25, 0.3, 0.4]]))
+    sampled = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    learner.requires_grad_(True)
+    weights = truncated_is_weights(learner, engine, sampled, cap=2.0)
+    assert torch.allclose(weights, torch.tensor([[1.0, 2.0, 2.0, 1.0]]))  # 0.9 / 0.3 = 3 is capped; unsampled: 1
+    assert not weights.requires_grad
+    assert torch.allclose(truncated_is_weights(learner, engine, sampled, cap=5.0)[0, 2], torch.tensor(3.0))

@@ -139,3 +139,24 @@ def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, traject
     # were missed, the learner's logprobs of the sampled tokens would move away from the engine's.
     assert all(metrics[step]["actor/logprob_gap"] < 1e-4 for step in (1, 2, 3)), metrics
     assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
+
+
+def test_lora_weights_are_pushed_merged_under_the_base_models_names():
+    from peft import LoraConfig, get_peft_model
+
+    model, _ = _tiny()
+    names = set(model.state_dict())
+    policy = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)  # a trained adapter (peft starts B at zero)
+    merged = dict(vllm_engine.policy_weights(policy))
+    assert set(merged) == names
+    # and the adapter was taken out again: the policy's own output (below) would otherwise count it twice
+    plain, _ = _tiny()
+    plain.load_state_dict(merged)
+    probe = torch.arange(3, 20)[None]
+    with torch.no_grad():
+        assert torch.allclose(plain.eval()(input_ids=probe).logits, policy.eval()(input_ids=probe).logits, atol=1e-5)
+        assert not torch.allclose(plain(input_ids=probe).logits, _tiny()[0].eval()(input_ids=probe).logits, atol=1e-3)
