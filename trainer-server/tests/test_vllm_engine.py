@@ -35,7 +35,7 @@ def _tiny():
 @pytest.fixture(scope="module")
 def engine():
     model, tokenizer = _tiny()
-    cfg = RolloutConfig(engine="vllm", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0)
+    cfg = RolloutConfig(engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0)
     engine = make_rollout_engine(model, tokenizer, LookupEnv, cfg, CPU, concurrent_episodes=16)
     yield engine
     engine.close()
@@ -128,7 +128,8 @@ def test_a_slow_tool_does_not_hold_back_the_other_episodes(engine, monkeypatch):
 
 
 def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, trajectory_validator):
-    config = example(*VLLM_TINY, "rollout.engine=vllm", "train.steps=3", "train.checkpoint_every=3")
+    config = example(*VLLM_TINY, "rollout.engine=vllm", "rollout.vllm_dtype=policy", "algorithm.rollout_is.enabled=true",
+                     "train.steps=3", "train.checkpoint_every=3")
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
     assert any(message.startswith("rollout engine: vllm ") for message in logs)
@@ -138,6 +139,8 @@ def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, traject
     # After each update (lr 0.01, large steps) the engine samples with the learner's new weights: if a push
     # were missed, the learner's logprobs of the sampled tokens would move away from the engine's.
     assert all(metrics[step]["actor/logprob_gap"] < 1e-4 for step in (1, 2, 3)), metrics
+    # so the truncated importance weights (algorithm.rollout_is) are all but 1 here
+    assert all(abs(metrics[step]["actor/rollout_is_weight"] - 1) < 1e-3 for step in (1, 2, 3)), metrics
     assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
 
 
