@@ -192,6 +192,14 @@ class TrainConfig(_Section):
             "out of the update and counts them (health/dropped_non_finite)."
         ),
     )
+    async_steps: Literal[0, 1] = Field(
+        0,
+        description=(
+            "1: the rollouts of step k+1 run while step k updates (one step off-policy, corrected by the importance "
+            "weights of algorithm.rollout_is, which this turns on). Needs rollout.engine vllm, whose copy of the "
+            "weights is not the one being trained. A resumed run regenerates the step it had prefetched."
+        ),
+    )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
 
@@ -212,6 +220,9 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> RunConfig:
+        if self.train.async_steps and self.rollout.engine == "hf":
+            raise ValueError("train.async_steps: 1 needs a rollout engine with its own copy of the weights "
+                             "(rollout.engine: vllm or auto); the hf engine samples from the model being trained")
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size ({self.train.batch_size}) must be divisible by "

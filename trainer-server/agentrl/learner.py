@@ -147,7 +147,16 @@ class Learner:
         return result
 
     def on_policy(self) -> bool:
-        return self.config.train.update_epochs == 1 and self.value_head is None and self.config.algorithm.kl.coef == 0
+        """Whether the weights that sampled are the weights this update starts from, and nothing but the training
+        pass needs logprobs: then pi_old is the training pass's own (detached) logprobs."""
+        return (self.config.train.update_epochs == 1 and self.value_head is None and self.config.algorithm.kl.coef == 0
+                and self.config.train.async_steps == 0)
+
+    def behaviour_correction(self) -> bool:
+        """Truncated importance weights for tokens sampled by other numbers than pi_old: another engine's kernels
+        (algorithm.rollout_is), or weights one step older (train.async_steps, whose pi_old is then the scoring
+        pass's: the decoupled, proximal-policy form of PPO)."""
+        return self.config.algorithm.rollout_is.enabled or self.config.train.async_steps > 0
 
     def _precision(self) -> Any:
         if not self.config.train.bf16_autocast:
@@ -227,7 +236,7 @@ class Learner:
                     cfg.clip_eps, cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
                 )
                 parts = {}
-                if cfg.rollout_is.enabled:
+                if self.behaviour_correction():
                     weights = truncated_is_weights(micro_old, micro.rollout_logprobs.to(self.device),
                                                    micro.sampled_mask.to(self.device), cfg.rollout_is.cap)
                     per_token = per_token * weights

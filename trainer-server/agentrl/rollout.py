@@ -216,6 +216,12 @@ def run_scripted_episode(
     return live.episode
 
 
+def vllm_unavailable_reason(model: Any, device: torch.device) -> str:
+    from agentrl import vllm_engine
+
+    return vllm_engine.unsupported_reason(model, device) or "vLLM can serve this model"
+
+
 def make_rollout_engine(model: Any, tokenizer: Any, env_factory: Callable[[], ToolEnv], rollout_cfg: RolloutConfig,
                         device: torch.device, concurrent_episodes: int) -> RolloutEngine:
     """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
@@ -239,6 +245,7 @@ class RolloutEngine:
     every episode's tools have answered."""
 
     description = "hf"
+    shares_policy_weights = True  # samples from the very model object the learner trains
 
     def __init__(
         self,
@@ -295,7 +302,11 @@ class RolloutEngine:
 
     def weights_updated(self) -> None:
         """The learner changed the policy's weights. This engine samples from the learner's own model object,
-        so its next rollout already uses them; an engine with its own copy of the weights pushes them here."""
+        so its next rollout already uses them; an engine with its own copy marks that copy stale."""
+
+    def sync_weights(self) -> None:
+        """Bring the engine's copy of the weights up to date now, if it has one and it is stale (else the next
+        rollout does). Call it from the thread that trains, while no update runs."""
 
     def close(self) -> None:
         """Release what the engine holds beyond the policy (nothing here; the vLLM engine's processes)."""

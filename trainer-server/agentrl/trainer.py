@@ -17,6 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,7 @@ class _Run:
 
     def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
         from agentrl.model import load_policy
-        from agentrl.rollout import make_rollout_engine
+        from agentrl.rollout import make_rollout_engine, vllm_unavailable_reason
 
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
@@ -150,6 +151,12 @@ class _Run:
         self.engine = make_rollout_engine(self.model, self.tokenizer, make_env, config.rollout, self.device,
                                           concurrent_episodes=config.train.batch_size)
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
+        if progress:
+            print(f"rollout engine: {self.engine.description}", file=sys.stderr)
+        if config.train.async_steps and self.engine.shares_policy_weights:
+            self.engine.close()
+            raise ValueError(f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
+                             f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})")
         self.health = HealthMonitor()
         self.completed_step = 0  # the last step whose update and events are recorded
 
@@ -289,25 +296,39 @@ def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[lis
 
 
 def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
+    """Steps `step + 1` to `last`. With train.async_steps the next step's rollouts run in a second thread while
+    this step updates: the engine was given the weights before the update started, so the rollouts are one
+    step behind the learner, and the learner corrects for it (see `Learner.behaviour_correction`)."""
     from tqdm import tqdm
 
     cfg = run.config
     per_step = cfg.train.batch_size // cfg.rollout.group_size
     bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", file=sys.stderr, disable=not run.progress,
                dynamic_ncols=True)
+
+    def rollout(at_step: int) -> tuple[list[Episode], dict[str, float]]:
+        tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
+        episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step)
+        return episodes, dict(run.engine.last_stats)
+
+    prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") if cfg.train.async_steps else None
+    prefetched: Future[tuple[list[Episode], dict[str, float]]] | None = None
     try:
         while step < last and not stop.is_set():
             step += 1
             started = time.perf_counter()
-            tasks = tasks_for_step(run.tasks, step, per_step, cfg.seed, cfg.data.shuffle)
-            episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + step)
+            episodes, rollout_stats = prefetched.result() if prefetched is not None else rollout(step)
+            prefetched = None
+            if prefetcher is not None and step < last:
+                run.engine.sync_weights()  # here, before the update below starts changing them
+                prefetched = prefetcher.submit(rollout, step + 1)
             episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
             try:
                 learned = run.learner.update(episodes)
             except NonFiniteError as err:
                 raise NonFiniteError(f"step {step}: {err}") from None
             run.engine.weights_updated()
-            metrics = rollout_metrics(episodes) | run.engine.last_stats | learned
+            metrics = rollout_metrics(episodes) | rollout_stats | learned
             if dropped:
                 metrics["health/dropped_non_finite"] = float(dropped)
             metrics["perf/step_time_s"] = time.perf_counter() - started
@@ -330,6 +351,8 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                     bar.write(f"  WARN dropped {dropped} episode(s) with a non-finite reward "
                               "(train.non_finite_rewards: drop)", file=sys.stderr)
     finally:
+        if prefetcher is not None:
+            # A stop or a failure leaves the prefetched step unused; its rollouts finish first (the engine is shared).
+            prefetcher.shutdown(wait=True)
         bar.close()
     return step
-

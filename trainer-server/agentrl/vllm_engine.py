@@ -183,8 +183,14 @@ class VllmRolloutEngine(RolloutEngine):
         """Run a coroutine on the engine's own event loop (vLLM's output handler lives there) and wait."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
+    shares_policy_weights = False
+
     def weights_updated(self) -> None:
         self._stale_weights = True
+
+    def sync_weights(self) -> None:
+        if self._stale_weights:
+            self._call(self._push_weights())
 
     async def _push_weights(self) -> None:
         packed = _pack(policy_weights(self.model), getattr(torch, self.dtype))
@@ -194,8 +200,7 @@ class VllmRolloutEngine(RolloutEngine):
 
     def _roll(self, lives: list[_Live], seed: int) -> dict[str, float]:
         started = time.perf_counter()
-        if self._stale_weights:
-            self._call(self._push_weights())
+        self.sync_weights()
         synced = time.perf_counter() - started
         self._call(self._play_all(lives, seed))
         return {"perf/weight_sync_s": synced}

@@ -163,3 +163,26 @@ def test_lora_weights_are_pushed_merged_under_the_base_models_names():
     with torch.no_grad():
         assert torch.allclose(plain.eval()(input_ids=probe).logits, policy.eval()(input_ids=probe).logits, atol=1e-5)
         assert not torch.allclose(plain(input_ids=probe).logits, _tiny()[0].eval()(input_ids=probe).logits, atol=1e-3)
+
+
+def test_async_steps_sample_one_step_behind_and_correct_for_it(tmp_path):
+    config = example(*VLLM_TINY, "rollout.engine=vllm", "rollout.vllm_dtype=policy", "train.async_steps=1",
+                     "train.steps=3", "train.checkpoint_every=3")
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    metrics = metrics_by_step(run_dir)
+    assert sorted(metrics) == [1, 2, 3]
+    # Step 1 sampled with the weights it starts from; step 2's rollouts ran during step 1's update, with the
+    # weights from before it: the learner's pi_old moved away from the sampler's, and the weights say by how much.
+    assert metrics[1]["actor/logprob_gap"] < 1e-4
+    assert metrics[2]["actor/logprob_gap"] > 1e-3
+    assert metrics[2]["actor/rollout_is_weight"] != pytest.approx(1.0, abs=1e-4)
+
+
+def test_async_steps_refuse_an_engine_that_samples_from_the_trained_model(tmp_path):
+    from agentrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="train.async_steps: 1 needs a rollout engine with its own copy"):
+        example("rollout.engine=hf", "train.async_steps=1")
+    config = example("train.async_steps=1")  # auto, and the tiny model's heads are too small for vLLM's CPU kernels
+    with pytest.raises(ValueError, match=r"needs the vllm rollout engine; rollout.engine auto chose hf \(vLLM's CPU"):
+        train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
