@@ -26,7 +26,9 @@ EVAL_BATCH = 50  # episodes generated together: greedy results do not depend on 
 
 
 def config_of(path: Path, *overrides: str):
-    return resolve_paths(load_config(path, list(overrides)), path.parent)
+    # Every figure in results.json was measured with agentrl's own rollout engine (before the vLLM engine existed);
+    # a recipe left on `rollout.engine: auto` would take vLLM where it is installed and sample differently.
+    return resolve_paths(load_config(path, ["rollout.engine=hf", *overrides]), path.parent)
 
 
 def curve(run_dir: Path) -> list[float]:
