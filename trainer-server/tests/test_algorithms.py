@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from agentrl.algorithms import get_algorithm, grpo, ppo, reinforce_pp, rloo
-from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, truncated_is_weights
+from agentrl.algorithms.common import (aggregate, clipped_policy_loss, discounted_sum_backward, group_stats, kl_penalty,
+                                      pack_chains, returns_to_go, truncated_is_weights, unpack_chains)
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
@@ -151,3 +152,28 @@ def test_truncated_importance_weights_correct_only_sampled_tokens_and_are_capped
     assert torch.allclose(weights, torch.tensor([[1.0, 2.0, 2.0, 1.0]]))  # 0.9 / 0.3 = 3 is capped; unsampled: 1
     assert not weights.requires_grad
     assert torch.allclose(truncated_is_weights(learner, engine, sampled, cap=5.0)[0, 2], torch.tensor(3.0))
+
+
+@pytest.mark.parametrize("width", [7, 256, 700])
+def test_vectorised_backward_sums_match_the_token_by_token_recurrence(width):
+    generator = torch.Generator().manual_seed(width)
+    rewards = torch.randn(5, width, generator=generator)
+    mask = (torch.rand(5, width, generator=generator) > 0.4).float()
+    mask[3] = 0  # a row with nothing trained
+    expected = torch.zeros_like(rewards)
+    for row in range(5):
+        running = 0.0
+        for t in reversed(mask[row].nonzero().flatten().tolist()):
+            running = float(rewards[row, t]) + 0.97 * running
+            expected[row, t] = running
+    assert torch.allclose(returns_to_go(rewards, mask, 0.97), expected, atol=1e-4)
+    packed, order = pack_chains(rewards, mask)
+    assert torch.equal(unpack_chains(packed, order, mask), rewards * mask)
+    assert torch.allclose(discounted_sum_backward(torch.ones(1, width), 1.0)[0], torch.arange(width, 0, -1).float())
+
+
+def test_group_stats_are_per_group_population_statistics():
+    values = torch.tensor([1.0, 3.0, 10.0, 10.0, 4.0])
+    mean, std = group_stats(values, torch.tensor([7, 7, 2, 2, 9]))
+    assert torch.allclose(mean, torch.tensor([2.0, 2.0, 10.0, 10.0, 4.0]))
+    assert torch.allclose(std, torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))

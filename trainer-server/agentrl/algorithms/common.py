@@ -17,16 +17,46 @@ def masked_std(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(masked_mean((x - mean) ** 2, mask))
 
 
+# Positions per block of the backward discounted sum: a block is one matrix product, blocks are chained.
+_BLOCK = 256
+
+
+def pack_chains(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's masked positions moved to its front, in order, zeros after them: (packed, order). The chain of
+    trained tokens then has its `next` position one column to the right; `unpack_chains` puts results back."""
+    order = torch.argsort((mask <= 0).to(torch.int8), dim=1, stable=True)
+    return torch.gather(values * (mask > 0), 1, order), order
+
+
+def unpack_chains(packed: torch.Tensor, order: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(packed).scatter(1, order, packed) * (mask > 0)
+
+
+def discounted_sum_backward(packed: torch.Tensor, discount: float) -> torch.Tensor:
+    """y_k = x_k + discount * y_{k+1} along each row (0 after the row's end), without a loop over positions:
+    within a block of positions y = x D^T with D[k, j] = discount^(j - k) for j >= k, and each block adds the
+    first y of the block after it, discounted: a loop over blocks of 256 positions. In float64."""
+    x = packed.double()
+    rows, width = x.shape
+    steps = torch.arange(_BLOCK, dtype=torch.float64)
+    gaps = steps[None, :] - steps[:, None]  # j - k
+    weights = torch.where(gaps >= 0, discount ** gaps.clamp(min=0), torch.zeros(()))  # D
+    result = torch.zeros_like(x)
+    carry = torch.zeros(rows, dtype=torch.float64)  # y at the first position of the block after this one
+    for start in reversed(range(0, width, _BLOCK)):
+        block = x[:, start : start + _BLOCK]
+        size = block.shape[1]
+        inside = block @ weights[:size, :size].T + carry[:, None] * discount ** (size - steps[:size])
+        result[:, start : start + size] = inside
+        carry = inside[:, 0]
+    return result.to(packed.dtype)
+
+
 def returns_to_go(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
     """G_t = r_t + gamma * G_next, where `next` is the next position with mask 1: the discount steps
     across trained tokens only, so tool tokens between turns neither discount nor reward."""
-    returns = torch.zeros_like(token_rewards)
-    for row in range(token_rewards.shape[0]):
-        running = 0.0
-        for t in reversed(mask[row].nonzero().flatten().tolist()):
-            running = float(token_rewards[row, t]) + gamma * running
-            returns[row, t] = running
-    return returns
+    packed, order = pack_chains(token_rewards, mask)
+    return unpack_chains(discounted_sum_backward(packed, gamma), order, mask)
 
 
 def episode_returns(token_rewards: torch.Tensor) -> torch.Tensor:
@@ -36,12 +66,12 @@ def episode_returns(token_rewards: torch.Tensor) -> torch.Tensor:
 
 def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: mean and (population) std of `values` over the rows of its group."""
-    means, stds = torch.empty_like(values), torch.empty_like(values)
-    for group in group_ids.unique():
-        rows = group_ids == group
-        means[rows] = values[rows].mean()
-        stds[rows] = values[rows].std(unbiased=False)
-    return means, stds
+    _, index = group_ids.unique(return_inverse=True)
+    count = torch.zeros(int(index.max()) + 1 if len(index) else 0, dtype=values.dtype).index_add_(
+        0, index, torch.ones_like(values))
+    mean = torch.zeros_like(count).index_add_(0, index, values) / count
+    variance = torch.zeros_like(count).index_add_(0, index, (values - mean[index]) ** 2) / count
+    return mean[index], variance.sqrt()[index]
 
 
 def clipped_policy_loss(

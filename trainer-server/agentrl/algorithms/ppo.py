@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.algorithms.common import discounted_sum_backward, pack_chains, unpack_chains
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
@@ -28,17 +29,13 @@ def compute_advantages(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if values is None:
         raise ValueError("PPO needs the critic's values")
-    advantages = torch.zeros_like(batch.token_rewards)
-    for row in range(len(batch)):
-        chain = batch.train_mask[row].nonzero().flatten().tolist()  # the advantage mask
-        next_value, running = 0.0, 0.0
-        for t in reversed(chain):
-            value = float(values[row, t])
-            delta = float(batch.token_rewards[row, t]) + cfg.gamma * next_value - value  # delta_k
-            running = delta + cfg.gamma * cfg.lam * running  # A_k
-            advantages[row, t] = running
-            next_value = value
-    returns = (advantages + values) * batch.train_mask  # value targets
+    mask = batch.train_mask  # the advantage mask: each row's trained tokens, in order, are one chain
+    rewards, order = pack_chains(batch.token_rewards, mask)
+    chain_values, _ = pack_chains(values, mask)
+    next_values = torch.nn.functional.pad(chain_values[:, 1:], (0, 1))  # V_{k+1}; 0 after the last trained token
+    deltas = rewards + cfg.gamma * next_values - chain_values  # delta_k (0 past the chain's end)
+    advantages = unpack_chains(discounted_sum_backward(deltas, cfg.gamma * cfg.lam), order, mask)  # A_k
+    returns = (advantages + values) * mask  # value targets
     return advantages, returns
 
 
