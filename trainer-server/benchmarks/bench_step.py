@@ -10,6 +10,9 @@ process, so that each peak memory is its own:
   is timed apart from the rollout, and its own processes' peak memory is added to the figure);
 - `learner`: agentrl's learner (projection only at the read positions, shared prefix run once, micro-batches
   bucketed by length, no scoring pass when on-policy), on the hf engine's episodes;
+- `train, async 0` and `train, async 1`: `--train-steps` whole training steps on the vLLM engine (rollout, weight
+  push, update) without and with `train.async_steps: 1`, which overlaps step k+1's rollouts with step k's update;
+  seconds a step after the first (start-up and warm-up excluded);
 - `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
   log-softmax and entropy, each micro-batch padded to the step's longest episode, a separate no-gradient
   scoring pass for the old logprobs), which is what the learner did before these savings.
@@ -114,6 +117,23 @@ def rollout(model_path: str, engine_name: str, episodes: int, out: Path | None) 
             "peak memory GB": peak_memory_gb()}
 
 
+def pipelined(model_path: str, episodes: int, async_steps: int, steps: int, folder: Path) -> dict[str, float]:
+    from agentrl.trainer import train
+
+    cfg = config(model_path, episodes)
+    tasks = folder / f"tasks-{async_steps}.jsonl"
+    tasks.write_text("".join(json.dumps({"id": str(i), "topic": topic}) + "\n" for i, topic in enumerate(TASKS)))
+    cfg.data.train = str(tasks)
+    cfg.rollout.engine = "vllm"
+    cfg.train.async_steps = async_steps
+    cfg.train.steps = cfg.train.checkpoint_every = steps
+    run_dir = train(cfg, runs_dir=folder / "runs", config_base_dir=folder)
+    times = [json.loads(line)["time"] for line in (run_dir / "events.jsonl").read_text().splitlines()
+             if json.loads(line)["type"] == "metrics"]
+    per_step = (times[-1] - times[0]) / (len(times) - 1)
+    return {"s a step after the first": per_step, "steps/min": 60 / per_step, "peak memory GB": peak_memory_gb()}
+
+
 class PlainLearner(Learner):
     """The textbook computation of the same update (see the module docstring)."""
 
@@ -156,13 +176,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2", help="smollm2 (the packaged default) or tiny")
     parser.add_argument("--episodes", type=int, default=32, help="episodes a step, a multiple of 8")
-    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner"], help=argparse.SUPPRESS)
+    parser.add_argument("--train-steps", type=int, default=4, help="steps of each async_steps run (0: skip them)")
+    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.manual_seed(0)
     random.seed(0)
     if args.phase in ("hf", "vllm"):
         print(json.dumps(rollout(args.model, args.phase, args.episodes, args.episodes_file)))
+        return
+    if args.phase in ("train-0", "train-1"):
+        with tempfile.TemporaryDirectory() as folder:
+            print(json.dumps(pipelined(args.model, args.episodes, int(args.phase[-1]), args.train_steps, Path(folder))))
         return
     if args.phase:
         print(json.dumps(learn(args.model, args.episodes, args.episodes_file, plain=args.phase == "plain-learner")))
@@ -174,6 +200,10 @@ def main() -> None:
         figures["vllm engine"] = child([*common, "--phase", "vllm"])
         for phase in ("plain-learner", "learner"):
             figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file", str(episodes_file)])
+        if args.train_steps > 1:
+            for async_steps in (0, 1):
+                figures[f"train, async {async_steps}"] = child(
+                    [*common, "--train-steps", str(args.train_steps), "--phase", f"train-{async_steps}"])
     print(f"model {args.model}, {args.episodes} episodes a step, 3 turns of up to 64 new tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     for name, values in figures.items():
@@ -184,6 +214,10 @@ def main() -> None:
     plain, ours = figures["plain learner"], figures["learner"]
     print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
           f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
+    if args.train_steps > 1:
+        sequential, overlapped = figures["train, async 0"], figures["train, async 1"]
+        print(f"  train.async_steps 1 vs 0: {sequential['s a step after the first'] / overlapped['s a step after the first']:.2f}x "
+              "the steps per minute")
     step_hf = hf["rollout s"] + ours["update s"]
     step_vllm = vllm["rollout s"] + ours["update s"]
     print(f"  step (rollout + update): hf {step_hf:.1f} s, vllm {step_vllm:.1f} s (+ weight push, see perf/weight_sync_s)")
