@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,38 @@ def read_events(run_dir: Path, since: int = 0) -> list[dict[str, Any]]:
             if event["seq"] > since:
                 events.append(event)
     return events
+
+
+_TAIL_BLOCK = 1 << 16
+
+
+def reverse_events(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Complete events from the last to the first, reading the log backwards block by block: the latest events
+    cost a read of the log's tail, however long the log is."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        position = handle.seek(0, 2)
+        cut: bytes | None = None  # the end of a line whose start lies in an earlier block
+        at_end = True
+        while position > 0:
+            start = max(0, position - _TAIL_BLOCK)
+            handle.seek(start)
+            lines = (handle.read(position - start) + (cut or b"")).split(b"\n")
+            if at_end:
+                lines.pop()  # what follows the last newline: nothing, or an event still being written
+                at_end = False
+            cut = lines.pop(0) if start > 0 else None
+            for line in reversed(lines):
+                if line.strip():
+                    yield json.loads(line)
+            position = start
+
+
+def last_status(run_dir: Path) -> dict[str, Any] | None:
+    """The data of the log's latest status event, read from its tail."""
+    return next((event["data"] for event in reverse_events(run_dir) if event["type"] == "status"), None)
 
 
 def latest_status(events: list[dict[str, Any]]) -> dict[str, Any] | None:

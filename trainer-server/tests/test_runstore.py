@@ -86,3 +86,21 @@ def test_rollout_health_signals():
     assert m["health/tool_failure_rate"] == 0.5 and m["tools/search/failure_rate"] == 0.5
     assert m["tools/errors/exception"] == 1 and m["health/malformed_calls"] == 1
     assert m["episode/response_length_mean"] == 5.0 and m["episode/turns_mean"] == 1.0
+
+
+def test_reverse_events_read_from_the_tail_equal_the_log_read_forwards(tmp_path, monkeypatch):
+    from agentrl import runstore
+    from agentrl.runstore import EVENTS_FILE, last_status, read_events, reverse_events
+
+    monkeypatch.setattr(runstore, "_TAIL_BLOCK", 97)  # many blocks, and events longer than one block
+    store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
+    for index in range(60):
+        store.append_event("metrics", {"step": index, "metrics": {"note": "x" * (index * 7 % 300)}})
+        if index % 17 == 0:
+            store.append_event("status", {"status": "running", "step": index, "total_steps": 60})
+    with (store.run_dir / EVENTS_FILE).open("ab") as handle:
+        handle.write(b'{"seq": 999, "type": "status", "da')  # an event still being written
+    forwards = read_events(store.run_dir)
+    assert list(reverse_events(store.run_dir)) == forwards[::-1]
+    assert last_status(store.run_dir) == {"status": "running", "step": 51, "total_steps": 60}
+    assert list(reverse_events(tmp_path / "nothing-here")) == []

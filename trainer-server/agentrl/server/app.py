@@ -31,6 +31,8 @@ log = logging.getLogger("agentrl.server")
 MAX_MESSAGE_BYTES = 48 * 2**20  # an env/upload carries a base64 archive
 MAX_REQUEST_BYTES = 1 * 2**20  # every other request
 BEHIND_THRESHOLD = 5_000  # events a subscriber may lag before it is told it fell behind
+EVENTS_PER_TURN = 64  # events a subscriber's stream sends before it lets the server's other work run
+STREAM_READ_BYTES = 1 << 18  # of the event log, read and parsed at a time for one subscriber
 POLL_SECONDS = 0.1
 
 
@@ -288,9 +290,13 @@ class TrainerServer:
                 if latest - sent > BEHIND_THRESHOLD and not told_behind:
                     await client.notify("run/behind", {"runId": run_id, "sentSeq": sent, "latestSeq": latest})
                     told_behind = True
-                for event in fresh:
+                for count, event in enumerate(fresh, 1):
                     await client.notify("run/event", {"runId": run_id, **event})
                     sent = event["seq"]
+                    if count % EVENTS_PER_TURN == 0:
+                        # A send into a socket with room does not suspend; without this a subscriber replaying a
+                        # long log would keep the loop (and every other client's handshake) until its buffers fill.
+                        await asyncio.sleep(0)
                 if not fresh:
                     told_behind = False
                     await asyncio.sleep(POLL_SECONDS)
@@ -381,12 +387,19 @@ class TrainerServer:
 
 
 def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer):
+    what a subscriber holds parsed while its client is slow to read."""
     if not path.exists():
         return [], offset
+    size = STREAM_READ_BYTES
     with path.open("rb") as handle:
-        handle.seek(offset)
-        chunk = handle.read(4 * 2**20)
-    end = chunk.rfind(b"\n") + 1  # only complete lines; a torn tail is read next time
+        while True:
+            handle.seek(offset)
+            chunk = handle.read(size)
+            end = chunk.rfind(b"\n") + 1  # only complete lines; a torn tail is read next time
+            if end or len(chunk) < size:
+                break
+            size *= 4  # one event longer than the read: read more
     events = [json.loads(line) for line in chunk[:end].splitlines() if line.strip()]
     return events, offset + end
 

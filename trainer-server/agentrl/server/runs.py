@@ -26,10 +26,10 @@ from agentrl.runstore import (
     RUN_FILE,
     TERMINAL_STATUSES,
     RunStore,
-    latest_status,
+    last_status,
     list_run_dirs,
     new_run_id,
-    read_events,
+    reverse_events,
 )
 from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 
@@ -74,7 +74,7 @@ class RunManager:
         """Every run on disk is listed; one whose process died without saying so is `interrupted`."""
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         for run_dir in list_run_dirs(self.runs_dir):
-            status = latest_status(read_events(run_dir)) or {}
+            status = last_status(run_dir) or {}
             if status.get("status") in TERMINAL_STATUSES:
                 continue
             pid = _read_pid(run_dir)
@@ -100,11 +100,17 @@ class RunManager:
 
     def info(self, run_id: str) -> dict[str, Any]:
         path = self.run_dir(run_id)
-        events = read_events(path)
+        last, status, metrics = 0, None, None
+        for event in reverse_events(path):  # the log's tail holds what a RunInfo shows; a long log is not read
+            last = last or event["seq"]
+            status = status or (event["data"] if event["type"] == "status" else None)
+            metrics = metrics if metrics is not None else (event["data"]["metrics"] if event["type"] == "metrics" else None)
+            if status is not None and metrics is not None:
+                break
         queued = self.live[run_id].queued_meta if run_id in self.live else None
-        status = latest_status(events) or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
+        status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
         meta = json.loads((path / RUN_FILE).read_text()) if (path / RUN_FILE).is_file() else (queued or {})
-        metrics = next((e["data"]["metrics"] for e in reversed(events) if e["type"] == "metrics"), {})
+        metrics = metrics or {}
         checkpoints = path / "checkpoints"
         return {
             "runId": run_id,
@@ -115,7 +121,7 @@ class RunManager:
             "totalSteps": status.get("total_steps", 0),
             "createdAt": meta.get("created_at", ""),
             "latestMetrics": metrics,
-            "lastSeq": events[-1]["seq"] if events else 0,
+            "lastSeq": last,
             "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
             "message": status.get("message"),
         }
@@ -201,7 +207,7 @@ class RunManager:
         proc = self.live.pop(run_id, None)
         run_dir = self.runs_dir / run_id
         if run_dir.is_dir():
-            status = latest_status(read_events(run_dir)) or {}
+            status = last_status(run_dir) or {}
             if status.get("status") not in TERMINAL_STATUSES:
                 self._record_unfinished_end(run_dir, status, proc, exit_code)
             (run_dir / PID_FILE).unlink(missing_ok=True)
