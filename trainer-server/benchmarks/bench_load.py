@@ -125,7 +125,7 @@ def main() -> None:
             figures[f"2 clients listing a {args.events:,}-event run"] = under(listing, 2, server)
 
             before = server_rss_mb(server)
-            silent = [server.client() for _ in range(args.subscribers)]
+            silent = [server.client(ping_interval=None) for _ in range(args.subscribers)]  # they answer no ping
             for client in silent:  # subscribe, then never read again
                 client.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/subscribe",
                                            "params": {"runId": run_id, "since": 0}}))

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ log = logging.getLogger("agentrl.server")
 MAX_MESSAGE_BYTES = 48 * 2**20  # an env/upload carries a base64 archive
 MAX_REQUEST_BYTES = 1 * 2**20  # every other request
 BEHIND_THRESHOLD = 5_000  # events a subscriber may lag before it is told it fell behind
-EVENTS_PER_TURN = 64  # events a subscriber's stream sends before it lets the server's other work run
+EVENTS_PER_TURN = 16  # events a subscriber's stream sends before it lets the server's other work run
 STREAM_READ_BYTES = 1 << 18  # of the event log, read and parsed at a time for one subscriber
 POLL_SECONDS = 0.1
 
@@ -104,8 +105,11 @@ class Client:
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def send(self, message: dict[str, Any]) -> None:
+        await self.send_text(json.dumps(message, allow_nan=False))
+
+    async def send_text(self, frame: str) -> None:
         async with self.send_lock:
-            await self.connection.send(json.dumps(message, allow_nan=False))
+            await self.connection.send(frame)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -284,15 +288,15 @@ class TrainerServer:
         path = run_dir / EVENTS_FILE
         try:
             while True:
-                events, offset = await asyncio.to_thread(_read_new_events, path, offset)
-                fresh = [e for e in events if e["seq"] > sent]
-                latest = events[-1]["seq"] if events else sent
+                events, offset = await asyncio.to_thread(_read_new_events, path, offset, run_id)
+                fresh = [(seq, frame) for seq, frame in events if seq > sent]
+                latest = events[-1][0] if events else sent
                 if latest - sent > BEHIND_THRESHOLD and not told_behind:
                     await client.notify("run/behind", {"runId": run_id, "sentSeq": sent, "latestSeq": latest})
                     told_behind = True
-                for count, event in enumerate(fresh, 1):
-                    await client.notify("run/event", {"runId": run_id, **event})
-                    sent = event["seq"]
+                for count, (seq, frame) in enumerate(fresh, 1):
+                    await client.send_text(frame)
+                    sent = seq
                     if count % EVENTS_PER_TURN == 0:
                         # A send into a socket with room does not suspend; without this a subscriber replaying a
                         # long log would keep the loop (and every other client's handshake) until its buffers fill.
@@ -386,9 +390,14 @@ class TrainerServer:
         return {}
 
 
-def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer):
-    what a subscriber holds parsed while its client is slow to read."""
+_SEQ_PREFIX = re.compile(rb'\{"seq": (\d+), ')  # how RunStore.append_event begins every line
+
+
+def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int]:
+    """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer),
+    each as (seq, its `run/event` notification frame). The frame is the log line itself inside the envelope:
+    the event is neither parsed nor serialized again, so replaying a long log costs the server's loop one
+    send per event."""
     if not path.exists():
         return [], offset
     size = STREAM_READ_BYTES
@@ -400,7 +409,14 @@ def _read_new_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int
             if end or len(chunk) < size:
                 break
             size *= 4  # one event longer than the read: read more
-    events = [json.loads(line) for line in chunk[:end].splitlines() if line.strip()]
+    envelope = '{"jsonrpc": "2.0", "method": "run/event", "params": {"runId": ' + json.dumps(run_id) + ", "
+    events = []
+    for line in chunk[:end].splitlines():
+        if not line.strip():
+            continue
+        prefix = _SEQ_PREFIX.match(line)
+        seq = int(prefix.group(1)) if prefix else int(json.loads(line)["seq"])
+        events.append((seq, envelope + line.decode("utf-8").strip()[1:] + "}"))
     return events, offset + end
 
 
