@@ -103,6 +103,14 @@ class RolloutConfig(_Section):
         256, ge=1, le=131072, description="Budget for one observation, in tokens; longer output is cut."
     )
     tool_timeout_s: float = Field(10.0, gt=0, le=3600, description="Seconds before a tool call is abandoned.")
+    tool_isolation: Literal["thread", "process"] = Field(
+        "thread",
+        description=(
+            "Where Tools run. thread: in the trainer's process, each call in its own thread; process: in a worker "
+            "process, so a Tool that ends its process (os._exit, a crash in native code) fails only its own call, "
+            "not the run (the worker restarts; Tool state lives there). `agentrl env check` always isolates."
+        ),
+    )
     temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     tool_format: Literal["auto", "hermes", "tags"] = Field(

@@ -49,6 +49,7 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     from agentrl.config import ConfigError, load_config
     from agentrl.envloader import EnvLoadError, env_factory, load_env_class
     from agentrl.rollout import run_scripted_episode
+    from agentrl.toolprocess import ToolWorker
     from agentrl.trainer import data_files_in_use, load_tasks, resolve_paths
 
     try:
@@ -79,7 +80,12 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, ValueError) as err:
         return [*found, _diagnostic("error", f"data.train: {err}", config_path)]
     turns = env.scripted_turns(task) or ["(a scripted answer with no tool call)"]
-    episode = run_scripted_episode(make_env(), task, turns, config.rollout)
+    # The Tools run in a worker process: one that ends its process is reported as that Tool's failure.
+    tool_worker = ToolWorker(make_env)
+    try:
+        episode = run_scripted_episode(make_env(), task, turns, config.rollout, tool_worker)
+    finally:
+        tool_worker.close()
     env_file, env_line = _source_location(env)
     if episode.status == "error":
         found.append(_diagnostic("error", f"scripted episode failed: {episode.status_reason}", env_file, env_line))

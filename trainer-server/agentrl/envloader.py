@@ -7,13 +7,14 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentrl.env import ToolEnv
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
+USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
 
 
 class EnvLoadError(ValueError):
@@ -26,7 +27,7 @@ def _import_file(path: Path) -> object:
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
-    name = f"agentrl_user_env_{abs(hash(str(path.resolve())))}"
+    name = f"{USER_MODULE_PREFIX}{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -58,14 +59,34 @@ def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -
     return cls
 
 
-def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: Sequence[str]) -> Callable[[], ToolEnv]:
-    """One new env per call: `env_class(**args)`, where args are the config's `env.args`. An env whose `__init__`
-    declares a `data_files` parameter also receives every data file the run or evaluation reads (data.train,
-    data.eval, eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on."""
+class EnvFactory:
+    """One new env per call: `env_class(**kwargs)`. It pickles as where its class comes from (a module name, or
+    the file it was loaded from) and its arguments, so a worker process (rollout.tool_isolation: process) builds
+    the same envs."""
+
+    def __init__(self, env_class: type[ToolEnv], kwargs: Mapping[str, Any]) -> None:
+        self.env_class, self.kwargs = env_class, dict(kwargs)
+
+    def __call__(self) -> ToolEnv:
+        return self.env_class(**self.kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        module = self.env_class.__module__
+        source = inspect.getfile(self.env_class) if module.startswith(USER_MODULE_PREFIX) else module
+        return {"source": source, "class_name": self.env_class.__name__, "kwargs": self.kwargs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.env_class, self.kwargs = load_env_class(state["source"], state["class_name"]), state["kwargs"]
+
+
+def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: Sequence[str]) -> EnvFactory:
+    """`env_class(**args)` per call, where args are the config's `env.args`. An env whose `__init__` declares a
+    `data_files` parameter also receives every data file the run or evaluation reads (data.train, data.eval,
+    eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on."""
     kwargs = dict(args)
     if DATA_FILES_PARAMETER in inspect.signature(env_class).parameters:
         if DATA_FILES_PARAMETER in kwargs:
             raise ValueError(f"env.args.{DATA_FILES_PARAMETER}: agentrl passes {env_class.__name__} the run's data "
                              f"files itself; remove this key")
         kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
-    return lambda: env_class(**kwargs)
+    return EnvFactory(env_class, kwargs)

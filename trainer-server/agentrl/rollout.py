@@ -27,7 +27,8 @@ from agentrl.config import RolloutConfig
 from agentrl.env import ToolEnv
 from agentrl.episode import Episode, TurnRecord
 from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
-from agentrl.tool import Tool, execute_calls
+from agentrl.tool import Tool, ToolRunner, execute_calls, run_in_thread
+from agentrl.toolprocess import ToolWorker
 from agentrl.toolcall import ToolCallFormat, get_format, schemas_by_name
 
 _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
@@ -128,6 +129,7 @@ class _Live:
     finished: bool = False
     pending_messages: list[dict[str, Any]] = field(default_factory=list)
     cut_tool_output: Callable[[str], str] | None = None  # token budget; scripted episodes have none
+    run_tool: ToolRunner = run_in_thread  # or a ToolWorker's runner (rollout.tool_isolation: process)
 
 
 def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live:
@@ -162,7 +164,7 @@ async def _interpret_turn(live: _Live, text: str, call_format: ToolCallFormat, r
         _fail(live, f"env_error: {err}")
         return
     turn.parse_error = parsed.error
-    turn.tool_calls = await execute_calls(parsed.calls, live.tools, rollout_cfg.tool_timeout_s)
+    turn.tool_calls = await execute_calls(parsed.calls, live.tools, rollout_cfg.tool_timeout_s, live.run_tool)
     try:
         result = live.env.step(text, turn.tool_calls)
     except Exception as err:  # noqa: BLE001
@@ -194,12 +196,23 @@ def _score(live: _Live) -> None:
     episode.final_answer = score.final_answer
 
 
+def _run_tools_in(worker: ToolWorker, lives: list[_Live]) -> list[int]:
+    """These episodes' Tool calls go to the worker process; returns their ids there, to release at the end."""
+    episodes = [worker.new_episode() for _ in lives]
+    for live, episode in zip(lives, episodes, strict=True):
+        live.run_tool = worker.runner(episode)
+    return episodes
+
+
 def run_scripted_episode(
-    env: ToolEnv, task: dict[str, Any], assistant_turns: list[str], rollout_cfg: RolloutConfig
+    env: ToolEnv, task: dict[str, Any], assistant_turns: list[str], rollout_cfg: RolloutConfig,
+    tool_worker: ToolWorker | None = None,
 ) -> Episode:
     """A model-free episode: the given assistant texts go through the same parse/execute/interpret
-    path as a real rollout (no tokens). Used by `agentrl env check` and generated env tests."""
+    path as a real rollout (no tokens). Used by `agentrl env check` (Tools in `tool_worker`) and generated
+    env tests."""
     live = _start(env, task, 0, 0)
+    isolated = _run_tools_in(tool_worker, [live]) if tool_worker is not None else []
     call_format = get_format(rollout_cfg.tool_format)
 
     async def play() -> None:
@@ -213,6 +226,8 @@ def run_scripted_episode(
     if not live.finished:
         _truncate(live, "max_turns")
     _score(live)
+    if tool_worker is not None:
+        tool_worker.release(isolated)
     return live.episode
 
 
@@ -265,6 +280,7 @@ class RolloutEngine:
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self.last_stats: dict[str, float] = {}
+        self.tool_worker = ToolWorker(env_factory) if rollout_cfg.tool_isolation == "process" else None
 
     def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int) -> list[Episode]:
         lives = [_start(self.env_factory(), task, g, s) for g, task in enumerate(tasks) for s in range(group_size)]
@@ -281,11 +297,14 @@ class RolloutEngine:
             raise ValueError(f"every prompt is longer than rollout.max_context ({shortest} tokens or more, "
                              f"the tool schemas included; max_context is {self.cfg.max_context}): "
                              "raise rollout.max_context or shorten the prompts")
+        isolated = _run_tools_in(self.tool_worker, lives) if self.tool_worker is not None else []
         started, generated = time.perf_counter(), 0
         engine_stats = self._roll(lives, seed)
         for live in lives:
             _score(live)
             generated += live.episode.response_length
+        if self.tool_worker is not None:
+            self.tool_worker.release(isolated)
         elapsed = time.perf_counter() - started
         self.last_stats = {"perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
                            "perf/rollout_time_s": elapsed, **engine_stats}
@@ -309,7 +328,9 @@ class RolloutEngine:
         rollout does). Call it from the thread that trains, while no update runs."""
 
     def close(self) -> None:
-        """Release what the engine holds beyond the policy (nothing here; the vLLM engine's processes)."""
+        """Release what the engine holds beyond the policy: the tool worker process, the vLLM engine's processes."""
+        if self.tool_worker is not None:
+            self.tool_worker.close()
 
     def _roll(self, lives: list[_Live], seed: int) -> dict[str, float]:
         """Play the episodes to their end; returns the engine's own figures for the step's metrics."""

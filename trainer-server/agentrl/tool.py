@@ -9,11 +9,14 @@ never an exception that ends the run.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import inspect
 import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,78 +67,69 @@ class ParsedCall:
 # Calls that ran past their timeout keep their thread (Python cannot kill one); past this many per tool
 # still running, the tool gets no new thread until one of them returns, so hung calls cannot pile up.
 MAX_ABANDONED_CALLS = 4
-_abandoned: Counter[str] = Counter()
+_abandoned: Counter[str] = Counter()  # per tool
+_abandoned_calls: set[int] = set()  # the ids of those calls' futures
 _abandoned_lock = threading.Lock()
 
 
-class ToolExit(Exception):
-    """A Tool tried to end the process (sys.exit, KeyboardInterrupt): reported as that Tool's error."""
+def _abandon(running: concurrent.futures.Future[Any], name: str) -> None:
+    with _abandoned_lock:
+        if not running.done():
+            _abandoned_calls.add(id(running))
+            _abandoned[name] += 1
 
 
-class _Call:
-    """One call's thread, and whether its caller stopped waiting for it."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.finished = False
-        self.abandoned = False
-
-    def abandon(self) -> None:
-        with _abandoned_lock:
-            if not self.finished:
-                self.abandoned = True
-                _abandoned[self.name] += 1
-
-    def finish(self) -> None:
-        with _abandoned_lock:
-            self.finished = True
-            if self.abandoned:
-                _abandoned[self.name] -= 1
+def _finished(running: concurrent.futures.Future[Any], name: str) -> None:
+    with _abandoned_lock:
+        if id(running) in _abandoned_calls:
+            _abandoned_calls.discard(id(running))
+            _abandoned[name] -= 1
 
 
-def _run_in_daemon_thread(tool: Tool, arguments: dict[str, Any], call: _Call) -> asyncio.Future[Any]:
-    """Every Tool runs in a daemon thread, an async one in its own event loop there: a blocking call, in
-    sync or async code, then delays only its own thread, so the rollout's timeout holds for every kind
-    of Tool, and a Tool that never returns neither blocks the rollout nor keeps the process alive at exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+class ToolFailure(Exception):
+    """A call that failed in a way the model reads as that Tool's error; the message is the whole text."""
 
-    def settle(setter: Any, value: Any) -> None:
-        if not future.done():
-            setter(value)
 
-    def deliver(setter: Any, value: Any) -> None:
-        try:
-            loop.call_soon_threadsafe(settle, setter, value)
-        except RuntimeError:
-            pass  # the loop is closed: the call timed out long ago and nobody waits for it
+# How a call is started: returns a future the caller may stop waiting for (a timeout), which the call then settles
+# unobserved. `run_in_thread` is the default; `toolprocess.ToolWorker.runner` runs calls in a worker process.
+ToolRunner = Callable[[Tool, dict[str, Any]], concurrent.futures.Future[Any]]
+
+
+def invoke_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """One call on the calling thread; an async Tool gets its own event loop here."""
+    try:
+        if inspect.iscoroutinefunction(tool.execute):
+            return asyncio.run(tool.execute(**arguments))
+        return tool.execute(**arguments)
+    except (SystemExit, KeyboardInterrupt) as err:
+        raise ToolFailure(f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or "
+                          "raises") from None
+
+
+def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
+    """Every Tool runs in a daemon thread: a blocking call, in sync or async code, then delays only its own
+    thread, so the rollout's timeout holds for every kind of Tool, and a Tool that never returns neither blocks
+    the rollout nor keeps the process alive at exit."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()  # started: a caller that stops waiting cannot cancel it any more
 
     def target() -> None:
         try:
-            if inspect.iscoroutinefunction(tool.execute):
-                value = asyncio.run(tool.execute(**arguments))
-            else:
-                value = tool.execute(**arguments)
-        except (SystemExit, KeyboardInterrupt) as err:
-            deliver(future.set_exception, ToolExit(f"{tool.name} tried to end the process "
-                                                   f"({_describe_exception(err)}); a Tool returns or raises"))
+            future.set_result(invoke_tool(tool, arguments))
         except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
-            deliver(future.set_exception, err)
-        else:
-            deliver(future.set_result, value)
-        finally:
-            call.finish()
+            future.set_exception(err)
 
     threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
     return future
 
 
-def _describe_exception(err: BaseException) -> str:
+def describe_exception(err: BaseException) -> str:
     text = str(err)
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float) -> ToolCallOutcome:
+async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float,
+                       run: ToolRunner = run_in_thread) -> ToolCallOutcome:
     outcome = ToolCallOutcome(id=call.id, name=call.name, arguments=call.arguments, raw=call.raw)
     if call.error is not None:
         outcome.error, outcome.error_kind = call.error, "bad_json"
@@ -160,16 +154,17 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
                                              f"running past their {timeout_s:g} s timeout"), "timeout"
         return outcome
     started = time.perf_counter()
-    call = _Call(tool.name)
+    running = run(tool, arguments)
+    running.add_done_callback(functools.partial(_finished, name=tool.name))
     try:
-        result = await asyncio.wait_for(_run_in_daemon_thread(tool, arguments, call), timeout_s)
+        result = await asyncio.wait_for(asyncio.wrap_future(running), timeout_s)
     except TimeoutError:
-        call.abandon()
+        _abandon(running, tool.name)
         outcome.error, outcome.error_kind = f"{tool.name} timed out after {timeout_s:g} s", "timeout"
-    except ToolExit as err:
+    except ToolFailure as err:
         outcome.error, outcome.error_kind = str(err), "exception"
     except Exception as err:  # noqa: BLE001 - the model sees the error and may recover
-        outcome.error, outcome.error_kind = f"{tool.name} raised {_describe_exception(err)}", "exception"
+        outcome.error, outcome.error_kind = f"{tool.name} raised {describe_exception(err)}", "exception"
     else:
         try:
             json.dumps(result, allow_nan=False)  # NaN and infinity are not JSON: the trajectory could not be stored
@@ -184,7 +179,7 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
 
 
 async def execute_calls(
-    calls: list[ParsedCall], tools: dict[str, Tool], default_timeout_s: float
+    calls: list[ParsedCall], tools: dict[str, Tool], default_timeout_s: float, run: ToolRunner = run_in_thread
 ) -> list[ToolCallOutcome]:
     """All calls of one turn run concurrently; results keep the calls' order."""
-    return list(await asyncio.gather(*(execute_call(c, tools, default_timeout_s) for c in calls)))
+    return list(await asyncio.gather(*(execute_call(c, tools, default_timeout_s, run) for c in calls)))

@@ -261,6 +261,7 @@ class VllmRolloutEngine(RolloutEngine):
             _truncate(live, "max_turns")
 
     def close(self) -> None:
+        super().close()
         engine = getattr(self, "_engine", None)
         if engine is not None:
             self._loop.call_soon_threadsafe(engine.shutdown)

@@ -1,9 +1,10 @@
 """Tools that fail in each way a run must survive; shared by the tool and train-loop tests."""
 
+import os
 import sys
 import time
 
-from agentrl import Tool
+from agentrl import EpisodeScore, Tool, ToolEnv
 
 
 class Boom(Tool):
@@ -58,3 +59,39 @@ class AsyncBlocks(Tool):
 
     async def execute(self):
         time.sleep(5)
+
+
+class EndsProcess(Tool):
+    """Ends its process the way nothing in Python can catch."""
+
+    name = "ends_process"
+
+    def execute(self):
+        os._exit(3)
+
+
+class Counter(Tool):
+    """Keeps state across calls, as a per-episode sandbox would."""
+
+    name = "counter"
+
+    def __init__(self):
+        self.calls = 0
+
+    def execute(self):
+        self.calls += 1
+        return self.calls
+
+
+class FailingToolsEnv(ToolEnv):
+    """Every tool above, for the runs and workers that build their tools from an env."""
+
+    def __init__(self, **args):
+        self.tools = [Boom(), Hang(), Garbage(), NotANumber(), Exits(), AsyncInterrupts(), AsyncBlocks(),
+                      EndsProcess(), Counter()]
+
+    def reset(self, task):
+        return [{"role": "user", "content": task["q"]}]
+
+    def score(self, final_text):
+        return EpisodeScore(reward=float("ok" in final_text), breakdown={"ok": float("ok" in final_text)})

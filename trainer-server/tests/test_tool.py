@@ -6,9 +6,11 @@ import jsonschema
 import pytest
 
 from agentrl import Tool
-from agentrl.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls
+from agentrl.envloader import env_factory
+from agentrl.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls, run_in_thread
+from agentrl.toolprocess import ToolWorker
 
-from failing_tools import AsyncBlocks, AsyncInterrupts, Boom, Exits, Garbage, Hang, NotANumber
+from failing_tools import AsyncBlocks, AsyncInterrupts, Boom, Exits, FailingToolsEnv, Garbage, Hang, NotANumber
 
 
 class Add(Tool):
@@ -33,8 +35,21 @@ TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotA
                              AsyncBlocks())}
 
 
-def run(*calls):
-    return asyncio.run(execute_calls(list(calls), TOOLS, default_timeout_s=5.0))
+def run(*calls, runner=run_in_thread):
+    return asyncio.run(execute_calls(list(calls), TOOLS, default_timeout_s=5.0, run=runner))
+
+
+@pytest.fixture(scope="module")
+def tool_worker():
+    worker = ToolWorker(env_factory(FailingToolsEnv, {}, []))
+    yield worker
+    worker.close()
+
+
+@pytest.fixture(params=["thread", "process"])
+def runner(request, tool_worker):
+    """Where the Tool runs: each test of a failure below holds for both rollout.tool_isolation settings."""
+    return run_in_thread if request.param == "thread" else tool_worker.runner(tool_worker.new_episode())
 
 
 def test_success_result_and_latency():
@@ -48,24 +63,62 @@ def test_success_result_and_latency():
     (ParsedCall("c", "", None, "raw", error="tool call is not valid JSON"), "bad_json", "not valid JSON"),
     (ParsedCall("c", "add", {"a": "x", "b": 1}, "raw"), "schema", "invalid arguments for add: a: 'x' is not of type"),
     (ParsedCall("c", "add", {"a": 1}, "raw"), "schema", "'b' is a required property"),
-    (ParsedCall("c", "boom", {}, "raw"), "exception", "boom raised RuntimeError: kaput"),
-    (ParsedCall("c", "garbage", {}, "raw"), "bad_result", "garbage returned a value that is not JSON"),
-    (ParsedCall("c", "nan", {}, "raw"), "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
-    (ParsedCall("c", "exits", {}, "raw"), "exception", "exits tried to end the process (SystemExit: 7)"),
-    (ParsedCall("c", "ainterrupts", {}, "raw"), "exception", "ainterrupts tried to end the process (KeyboardInterrupt)"),
 ])
-def test_every_failure_is_an_outcome(call, kind, text):
+def test_every_bad_call_is_an_outcome(call, kind, text):
     [out] = run(call)
     assert out.error_kind == kind
     assert text in out.error
 
 
-@pytest.mark.parametrize("name", ["hang", "ahang", "ablocks"])
-def test_hung_tool_times_out_without_blocking(name):
+@pytest.mark.parametrize("name, kind, text", [
+    ("boom", "exception", "boom raised RuntimeError: kaput"),
+    ("garbage", "bad_result", "garbage returned a value that is not JSON"),
+    ("nan", "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
+    ("exits", "exception", "exits tried to end the process (SystemExit: 7)"),
+    ("ainterrupts", "exception", "ainterrupts tried to end the process (KeyboardInterrupt)"),
+])
+def test_every_tool_failure_is_an_outcome(runner, name, kind, text):
+    [out] = run(ParsedCall("c", name, {}, "raw"), runner=runner)
+    assert out.error_kind == kind
+    assert text in out.error
+
+
+@pytest.mark.parametrize("name", ["hang", "ablocks"])
+def test_hung_tool_times_out_without_blocking(runner, name):
     started = time.perf_counter()
-    [out] = run(ParsedCall("c", name, {}, "raw"))
+    [out] = run(ParsedCall("c", name, {}, "raw"), runner=runner)
     assert out.error_kind == "timeout" and "timed out after 0.2 s" in out.error
     assert time.perf_counter() - started < 2.0
+
+
+def test_hung_async_tool_times_out():
+    [out] = run(ParsedCall("c", "ahang", {}, "raw"))
+    assert out.error_kind == "timeout" and "timed out after 0.2 s" in out.error
+
+
+def test_a_tool_that_ends_the_worker_process_fails_only_its_call(tool_worker):
+    """os._exit cannot be caught in the process it ends: under process isolation it ends the worker, the call
+    is that Tool's error, and the next call gets a new worker."""
+    tools = FailingToolsEnv().tool_map()
+    episode = tool_worker.runner(tool_worker.new_episode())
+    died = asyncio.run(execute_calls([ParsedCall("a", "ends_process", {}, "r")], tools, 5.0, episode))[0]
+    assert died.error_kind == "exception"
+    assert died.error.startswith("ends_process did not answer: the tool worker process ended (exit code 3)")
+    again = asyncio.run(execute_calls([ParsedCall("b", "counter", {}, "r")], tools, 5.0, episode))[0]
+    assert (again.error, again.result) == (None, 1)
+
+
+def test_each_episode_keeps_its_own_tool_state_in_the_worker(tool_worker):
+    tools = FailingToolsEnv().tool_map()
+    first, second = tool_worker.new_episode(), tool_worker.new_episode()
+
+    def count(episode):
+        call = ParsedCall("c", "counter", {}, "r")
+        return asyncio.run(execute_calls([call], tools, 5.0, tool_worker.runner(episode)))[0].result
+
+    assert [count(first), count(first), count(second)] == [1, 2, 1]
+    tool_worker.release([first])
+    assert count(first) == 1  # a released episode's env is gone; its id is never reused in practice
 
 
 def test_calls_of_one_turn_run_concurrently_and_keep_order():

@@ -1,0 +1,28 @@
+import json
+
+from agentrl.envcheck import check_env
+
+ENV = '''
+from failing_tools import FailingToolsEnv  # the tests' folder is on sys.path
+
+
+class EndsProcessOnCheck(FailingToolsEnv):
+    def scripted_turns(self, task):
+        return ['<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
+                '<tool_call>{"name": "counter", "arguments": {}}</tool_call>', "ok"]
+'''
+
+
+def test_env_check_reports_a_tool_that_ends_its_process_and_finishes_the_episode(tmp_path):
+    """`agentrl env check` always runs Tools in a worker process: os._exit in one is that Tool's failure, named,
+    and the scripted episode goes on (this test's own process would have ended otherwise)."""
+    (tmp_path / "env.py").write_text(ENV)
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
+    (tmp_path / "e.agentrl.yaml").write_text(
+        "env: {module: env.py, class_name: EndsProcessOnCheck}\ndata: {train: tasks.jsonl}\nrollout: {max_turns: 3}\n")
+    diagnostics = check_env(tmp_path)
+    [warning] = [d for d in diagnostics if d["message"].startswith("turn ")]
+    assert warning["message"].startswith(
+        "turn 0: tool call failed: ends_process did not answer: the tool worker process ended (exit code 3)")
+    assert warning["file"].endswith("failing_tools.py")  # the failing Tool's definition
+    assert diagnostics[-1]["message"].startswith("scripted episode: 3 turn(s), status finished, reward 1")
