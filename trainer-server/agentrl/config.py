@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentrl.algorithms import AlgorithmName
+
 CONFIG_SUFFIX = ".agentrl.yaml"
 SCHEMA_ID = "https://agent-rl-studio.dev/schemas/run-config.schema.json"
 
@@ -149,7 +151,7 @@ class RolloutISConfig(_Section):
 
 
 class AlgorithmConfig(_Section):
-    name: Literal["grpo", "ppo", "reinforce_pp", "rloo"] = Field("grpo", description="Policy-gradient algorithm.")
+    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm.")
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
     clip_eps_high: float | None = Field(
         None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."

@@ -3,13 +3,14 @@
 An `Episode` is token-exact: `token_ids` is precisely what the model saw and generated,
 in order. Every per-token list has the same length as `token_ids`. The algorithms read
 the token arrays; the replay panel reads the turn records (see
-`protocol/schemas/trajectory.schema.json`, produced by `Episode.to_record`).
+`protocol/schemas/trajectory.schema.json`, produced by `Episode.to_record`). Nothing after the
+rollout writes into an episode: the learner's advantages reach the trajectory file beside it
+(`trainer.record_episodes`).
 """
 
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -65,9 +66,6 @@ class Episode:
     status: EpisodeStatus = "finished"
     status_reason: str | None = None  # e.g. max_turns, max_context, env_error
     final_answer: str | None = None
-    # Filled by the trainer after the update, for the trajectory file.
-    advantages: list[float | None] | None = None
-    trainer_logprobs: list[float | None] | None = None
 
     @property
     def process_rewards(self) -> list[float]:
@@ -108,9 +106,11 @@ class Episode:
             if mask != (role == "assistant"):
                 raise AssertionError(f"episode {self.task_id}: token {i} role {role} has loss_mask {mask}")
 
-    def to_record(self, *, run_id: str, step: int, decode_token: Any) -> dict[str, Any]:
-        """The trajectory record (protocol/schemas/trajectory.schema.json). `decode_token(id) -> str`."""
-        advantages = self.advantages or [None] * len(self.token_ids)
+    def to_record(self, *, run_id: str, step: int, decode_token: Any,
+                  advantages: list[float | None] | None = None) -> dict[str, Any]:
+        """The trajectory record (protocol/schemas/trajectory.schema.json). `decode_token(id) -> str`; `advantages`:
+        the update's, one per token (None where untrained, and everywhere for an episode nothing learned from)."""
+        advantages = advantages or [None] * len(self.token_ids)
         seq_adv = [a for a, m in zip(advantages, self.loss_mask) if m and a is not None]
         tool_calls = [c for t in self.turns for c in t.tool_calls]
         return {

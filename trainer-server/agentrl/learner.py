@@ -4,6 +4,9 @@ Order of work: recompute the trainer's logprobs (and the reference's, the critic
 gradients; report how far they are from the rollout's; let the algorithm turn rewards into
 advantages; then for each update epoch accumulate gradients over micro-batches and take one
 optimizer step. Logits are divided by the rollout temperature, as in the rollout engine.
+What the algorithm decides (advantages, a critic, where the KL goes, extra loss terms) is in its
+own file under algorithms/; the episodes are only read, and what the update computed per episode
+comes back in the `Update`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import copy
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,7 +23,6 @@ from torch import nn
 
 from agentrl.algorithms import get_algorithm
 from agentrl.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, masked_mean, truncated_is_weights
-from agentrl.algorithms.ppo import value_loss
 from agentrl.batch import TrainBatch, collate
 from agentrl.config import RunConfig
 from agentrl.episode import Episode
@@ -67,6 +70,12 @@ def _hidden_size(model: Any) -> int:
     return int(text_config(model).hidden_size)
 
 
+@dataclass(frozen=True)
+class Update:
+    metrics: dict[str, float]
+    advantages: list[list[float | None]]  # per episode, per token: A_t on the trained tokens, None elsewhere
+
+
 class Learner:
     def __init__(self, model: Any, tokenizer: Any, config: RunConfig, device: torch.device) -> None:
         self.model = model
@@ -78,12 +87,10 @@ class Learner:
         self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
         trainable = [p for p in model.parameters() if p.requires_grad]
         groups: list[dict[str, Any]] = [{"params": trainable, "lr": config.train.lr}]
-        self.value_head: nn.Linear | None = None
-        if getattr(self.algorithm, "NEEDS_CRITIC", False):
-            self.value_head = nn.Linear(_hidden_size(model), 1).to(device)
-            nn.init.zeros_(self.value_head.weight)
-            nn.init.zeros_(self.value_head.bias)
-            groups.append({"params": list(self.value_head.parameters()), "lr": config.train.critic_lr})
+        self.critic: nn.Module | None = self.algorithm.make_critic(_hidden_size(model))
+        if self.critic is not None:
+            self.critic.to(device)
+            groups.append({"params": list(self.critic.parameters()), "lr": config.train.critic_lr})
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.train.weight_decay)
         self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
 
@@ -120,6 +127,7 @@ class Learner:
         wanted[:, 0] = False  # nothing predicts the first token
         rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
         first_predicting = int(targets.min()) - 1 if len(targets) else width - 1
+        # The critic reads every position's hidden state, so with values nothing is shared.
         shared = 0 if with_values else min(shared_prefix_length(input_ids, attention), first_predicting)
         past = None
         if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
@@ -140,16 +148,14 @@ class Learner:
         result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
                   "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)}
         if with_values:
-            assert self.value_head is not None
-            values = self.value_head(hidden[:, :-1].float()).squeeze(-1)  # the value of token t is read at t-1
-            result["values"] = torch.zeros(shape, device=self.device).index_copy(
-                1, torch.arange(1, width, device=self.device), values)
+            assert self.critic is not None
+            result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
         return result
 
     def on_policy(self) -> bool:
         """Whether the weights that sampled are the weights this update starts from, and nothing but the training
         pass needs logprobs: then pi_old is the training pass's own (detached) logprobs."""
-        return (self.config.train.update_epochs == 1 and self.value_head is None and self.config.algorithm.kl.coef == 0
+        return (self.config.train.update_epochs == 1 and self.critic is None and self.config.algorithm.kl.coef == 0
                 and self.config.train.async_steps == 0)
 
     def behaviour_correction(self) -> bool:
@@ -180,7 +186,7 @@ class Learner:
             for rows in micro_rows:
                 micro = batch.select(rows)
                 with self._precision():
-                    out = self._forward(self.model, micro, with_values=self.value_head is not None)
+                    out = self._forward(self.model, micro, with_values=self.critic is not None)
                 parts["logprobs"].append(out["logprobs"])
                 if "values" in out:
                     parts["values"].append(out["values"])
@@ -193,7 +199,7 @@ class Learner:
             self.model.train(was_training)
         return {name: in_row_order(chunks, micro_rows) for name, chunks in parts.items() if chunks}
 
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
+    def update(self, episodes: list[Episode]) -> Update:
         started = time.perf_counter()
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
@@ -210,13 +216,15 @@ class Learner:
         if "ref_logprobs" in scored:
             kl = kl_penalty(old_logprobs, scored["ref_logprobs"], cfg.kl.estimator)
             metrics["actor/kl_ref"] = float(masked_mean(kl, mask))
-        advantages, returns = self.algorithm.compute_advantages(batch, cfg, values=scored.get("values"), kl=kl)
+        old_values: torch.Tensor | None = scored.get("values")
+        targets = self.algorithm.compute_advantages(batch, cfg, values=old_values, kl=kl)
+        advantages = targets.advantages
         norm = {
             "tokens": float(mask.sum().clamp(min=1.0)),
             "sequences": float(len(batch)),
             "max_tokens": float(self.config.rollout.max_turns * self.config.rollout.max_new_tokens),
         }
-        kl_in_loss = kl is not None and not getattr(self.algorithm, "KL_IN_REWARD", False)
+        kl_in_loss = kl is not None and not self.algorithm.kl_in_reward
         totals: dict[str, float] = {}
         grad_norm = 0.0
         micro_rows = self._micro_rows(batch)
@@ -226,7 +234,7 @@ class Learner:
             for rows in micro_rows:
                 micro = batch.select(rows)
                 with self._precision():
-                    out = self._forward(self.model, micro, with_values=self.value_head is not None)
+                    out = self._forward(self.model, micro, with_values=self.critic is not None)
                 micro_mask = micro.train_mask.to(self.device)
                 if old_logprobs is None:
                     from_training_pass.append(out["logprobs"].detach())
@@ -252,11 +260,13 @@ class Learner:
                     per_token_kl = kl_penalty(out["logprobs"], ref, cfg.kl.estimator)
                     parts["loss/kl"] = aggregate(per_token_kl, micro_mask, "token-mean", norm)
                     loss = loss + cfg.kl.coef * parts["loss/kl"]
-                if self.value_head is not None and returns is not None:
-                    per_token_v = value_loss(out["values"], scored["values"][rows].to(self.device),
-                                             returns[rows].to(self.device), cfg.vf_clip)
-                    parts["loss/value"] = aggregate(per_token_v, micro_mask, "token-mean", norm)
-                    loss = loss + cfg.vf_coef * parts["loss/value"]
+                extra_losses = self.algorithm.extra_losses(
+                    cfg, values=out.get("values"),
+                    old_values=None if old_values is None else old_values[rows].to(self.device),
+                    returns=None if targets.returns is None else targets.returns[rows].to(self.device))
+                for name, (weight, per_token_extra) in extra_losses.items():
+                    parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", norm)
+                    loss = loss + weight * parts[name]
                 loss.backward()
                 for name, value in parts.items():
                     totals[name] = totals.get(name, 0.0) + float(value.detach())
@@ -288,21 +298,20 @@ class Learner:
         metrics["perf/train_tokens_per_s"] = float(batch.attention_mask.sum()) * epochs / elapsed if elapsed else 0.0
         if torch.cuda.is_available():
             metrics["perf/peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        for row, ep in enumerate(episodes):
-            n = len(ep.token_ids)
-            trained_row = mask[row, :n].bool().tolist()
-            ep.advantages = [float(a) if m else None for a, m in zip(advantages[row, :n].tolist(), trained_row)]
-            ep.trainer_logprobs = [float(lp) if s else None
-                                   for lp, s in zip(old_logprobs[row, :n].tolist(), batch.sampled_mask[row, :n].tolist())]
-        return metrics
+        per_episode = []
+        for row, episode in enumerate(episodes):
+            n = len(episode.token_ids)
+            per_episode.append([float(a) if trained else None
+                                for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())])
+        return Update(metrics, per_episode)
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
-        if self.value_head is not None:
-            state["value_head"] = self.value_head.state_dict()
+        if self.critic is not None:
+            state["value_head"] = self.critic.state_dict()  # the key checkpoints have always had
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.value_head is not None:
-            self.value_head.load_state_dict(state["value_head"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["value_head"])

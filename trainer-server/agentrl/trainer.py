@@ -96,10 +96,14 @@ def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: 
     return chosen
 
 
-def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any) -> list[dict[str, Any]]:
-    """The step's trajectory file, and one `trajectory` summary event per episode."""
-    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]))
-               for ep in episodes]
+def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any,
+                    advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
+    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
+    per_episode = advantages or [None] * len(episodes)
+    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]),
+                            advantages=ep_advantages)
+               for ep, ep_advantages in zip(episodes, per_episode, strict=True)]
     path = store.write_trajectories(step, records)
     for record in records:
         stats = record["stats"]
@@ -165,8 +169,8 @@ class _Run:
         """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
         return Learner(self.model, self.tokenizer, self.config, self.device)
 
-    def record(self, step: int, episodes: list[Episode]) -> None:
-        record_episodes(self.store, step, episodes, self.tokenizer)
+    def record(self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None) -> None:
+        record_episodes(self.store, step, episodes, self.tokenizer, advantages)
 
     def checkpoint(self, step: int) -> None:
         def write(folder: Path) -> None:
@@ -324,16 +328,16 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 prefetched = prefetcher.submit(rollout, step + 1)
             episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
             try:
-                learned = run.learner.update(episodes)
+                update = run.learner.update(episodes)
             except NonFiniteError as err:
                 raise NonFiniteError(f"step {step}: {err}") from None
             run.engine.weights_updated()
-            metrics = rollout_metrics(episodes) | rollout_stats | learned
+            metrics = rollout_metrics(episodes) | rollout_stats | update.metrics
             if dropped:
                 metrics["health/dropped_non_finite"] = float(dropped)
             metrics["perf/step_time_s"] = time.perf_counter() - started
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
-            run.record(step, episodes)
+            run.record(step, episodes, update.advantages)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
             health_events = run.health.observe(step, metrics)

@@ -159,7 +159,7 @@ def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str
     generated = pickle.loads(source.read_bytes())
     learner = (PlainLearner if plain else Learner)(model, tokenizer, cfg, device)
     started = time.perf_counter()
-    metrics = learner.update(generated)
+    metrics = learner.update(generated).metrics
     elapsed = time.perf_counter() - started
     return {"learner tokens/s": sum(len(ep.token_ids) for ep in generated) / elapsed, "update s": elapsed,
             "logprob gap": metrics["actor/logprob_gap"], "peak memory GB": peak_memory_gb()}

@@ -1,15 +1,19 @@
-"""Every advantage estimator and loss against values computed by hand."""
+"""Every advantage estimator and loss against values computed by hand, and the one registry of their names."""
 
+import json
 import math
 
 import pytest
 import torch
 
-from agentrl.algorithms import get_algorithm, grpo, ppo, reinforce_pp, rloo
+from agentrl.algorithms import ALGORITHM_NAMES, get_algorithm
+from agentrl.algorithms.base import Algorithm
 from agentrl.algorithms.common import (aggregate, clipped_policy_loss, discounted_sum_backward, group_stats, kl_penalty,
                                       pack_chains, returns_to_go, truncated_is_weights, unpack_chains)
 from agentrl.batch import TrainBatch
-from agentrl.config import AlgorithmConfig
+from agentrl.config import AlgorithmConfig, ConfigError, load_config_dict
+
+from conftest import PROTOCOL
 
 # Positions: [prompt, turn-0 token, turn-0 token, tool token, turn-1 token]
 MASK = [0.0, 1.0, 1.0, 0.0, 1.0]
@@ -31,9 +35,13 @@ def make_batch(rewards, groups, mask=None):
     )
 
 
+def advantages(name, batch, cfg, **scores):
+    return get_algorithm(name).compute_advantages(batch, cfg, **scores).advantages
+
+
 def test_grpo_outcome_only_is_group_normalised():
     batch = make_batch([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
-    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    adv = advantages("grpo", batch, AlgorithmConfig())
     assert adv[0].tolist() == pytest.approx([0, 1, 1, 0, 1], abs=1e-4)
     assert adv[1].tolist() == pytest.approx([0, -1, -1, 0, -1], abs=1e-4)
 
@@ -41,7 +49,7 @@ def test_grpo_outcome_only_is_group_normalised():
 def test_grpo_process_rewards_credit_own_and_later_turns_against_same_turn_baseline():
     # episode 0: process 0.5 on turn 0's last token, outcome 1; episode 1: nothing. R = [1.5, 0], std 0.75
     batch = make_batch([[0, 0, 0.5, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
-    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    adv = advantages("grpo", batch, AlgorithmConfig())
     # turn 0: G = 1.5 vs baseline 0.75; turn 1: G = 1 vs baseline 0.5; all / 0.75
     assert adv[0].tolist() == pytest.approx([0, 1, 1, 0, 0.5 / 0.75], abs=1e-4)
     assert adv[1].tolist() == pytest.approx([0, -1, -1, 0, -0.5 / 0.75], abs=1e-4)
@@ -49,26 +57,26 @@ def test_grpo_process_rewards_credit_own_and_later_turns_against_same_turn_basel
 
 def test_dr_grpo_does_not_divide_by_std():
     batch = make_batch([[0, 0, 0.5, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
-    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig(norm_adv_by_std=False))
+    adv = advantages("grpo", batch, AlgorithmConfig(norm_adv_by_std=False))
     assert adv[0].tolist() == pytest.approx([0, 0.75, 0.75, 0, 0.5])
 
 
 def test_grpo_zero_variance_group_has_no_signal():
     batch = make_batch([[0, 0, 0.5, 0, 0.5], [0, 0, 0, 0, 1]], [0, 0])  # both R = 1
-    adv, _ = grpo.compute_advantages(batch, AlgorithmConfig())
+    adv = advantages("grpo", batch, AlgorithmConfig())
     assert adv.abs().sum() == 0
 
 
 def test_rloo_leave_one_out_baseline():
     batch = make_batch([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0.5], [0, 0, 0, 0, 2]], [0, 0, 0, 1])
-    adv, _ = rloo.compute_advantages(batch, AlgorithmConfig())
+    adv = advantages("rloo", batch, AlgorithmConfig())
     assert adv[:, 4].tolist() == pytest.approx([0.75, -0.75, 0.0, 2.0])  # a group of one: no baseline
     assert adv[0].tolist() == pytest.approx([0, 0.75, 0.75, 0, 0.75])
 
 
 def test_reinforce_pp_discounts_across_trained_tokens_and_normalises_globally():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
-    adv, _ = reinforce_pp.compute_advantages(batch, AlgorithmConfig())
+    adv = advantages("reinforce_pp", batch, AlgorithmConfig())
     # G = [1.5, 1.5, 1]; mean 4/3; std sqrt(1/18)
     std = math.sqrt(1 / 18)
     assert adv[0].tolist() == pytest.approx([0, (1.5 - 4 / 3) / std, (1.5 - 4 / 3) / std, 0, (1 - 4 / 3) / std],
@@ -79,7 +87,7 @@ def test_reinforce_pp_folds_kl_into_the_reward():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
     cfg = AlgorithmConfig(kl={"coef": 0.1}, gamma=0.5)
     kl = torch.tensor([[0.0, 1.0, 1.0, 9.0, 1.0]])  # the tool token's KL must be ignored
-    adv, _ = reinforce_pp.compute_advantages(batch, cfg, kl=kl)
+    adv = advantages("reinforce_pp", batch, cfg, kl=kl)
     g4 = 0.9
     g2 = 0.4 + 0.5 * g4
     g1 = -0.1 + 0.5 * g2
@@ -91,7 +99,8 @@ def test_reinforce_pp_folds_kl_into_the_reward():
 def test_ppo_gae_skips_tool_tokens():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
     values = torch.tensor([[0.0, 0.5, 0.4, 123.0, 0.3]])  # the tool token's value must not be used
-    adv, ret = ppo.compute_advantages(batch, AlgorithmConfig(gamma=0.9, lam=0.5), values=values)
+    result = get_algorithm("ppo").compute_advantages(batch, AlgorithmConfig(gamma=0.9, lam=0.5), values=values)
+    adv, ret = result.advantages, result.returns
     a4 = 1 - 0.3
     a2 = (0.5 + 0.9 * 0.3 - 0.4) + 0.45 * a4
     a1 = (0 + 0.9 * 0.4 - 0.5) + 0.45 * a2
@@ -102,13 +111,28 @@ def test_ppo_gae_skips_tool_tokens():
 def test_ppo_gae_with_gamma_lambda_one_gives_returns_to_go():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
     values = torch.tensor([[0.0, 0.5, 0.4, 0.0, 0.3]])
-    _, ret = ppo.compute_advantages(batch, AlgorithmConfig(gamma=1.0, lam=1.0), values=values)
+    ret = get_algorithm("ppo").compute_advantages(batch, AlgorithmConfig(gamma=1.0, lam=1.0), values=values).returns
     assert ret[0].tolist() == pytest.approx([0, 1.5, 1.5, 0, 1.0])
 
 
-def test_value_loss_is_clipped():
-    loss = ppo.value_loss(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([2.0]), vf_clip=0.2)
-    assert loss.item() == pytest.approx(0.5 * (0.2 - 2.0) ** 2)  # the clipped value is further: it counts
+def test_ppo_value_loss_is_clipped_and_weighted():
+    losses = get_algorithm("ppo").extra_losses(AlgorithmConfig(vf_clip=0.2, vf_coef=0.3), values=torch.tensor([1.0]),
+                                               old_values=torch.tensor([0.0]), returns=torch.tensor([2.0]))
+    weight, per_token = losses["loss/value"]
+    assert weight == 0.3
+    assert per_token.item() == pytest.approx(0.5 * (0.2 - 2.0) ** 2)  # the clipped value is further: it counts
+
+
+def test_only_ppo_has_a_critic_and_extra_losses_and_only_reinforce_pp_puts_the_kl_in_the_reward():
+    for name in ALGORITHM_NAMES:
+        algorithm = get_algorithm(name)
+        assert (algorithm.make_critic(8) is not None) == (name == "ppo")
+        assert algorithm.kl_in_reward == (name == "reinforce_pp")
+        if name != "ppo":
+            assert algorithm.extra_losses(AlgorithmConfig(), values=None, old_values=None, returns=None) == {}
+    critic = get_algorithm("ppo").make_critic(8)
+    values = critic(torch.randn(2, 5, 8))
+    assert values.shape == (2, 5) and not values.any()  # V_t for every position, 0 before the first update
 
 
 def test_clipped_policy_loss_and_clip_higher():
@@ -137,10 +161,19 @@ def test_kl_estimators():
     assert kl_penalty(lp, ref, "k3").item() == pytest.approx(math.exp(-0.2) - 1 + 0.2, rel=1e-5)  # float32
 
 
-def test_registry():
-    assert get_algorithm("ppo") is ppo
+def test_the_registry_is_the_only_list_of_algorithm_names():
+    assert all(isinstance(get_algorithm(name), Algorithm) for name in ALGORITHM_NAMES)
     with pytest.raises(ValueError, match="unknown algorithm"):
         get_algorithm("a2c")
+    # the run config allows exactly the registry's names...
+    base = {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}}
+    for name in ALGORITHM_NAMES:
+        assert load_config_dict({**base, "algorithm": {"name": name}}).algorithm.name == name
+    with pytest.raises(ConfigError, match="algorithm.name"):
+        load_config_dict({**base, "algorithm": {"name": "a2c"}})
+    # ...and so does the committed schema the editor validates with (regenerate it with `agentrl schema`)
+    schema = json.loads((PROTOCOL / "schemas" / "run-config.schema.json").read_text())
+    assert schema["$defs"]["AlgorithmConfig"]["properties"]["name"]["enum"] == list(ALGORITHM_NAMES)
 
 
 def test_truncated_importance_weights_correct_only_sampled_tokens_and_are_capped():

@@ -43,15 +43,19 @@ def test_gradient_accumulation_matches_one_batch(tiny):
         assert torch.allclose(a, b, atol=1e-5)
 
 
-def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_are_filled(tiny):
+def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_come_back_per_episode(tiny):
     model, tokenizer = tiny
     cfg = config()
     episodes = episodes_for(model, tokenizer, cfg)
-    metrics = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
+    before = copy.deepcopy(episodes)
+    update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
+    metrics = update.metrics
     assert metrics["actor/logprob_gap"] < 1e-4
-    for ep in episodes:
-        assert len(ep.advantages) == len(ep.token_ids)
-        assert all((a is None) == (m == 0) for a, m in zip(ep.advantages, ep.loss_mask))
+    assert episodes == before  # the learner only reads the rollout's episodes
+    assert len(update.advantages) == len(episodes)
+    for ep, advantages in zip(episodes, update.advantages):
+        assert len(advantages) == len(ep.token_ids)
+        assert all((a is None) == (m == 0) for a, m in zip(advantages, ep.loss_mask))
     for name in ("loss/policy", "actor/entropy", "actor/clip_frac", "actor/grad_norm", "adv/std",
                  "perf/train_tokens_per_s"):
         assert name in metrics
@@ -62,10 +66,11 @@ def test_ppo_with_kl_and_tool_token_ablation_runs(tiny):
     cfg = load_config_dict({**BASE, "train": {"batch_size": 4, "micro_batch_size": 2},
                             "algorithm": {"name": "ppo", "kl": {"coef": 0.1}, "train_on_tool_tokens": True}})
     episodes = episodes_for(model, tokenizer, cfg)
-    metrics = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
-    assert {"loss/value", "loss/kl", "actor/kl_ref"} <= set(metrics)
+    update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
+    assert {"loss/value", "loss/kl", "actor/kl_ref"} <= set(update.metrics)
     # the ablation trains on tool tokens too
-    assert any(a is not None and r == "tool" for ep in episodes for a, r in zip(ep.advantages, ep.token_roles))
+    assert any(a is not None and r == "tool"
+               for ep, advantages in zip(episodes, update.advantages) for a, r in zip(advantages, ep.token_roles))
 
 
 def test_shared_prefix_and_kept_positions_change_nothing(tiny):
@@ -98,10 +103,10 @@ def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatc
     for ep in episodes:
         ep.outcome_reward = float(ep.sample)
     on_policy, scored = copy.deepcopy(model), copy.deepcopy(model)
-    metrics_on = Learner(on_policy, tokenizer, config(), torch.device("cpu")).update(copy.deepcopy(episodes))
+    metrics_on = Learner(on_policy, tokenizer, config(), torch.device("cpu")).update(copy.deepcopy(episodes)).metrics
     scoring_learner = Learner(scored, tokenizer, config(), torch.device("cpu"))
     monkeypatch.setattr(scoring_learner, "on_policy", lambda: False)
-    metrics_scored = scoring_learner.update(copy.deepcopy(episodes))
+    metrics_scored = scoring_learner.update(copy.deepcopy(episodes)).metrics
     assert any(not torch.equal(a, b) for a, b in zip(on_policy.parameters(), model.parameters()))
     for a, b in zip(on_policy.parameters(), scored.parameters()):
         assert torch.allclose(a, b, atol=1e-6)

@@ -7,6 +7,7 @@ import zipfile
 
 import pytest
 
+from agentrl.algorithms import ALGORITHM_NAMES
 from agentrl.runstore import read_events
 from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
 
@@ -33,6 +34,7 @@ def test_listening_line_and_initialize(server):
     assert wrong["error"]["code"] == -32003 and "protocol 2.0" in wrong["error"]["message"]
     result = client.request("initialize", {"protocolVersion": "1.0"})
     assert result["protocolVersion"] == "1.0" and result["devices"]["cpu"]["cores"] >= 1
+    assert result["capabilities"]["algorithms"] == list(ALGORITHM_NAMES)
     assert client.request("run/list") == {"runs": []}
 
 

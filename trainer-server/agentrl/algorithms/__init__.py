@@ -1,16 +1,25 @@
-"""One algorithm per file; each turns per-token rewards into per-token advantages and says how."""
+"""The algorithms, one file each, read top to bottom: `<name>.py` turns per-token rewards into per-token
+advantages, with the equation beside each line, and says what else it needs from the learner (`base.Algorithm`).
+
+This module is the one registry of their names: the run config's `algorithm.name`, the server's capabilities
+and the learner all read `ALGORITHM_NAMES`. It imports no torch, so the config and the server load fast; an
+algorithm's file is imported when the learner asks for it.
+"""
 
 from __future__ import annotations
 
-from types import ModuleType
+import importlib
+from typing import TYPE_CHECKING, Literal, get_args
 
-from agentrl.algorithms import grpo, ppo, reinforce_pp, rloo
+if TYPE_CHECKING:
+    from agentrl.algorithms.base import Algorithm
 
-_ALGORITHMS: dict[str, ModuleType] = {"grpo": grpo, "ppo": ppo, "reinforce_pp": reinforce_pp, "rloo": rloo}
+AlgorithmName = Literal["grpo", "ppo", "reinforce_pp", "rloo"]  # each the name of its file here
+ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 
 
-def get_algorithm(name: str) -> ModuleType:
-    try:
-        return _ALGORITHMS[name]
-    except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(_ALGORITHMS)}") from None
+def get_algorithm(name: str) -> Algorithm:
+    """The `ALGORITHM` that agentrl/algorithms/<name>.py defines."""
+    if name not in ALGORITHM_NAMES:
+        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHM_NAMES)}")
+    return importlib.import_module(f"{__name__}.{name}").ALGORITHM

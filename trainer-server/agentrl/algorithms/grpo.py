@@ -15,29 +15,35 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.algorithms.base import Advantages, Algorithm
 from agentrl.algorithms.common import EPS, episode_returns, group_stats, returns_to_go
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
 
-def compute_advantages(batch: TrainBatch, cfg: AlgorithmConfig, **_: object) -> tuple[torch.Tensor, None]:
-    mask = batch.train_mask
-    to_go = returns_to_go(batch.token_rewards, mask)  # G_i,t
-    _, std = group_stats(episode_returns(batch.token_rewards), batch.group_ids)  # std_g(R)
-    advantages = torch.zeros_like(to_go)
-    for group in batch.group_ids.unique():
-        rows = (batch.group_ids == group).nonzero().flatten().tolist()
-        for turn in batch.token_turns[rows].unique().tolist():
-            in_turn = (batch.token_turns == turn) & (mask > 0)
-            reached = [r for r in rows if bool(in_turn[r].any())]
-            if not reached:
-                continue
-            starts = [float(to_go[r, in_turn[r].nonzero()[0, 0]]) for r in reached]  # G_j at the start of turn k
-            baseline = sum(starts) / len(starts)  # b_g,k
-            for r in reached:
-                advantages[r, in_turn[r]] = to_go[r, in_turn[r]] - baseline  # G_i,t - b_g,k
-    if cfg.norm_adv_by_std:
-        advantages = advantages / (std[:, None] + EPS)  # / (std_g(R) + eps)
-    no_signal = std < EPS  # every episode of the group earned the same total reward
-    advantages[no_signal] = 0.0
-    return advantages * mask, None
+class GRPO(Algorithm):
+    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
+                           kl: torch.Tensor | None = None) -> Advantages:
+        mask = batch.train_mask
+        to_go = returns_to_go(batch.token_rewards, mask)  # G_i,t
+        _, std = group_stats(episode_returns(batch.token_rewards), batch.group_ids)  # std_g(R)
+        advantages = torch.zeros_like(to_go)
+        for group in batch.group_ids.unique():
+            rows = (batch.group_ids == group).nonzero().flatten().tolist()
+            for turn in batch.token_turns[rows].unique().tolist():
+                in_turn = (batch.token_turns == turn) & (mask > 0)
+                reached = [r for r in rows if bool(in_turn[r].any())]
+                if not reached:
+                    continue
+                starts = [float(to_go[r, in_turn[r].nonzero()[0, 0]]) for r in reached]  # G_j at the start of turn k
+                baseline = sum(starts) / len(starts)  # b_g,k
+                for r in reached:
+                    advantages[r, in_turn[r]] = to_go[r, in_turn[r]] - baseline  # G_i,t - b_g,k
+        if cfg.norm_adv_by_std:
+            advantages = advantages / (std[:, None] + EPS)  # / (std_g(R) + eps)
+        no_signal = std < EPS  # every episode of the group earned the same total reward
+        advantages[no_signal] = 0.0
+        return Advantages(advantages * mask)
+
+
+ALGORITHM = GRPO()

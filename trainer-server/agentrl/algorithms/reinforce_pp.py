@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.algorithms.base import Advantages, Algorithm
 from agentrl.algorithms.common import EPS, masked_mean, masked_std, returns_to_go
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
-KL_IN_REWARD = True
+
+class ReinforcePP(Algorithm):
+    kl_in_reward = True  # r'_t below holds the KL penalty: the learner adds no KL loss
+
+    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
+                           kl: torch.Tensor | None = None) -> Advantages:
+        rewards = batch.token_rewards
+        if kl is not None and cfg.kl.coef > 0:
+            rewards = rewards - cfg.kl.coef * kl * batch.train_mask  # r'_t = r_t - beta * kl_t
+        to_go = returns_to_go(rewards, batch.train_mask, cfg.gamma)  # G_t
+        mean, std = masked_mean(to_go, batch.train_mask), masked_std(to_go, batch.train_mask)
+        return Advantages((to_go - mean) / (std + EPS) * batch.train_mask)  # (G_t - mean(G)) / (std(G) + eps)
 
 
-def compute_advantages(
-    batch: TrainBatch, cfg: AlgorithmConfig, *, kl: torch.Tensor | None = None, **_: object
-) -> tuple[torch.Tensor, None]:
-    rewards = batch.token_rewards
-    if kl is not None and cfg.kl.coef > 0:
-        rewards = rewards - cfg.kl.coef * kl * batch.train_mask  # r'_t = r_t - beta * kl_t
-    to_go = returns_to_go(rewards, batch.train_mask, cfg.gamma)  # G_t
-    mean, std = masked_mean(to_go, batch.train_mask), masked_std(to_go, batch.train_mask)
-    return (to_go - mean) / (std + EPS) * batch.train_mask, None
+ALGORITHM = ReinforcePP()

@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.algorithms.base import Advantages, Algorithm
 from agentrl.algorithms.common import episode_returns, returns_to_go
 from agentrl.batch import TrainBatch
 from agentrl.config import AlgorithmConfig
 
 
-def compute_advantages(batch: TrainBatch, cfg: AlgorithmConfig, **_: object) -> tuple[torch.Tensor, None]:
-    rewards = batch.token_rewards
-    episode_return = episode_returns(rewards)  # R_j
-    baseline = torch.zeros_like(episode_return)
-    for group in batch.group_ids.unique():
-        rows = batch.group_ids == group
-        k = int(rows.sum())
-        if k > 1:
-            baseline[rows] = (episode_return[rows].sum() - episode_return[rows]) / (k - 1)  # mean of the others
-    to_go = returns_to_go(rewards, batch.train_mask)  # G_i,t
-    return (to_go - baseline[:, None]) * batch.train_mask, None
+class RLOO(Algorithm):
+    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
+                           kl: torch.Tensor | None = None) -> Advantages:
+        rewards = batch.token_rewards
+        episode_return = episode_returns(rewards)  # R_j
+        baseline = torch.zeros_like(episode_return)
+        for group in batch.group_ids.unique():
+            rows = batch.group_ids == group
+            k = int(rows.sum())
+            if k > 1:
+                baseline[rows] = (episode_return[rows].sum() - episode_return[rows]) / (k - 1)  # mean of the others
+        to_go = returns_to_go(rewards, batch.train_mask)  # G_i,t
+        return Advantages((to_go - baseline[:, None]) * batch.train_mask)  # G_i,t - baseline
+
+
+ALGORITHM = RLOO()

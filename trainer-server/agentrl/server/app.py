@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
+from agentrl.algorithms import ALGORITHM_NAMES
 from agentrl.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
@@ -228,7 +229,7 @@ class TrainerServer:
         return {
             "serverVersion": __version__,
             "protocolVersion": p.PROTOCOL_VERSION,
-            "capabilities": {"algorithms": ["grpo", "ppo", "reinforce_pp", "rloo"], "tryRuns": True,
+            "capabilities": {"algorithms": list(ALGORITHM_NAMES), "tryRuns": True,
                              "envUpload": True, "maxMessageBytes": MAX_MESSAGE_BYTES,
                              "maxBundleBytes": MAX_ARCHIVE_BYTES},
             "devices": await asyncio.to_thread(describe_devices),
