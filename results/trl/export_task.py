@@ -39,10 +39,12 @@ def model_folder(model_path: str) -> Path:
 def export(config: Any, out: Path) -> Path:
     """Writes out/settings.json and out/train.jsonl; returns out."""
     import agentrl
+    from agentrl.config import data_files_in_use
     from agentrl.envloader import env_factory, load_env_class
     from agentrl.rollout import ChatFormat
+    from agentrl.tasks import load_tasks
     from agentrl.toolcall import get_format
-    from agentrl.trainer import data_files_in_use, load_tasks, tasks_for_step
+    from agentrl.trainer import tasks_for_step
     from transformers import AutoTokenizer
 
     folder = model_folder(config.model.path)
@@ -85,8 +87,7 @@ def export(config: Any, out: Path) -> Path:
 
 
 def load_recipe(path: Path, overrides: list[str]) -> Any:
-    from agentrl.config import load_config
-    from agentrl.trainer import resolve_paths
+    from agentrl.config import load_config, resolve_paths
 
     return resolve_paths(load_config(path, overrides), path.resolve().parent)
 

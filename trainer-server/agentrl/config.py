@@ -61,6 +61,11 @@ class ModelConfig(_Section):
     )
 
 
+def env_module_is_file(module: str) -> bool:
+    """Whether `env.module` names a Python file (resolved against the config's folder) or else a dotted module name."""
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
 class EnvConfig(_Section):
     module: str = Field(
         ...,
@@ -299,6 +304,33 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a run config is a YAML mapping, got {type(raw).__name__}")
     return load_config_dict(raw, overrides)
+
+
+def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
+    """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
+    def absolute(key: str, value: str) -> str:
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError as err:  # ~name of a user this machine does not have
+            raise ConfigError(f"{key}: {value!r}: {err}") from None
+        return str(path if path.is_absolute() else (base_dir / path).resolve())
+
+    resolved = config.model_copy(deep=True)
+    if env_module_is_file(resolved.env.module):
+        resolved.env.module = absolute("env.module", resolved.env.module)
+    resolved.data.train = absolute("data.train", resolved.data.train)
+    if resolved.data.eval:
+        resolved.data.eval = absolute("data.eval", resolved.data.eval)
+    if resolved.model.path not in ("tiny", "smollm2"):
+        resolved.model.path = absolute("model.path", resolved.model.path)
+    return resolved
+
+
+def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
+    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
+    paths: what an env that asks for `data_files` receives (see `agentrl.envloader.env_factory`)."""
+    paths = [config.data.train, config.data.eval, *more]
+    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
 
 
 def run_config_schema() -> dict[str, Any]:

@@ -62,11 +62,11 @@ def plot_learning_curve(run_dir: Path, before: float, after: float, metric: str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.config import ConfigError, load_config
+    from agentrl.config import ConfigError, load_config, resolve_paths
     from agentrl.eval import evaluate
     from agentrl.runstore import RunStore
     from agentrl.stats import paired_bootstrap_ci
-    from agentrl.trainer import resolve_paths, train
+    from agentrl.trainer import train
 
     config_path = Path(args.config).resolve()
     overrides = [*args.overrides, *([f"train.steps={args.steps}"] if args.steps else [])]

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.config import env_module_is_file
 from agentrl.env import ToolEnv
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
@@ -41,7 +42,7 @@ def _import_file(path: Path) -> object:
 
 
 def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
-    if module.endswith(".py") or "/" in module or "\\" in module:
+    if env_module_is_file(module):
         path = Path(module)
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path

@@ -45,11 +45,13 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
              batch_size: int, runs_dir: str | Path) -> Evaluation:
     import torch
 
+    from agentrl.config import data_files_in_use
     from agentrl.envloader import env_factory, load_env_class
+    from agentrl.episode import record_episodes
     from agentrl.model import load_policy
     from agentrl.rollout import make_rollout_engine
     from agentrl.runstore import RunStore, new_run_id
-    from agentrl.trainer import data_files_in_use, load_tasks, record_episodes
+    from agentrl.tasks import load_tasks
 
     if baseline == UNTRAINED_BASELINE and checkpoint:
         raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")
@@ -94,9 +96,8 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.config import ConfigError, load_config
+    from agentrl.config import ConfigError, load_config, resolve_paths
     from agentrl.envloader import EnvLoadError
-    from agentrl.trainer import resolve_paths
 
     try:
         config_path = Path(args.config)

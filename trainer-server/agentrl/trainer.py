@@ -25,64 +25,14 @@ from typing import Any
 import torch
 import yaml
 
-from agentrl.config import ConfigError, RunConfig, load_config_dict
+from agentrl.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
 from agentrl.envloader import env_factory, load_env_class
-from agentrl.episode import Episode
+from agentrl.episode import Episode, record_episodes
 from agentrl.health import HealthMonitor
 from agentrl.learner import Learner, NonFiniteError
 from agentrl.metrics import rollout_metrics
 from agentrl.runstore import CONFIG_FILE, RunStore, new_run_id
-
-
-def _is_file_module(module: str) -> bool:
-    return module.endswith(".py") or "/" in module or "\\" in module
-
-
-def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
-    """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
-    def absolute(key: str, value: str) -> str:
-        try:
-            path = Path(value).expanduser()
-        except RuntimeError as err:  # ~name of a user this machine does not have
-            raise ConfigError(f"{key}: {value!r}: {err}") from None
-        return str(path if path.is_absolute() else (base_dir / path).resolve())
-
-    resolved = config.model_copy(deep=True)
-    if _is_file_module(resolved.env.module):
-        resolved.env.module = absolute("env.module", resolved.env.module)
-    resolved.data.train = absolute("data.train", resolved.data.train)
-    if resolved.data.eval:
-        resolved.data.eval = absolute("data.eval", resolved.data.eval)
-    if resolved.model.path not in ("tiny", "smollm2"):
-        resolved.model.path = absolute("model.path", resolved.model.path)
-    return resolved
-
-
-def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
-    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
-    paths: what an env that asks for `data_files` receives (see `agentrl.envloader.env_factory`)."""
-    paths = [config.data.train, config.data.eval, *more]
-    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
-
-
-def load_tasks(path: str, limit: int | None) -> list[dict[str, Any]]:
-    tasks = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not a JSON object ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: a task record must be a JSON object")
-            tasks.append(record)
-            if limit and len(tasks) >= limit:
-                break
-    if not tasks:
-        raise ValueError(f"{path}: no task records")
-    return tasks
+from agentrl.tasks import load_tasks
 
 
 def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
@@ -94,27 +44,6 @@ def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: 
             random.Random(seed * 1_000_003 + epoch).shuffle(order)
         chosen.append(tasks[order[index]])
     return chosen
-
-
-def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any,
-                    advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
-    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
-    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
-    per_episode = advantages or [None] * len(episodes)
-    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]),
-                            advantages=ep_advantages)
-               for ep, ep_advantages in zip(episodes, per_episode, strict=True)]
-    path = store.write_trajectories(step, records)
-    for record in records:
-        stats = record["stats"]
-        store.append_event("trajectory", {
-            "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
-            "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
-            "advantage": record["advantage"], "num_turns": stats["num_turns"],
-            "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
-            "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
-        })
-    return records
 
 
 def _peak_memory_mb() -> float:

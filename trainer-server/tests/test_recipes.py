@@ -142,9 +142,8 @@ def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, mes
 
 
 def test_the_eval_env_gets_the_data_files_in_use(tmp_path):
-    from agentrl.config import load_config
+    from agentrl.config import data_files_in_use, load_config, resolve_paths
     from agentrl.envloader import env_factory, load_env_class
-    from agentrl.trainer import data_files_in_use, resolve_paths
 
     recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     config = resolve_paths(load_config(recipe), recipe.parent)

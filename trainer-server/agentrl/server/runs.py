@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from agentrl.config import ConfigError, load_config_dict
+from agentrl.config import ConfigError, load_config_dict, resolve_paths
 from agentrl.runstore import (
     PID_FILE,
     RUN_FILE,
@@ -132,8 +132,6 @@ class RunManager:
 
     # --- control ------------------------------------------------------------------------------
     async def start(self, config: dict[str, Any], base_dir: Path, mode: str, episodes: int | None) -> str:
-        from agentrl.trainer import resolve_paths
-
         try:
             parsed = resolve_paths(load_config_dict(config), base_dir)
         except ConfigError as err:
