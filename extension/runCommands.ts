@@ -5,12 +5,12 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import type { RunInfo, RunStartParams } from '../protocol/generated/rpc';
+import { ENDED_RUN_STATUSES, ErrorCode, RESUMABLE_RUN_STATUSES, type RunInfo, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { packEnvFolder } from './envBundle';
 import { registerGuardedCommand } from './guardedCommand';
 import { readRunConfig } from './runConfig';
-import { ACTIVE_STATUSES, type RunsTreeNode } from './runsModel';
+import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
 import { findRunConfigs, pythonPath, runsFolder, RUN_CONFIG_GLOB, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
 import { toolProblems } from './toolProblems';
@@ -147,7 +147,7 @@ function waitForEnd(deps: RunCommandDeps, runId: string, cancel: vscode.Cancella
   return new Promise((resolve) => {
     const check = (): boolean => {
       const status = deps.connection.model.run(runId)?.status;
-      if (status && !ACTIVE_STATUSES.has(status)) {
+      if (status && ENDED_RUN_STATUSES.has(status)) {
         done(status);
         return true;
       }
@@ -243,7 +243,7 @@ async function resumeRun(deps: RunCommandDeps, target?: RunTarget): Promise<stri
   try {
     await deps.connection.request('run/resume', { runId });
   } catch (err) {
-    if (err instanceof TrainerRequestError && err.code === -32011) throw new Error(`${err.message} (only a stopped, interrupted or failed training run with a checkpoint resumes)`);
+    if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT) throw new Error(`${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`);
     throw err;
   }
   await deps.connection.refresh();

@@ -2,16 +2,13 @@
 // Pure (no `vscode`): the tree is run -> step -> group -> trajectory, and every node knows its label and
 // description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
 // (the trainer saying it cannot learn) come from its `health` events.
-import type { HealthEvent, RunEventParams, RunInfo, TrajectorySummary } from '../protocol/generated/rpc';
+import { ACTIVE_RUN_STATUSES, RESUMABLE_RUN_STATUSES, type HealthEvent, type RunEventParams, type RunInfo, type TrajectorySummary } from '../protocol/generated/rpc';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
 export type GroupNode = { kind: 'group'; runId: string; step: number; group: number };
 export type TrajectoryNode = { kind: 'trajectory'; runId: string; summary: TrajectorySummary };
 export type RunsTreeNode = RunNode | StepNode | GroupNode | TrajectoryNode;
-
-export const ACTIVE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['queued', 'running', 'stopping']);
-const RESUMABLE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['stopped', 'interrupted', 'failed']);
 
 interface RunState {
   info: RunInfo;
@@ -64,34 +61,27 @@ export class RunsModel {
   applyEvent(event: RunEventParams): void {
     const state = this.runs.get(event.runId);
     if (!state) return;
-    const data = event.data as Record<string, unknown>;
     state.info.lastSeq = Math.max(state.info.lastSeq, event.seq);
     switch (event.type) {
       case 'status': {
-        const status = data as { status: RunInfo['status']; step?: number; total_steps?: number; message?: string | null; superseded_from_seq?: number };
-        state.info.status = status.status;
-        if (typeof status.step === 'number') state.info.step = status.step;
-        if (typeof status.total_steps === 'number') state.info.totalSteps = status.total_steps;
-        state.info.message = status.message ?? null;
-        const superseded = status.superseded_from_seq;
-        if (typeof superseded === 'number') for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
+        Object.assign(state.info, event.runInfo);
+        const superseded = event.data.superseded_from_seq;
+        if (superseded !== undefined) for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
         break;
       }
       case 'metrics':
-        state.info.latestMetrics = (data as { metrics: Record<string, number> }).metrics;
+        state.info.latestMetrics = event.data.metrics;
         break;
-      case 'trajectory': {
-        const summary = data as unknown as TrajectorySummary;
-        state.trajectories.set(summary.id, summary);
+      case 'trajectory':
+        state.trajectories.set(event.data.id, event.data);
         break;
-      }
       case 'checkpoint':
         state.info.hasCheckpoint = true;
         break;
       case 'health':
-        state.health.set(event.seq, data as unknown as HealthEvent);
+        state.health.set(event.seq, event.data);
         break;
-      default:
+      case 'log':
         return;  // log events change nothing shown here
     }
     this.changed(event.runId);
@@ -108,7 +98,7 @@ export class RunsModel {
   /** The run the status bar follows: the newest active one, else the newest. */
   focusRun(): RunInfo | undefined {
     const infos = [...this.runs.values()].map((s) => s.info).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
-    return infos.find((i) => ACTIVE_STATUSES.has(i.status)) ?? infos[0];
+    return infos.find((i) => ACTIVE_RUN_STATUSES.has(i.status)) ?? infos[0];
   }
 
   trajectories(runId: string): TrajectorySummary[] {
@@ -127,12 +117,12 @@ export class RunsModel {
 
   isActive(runId: string): boolean {
     const info = this.run(runId);
-    return !!info && ACTIVE_STATUSES.has(info.status);
+    return !!info && ACTIVE_RUN_STATUSES.has(info.status);
   }
 
   isResumable(runId: string): boolean {
     const info = this.run(runId);
-    return !!info && info.mode === 'train' && info.hasCheckpoint && RESUMABLE_STATUSES.has(info.status);
+    return !!info && info.mode === 'train' && info.hasCheckpoint && RESUMABLE_RUN_STATUSES.has(info.status);
   }
 
   children(node?: RunsTreeNode): RunsTreeNode[] {

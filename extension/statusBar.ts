@@ -2,9 +2,9 @@
 // a health alert is in force). Its tooltip holds the alerts and command links for what a user wants next:
 // logs, stop, open replay.
 import * as vscode from 'vscode';
+import { ACTIVE_RUN_STATUSES } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import type { TrainerConnection } from './trainerConnection';
-import { ACTIVE_STATUSES } from './runsModel';
 import { appendHealthAlerts, RUNS_VIEW_ID } from './runsView';
 
 const commandLink = (title: string, command: string, args?: unknown): string =>
@@ -27,7 +27,7 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
       const where = connection.kind === 'local' ? 'local server' : connection.url ?? '';
       if (run) {
         const reward = run.latestMetrics['reward/mean'];
-        const active = ACTIVE_STATUSES.has(run.status);
+        const active = ACTIVE_RUN_STATUSES.has(run.status);
         const alerts = connection.model.healthAlerts(run.runId);
         item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}${alerts.length ? ' $(warning)' : ''}`;
         tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\n`);

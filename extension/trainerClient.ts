@@ -4,8 +4,7 @@
 //
 //   idle --connect()--> connecting --initialize ok--> connected --socket lost--> reconnecting --(backoff)--> connecting
 //     any state --dispose()--> closed;  connecting --401/403 or protocol mismatch--> closed (retrying cannot help)
-import type { InitializeResult, RpcMethods, RpcNotifications, RunEventParams } from '../protocol/generated/rpc';
-import { PROTOCOL_VERSION } from '../protocol/generated/rpc';
+import { ErrorCode, PROTOCOL_VERSION, type InitializeResult, type RpcMethods, type RpcNotification, type RunEventParams } from '../protocol/generated/rpc';
 
 export type ConnectionState = 'idle' | 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -58,6 +57,8 @@ export class TrainerRequestError extends Error {
 }
 
 type Listener<T> = (value: T) => void;
+/** A notification other than `run/event` (which onRunEvent delivers in order, once). */
+type OtherNotification = Exclude<RpcNotification, { method: 'run/event' }>;
 
 class Emitter<T> {
   private readonly listeners = new Set<Listener<T>>();
@@ -96,7 +97,7 @@ export class TrainerClient {
 
   private readonly stateChanged = new Emitter<{ state: ConnectionState; reason?: string }>();
   private readonly runEvent = new Emitter<RunEventParams>();
-  private readonly notification = new Emitter<{ method: keyof RpcNotifications; params: unknown }>();
+  private readonly notification = new Emitter<OtherNotification>();
   private readonly initialized = new Emitter<InitializeResult>();
 
   /** Every state change, with the reason for a loss of connection. */
@@ -104,7 +105,7 @@ export class TrainerClient {
   /** Each run event exactly once and in order per run, across reconnects. */
   readonly onRunEvent = (listener: Listener<RunEventParams>) => this.runEvent.on(listener);
   /** Every other notification (`run/behind`). */
-  readonly onNotification = (listener: Listener<{ method: keyof RpcNotifications; params: unknown }>) => this.notification.on(listener);
+  readonly onNotification = (listener: Listener<OtherNotification>) => this.notification.on(listener);
   /** After each successful `initialize`, the first connection's and every reconnection's. */
   readonly onInitialized = (listener: Listener<InitializeResult>) => this.initialized.on(listener);
 
@@ -199,8 +200,8 @@ export class TrainerClient {
       result = await this.request('initialize', { protocolVersion: PROTOCOL_VERSION, ...(this.options.clientInfo ? { clientInfo: this.options.clientInfo } : {}) });
     } catch (err) {
       const error = err as TrainerRequestError;
-      // A version mismatch (-32003) will not fix itself; anything else is worth another try.
-      this.drop(`initialize failed: ${error.message}`, error.code === -32003);
+      // A version mismatch will not fix itself; anything else is worth another try.
+      this.drop(`initialize failed: ${error.message}`, error.code === ErrorCode.INCOMPATIBLE_PROTOCOL);
       return;
     }
     this.initializeResult = result;
@@ -243,7 +244,7 @@ export class TrainerClient {
       return;  // the server validates what it sends (tests prove it); a broken frame is not worth a crash
     }
     if (typeof message.method === 'string') {
-      this.deliver(message.method as keyof RpcNotifications, message.params);
+      this.deliver(message as RpcNotification);  // the server validates what it sends (tests prove it)
       return;
     }
     const pending = typeof message.id === 'number' ? this.pending.get(message.id) : undefined;
@@ -254,12 +255,12 @@ export class TrainerClient {
     else pending.resolve(message.result);
   }
 
-  private deliver(method: keyof RpcNotifications, params: unknown): void {
-    if (method !== 'run/event') {
-      this.notification.fire({ method, params });
+  private deliver(notification: RpcNotification): void {
+    if (notification.method !== 'run/event') {
+      this.notification.fire(notification);
       return;
     }
-    const event = params as RunEventParams;
+    const event = notification.params;
     const last = this.subscriptions.get(event.runId);
     if (last === undefined || event.seq <= last) return;  // unsubscribed, or already delivered before a reconnect
     this.subscriptions.set(event.runId, event.seq);

@@ -169,10 +169,10 @@ export class TrainerConnection implements vscode.Disposable {
       if (event.seq > (this.announceAfter.get(event.runId) ?? 0)) this.announce(event);
       this.runEventEmitter.fire(event);
     });
-    client.onNotification(({ method, params }) => {
-      if (method === 'run/behind') {
-        const behind = params as { runId: string; sentSeq: number; latestSeq: number };
-        this.deps.log.warn(`Run ${behind.runId}: the event stream is ${behind.latestSeq - behind.sentSeq} events behind the trainer; the Runs view catches up as they arrive.`);
+    client.onNotification((notification) => {
+      if (notification.method === 'run/behind') {
+        const { runId, sentSeq, latestSeq } = notification.params;
+        this.deps.log.warn(`Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`);
       }
     });
     return client.connect();
@@ -181,10 +181,9 @@ export class TrainerConnection implements vscode.Disposable {
   /** An event that happened while we watched: logs into the channel, and a health alert to its listeners too. */
   private announce(event: RunEventParams): void {
     const name = this.model.run(event.runId)?.name ?? event.runId;
-    const data = event.data as Record<string, unknown>;
     if (event.type === 'log') {
-      const text = `[${name}] ${String(data.message)}`;
-      switch (data.level) {
+      const text = `[${name}] ${event.data.message}`;
+      switch (event.data.level) {
         case 'trace': this.deps.log.trace(text); break;
         case 'debug': this.deps.log.debug(text); break;
         case 'warning': this.deps.log.warn(text); break;
@@ -192,11 +191,12 @@ export class TrainerConnection implements vscode.Disposable {
         default: this.deps.log.info(text);
       }
     } else if (event.type === 'status') {
-      const text = `[${name}] ${String(data.status)} at step ${String(data.step ?? 0)}/${String(data.total_steps ?? 0)}${data.message ? `: ${String(data.message)}` : ''}`;
-      if (data.status === 'failed') this.deps.log.error(`${text}${data.traceback ? `\n${String(data.traceback)}` : ''}`);
+      const { status, step, totalSteps, message } = event.runInfo;
+      const text = `[${name}] ${status} at step ${step}/${totalSteps}${message ? `: ${message}` : ''}`;
+      if (status === 'failed') this.deps.log.error(`${text}${event.data.traceback ? `\n${event.data.traceback}` : ''}`);
       else this.deps.log.info(text);
     } else if (event.type === 'health') {
-      const alert = data as unknown as HealthEvent;
+      const alert = event.data;
       const text = `[${name}] step ${alert.step}: ${alert.code}: ${describeHealth(alert)}`;
       if (alert.resolved) {
         this.deps.log.info(text);

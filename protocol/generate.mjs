@@ -17,6 +17,59 @@ export async function generateTrajectoryTypes() {
 
 /** 'run/start.params' -> 'RunStartParams', 'runInfo' -> 'RunInfo'. */
 const typeName = (def) => def.split(/[/._]/).map((part) => part[0].toUpperCase() + part.slice(1)).join('');
+const refName = (ref) => typeName(ref.slice('#/$defs/'.length));
+const docComment = (text, indent = '') => `${indent}/** ${text} */\n`;
+
+/** The TypeScript type of a property of the run event defs: a primitive or a reference to another def. Anything
+ *  else throws, so a schema change the event union cannot express fails here instead of generating a looser type. */
+function propertyType(schema) {
+  if (schema.$ref) return refName(schema.$ref);
+  if (schema.type === 'integer' || schema.type === 'number') return 'number';
+  if (schema.type === 'string') return 'string';
+  throw new Error(`generate.mjs: no TypeScript type for a run event property ${JSON.stringify(schema)}`);
+}
+
+/** `runEvent` and `run/event.params` as discriminated unions on `type`, one member per oneOf member of `runEvent`,
+ *  so that narrowing an event on its type gives its `data` type (json-schema-to-typescript turns the oneOf into
+ *  an intersection that does not narrow). `run/event.params` adds runId to every member, and to the member its
+ *  `if` names (status) what its `then` requires (runInfo). */
+function runEventUnions(defs) {
+  const event = defs.runEvent;
+  const params = defs['run/event.params'];
+  const header = Object.keys(event.properties).filter((name) => name !== 'type' && name !== 'data');
+  const paramsOnly = Object.keys(params.properties);
+  const onlyWhen = { type: params.if.properties.type.const, required: params.then.required };
+  const union = (name, description, fields) => {
+    const members = event.oneOf.map(({ properties: { type, data } }) => {
+      const lines = fields(type.const).map(([field, type]) => `      ${field}: ${type};`);
+      return `  | {\n${lines.join('\n')}\n      type: ${JSON.stringify(type.const)};\n      data: ${propertyType(data)};\n    }`;
+    });
+    return `${docComment(description)}export type ${name} =\n${members.join('\n')};`;
+  };
+  const headerFields = header.map((field) => [field, propertyType(event.properties[field])]);
+  return [
+    union('RunEvent', event.description, () => headerFields),
+    union('RunEventParams', params.description, (type) => [
+      ...paramsOnly.filter((field) => !onlyWhen.required.includes(field) || type === onlyWhen.type)
+        .map((field) => [field, propertyType(params.properties[field])]),
+      ...headerFields,
+    ]),
+  ].join('\n');
+}
+
+/** Named constants for the names both languages share: each `x-subsets` set (run statuses that are active, ended,
+ *  resumable) and the error codes by their `x-name`. Python reads the same keys (agentrl/schemas.py). */
+function sharedNameConstants(defs) {
+  const subsets = Object.entries(defs).flatMap(([def, schema]) => Object.entries(schema['x-subsets'] ?? {}).map(([name, subset]) =>
+    `${docComment(subset.description)}export const ${name}: ReadonlySet<${typeName(def)}> = new Set([${subset.members.map((m) => JSON.stringify(m)).join(', ')}]);`));
+  const codes = defs.errorCode.oneOf.map((code) => `${docComment(code.description, '  ')}  ${code['x-name']}: ${code.const},`);
+  return `${subsets.join('\n')}
+
+/** The code of each error response by name (rpc.md, "Errors"); \`ErrorCode\` is the type of any of them. */
+export const ErrorCode = {
+${codes.join('\n')}
+} as const;`;
+}
 
 /** One interface per $def of rpc.schema.json, plus maps from each method to its params and result and from
  *  each notification to its params, so a client's `request(method, params)` is typed end to end. */
@@ -30,21 +83,30 @@ export async function generateRpcTypes() {
   for (const def of Object.values(defs)) {
     if (def.$ref === 'trajectory.schema.json') Object.assign(def, { $ref: undefined, tsType: 'TrajectoryRecord' });
   }
+  // The run event unions are written by runEventUnions; the compiled types refer to them by name.
+  const unions = ['runEvent', 'run/event.params'];
+  for (const name of unions) delete defs[name];
   // A def that is only a reference to another (run/get.result -> runInfo) becomes a type alias, not a copy.
   const aliases = Object.entries(defs).filter(([, def]) => def.$ref?.startsWith('#/$defs/'))
-    .map(([name, def]) => `export type ${typeName(name)} = ${typeName(def.$ref.slice('#/$defs/'.length))};`);
+    .map(([name, def]) => `export type ${typeName(name)} = ${refName(def.$ref)};`);
   for (const [name, def] of Object.entries(defs)) if (def.$ref?.startsWith('#/$defs/')) delete defs[name];
   const wrapper = {
     title: 'RpcDefinitions', type: 'object', additionalProperties: false, $defs: defs,
-    properties: Object.fromEntries(Object.keys(defs).map((name) => [name, { $ref: `#/$defs/${name}` }])),
+    properties: Object.fromEntries([
+      ...Object.keys(defs).map((name) => [name, { $ref: `#/$defs/${name}` }]),
+      ...unions.map((name) => [name, { tsType: typeName(name) }]),
+    ]),
   };
   const types = await compile(wrapper, 'RpcDefinitions', { bannerComment: banner('rpc.schema.json'), additionalProperties: false, format: true });
   const methods = schema['x-methods'].map((m) => `  '${m}': { params: ${typeName(`${m}.params`)}; result: ${typeName(`${m}.result`)} };`);
   const notifications = schema['x-notifications'].map((n) => `  '${n}': ${typeName(`${n}.params`)};`);
   return `${types.replace(/^(\/\/ Generated[^\n]*\n)/, "$1\nimport type { TrajectoryRecord } from './trajectory';\n")}
 ${aliases.join('\n')}
+${runEventUnions(schema.$defs)}
 
 export const PROTOCOL_VERSION = '${schema['x-protocolVersion']}';
+
+${sharedNameConstants(schema.$defs)}
 
 /** Client -> server requests: method -> its params and result. */
 export interface RpcMethods {
@@ -55,6 +117,9 @@ ${methods.join('\n')}
 export interface RpcNotifications {
 ${notifications.join('\n')}
 }
+
+/** A notification as received: narrowing on \`method\` types its params. */
+export type RpcNotification = { [M in keyof RpcNotifications]: { method: M; params: RpcNotifications[M] } }[keyof RpcNotifications];
 `;
 }
 

@@ -1,5 +1,6 @@
 // Messages between the replay panel's host (extension/) and its webview (webview/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
+import type { RunStatus } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
 
 export type { TrajectoryRecord };
@@ -16,7 +17,7 @@ export interface LoadMessage {
   source: string;
   records: TrajectoryRecord[];
   live: boolean;
-  runStatus?: string;
+  runStatus?: RunStatus;
 }
 
 /** Host → webview, during a live run: trajectories of a new step. */
@@ -29,7 +30,7 @@ export interface AppendMessage {
 export interface RunStatusMessage {
   type: 'runStatus';
   live: boolean;
-  runStatus: string;
+  runStatus: RunStatus;
 }
 
 /** Webview → host, from a tool call: open that Tool's source in the editor. */

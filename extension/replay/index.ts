@@ -3,10 +3,9 @@
 // through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
-import type { RpcMethods, RunEventParams, RunInfo } from '../../protocol/generated/rpc';
+import { ACTIVE_RUN_STATUSES, type RpcMethods, type RunEventParams } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
-import { ACTIVE_STATUSES } from '../runsModel';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
@@ -67,12 +66,12 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
   const subscription = trainer.onRunEvent((event) => {
     if (event.runId !== runId) return;
     if (event.type === 'status') {
-      const runStatus = (event.data as { status: RunInfo['status'] }).status;
-      if (ready) post(panel.webview, { type: 'runStatus', live: ACTIVE_STATUSES.has(runStatus), runStatus });
+      const runStatus = event.runInfo.status;
+      if (ready) post(panel.webview, { type: 'runStatus', live: ACTIVE_RUN_STATUSES.has(runStatus), runStatus });
       return;
     }
     if (event.type !== 'trajectory') return;
-    const id = (event.data as { id: string }).id;
+    const id = event.data.id;
     if (seen.has(id)) return;
     seen.add(id);
     pending.push(id);
@@ -101,7 +100,7 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();
-    return { type: 'load', source: runId, records, live: ACTIVE_STATUSES.has(info.status), runStatus: info.status };
+    return { type: 'load', source: runId, records, live: ACTIVE_RUN_STATUSES.has(info.status), runStatus: info.status };
   });
 }
 

@@ -2,10 +2,44 @@
 
 import type { TrajectoryRecord } from './trajectory';
 
+/**
+ * A run's status, as its latest status event says (the server reports a run whose process is gone without saying how it ended as failed or interrupted). x-subsets: the sets both sides act on, by the constant name each language gives them.
+ */
+export type RunStatus = "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
+/**
+ * What a run does: train; try (the editor's Try Environment: episodes with the base model, no updates); eval (`agentrl eval`: held-out episodes, written by the command line, never started over RPC).
+ */
+export type RunMode = "train" | "try" | "eval";
+/**
+ * The code of an error response: JSON-RPC 2.0's own (-32700 to -32603), then the application's (rpc.md, "Errors"). x-name: the constant's name in both languages.
+ */
+export type ErrorCode =
+  | -32700
+  | -32600
+  | -32601
+  | -32602
+  | -32603
+  | -32002
+  | -32003
+  | -32004
+  | -32010
+  | -32011
+  | -32012
+  | -32020
+  | -32021
+  | -32030;
 export type TrajectoryGetResult = TrajectoryRecord;
 
 export interface RpcDefinitions {
+  runStatus?: RunStatus;
+  runMode?: RunMode;
+  errorCode?: ErrorCode;
   runInfo?: RunInfo;
+  statusRunInfo?: StatusRunInfo;
+  statusEvent?: StatusEvent;
+  metricsEvent?: MetricsEvent;
+  logEvent?: LogEvent;
+  checkpointEvent?: CheckpointEvent;
   trajectorySummary?: TrajectorySummary;
   healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
@@ -36,14 +70,18 @@ export interface RpcDefinitions {
   "server/ping.result"?: ServerPingResult;
   "server/shutdown.params"?: ServerShutdownParams;
   "server/shutdown.result"?: ServerShutdownResult;
-  "run/event.params"?: RunEventParams;
   "run/behind.params"?: RunBehindParams;
+  runEvent?: RunEvent;
+  "run/event.params"?: RunEventParams;
 }
+/**
+ * A run as run/list and run/get report it, computed by the server from run.json and the log's tail (trainer-server/agentrl/server/runs.py).
+ */
 export interface RunInfo {
   runId: string;
   name: string;
-  mode: "train" | "try";
-  status: "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
+  mode: RunMode;
+  status: RunStatus;
   step: number;
   totalSteps: number;
   createdAt?: string;
@@ -54,6 +92,70 @@ export interface RunInfo {
   hasCheckpoint: boolean;
   message?: string | null;
 }
+/**
+ * The RunInfo fields a status event sets, computed by the server from the event's data (the same function run/get uses): a client applies them as they are.
+ */
+export interface StatusRunInfo {
+  status: RunStatus;
+  step: number;
+  totalSteps: number;
+  message: string | null;
+}
+/**
+ * The data of a `status` event: the run's status changed, or it was resumed (superseded_from_seq).
+ */
+export interface StatusEvent {
+  status: RunStatus;
+  /**
+   * The last step whose update and events are recorded.
+   */
+  step: number;
+  /**
+   * train.steps of a train run; 0 for try and eval runs.
+   */
+  total_steps: number;
+  /**
+   * Why: a failure's exception, a resume, how the server found the run's process gone.
+   */
+  message?: string;
+  /**
+   * With failed: the trainer's traceback, or the tail of its stderr.
+   */
+  traceback?: string;
+  /**
+   * On resume: the first seq of the events superseded (written after the checkpoint resumed from).
+   */
+  superseded_from_seq?: number;
+}
+/**
+ * The data of a `metrics` event: a step's figures (step 0: a Try or eval run's).
+ */
+export interface MetricsEvent {
+  step: number;
+  metrics: {
+    [k: string]: number;
+  };
+}
+/**
+ * The data of a `log` event: a line for the user's log (the editor's output channel, by level).
+ */
+export interface LogEvent {
+  level: "trace" | "debug" | "info" | "warning" | "error";
+  message: string;
+}
+/**
+ * The data of a `checkpoint` event, written after the checkpoint's folder is renamed into place: everything before it is safe.
+ */
+export interface CheckpointEvent {
+  step: number;
+  /**
+   * The checkpoint's folder, relative to the run folder.
+   */
+  path: string;
+}
+/**
+ * The data of a `trajectory` event, one per episode recorded: the episode's figures and the file holding its record. trajectory/query lists these.
+ */
 export interface TrajectorySummary {
   id: string;
   step: number;
@@ -156,14 +258,14 @@ export interface RunStopParams {
 }
 export interface RunStopResult {
   runId: string;
-  status: "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
+  status: RunStatus;
 }
 export interface RunResumeParams {
   runId: string;
 }
 export interface RunResumeResult {
   runId: string;
-  status: "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
+  status: RunStatus;
 }
 export interface RunListParams {}
 export interface RunListResult {
@@ -226,13 +328,6 @@ export interface ServerPingResult {
 }
 export interface ServerShutdownParams {}
 export interface ServerShutdownResult {}
-export interface RunEventParams {
-  runId: string;
-  seq: number;
-  type: "status" | "metrics" | "log" | "trajectory" | "checkpoint" | "health";
-  time?: number;
-  data: {};
-}
 export interface RunBehindParams {
   runId: string;
   sentSeq: number;
@@ -240,8 +335,130 @@ export interface RunBehindParams {
 }
 
 export type RunGetResult = RunInfo;
+/** One event of a run's log: a line of events.jsonl as the trainer writes it, and what run/event streams. Its `data` is declared per `type` (one oneOf member each); like everything stored in the run folder, its keys are snake_case. */
+export type RunEvent =
+  | {
+      seq: number;
+      time: number;
+      type: "status";
+      data: StatusEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "metrics";
+      data: MetricsEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "log";
+      data: LogEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "trajectory";
+      data: TrajectorySummary;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "checkpoint";
+      data: CheckpointEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "health";
+      data: HealthEvent;
+    };
+/** A run's event (runEvent) sent to a subscriber, with its runId; a status event also carries the RunInfo fields it sets (runInfo), computed by the server. */
+export type RunEventParams =
+  | {
+      runId: string;
+      runInfo: StatusRunInfo;
+      seq: number;
+      time: number;
+      type: "status";
+      data: StatusEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "metrics";
+      data: MetricsEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "log";
+      data: LogEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "trajectory";
+      data: TrajectorySummary;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "checkpoint";
+      data: CheckpointEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "health";
+      data: HealthEvent;
+    };
 
 export const PROTOCOL_VERSION = '1.0';
+
+/** A process is, or is about to be, at work on the run: it is followed live and can be stopped. */
+export const ACTIVE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["queued", "running", "stopping"]);
+/** No process works on the run and its log says how it ended; every status that is not active. */
+export const ENDED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "stopped", "failed", "interrupted"]);
+/** A train run in one of these, with a checkpoint, continues from it on run/resume. */
+export const RESUMABLE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["stopped", "interrupted", "failed"]);
+
+/** The code of each error response by name (rpc.md, "Errors"); `ErrorCode` is the type of any of them. */
+export const ErrorCode = {
+  /** parse error */
+  PARSE_ERROR: -32700,
+  /** invalid request */
+  INVALID_REQUEST: -32600,
+  /** method not found */
+  METHOD_NOT_FOUND: -32601,
+  /** invalid params (the message names the field and what is wrong) */
+  INVALID_PARAMS: -32602,
+  /** internal error */
+  INTERNAL_ERROR: -32603,
+  /** not initialized: send `initialize` first */
+  NOT_INITIALIZED: -32002,
+  /** incompatible protocol version */
+  INCOMPATIBLE_PROTOCOL: -32003,
+  /** message too large */
+  MESSAGE_TOO_LARGE: -32004,
+  /** run not found */
+  RUN_NOT_FOUND: -32010,
+  /** run state conflict (e.g. stopping a run that is not running) */
+  RUN_STATE_CONFLICT: -32011,
+  /** invalid run config (the message lists each key, its value and what is allowed) */
+  CONFIG_INVALID: -32012,
+  /** env bundle rejected (path traversal, absolute path, link, size, file count, corrupt archive) */
+  BUNDLE_REJECTED: -32020,
+  /** env bundle not found */
+  BUNDLE_NOT_FOUND: -32021,
+  /** trajectory not found */
+  TRAJECTORY_NOT_FOUND: -32030,
+} as const;
 
 /** Client -> server requests: method -> its params and result. */
 export interface RpcMethods {
@@ -266,3 +483,6 @@ export interface RpcNotifications {
   'run/event': RunEventParams;
   'run/behind': RunBehindParams;
 }
+
+/** A notification as received: narrowing on `method` types its params. */
+export type RpcNotification = { [M in keyof RpcNotifications]: { method: M; params: RpcNotifications[M] } }[keyof RpcNotifications];

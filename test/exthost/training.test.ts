@@ -5,7 +5,7 @@ import { strict as assert } from 'node:assert';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
-import { allTabs, extension, runEvents, runsFolder, screenshot, waitFor, waitForStatus, workspaceFolder } from './util';
+import { allTabs, extension, lastStatus, runEvents, runsFolder, screenshot, waitFor, waitForStatus, workspaceFolder } from './util';
 
 interface Trajectory { id: string; status: string; status_reason: string | null; stats: { num_turns: number; response_tokens: number } }
 
@@ -57,7 +57,7 @@ describe('training on a local trainer server', function () {
     assert.ok(runId, 'Start Training returned no run id (see the Agent RL log)');
     await waitForStatus(runId, 'completed', 180_000);
     const events = runEvents(runId);
-    const steps = new Set(events.filter((e) => e.type === 'metrics').map((e) => e.data.step));
+    const steps = new Set(events.flatMap((e) => (e.type === 'metrics' ? [e.data.step] : [])));
     assert.deepEqual([...steps].sort(), [1, 2], 'a metrics event for each of the config\'s 2 steps');
     assert.ok(events.some((e) => e.type === 'checkpoint'), 'a checkpoint was written');
     const episodes = trajectories(runId);
@@ -90,8 +90,7 @@ describe('training on a local trainer server', function () {
     assert.ok(stopped === 'stopping' || stopped === 'stopped', `stopTraining answered ${stopped}`);
     await waitForStatus(runId, 'stopped', 120_000);
     const events = runEvents(runId);
-    const last = events.filter((e) => e.type === 'status').at(-1)!.data;
-    assert.ok((last.step as number) < 1000, 'it stopped before the end');
+    assert.ok(lastStatus(runId)!.step < 1000, 'it stopped before the end');
     assert.ok(events.some((e) => e.type === 'checkpoint'), 'a graceful stop leaves a checkpoint');
     await screenshot('runs');
   });

@@ -2,6 +2,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import * as vscode from 'vscode';
+import { ENDED_RUN_STATUSES, type RunEvent, type RunStatus, type StatusEvent } from '../../protocol/generated/rpc';
 
 export const EXTENSION_ID = 'agent-rl-studio.agent-rl-studio';
 
@@ -48,8 +49,6 @@ export async function screenshot(name: string, selector = '', where: 'page' | 'w
   await waitFor(() => existsSync(file), `the runner's screenshot ${file}`, 40_000);
 }
 
-export interface RunEvent { seq: number; type: string; data: Record<string, unknown> }
-
 /** The folder a local server keeps its runs in: the `agentRl.runsFolder` setting, relative to the workspace. */
 export function runsFolder(): string {
   const root = workspaceFolder().uri.fsPath;
@@ -65,17 +64,15 @@ export function runEvents(runId: string): RunEvent[] {
   return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter(Boolean).map((line) => JSON.parse(line) as RunEvent);
 }
 
-export function lastStatus(runId: string): { status: string; message?: string; traceback?: string } | undefined {
-  return runEvents(runId).filter((e) => e.type === 'status').at(-1)?.data as { status: string } | undefined;
+export function lastStatus(runId: string): StatusEvent | undefined {
+  return runEvents(runId).flatMap((e) => (e.type === 'status' ? [e.data] : [])).at(-1);
 }
 
-const FINAL = new Set(['completed', 'stopped', 'failed', 'interrupted']);
-
 /** Waits until the run's event log ends in `want`; fails at once, with the run's message, on another final status. */
-export async function waitForStatus(runId: string, want: string, ms: number): Promise<void> {
+export async function waitForStatus(runId: string, want: RunStatus, ms: number): Promise<void> {
   await waitFor(() => {
     const status = lastStatus(runId);
-    if (status && status.status !== want && FINAL.has(status.status)) {
+    if (status && status.status !== want && ENDED_RUN_STATUSES.has(status.status)) {
       throw new Error(`run ${runId} ended ${status.status}, not ${want}: ${status.message ?? ''}\n${status.traceback ?? ''}`);
     }
     return status?.status === want;

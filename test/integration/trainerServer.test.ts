@@ -5,7 +5,7 @@ import { strict as assert } from 'node:assert';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { RunEventParams } from '../../protocol/generated/rpc';
+import { ENDED_RUN_STATUSES, ErrorCode, type RunEventParams } from '../../protocol/generated/rpc';
 import { packEnvFolder } from '../../extension/envBundle';
 import { startLocalServer, type LocalServer, type LogSink } from '../../extension/localServer';
 import { readRunConfig } from '../../extension/runConfig';
@@ -27,8 +27,7 @@ function eventsUntilEnd(client: TrainerClient, runId: string, timeoutMs = 120_00
     const subscription = client.onRunEvent((event) => {
       if (event.runId !== runId) return;
       events.push(event);
-      const status = (event.data as { status?: string }).status;
-      if (event.type === 'status' && ['completed', 'stopped', 'failed'].includes(status ?? '')) {
+      if (event.type === 'status' && ENDED_RUN_STATUSES.has(event.data.status)) {
         clearTimeout(timer);
         subscription.dispose();
         resolvePromise(events);
@@ -108,14 +107,17 @@ describe('the extension client against the real trainer server', function () {
     const ended = eventsUntilEnd(client, runId);
     await client.subscribe(runId);
     const events = await ended;
-    assert.equal((events[events.length - 1].data as { status: string }).status, 'completed');
+    const last = events[events.length - 1];
+    assert.ok(last.type === 'status' && last.data.status === 'completed');
     const info = await client.request('run/get', { runId });
     assert.equal(info.step, 2);
     assert.ok(info.hasCheckpoint);
+    const { status, step, totalSteps, message } = info;
+    assert.deepEqual(last.runInfo, { status, step, totalSteps, message }, 'the stream says what run/get says');
   });
 
   it('answers a bad request with a typed error', async () => {
-    await assert.rejects(client.request('run/stop', { runId: 'no-such-run', mode: 'graceful' }), (err: TrainerRequestError) => err.code === -32010);
+    await assert.rejects(client.request('run/stop', { runId: 'no-such-run', mode: 'graceful' }), (err: TrainerRequestError) => err.code === ErrorCode.RUN_NOT_FOUND);
   });
 
   it('refuses a wrong token, and the client gives up instead of retrying', async () => {

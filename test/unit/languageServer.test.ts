@@ -7,6 +7,9 @@ import { devicesSummary, estimateParameters } from '../../extension/languageServ
 import { closest, fieldsReadByEnv, findDottedModule, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
 
 const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
+/** The algorithm names as the run-config schema (the trainer's config.py) declares them. */
+const ALGORITHMS: string[] = JSON.parse(readFileSync(join(resolve(__dirname, '..', '..'), 'protocol', 'schemas', 'run-config.schema.json'), 'utf8'))
+  .$defs.AlgorithmConfig.properties.name.enum;
 
 function check(name: string): { text: string; findings: Array<Finding & { line: number; col: number; snippet: string }> } {
   const file = join(DIR, `${name}.agentrl.yaml`);
@@ -44,7 +47,7 @@ describe('run-config language server: diagnostics', () => {
 
   it('enum values, with did-you-mean', () => {
     const [f] = check('bad-enum').findings;
-    assert.equal(f.message, 'algorithm.name: must be one of "grpo", "ppo", "reinforce_pp", "rloo"; got "grp" (did you mean "grpo"?)');
+    assert.equal(f.message, `algorithm.name: must be one of ${ALGORITHMS.map((name) => `"${name}"`).join(', ')}; got "grp" (did you mean "grpo"?)`);
     assert.deepEqual([f.line, f.col, f.snippet, f.fix?.text], [7, 9, 'grp', 'grpo']);
   });
 
@@ -114,7 +117,7 @@ describe('run-config language server: completion and hover', () => {
     const keys = complete(text, text.indexOf('\n  \n') + 3).map((s) => s.label);
     assert.ok(keys.includes('max_turns') && keys.includes('temperature') && !keys.includes('lr'));
     const values = complete(text, text.indexOf('name: ') + 6).map((s) => s.label);
-    assert.deepEqual(values, ['grpo', 'ppo', 'reinforce_pp', 'rloo']);
+    assert.deepEqual(values, ALGORITHMS);
     const top = complete('', 0).map((s) => s.label);
     assert.ok(top.includes('model') && top.includes('train'));
   });

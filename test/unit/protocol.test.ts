@@ -1,7 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import Ajv2020 from 'ajv/dist/2020';
+import { ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, ErrorCode } from '../../protocol/generated/rpc';
 
 const ROOT = resolve(__dirname, '..', '..');
 const PROTOCOL = join(ROOT, 'protocol');
@@ -14,6 +15,7 @@ describe('protocol', () => {
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   ajv.addSchema(schema('trajectory.schema.json'));
   ajv.addSchema(schema('rpc.schema.json'));
+  ajv.addSchema(schema('run-folder.schema.json'));
   const rpcId = 'https://agent-rl-studio.dev/schemas/rpc.schema.json';
   const defRef = (name: string) => `${rpcId}#/$defs/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`;
 
@@ -45,5 +47,28 @@ describe('protocol', () => {
     const { generateRpcTypes, generateTrajectoryTypes } = await import('../../protocol/generate.mjs');
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8'), await generateTrajectoryTypes());
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'rpc.ts'), 'utf8'), await generateRpcTypes());
+  });
+
+  it('a stored event is a streamed one without its runId and runInfo', () => {
+    const valid = JSON.parse(readFileSync(join(PROTOCOL, 'examples', 'rpc', 'valid.json'), 'utf8'));
+    const eventLine = ajv.getSchema('https://agent-rl-studio.dev/schemas/run-folder.schema.json#/$defs/eventLine')!;
+    assert.ok(eventLine(valid.runEvent), ajv.errorsText(eventLine.errors));
+    assert.equal(eventLine({ ...valid.runEvent, runId: 'r' }), false);
+  });
+
+  it('the generated shared names are the schema\'s', () => {
+    const defs = schema('rpc.schema.json') as { $defs: { runStatus: { enum: string[] }; errorCode: { oneOf: { const: number; 'x-name': string }[] } } };
+    assert.deepEqual([...ACTIVE_RUN_STATUSES, ...ENDED_RUN_STATUSES].sort(), [...defs.$defs.runStatus.enum].sort());
+    assert.deepEqual(ErrorCode, Object.fromEntries(defs.$defs.errorCode.oneOf.map((code) => [code['x-name'], code.const])));
+  });
+
+  it('no TypeScript source spells an error code or a set of run statuses by hand', () => {
+    const statuses = (schema('rpc.schema.json') as { $defs: { runStatus: { enum: string[] } } }).$defs.runStatus.enum.join('|');
+    const handCopies = [/-32[0-7]\d\d\b/g, new RegExp(`[([{]\\s*'(${statuses})'\\s*,\\s*'(${statuses})'`, 'g')];
+    const sources = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? sources(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : []);
+    const copies = ['extension', 'webview', 'test'].flatMap((dir) => sources(join(ROOT, dir)))
+      .flatMap((file) => handCopies.flatMap((pattern) => [...readFileSync(file, 'utf8').matchAll(pattern)].map((m) => `${relative(ROOT, file)}: ${m[0]}`)));
+    assert.deepEqual(copies, [], 'use the constants of protocol/generated/rpc.ts');
   });
 });

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import type { HealthEvent, RunEventParams, RunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
+import type { HealthEvent, RunEventParams, RunInfo, StatusRunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
 import { describeHealth, RunsModel } from '../../extension/runsModel';
 
 const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
@@ -17,15 +17,22 @@ const health = (code: HealthEvent['code'], step: number, resolved = false): Heal
   fix: `raise rollout.group_size`, metrics: {},
 });
 
+/** An event as the server streams it, less what the stream numbers: `{type, data}` (and a status event's runInfo). */
+type EventBody<E = RunEventParams> = E extends RunEventParams ? Omit<E, 'runId' | 'seq' | 'time'> : never;
 let seq = 10;
-const event = (runId: string, type: RunEventParams['type'], data: object): RunEventParams => ({ runId, seq: ++seq, type, time: seq, data });
+const event = (runId: string, body: EventBody): RunEventParams => ({ runId, seq: ++seq, time: seq, ...body });
+/** A status event with the RunInfo fields the server computes from it. */
+const status = (runInfo: StatusRunInfo, superseded_from_seq?: number): EventBody => ({
+  type: 'status', runInfo,
+  data: { status: runInfo.status, step: runInfo.step, total_steps: runInfo.totalSteps, ...(runInfo.message ? { message: runInfo.message } : {}), ...(superseded_from_seq ? { superseded_from_seq } : {}) },
+});
 
 describe('RunsModel (the Runs view and status bar)', () => {
   it('builds run -> step -> group -> trajectory from streamed events, newest step first', () => {
     const model = new RunsModel();
     model.setRuns([run()]);
     for (const s of [summary(1, 0, 1, 1), summary(1, 0, 0, 0), summary(1, 1, 0, 0.5), summary(1, 1, 1, 0.5), summary(2, 0, 0, 1, { num_tool_errors: 2 })]) {
-      model.applyEvent(event('lookup-1', 'trajectory', s));
+      model.applyEvent(event('lookup-1', { type: 'trajectory', data: s }));
     }
     const [runNode] = model.children();
     assert.deepEqual(runNode, { kind: 'run', runId: 'lookup-1' });
@@ -46,27 +53,27 @@ describe('RunsModel (the Runs view and status bar)', () => {
     const changes: Array<string | undefined> = [];
     model.onDidChange((id) => changes.push(id));
     model.setRuns([run(), run({ runId: 'old', name: 'old', status: 'completed', createdAt: '2026-11-21T10:00:00Z' })]);
-    model.applyEvent(event('lookup-1', 'metrics', { step: 2, metrics: { 'reward/mean': 0.25 } }));
-    model.applyEvent(event('lookup-1', 'status', { status: 'running', step: 2, total_steps: 4 }));
+    model.applyEvent(event('lookup-1', { type: 'metrics', data: { step: 2, metrics: { 'reward/mean': 0.25 } } }));
+    model.applyEvent(event('lookup-1', status({ status: 'running', step: 2, totalSteps: 4, message: null })));
     assert.equal(model.description({ kind: 'run', runId: 'lookup-1' }), 'running · 2/4 · reward 0.25');
     assert.equal(model.focusRun()?.runId, 'lookup-1');
     assert.ok(model.isActive('lookup-1'));
     assert.ok(!model.isResumable('lookup-1'));
-    model.applyEvent(event('lookup-1', 'checkpoint', { step: 2, path: 'x' }));
-    model.applyEvent(event('lookup-1', 'status', { status: 'stopped', step: 2, total_steps: 4, message: 'stopped by the user' }));
+    model.applyEvent(event('lookup-1', { type: 'checkpoint', data: { step: 2, path: 'x' } }));
+    model.applyEvent(event('lookup-1', status({ status: 'stopped', step: 2, totalSteps: 4, message: 'stopped by the user' })));
     assert.ok(model.isResumable('lookup-1'));
     assert.ok(!model.isActive('lookup-1'));
     assert.equal(model.run('lookup-1')?.message, 'stopped by the user');
     assert.equal(model.focusRun()?.runId, 'lookup-1', 'no active run: the newest');
-    model.applyEvent(event('unknown-run', 'status', { status: 'running' }));  // not listed: ignored
+    model.applyEvent(event('unknown-run', status({ status: 'running', step: 0, totalSteps: 0, message: null })));  // not listed: ignored
     assert.deepEqual(changes, [undefined, 'lookup-1', 'lookup-1', 'lookup-1', 'lookup-1']);
   });
 
   it('keeps the latest record of a trajectory id (a resumed run re-emits superseded steps)', () => {
     const model = new RunsModel();
     model.setRuns([run()]);
-    model.applyEvent(event('lookup-1', 'trajectory', summary(3, 0, 0, 0)));
-    model.applyEvent(event('lookup-1', 'trajectory', summary(3, 0, 0, 1)));
+    model.applyEvent(event('lookup-1', { type: 'trajectory', data: summary(3, 0, 0, 0) }));
+    model.applyEvent(event('lookup-1', { type: 'trajectory', data: summary(3, 0, 0, 1) }));
     assert.deepEqual(model.trajectories('lookup-1').map((t) => t.reward), [1]);
     model.setRuns([run({ status: 'completed' })]);  // a refreshed list keeps what was streamed
     assert.equal(model.trajectories('lookup-1').length, 1);
@@ -75,7 +82,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
   it('labels a try run\'s episodes and its progress as a try', () => {
     const model = new RunsModel();
     model.setRuns([run({ runId: 'try-1', mode: 'try', status: 'completed', step: 0, totalSteps: 0 })]);
-    model.applyEvent(event('try-1', 'trajectory', summary(0, 0, 0, 0.5)));
+    model.applyEvent(event('try-1', { type: 'trajectory', data: summary(0, 0, 0, 0.5) }));
     const [stepNode] = model.children({ kind: 'run', runId: 'try-1' });
     assert.equal(model.label(stepNode), 'episodes');
     assert.equal(model.description({ kind: 'run', runId: 'try-1' }), 'completed · try');
@@ -85,21 +92,21 @@ describe('RunsModel (the Runs view and status bar)', () => {
     const model = new RunsModel();
     model.setRuns([run({ step: 2, latestMetrics: { 'reward/mean': 0 } })]);
     const row = { kind: 'run', runId: 'lookup-1' } as const;
-    model.applyEvent(event('lookup-1', 'health', health('zero_variance_groups', 2)));
-    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 2)));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 2) }));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 2) }));
     assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls']);
     assert.equal(model.description(row), 'running · 2/4 · reward 0 · ⚠ zero_variance_groups, no_tool_calls');
     const checkpointSeq = seq + 1;
-    model.applyEvent(event('lookup-1', 'checkpoint', { step: 2, path: 'x' }));
-    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 4, true)));
-    model.applyEvent(event('lookup-1', 'health', health('all_truncated', 4)));
+    model.applyEvent(event('lookup-1', { type: 'checkpoint', data: { step: 2, path: 'x' } }));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 4, true) }));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('all_truncated', 4) }));
     assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'all_truncated']);
     model.setRuns([run()]);  // a refreshed list keeps what was streamed
     assert.equal(model.healthAlerts('lookup-1').length, 2);
-    model.applyEvent(event('lookup-1', 'status', { status: 'running', step: 2, total_steps: 4, superseded_from_seq: checkpointSeq }));
+    model.applyEvent(event('lookup-1', status({ status: 'running', step: 2, totalSteps: 4, message: null }, checkpointSeq)));
     assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls'], 'back to the checkpoint\'s alerts');
-    model.applyEvent(event('lookup-1', 'health', health('zero_variance_groups', 5, true)));
-    model.applyEvent(event('lookup-1', 'health', health('no_tool_calls', 5, true)));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 5, true) }));
+    model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 5, true) }));
     assert.deepEqual(model.healthAlerts('lookup-1'), []);
     assert.equal(model.description(row), 'running · 2/4');
   });

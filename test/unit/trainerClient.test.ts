@@ -1,4 +1,5 @@
 import { strict as assert } from 'node:assert';
+import { ErrorCode } from '../../protocol/generated/rpc';
 import { TrainerClient, TrainerRequestError, type SocketHandlers, type Timers } from '../../extension/trainerClient';
 
 /** Timers that run only when the test advances the clock. */
@@ -107,8 +108,8 @@ describe('TrainerClient', () => {
     const socket = await accept();
     await connected;
     const refused = client.request('run/get', { runId: 'nope' });
-    socket.fail(socket.last('run/get'), -32010, 'run nope not found');
-    await assert.rejects(refused, (err: TrainerRequestError) => err instanceof TrainerRequestError && err.code === -32010 && err.method === 'run/get');
+    socket.fail(socket.last('run/get'), ErrorCode.RUN_NOT_FOUND, 'run nope not found');
+    await assert.rejects(refused, (err: TrainerRequestError) => err instanceof TrainerRequestError && err.code === ErrorCode.RUN_NOT_FOUND && err.method === 'run/get');
     const slow = client.request('run/list', {});
     const frame = socket.last('run/list');
     const timedOut = assert.rejects(slow, (err: TrainerRequestError) => err.code === 'timeout' && /within 1 s/.test(err.message));
@@ -205,7 +206,7 @@ describe('TrainerClient', () => {
     const { client, sockets } = setup();
     const attempt = client.connect();
     sockets[0].handlers.open();
-    sockets[0].fail(sockets[0].last('initialize'), -32003, 'client speaks protocol 1.0, this server 2.0');
+    sockets[0].fail(sockets[0].last('initialize'), ErrorCode.INCOMPATIBLE_PROTOCOL, 'client speaks protocol 1.0, this server 2.0');
     await assert.rejects(attempt, /protocol 1.0, this server 2.0/);
     assert.equal(client.state, 'closed');
     assert.ok(sockets[0].closed);

@@ -19,11 +19,12 @@ from typing import Any
 
 import yaml
 
+from agentrl.contract import check_event
+
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
 PID_FILE = "pid"
-TERMINAL_STATUSES = ("completed", "stopped", "failed", "interrupted")
 
 
 def new_run_id(name: str) -> str:
@@ -153,6 +154,8 @@ class RunStore:
                 handle.truncate(data.rfind(b"\n") + 1)
 
     def append_event(self, event_type: str, data: dict[str, Any], *, durable: bool = False) -> int:
+        """Appends one event (its data checked against the protocol: ValueError if it breaks it); returns its seq."""
+        check_event(event_type, data)
         seq = self._next_seq
         line = json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False)
         with (self.run_dir / EVENTS_FILE).open("a", encoding="utf-8") as handle:

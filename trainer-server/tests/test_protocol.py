@@ -1,9 +1,18 @@
 """The protocol files agree with themselves and with the server (both languages test these examples)."""
 
 import json
+import re
 
 import pytest
 
+from agentrl.contract import (
+    ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
+    ERROR_CODES,
+    RESUMABLE_RUN_STATUSES,
+    RUN_STATUSES,
+)
+from agentrl.server import protocol
 from agentrl.server.app import ServerOptions, TrainerServer
 from agentrl.server.protocol import METHODS, rpc_schema, validator_for
 
@@ -37,3 +46,42 @@ def test_server_handles_exactly_the_specified_and_documented_methods(tmp_path):
         assert f"`{method}`" in documented
     server = TrainerServer(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
     assert set(server.handlers) == set(METHODS)
+
+
+def test_a_status_event_carries_the_run_info_it_sets_and_no_other_event_does():
+    status = {"runId": "r", "seq": 3, "time": 1.0, "type": "status",
+              "data": {"status": "running", "step": 1, "total_steps": 4}}
+    run_info = {"status": "running", "step": 1, "totalSteps": 4, "message": None}
+    log = {"runId": "r", "seq": 4, "time": 1.0, "type": "log", "data": {"level": "info", "message": "m"}}
+    params = validator_for("run/event.params")
+    assert params.is_valid({**status, "runInfo": run_info}) and params.is_valid(log)
+    assert not params.is_valid(status) and not params.is_valid({**log, "runInfo": run_info})
+
+
+def test_error_codes_are_declared_in_the_schema_and_each_is_documented_and_named_in_python():
+    errors_section = (PROTOCOL / "rpc.md").read_text().split("## Errors", 1)[1].split("\n## ", 1)[0]
+    assert {int(code) for code in re.findall(r"`(-32\d{3})`", errors_section)} == set(ERROR_CODES.values())
+    for name, code in ERROR_CODES.items():
+        assert getattr(protocol, name) == code
+
+
+def test_the_run_status_sets_split_the_statuses_into_active_and_ended():
+    assert ACTIVE_RUN_STATUSES | ENDED_RUN_STATUSES == set(RUN_STATUSES)
+    assert not ACTIVE_RUN_STATUSES & ENDED_RUN_STATUSES
+    assert RESUMABLE_RUN_STATUSES <= ENDED_RUN_STATUSES
+
+
+_STATUS = "|".join(RUN_STATUSES)
+HAND_COPIES = {
+    "an error code": re.compile(r"-32[0-7]\d\d\b"),
+    "a set of run statuses": re.compile(rf"""[(\[{{]\s*["']({_STATUS})["']\s*,\s*["']({_STATUS})["']"""),
+}
+
+
+@pytest.mark.parametrize("what", HAND_COPIES)
+def test_no_python_source_spells_a_shared_name_set_by_hand(what):
+    """Error codes and status sets come from agentrl.contract (the schema), never from a copy."""
+    package = PROTOCOL.parent / "trainer-server" / "agentrl"
+    copies = [f"{path.relative_to(package)}: {match.group(0)}" for path in package.rglob("*.py")
+              for match in HAND_COPIES[what].finditer(path.read_text(encoding="utf-8"))]
+    assert copies == [], f"{what} written by hand; use agentrl.contract"

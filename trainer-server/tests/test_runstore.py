@@ -24,12 +24,25 @@ def test_events_are_sequenced_and_a_torn_tail_is_never_read(tmp_path):
     assert latest_status(read_events(store.run_dir))["status"] == "running"
 
 
+def test_an_event_that_breaks_the_protocol_is_refused_before_it_is_written(tmp_path):
+    store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
+    with pytest.raises(ValueError, match="unknown event type 'progress'; .* declares status, metrics, log"):
+        store.append_event("progress", {"step": 1})
+    with pytest.raises(ValueError, match=r"a metrics event's data breaks rpc.schema.json at data/metrics/reward: 'high' is not of type 'number'"):
+        store.append_event("metrics", {"step": 1, "metrics": {"reward": "high"}})
+    with pytest.raises(ValueError, match="at data: 'total_steps' is a required property"):
+        store.append_event("status", {"status": "running", "step": 1})
+    with pytest.raises(ValueError, match="at data/status: 'paused' is not one of"):
+        store.append_event("status", {"status": "paused", "step": 1, "total_steps": 2})
+    assert read_events(store.run_dir) == [] and store.last_seq == 0
+
+
 def test_the_last_seq_is_read_from_the_tail(tmp_path):
     store = RunStore.create(tmp_path, "r", {"name": "r"}, {"name": "r", "mode": "train"})
     assert last_seq(store.run_dir) == 0
     for step in range(2000):
         store.append_event("metrics", {"step": step, "metrics": {"x": 1.0}})
-    store.append_event("log", {"line": "y" * 300_000})  # one event longer than the first tail read
+    store.append_event("log", {"level": "info", "message": "y" * 300_000})  # one event longer than the first tail read
     assert last_seq(store.run_dir) == 2001 == read_events(store.run_dir)[-1]["seq"]
     with (store.run_dir / "events.jsonl").open("a") as handle:
         handle.write('{"seq": 2002, "ty')  # a torn tail is not an event yet
@@ -95,7 +108,7 @@ def test_reverse_events_read_from_the_tail_equal_the_log_read_forwards(tmp_path,
     monkeypatch.setattr(runstore, "_TAIL_BLOCK", 97)  # many blocks, and events longer than one block
     store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
     for index in range(60):
-        store.append_event("metrics", {"step": index, "metrics": {"note": "x" * (index * 7 % 300)}})
+        store.append_event("log", {"level": "info", "message": "x" * (index * 7 % 300)})
         if index % 17 == 0:
             store.append_event("status", {"status": "running", "step": index, "total_steps": 60})
     with (store.run_dir / EVENTS_FILE).open("ab") as handle:

@@ -26,7 +26,7 @@ from agentrl.algorithms import ALGORITHM_NAMES
 from agentrl.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
-from agentrl.server.runs import RunManager
+from agentrl.server.runs import RunManager, status_run_info
 
 log = logging.getLogger("agentrl.server")
 
@@ -391,14 +391,14 @@ class TrainerServer:
         return {}
 
 
-_SEQ_PREFIX = re.compile(rb'\{"seq": (\d+), ')  # how RunStore.append_event begins every line
+_EVENT_PREFIX = re.compile(rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", ')  # how RunStore.append_event begins every line
 
 
 def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int]:
     """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer),
     each as (seq, its `run/event` notification frame). The frame is the log line itself inside the envelope:
     the event is neither parsed nor serialized again, so replaying a long log costs the server's loop one
-    send per event."""
+    send per event. A status event, a few per step, is parsed: its frame carries the RunInfo fields it sets."""
     if not path.exists():
         return [], offset
     size = STREAM_READ_BYTES
@@ -415,9 +415,16 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
     for line in chunk[:end].splitlines():
         if not line.strip():
             continue
-        prefix = _SEQ_PREFIX.match(line)
-        seq = int(prefix.group(1)) if prefix else int(json.loads(line)["seq"])
-        events.append((seq, envelope + line.decode("utf-8").strip()[1:] + "}"))
+        prefix = _EVENT_PREFIX.match(line)
+        run_info = ""
+        if prefix is not None and prefix.group(2) != b"status":
+            seq = int(prefix.group(1))
+        else:  # a status event, or a line not written by append_event: parsed
+            event = json.loads(line)
+            seq = int(event["seq"])
+            if event["type"] == "status":
+                run_info = '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", "
+        events.append((seq, envelope + run_info + line.decode("utf-8").strip()[1:] + "}"))
     return events, offset + end
 
 

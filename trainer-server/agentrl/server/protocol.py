@@ -1,34 +1,29 @@
 """The wire contract, read from protocol/schemas/rpc.schema.json (the one source of truth):
-method names, params schemas, error codes."""
+protocol version, method names, params schemas, error codes."""
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
-from referencing import Registry, Resource
 
-PROTOCOL_VERSION = "1.0"
+from agentrl import contract
 
-# JSON-RPC 2.0's own codes
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-# Application codes (protocol/rpc.md, "Errors")
-NOT_INITIALIZED = -32002
-INCOMPATIBLE_PROTOCOL = -32003
-MESSAGE_TOO_LARGE = -32004
-RUN_NOT_FOUND = -32010
-RUN_STATE_CONFLICT = -32011
-CONFIG_INVALID = -32012
-BUNDLE_REJECTED = -32020
-BUNDLE_NOT_FOUND = -32021
-TRAJECTORY_NOT_FOUND = -32030
+# Error codes (rpc.schema.json#/$defs/errorCode): JSON-RPC 2.0's own, then the application's.
+PARSE_ERROR = contract.ERROR_CODES["PARSE_ERROR"]
+INVALID_REQUEST = contract.ERROR_CODES["INVALID_REQUEST"]
+METHOD_NOT_FOUND = contract.ERROR_CODES["METHOD_NOT_FOUND"]
+INVALID_PARAMS = contract.ERROR_CODES["INVALID_PARAMS"]
+INTERNAL_ERROR = contract.ERROR_CODES["INTERNAL_ERROR"]
+NOT_INITIALIZED = contract.ERROR_CODES["NOT_INITIALIZED"]
+INCOMPATIBLE_PROTOCOL = contract.ERROR_CODES["INCOMPATIBLE_PROTOCOL"]
+MESSAGE_TOO_LARGE = contract.ERROR_CODES["MESSAGE_TOO_LARGE"]
+RUN_NOT_FOUND = contract.ERROR_CODES["RUN_NOT_FOUND"]
+RUN_STATE_CONFLICT = contract.ERROR_CODES["RUN_STATE_CONFLICT"]
+CONFIG_INVALID = contract.ERROR_CODES["CONFIG_INVALID"]
+BUNDLE_REJECTED = contract.ERROR_CODES["BUNDLE_REJECTED"]
+BUNDLE_NOT_FOUND = contract.ERROR_CODES["BUNDLE_NOT_FOUND"]
+TRAJECTORY_NOT_FOUND = contract.ERROR_CODES["TRAJECTORY_NOT_FOUND"]
 
 
 class RpcError(Exception):
@@ -37,37 +32,15 @@ class RpcError(Exception):
         self.code, self.message, self.data = code, message, data
 
 
-def _schemas_dir() -> Path:
-    # In the repository: protocol/schemas; in an installed wheel: the copy packaged beside this file.
-    for candidate in (Path(__file__).resolve().parents[3] / "protocol" / "schemas", Path(__file__).parent / "schemas"):
-        if (candidate / "rpc.schema.json").is_file():
-            return candidate
-    raise FileNotFoundError("protocol/schemas/rpc.schema.json not found")
-
-
-@cache
 def rpc_schema() -> dict[str, Any]:
-    return json.loads((_schemas_dir() / "rpc.schema.json").read_text(encoding="utf-8"))
+    return contract.load_schema("rpc.schema.json")
 
 
-@cache
-def registry() -> Registry:
-    resources = []
-    for path in _schemas_dir().glob("*.schema.json"):
-        schema = json.loads(path.read_text(encoding="utf-8"))
-        resources.append((schema["$id"], Resource.from_contents(schema)))
-    return Registry().with_resources(resources)
-
-
-@cache
 def validator_for(definition: str) -> jsonschema.Draft202012Validator:
-    schema = rpc_schema()
-    if definition not in schema["$defs"]:
-        raise KeyError(definition)
-    pointer = definition.replace("~", "~0").replace("/", "~1")  # "run/list.params" holds a slash
-    return jsonschema.Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{pointer}"}, registry=registry())
+    return contract.validator_for("rpc.schema.json", definition)
 
 
+PROTOCOL_VERSION: str = rpc_schema()["x-protocolVersion"]
 METHODS: tuple[str, ...] = tuple(rpc_schema()["x-methods"])
 
 

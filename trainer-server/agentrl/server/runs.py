@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 from agentrl.config import ConfigError, load_config_dict, resolve_paths
+from agentrl.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
 from agentrl.runstore import (
     PID_FILE,
     RUN_FILE,
-    TERMINAL_STATUSES,
     RunStore,
     last_status,
     list_run_dirs,
@@ -35,6 +35,13 @@ from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CON
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
+
+
+def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
+    """The RunInfo fields a status event's data sets (rpc.schema.json#/$defs/statusRunInfo): run/get's, and what
+    a status event's run/event carries, so a client never maps the stored event itself."""
+    return {"status": status["status"], "step": status.get("step", 0), "totalSteps": status.get("total_steps", 0),
+            "message": status.get("message")}
 
 
 def pid_alive(pid: int) -> bool:
@@ -75,7 +82,7 @@ class RunManager:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         for run_dir in list_run_dirs(self.runs_dir):
             status = last_status(run_dir) or {}
-            if status.get("status") in TERMINAL_STATUSES:
+            if status.get("status") in ENDED_RUN_STATUSES:
                 continue
             pid = _read_pid(run_dir)
             if pid is not None and pid_alive(pid):
@@ -116,14 +123,11 @@ class RunManager:
             "runId": run_id,
             "name": meta.get("name", run_id),
             "mode": meta.get("mode", "train"),
-            "status": status["status"],
-            "step": status.get("step", 0),
-            "totalSteps": status.get("total_steps", 0),
+            **status_run_info(status),
             "createdAt": meta.get("created_at", ""),
             "latestMetrics": metrics,
             "lastSeq": last,
             "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
-            "message": status.get("message"),
         }
 
     def list(self) -> list[dict[str, Any]]:
@@ -150,7 +154,7 @@ class RunManager:
 
     async def resume(self, run_id: str) -> None:
         info = self.info(run_id)
-        if run_id in self.live or info["status"] not in ("stopped", "interrupted", "failed"):
+        if run_id in self.live or info["status"] not in RESUMABLE_RUN_STATUSES:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}; only a stopped, interrupted or "
                                                f"failed run can be resumed")
         if info["mode"] == "try":
@@ -206,7 +210,7 @@ class RunManager:
         run_dir = self.runs_dir / run_id
         if run_dir.is_dir():
             status = last_status(run_dir) or {}
-            if status.get("status") not in TERMINAL_STATUSES:
+            if status.get("status") not in ENDED_RUN_STATUSES:
                 self._record_unfinished_end(run_dir, status, proc, exit_code)
             (run_dir / PID_FILE).unlink(missing_ok=True)
         log.info("run %s ended (exit %s)", run_id, exit_code)
