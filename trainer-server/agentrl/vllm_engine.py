@@ -8,8 +8,10 @@ episodes per turn; and the prefix cache keeps the history of a turn (and a group
 from being computed again.
 
 vLLM holds its own copy of the weights in its own processes. After each optimizer step the learner's
-weights are sent to it through shared memory (`weights_updated`, then pushed before the next rollout:
-full weights, LoRA merged in), and the prefix cache, computed with the old weights, is dropped.
+weights are sent to it through shared memory (`weights_updated`, then pushed before the next rollout), and the
+prefix cache, computed with the old weights, is dropped. Without LoRA the full weights travel; with LoRA vLLM holds
+the frozen base weights from the start and only the adapter travels (a LoRA request replaced in place), so a push
+costs the adapter's size, not the model's.
 
 Logprob convention (docs/token-pipeline.md, rule 5): the engine runs with
 `logprobs_mode="processed_logprobs"`, which is log_softmax(logits / temperature), the learner's.
@@ -88,22 +90,32 @@ def _base_model(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def policy_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """The policy's weights under the transformers checkpoint names vLLM loads. With LoRA the adapters are
-    merged into the base weights for the copy (and taken out again after), so vLLM samples from exactly
-    the policy the learner trains."""
-    if not hasattr(model, "merge_adapter"):
-        yield from model.state_dict().items()
-        return
-    model.merge_adapter()
-    try:
-        for name, tensor in _base_model(model).state_dict().items():
-            if ".base_layer." in name:  # merged in place: copied, since unmerging restores the storage
-                yield name.replace(".base_layer.", "."), tensor.detach().clone()
-            elif ".lora_" not in name:
-                yield name, tensor
-    finally:
-        model.unmerge_adapter()
+def _adapter_rank(model: Any) -> int | None:
+    """The LoRA rank of a peft-wrapped policy, or None when every weight trains."""
+    config = getattr(model, "peft_config", {}).get("default")
+    return int(config.r) if config is not None else None
+
+
+def base_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The weights vLLM starts from, under the transformers checkpoint names it loads: the whole policy, or under
+    LoRA the frozen base weights alone (peft's `base_layer` names back to the plain ones, adapters left out)."""
+    for name, tensor in _base_model(model).state_dict().items():
+        if ".lora_" not in name:
+            yield name.replace(".base_layer.", "."), tensor
+
+
+# vLLM allocates LoRA slots of a fixed rank, one of these (vllm/config/lora.py, MaxLoRARanks).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _lora_arguments(model: Any) -> dict[str, Any]:
+    rank = _adapter_rank(model)
+    if rank is None:
+        return {}
+    slot = next((size for size in VLLM_LORA_RANKS if size >= rank), None)
+    if slot is None:
+        raise ValueError(f"vLLM serves LoRA adapters up to rank {VLLM_LORA_RANKS[-1]}; lora.r is {rank}")
+    return {"enable_lora": True, "max_loras": 1, "max_lora_rank": slot}
 
 
 # Where the weights travel to vLLM's worker: a file in shared memory where the system has it (RAM, not a disk).
@@ -158,7 +170,11 @@ class VllmRolloutEngine(RolloutEngine):
         if reason:
             raise ValueError(f"rollout.engine is 'vllm' but {reason}")
         self._request_ids = itertools.count()
-        self._stale_weights = False
+        # Under LoRA the adapter is what vLLM samples with; it lives in shared memory (RAM), replaced on each push.
+        # The first rollout loads it (a resumed run's adapter is already trained).
+        self._adapter_folder = tempfile.mkdtemp(prefix="agentrl-adapter-", dir=SHARED_MEMORY) \
+            if _adapter_rank(model) is not None else None
+        self._stale_weights = self._adapter_folder is not None
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="vllm-rollouts", daemon=True)
         self._loop_thread.start()
@@ -166,7 +182,7 @@ class VllmRolloutEngine(RolloutEngine):
         self._folder = tempfile.mkdtemp(prefix="agentrl-vllm-")
         try:
             base = _base_model(model)
-            base.save_pretrained(self._folder, state_dict=dict(policy_weights(model)))
+            base.save_pretrained(self._folder, state_dict=dict(base_weights(model)))
             tokenizer.save_pretrained(self._folder)
             self.dtype = str(base.dtype).removeprefix("torch.") if rollout_cfg.vllm_dtype == "policy" else \
                 rollout_cfg.vllm_dtype
@@ -195,7 +211,7 @@ class VllmRolloutEngine(RolloutEngine):
             model=self._folder, dtype=self.dtype, seed=0, max_model_len=self.cfg.max_context,
             enable_prefix_caching=True, logprobs_mode="processed_logprobs", enforce_eager=self._eager,
             max_num_batched_tokens=max(most_tokens, 8192), max_num_seqs=max(most_tokens // self.cfg.max_context, 256),
-            disable_log_stats=True,
+            disable_log_stats=True, **_lora_arguments(self.model),
             **({"kv_cache_memory_bytes": _kv_cache_bytes(self.model, most_tokens)} if self.device.type == "cpu" else {}))
         return AsyncLLM.from_engine_args(args)
 
@@ -212,10 +228,22 @@ class VllmRolloutEngine(RolloutEngine):
         if self._stale_weights:
             self._call(self._push_weights())
 
+    def _adapter(self, replace: bool = False) -> Any:
+        """The LoRA request every generation names (None without LoRA); `replace` makes vLLM reload its files."""
+        from vllm.lora.request import LoRARequest
+
+        if self._adapter_folder is None:
+            return None
+        return LoRARequest("policy", 1, self._adapter_folder, load_inplace=replace)
+
     async def _push_weights(self) -> None:
-        with tempfile.NamedTemporaryFile(dir=SHARED_MEMORY, prefix="agentrl-weights-") as handle:
-            layout = _write_weights(policy_weights(self.model), getattr(torch, self.dtype), handle)
-            await self._engine.collective_rpc(_load_weights, args=(handle.name, layout))
+        if self._adapter_folder is not None:
+            self.model.save_pretrained(self._adapter_folder)  # adapter_config.json and the adapter's tensors only
+            await self._engine.add_lora(self._adapter(replace=True))
+        else:
+            with tempfile.NamedTemporaryFile(dir=SHARED_MEMORY, prefix="agentrl-weights-") as handle:
+                layout = _write_weights(base_weights(self.model), getattr(torch, self.dtype), handle)
+                await self._engine.collective_rpc(_load_weights, args=(handle.name, layout))
         await self._engine.reset_prefix_cache()  # cached keys and values were computed with the old weights
         self._stale_weights = False
 
@@ -246,7 +274,8 @@ class VllmRolloutEngine(RolloutEngine):
                 output_kind=RequestOutputKind.FINAL_ONLY)
             final = None
             async for output in self._engine.generate(TokensPrompt(prompt_token_ids=list(live.episode.token_ids)),
-                                                      params, request_id=f"turn-{next(self._request_ids)}"):
+                                                      params, request_id=f"turn-{next(self._request_ids)}",
+                                                      lora_request=self._adapter()):
                 final = output
             assert final is not None
             sample = final.outputs[0]
@@ -270,3 +299,5 @@ class VllmRolloutEngine(RolloutEngine):
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=30)
         shutil.rmtree(self._folder, ignore_errors=True)
+        if getattr(self, "_adapter_folder", None):
+            shutil.rmtree(self._adapter_folder, ignore_errors=True)

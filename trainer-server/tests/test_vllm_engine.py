@@ -3,6 +3,7 @@ weights pushed after updates, no barrier across episodes. One engine serves the 
 
 import asyncio
 import dataclasses
+import os
 import time
 
 import pytest
@@ -50,6 +51,18 @@ def test_auto_takes_hf_for_a_model_vllm_cannot_serve_and_vllm_says_why():
         make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="vllm"), CPU, concurrent_episodes=4)
 
 
+def _assert_logprobs_match_the_learner(engine, episodes):
+    """Every sampled token's engine logprob equals the learner's (temperature 1, float32 kernels on both sides)."""
+    for episode in episodes:
+        ids = torch.tensor([episode.token_ids])
+        with torch.no_grad():
+            logits = engine.model(input_ids=ids).logits[0, :-1].float()
+        learner = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        for position, logprob in enumerate(episode.rollout_logprobs):
+            if logprob is not None:
+                assert abs(logprob - float(learner[position - 1])) < 1e-4, (position, logprob)
+
+
 def test_episodes_are_token_exact_with_logprobs_the_learner_computes(engine):
     assert engine.description.startswith("vllm ") and "float32" in engine.description
     episodes = engine.run([{"key": "1"}, {"key": "2"}], group_size=4, seed=3)
@@ -58,13 +71,7 @@ def test_episodes_are_token_exact_with_logprobs_the_learner_computes(engine):
         prompt = engine.chat.prompt(episode.prompt_messages, episode.tool_schemas)
         assert episode.token_ids[: len(prompt)] == prompt
         assert all((lp is None) == (m == 0) for lp, m in zip(episode.rollout_logprobs, episode.loss_mask))
-        ids = torch.tensor([episode.token_ids])
-        with torch.no_grad():
-            logits = engine.model(input_ids=ids).logits[0, :-1].float()  # temperature 1
-        learner = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
-        for position, logprob in enumerate(episode.rollout_logprobs):
-            if logprob is not None:  # float32 kernels on both sides
-                assert abs(logprob - float(learner[position - 1])) < 1e-4, (position, logprob)
+    _assert_logprobs_match_the_learner(engine, episodes)
     assert engine.last_stats["perf/rollout_tokens_per_s"] > 0
 
 
@@ -127,9 +134,10 @@ def test_a_slow_tool_does_not_hold_back_the_other_episodes(engine, monkeypatch):
     assert finished[-2][1] < finished[-1][1] - 2.0
 
 
-def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, trajectory_validator):
+@pytest.mark.parametrize("weights", ["full", "lora"])
+def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, trajectory_validator, weights):
     config = example(*VLLM_TINY, "rollout.engine=vllm", "rollout.vllm_dtype=policy", "algorithm.rollout_is.enabled=true",
-                     "train.steps=3", "train.checkpoint_every=3")
+                     "train.steps=3", "train.checkpoint_every=3", f"model.lora.enabled={weights == 'lora'}")
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
     assert any(message.startswith("rollout engine: vllm ") for message in logs)
@@ -141,28 +149,39 @@ def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, traject
     assert all(metrics[step]["actor/logprob_gap"] < 1e-4 for step in (1, 2, 3)), metrics
     # so the truncated importance weights (algorithm.rollout_is) are all but 1 here
     assert all(abs(metrics[step]["actor/rollout_is_weight"] - 1) < 1e-3 for step in (1, 2, 3)), metrics
-    assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
+    if weights == "full":
+        assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
+    else:  # the adapter is loaded before the first rollout too (a resumed run's adapter is already trained)
+        assert all(metrics[step]["perf/weight_sync_s"] > 0 for step in (1, 2, 3))
 
 
-def test_lora_weights_are_pushed_merged_under_the_base_models_names():
+def test_with_lora_only_the_adapter_is_pushed_and_the_next_rollout_samples_with_it():
     from peft import LoraConfig, get_peft_model
 
-    model, _ = _tiny()
-    names = set(model.state_dict())
+    model, tokenizer = _tiny()
     policy = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():
-        for name, parameter in policy.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(0, 0.5)  # a trained adapter (peft starts B at zero)
-    merged = dict(vllm_engine.policy_weights(policy))
-    assert set(merged) == names
-    # and the adapter was taken out again: the policy's own output (below) would otherwise count it twice
-    plain, _ = _tiny()
-    plain.load_state_dict(merged)
-    probe = torch.arange(3, 20)[None]
-    with torch.no_grad():
-        assert torch.allclose(plain.eval()(input_ids=probe).logits, policy.eval()(input_ids=probe).logits, atol=1e-5)
-        assert not torch.allclose(plain(input_ids=probe).logits, _tiny()[0].eval()(input_ids=probe).logits, atol=1e-3)
+    assert {name for name, _ in vllm_engine.base_weights(policy)} == set(_tiny()[0].state_dict())
+    cfg = RolloutConfig(engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400,
+                        temperature=1.0)
+    engine = make_rollout_engine(policy, tokenizer, LookupEnv, cfg, CPU, concurrent_episodes=8)
+    try:
+        tasks = [{"key": str(k)} for k in range(4)]
+        before = _greedy(engine, tasks)  # peft starts B at zero: the adapter changes nothing yet
+        with torch.no_grad():
+            for name, parameter in policy.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(0, 0.5)  # a trained adapter
+        engine.weights_updated()
+        after = _greedy(engine, tasks)
+        assert after != before
+        pushed = sum(os.path.getsize(os.path.join(engine._adapter_folder, name))
+                     for name in os.listdir(engine._adapter_folder))
+        model_bytes = sum(t.numel() * t.element_size() for _, t in vllm_engine.base_weights(policy))
+        adapter_bytes = sum(p.numel() * p.element_size() for n, p in policy.named_parameters() if "lora_" in n)
+        assert adapter_bytes <= pushed < adapter_bytes + 64_000 < model_bytes  # tensors plus a small config
+        _assert_logprobs_match_the_learner(engine, engine.run(tasks, group_size=2, seed=5))
+    finally:
+        engine.close()
 
 
 def test_async_steps_sample_one_step_behind_and_correct_for_it(tmp_path):
