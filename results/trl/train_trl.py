@@ -377,7 +377,7 @@ def main() -> int:
         learning_rate=train["lr"], lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
         weight_decay=train["weight_decay"], max_grad_norm=train["max_grad_norm"],
         bf16=train["bf16_autocast"], use_cpu=not torch.cuda.is_available(),
-        activation_checkpointing=False,  # TRL's default is on; agentrl's model.gradient_checkpointing is off
+        gradient_checkpointing=False,  # TRL's default is on; agentrl's model.gradient_checkpointing is off
         beta=algorithm["kl"]["coef"], epsilon=algorithm["clip_eps"], epsilon_high=algorithm["clip_eps_high"],
         loss_type=LOSS_TYPE[algorithm["loss_agg"]],
         scale_rewards="group" if algorithm["norm_adv_by_std"] else "none",

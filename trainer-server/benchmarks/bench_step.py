@@ -15,7 +15,12 @@ process, so that each peak memory is its own:
   seconds a step after the first (start-up and warm-up excluded);
 - `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
   log-softmax and entropy, each micro-batch padded to the step's longest episode, a separate no-gradient
-  scoring pass for the old logprobs), which is what the learner did before these savings.
+  scoring pass for the old logprobs), which is what the learner did before these savings;
+- `train, single turn` and `trl` (with `--trl`): `--train-steps` whole steps of a single-turn workload (the same
+  prompts, one answer of at most 64 new tokens, no tool), by agentrl (rollout.engine auto) and by TRL's
+  GRPOTrainer (benchmarks/trl_step.py, run in TRL's own virtual environment, .venv-trl, which
+  results/trl/setup.sh makes) with the same group size, batch, micro-batch, learning rate, bf16 autocast and
+  reward; seconds a step after the first, and their ratio. `--only-trl` runs just these two.
 
 Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratios. It asserts
 nothing: speed targets live here, not in timed tests.
@@ -75,7 +80,30 @@ class ThreeTurnEnv(ToolEnv):
                                      or "Go on."}])
 
     def score(self, final_text: str) -> EpisodeScore:
-        return EpisodeScore(reward=float(len(final_text) % 7) / 7)  # any spread of rewards, for nonzero advantages
+        return EpisodeScore(reward=length_reward(final_text))
+
+
+def length_reward(text: str) -> float:
+    """Any spread of rewards, for nonzero advantages; the TRL phase scores its completions with it too."""
+    return float(len(text) % 7) / 7
+
+
+def single_turn_messages(topic: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "Answer in one short paragraph."},
+            {"role": "user", "content": f"What do you know about {topic}?"}]
+
+
+class SingleTurnEnv(ToolEnv):
+    """One answer per episode, no tool: the workload TRL's GRPOTrainer runs as it comes."""
+
+    def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
+        return single_turn_messages(task["topic"])
+
+    def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
+        return StepResult(done=True)
+
+    def score(self, final_text: str) -> EpisodeScore:
+        return EpisodeScore(reward=length_reward(final_text))
 
 
 def config(model: str, episodes: int) -> Any:
@@ -117,14 +145,17 @@ def rollout(model_path: str, engine_name: str, episodes: int, out: Path | None) 
             "peak memory GB": peak_memory_gb()}
 
 
-def pipelined(model_path: str, episodes: int, async_steps: int, steps: int, folder: Path) -> dict[str, float]:
+def train_steps(model_path: str, episodes: int, steps: int, folder: Path, *, async_steps: int = 0,
+                single_turn: bool = False) -> dict[str, float]:
     from agentrl.trainer import train
 
     cfg = config(model_path, episodes)
-    tasks = folder / f"tasks-{async_steps}.jsonl"
+    tasks = folder / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": str(i), "topic": topic}) + "\n" for i, topic in enumerate(TASKS)))
     cfg.data.train = str(tasks)
-    cfg.rollout.engine = "vllm"
+    cfg.rollout.engine = "auto" if single_turn else "vllm"
+    if single_turn:
+        cfg.env.class_name, cfg.rollout.max_turns = "SingleTurnEnv", 1
     cfg.train.async_steps = async_steps
     cfg.train.steps = cfg.train.checkpoint_every = steps
     run_dir = train(cfg, runs_dir=folder / "runs", config_base_dir=folder)
@@ -132,6 +163,27 @@ def pipelined(model_path: str, episodes: int, async_steps: int, steps: int, fold
              if json.loads(line)["type"] == "metrics"]
     per_step = (times[-1] - times[0]) / (len(times) - 1)
     return {"s a step after the first": per_step, "steps/min": 60 / per_step, "peak memory GB": peak_memory_gb()}
+
+
+def trl(model_path: str, episodes: int, steps: int, folder: Path) -> dict[str, float]:
+    """TRL's GRPOTrainer on the single-turn workload, in TRL's own virtual environment."""
+    from agentrl.default_model import cache_dir, load_smollm2
+
+    trl_python = Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "python"
+    if not trl_python.exists():
+        raise SystemExit(f"{trl_python} is missing: run results/trl/setup.sh first")
+    if model_path != "smollm2":
+        raise SystemExit("the TRL phase runs the packaged smollm2 only (TRL loads a transformers folder)")
+    load_smollm2(torch.float32)  # makes the transformers folder, once
+    cfg = config(model_path, episodes)
+    spec = folder / "trl.json"
+    spec.write_text(json.dumps({
+        "model_folder": str(cache_dir()), "topics": TASKS, "steps": steps, "episodes": episodes,
+        "group_size": cfg.rollout.group_size, "micro_batch_size": cfg.train.micro_batch_size,
+        "max_new_tokens": cfg.rollout.max_new_tokens, "temperature": cfg.rollout.temperature,
+        "lr": cfg.train.lr, "bf16_autocast": cfg.train.bf16_autocast, "kl_coef": cfg.algorithm.kl.coef,
+        "clip_eps": cfg.algorithm.clip_eps}))
+    return child(["--spec", str(spec)], python=str(trl_python), script=Path(__file__).with_name("trl_step.py"))
 
 
 class PlainLearner(Learner):
@@ -165,8 +217,8 @@ def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str
             "logprob gap": metrics["actor/logprob_gap"], "peak memory GB": peak_memory_gb()}
 
 
-def child(args: list[str]) -> dict[str, float]:
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+def child(args: list[str], python: str = sys.executable, script: Path = Path(__file__)) -> dict[str, float]:
+    done = subprocess.run([python, str(script), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench_step {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -177,8 +229,10 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2", help="smollm2 (the packaged default) or tiny")
     parser.add_argument("--episodes", type=int, default=32, help="episodes a step, a multiple of 8")
     parser.add_argument("--train-steps", type=int, default=4, help="steps of each async_steps run (0: skip them)")
-    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1"],
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--trl", action="store_true", help="also time TRL's GRPOTrainer on the single-turn workload")
+    parser.add_argument("--only-trl", action="store_true", help="time only agentrl and TRL on the single-turn workload")
+    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1",
+                                            "train-single", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -186,41 +240,56 @@ def main() -> None:
     if args.phase in ("hf", "vllm"):
         print(json.dumps(rollout(args.model, args.phase, args.episodes, args.episodes_file)))
         return
-    if args.phase in ("train-0", "train-1"):
+    if args.phase in ("train-0", "train-1", "train-single", "trl"):
         with tempfile.TemporaryDirectory() as folder:
-            print(json.dumps(pipelined(args.model, args.episodes, int(args.phase[-1]), args.train_steps, Path(folder))))
+            if args.phase == "trl":
+                figures = trl(args.model, args.episodes, args.train_steps, Path(folder))
+            else:
+                figures = train_steps(args.model, args.episodes, args.train_steps, Path(folder),
+                                      async_steps=int(args.phase == "train-1"), single_turn=args.phase == "train-single")
+        print(json.dumps(figures))
         return
     if args.phase:
         print(json.dumps(learn(args.model, args.episodes, args.episodes_file, plain=args.phase == "plain-learner")))
         return
     common = ["--model", args.model, "--episodes", str(args.episodes)]
+    steps = ["--train-steps", str(args.train_steps)]
+    figures: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         episodes_file = Path(folder) / "episodes.pkl"
-        figures = {"hf engine": child([*common, "--phase", "hf", "--episodes-file", str(episodes_file)])}
-        figures["vllm engine"] = child([*common, "--phase", "vllm"])
-        for phase in ("plain-learner", "learner"):
-            figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file", str(episodes_file)])
-        if args.train_steps > 1:
-            for async_steps in (0, 1):
-                figures[f"train, async {async_steps}"] = child(
-                    [*common, "--train-steps", str(args.train_steps), "--phase", f"train-{async_steps}"])
-    print(f"model {args.model}, {args.episodes} episodes a step, 3 turns of up to 64 new tokens, "
+        if not args.only_trl:
+            figures["hf engine"] = child([*common, "--phase", "hf", "--episodes-file", str(episodes_file)])
+            figures["vllm engine"] = child([*common, "--phase", "vllm"])
+            for phase in ("plain-learner", "learner"):
+                figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file",
+                                                          str(episodes_file)])
+            if args.train_steps > 1:
+                for async_steps in (0, 1):
+                    figures[f"train, async {async_steps}"] = child([*common, *steps, "--phase", f"train-{async_steps}"])
+        if (args.trl or args.only_trl) and args.train_steps > 1:
+            figures["train, single turn"] = child([*common, *steps, "--phase", "train-single"])
+            figures["trl"] = child([*common, *steps, "--phase", "trl"])
+    print(f"model {args.model}, {args.episodes} episodes a step, up to 64 new tokens a turn, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     for name, values in figures.items():
-        print(f"  {name:14s} " + "  ".join(f"{key} {value:,.3g}" for key, value in values.items()))
-    hf, vllm = figures["hf engine"], figures["vllm engine"]
-    print(f"  vllm engine vs hf engine: rollout tokens/s {vllm['rollout tokens/s'] / hf['rollout tokens/s']:.2f}x, "
-          f"episodes/s {vllm['episodes/s'] / hf['episodes/s']:.2f}x")
-    plain, ours = figures["plain learner"], figures["learner"]
-    print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
-          f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
-    if args.train_steps > 1:
+        print(f"  {name:18s} " + "  ".join(f"{key} {value:,.3g}" for key, value in values.items()))
+    if "hf engine" in figures:
+        hf, vllm = figures["hf engine"], figures["vllm engine"]
+        print(f"  vllm engine vs hf engine: rollout tokens/s {vllm['rollout tokens/s'] / hf['rollout tokens/s']:.2f}x, "
+              f"episodes/s {vllm['episodes/s'] / hf['episodes/s']:.2f}x")
+        plain, ours = figures["plain learner"], figures["learner"]
+        print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
+              f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
+        print(f"  step (rollout + update): hf {hf['rollout s'] + ours['update s']:.1f} s, "
+              f"vllm {vllm['rollout s'] + ours['update s']:.1f} s (+ weight push, see perf/weight_sync_s)")
+    if "train, async 0" in figures:
         sequential, overlapped = figures["train, async 0"], figures["train, async 1"]
         print(f"  train.async_steps 1 vs 0: {sequential['s a step after the first'] / overlapped['s a step after the first']:.2f}x "
               "the steps per minute")
-    step_hf = hf["rollout s"] + ours["update s"]
-    step_vllm = vllm["rollout s"] + ours["update s"]
-    print(f"  step (rollout + update): hf {step_hf:.1f} s, vllm {step_vllm:.1f} s (+ weight push, see perf/weight_sync_s)")
+    if "trl" in figures:
+        ours, theirs = figures["train, single turn"]["s a step after the first"], figures["trl"]["s a step after the first"]
+        print(f"  single turn, agentrl vs TRL GRPOTrainer: {ours:.1f} s vs {theirs:.1f} s a step "
+              f"(agentrl's step is {ours / theirs:.2f}x TRL's)")
 
 
 if __name__ == "__main__":
