@@ -66,7 +66,7 @@ test-e2e: build setup-python
 test: lint test-python test-ts test-e2e
 
 # The main job: the packaged SmolLM2-135M-Instruct trained with GRPO on the GSM8K calculator recipe for a
-# few minutes on CPU, evaluated before and after on a held-out slice (agentrl/demo.py).
+# few minutes on CPU, evaluated before and after on a held-out slice (agentrl/cli/demo.py).
 demo: setup-python
 	$(PY) -m agentrl.cli demo --runs-dir runs
 

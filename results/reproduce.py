@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from agentrl.config import load_config, resolve_paths
-from agentrl.eval import evaluate
-from agentrl.runstore import RunStore, read_events
-from agentrl.stats import bootstrap_ci, paired_bootstrap_ci
-from agentrl.trainer import train
+from agentrl.run.config import load_config, resolve_paths
+from agentrl.run.eval import evaluate
+from agentrl.run.runstore import RunStore, read_events
+from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
+from agentrl.run.trainer import train
 
 HERE = Path(__file__).resolve().parent
 RECIPES = HERE.parent / "trainer-server" / "agentrl" / "recipes"

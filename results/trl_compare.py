@@ -7,7 +7,7 @@ samples per step and wall-clock budget, both scored by agentrl's evaluator on th
 The TRL side (results/trl/, in its own venv .venv-trl made by results/trl/setup.sh) trains with the agentrl
 run's frozen config (RUN/config.yaml: the recipe plus any --set or --steps the demo was given), for
 `--budget-s` seconds (default: the demo's train_wall_s), model loading included on both sides. Its model is
-then evaluated greedily by `agentrl.eval.evaluate` on the same first `--eval-limit` held-out records as the
+then evaluated greedily by `agentrl.run.eval.evaluate` on the same first `--eval-limit` held-out records as the
 demo's "after" (default: the demo's n). Writes results/trl_compare.json and prints the README table rows.
 
 The TRL run is multi-turn, like agentrl's: see results/trl/train_trl.py for why it goes through
@@ -45,7 +45,7 @@ def read_demo_json(path: Path) -> dict[str, Any]:
 
 def mean_ci(scores: list[float]) -> list[float]:
     """The percentile bootstrap interval of the mean (stats' paired bootstrap against all-zero scores)."""
-    from agentrl.stats import paired_bootstrap_ci
+    from agentrl.run.stats import paired_bootstrap_ci
 
     low, high = paired_bootstrap_ci([0.0] * len(scores), scores)
     return [round(low, 4), round(high, 4)]
@@ -63,7 +63,7 @@ def per_task_scores(run_dir: Path, metric: str) -> list[float]:
 
 def find_agentrl_eval(demo: dict[str, Any], n: int) -> Path | None:
     """The demo's own "after" eval run: in the same runs folder, mode eval, on the demo's checkpoint."""
-    from agentrl.runstore import list_run_dirs
+    from agentrl.run.runstore import list_run_dirs
 
     for run_dir in reversed(list_run_dirs(Path(demo["run"]).parent)):
         try:
@@ -77,8 +77,8 @@ def find_agentrl_eval(demo: dict[str, Any], n: int) -> Path | None:
 
 
 def agentrl_side(demo: dict[str, Any], config: Any, eval_limit: int, work: Path) -> dict[str, Any]:
-    from agentrl.eval import evaluate
-    from agentrl.runstore import read_events
+    from agentrl.run.eval import evaluate
+    from agentrl.run.runstore import read_events
 
     run_dir = Path(demo["run"])
     metrics = [e["data"]["metrics"] for e in read_events(run_dir) if e["type"] == "metrics"]
@@ -116,7 +116,7 @@ def run_trl(task_dir: Path, out: Path, budget_s: float, max_steps: int | None) -
 
 
 def trl_side(summary: dict[str, Any], config: Any, eval_limit: int, work: Path) -> dict[str, Any]:
-    from agentrl.eval import evaluate
+    from agentrl.run.eval import evaluate
 
     trained = config.model_copy(deep=True)
     trained.model.path = summary["model"]
@@ -162,7 +162,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "trl_compare.json")
     args = parser.parse_args()
 
-    from agentrl.config import load_config_dict
+    from agentrl.run.config import load_config_dict
 
     sys.path.insert(0, str(TRL_DIR))
     import yaml
@@ -182,7 +182,7 @@ def main() -> int:
     trl = trl_side(summary, config, eval_limit, work)
     agentrl = agentrl_side(demo, config, eval_limit, work)
 
-    from agentrl.stats import paired_bootstrap_ci
+    from agentrl.run.stats import paired_bootstrap_ci
 
     low, high = paired_bootstrap_ci(agentrl["scores"], trl["scores"])
     result = {

@@ -5,7 +5,7 @@ import { dirname, isAbsolute, join } from 'node:path';
 import type { TrainerDevicesParams } from './protocol';
 
 const SMOLLM2_PARAMETERS = 135e6;
-const TINY_VOCAB = 300;  // agentrl.tiny's character tokenizer, rounded up
+const TINY_VOCAB = 300;  // agentrl.models.tiny's character tokenizer, rounded up
 const GIB = 2 ** 30;
 
 interface ModelSettings { path?: unknown; dtype?: unknown; device?: unknown; tiny_layers?: unknown; tiny_hidden?: unknown; lora?: unknown }

@@ -172,7 +172,7 @@ export interface TrajectorySummary {
   file: string;
 }
 /**
- * The data of a `health` event: an alert that a run cannot learn (resolved false), said once when it starts, or that it cleared (resolved true). Written by trainer-server/agentrl/health.py.
+ * The data of a `health` event: an alert that a run cannot learn (resolved false), said once when it starts, or that it cleared (resolved true). Written by trainer-server/agentrl/run/health.py.
  */
 export interface HealthEvent {
   code: "zero_variance_groups" | "no_tool_calls" | "all_truncated";

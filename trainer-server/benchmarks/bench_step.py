@@ -44,11 +44,11 @@ from typing import Any
 import torch
 
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
-from agentrl.batch import TrainBatch
-from agentrl.config import load_config_dict
-from agentrl.learner import Learner
-from agentrl.model import load_policy
-from agentrl.rollout import make_rollout_engine
+from agentrl.learning.batch import TrainBatch
+from agentrl.run.config import load_config_dict
+from agentrl.learning.learner import Learner
+from agentrl.models.loading import load_policy
+from agentrl.rollout.engine import make_rollout_engine
 
 TASKS = ["the tallest mountain in Europe", "the river through Vienna", "the inventor of the telephone",
          "the capital of Australia"]
@@ -147,7 +147,7 @@ def rollout(model_path: str, engine_name: str, episodes: int, out: Path | None) 
 
 def train_steps(model_path: str, episodes: int, steps: int, folder: Path, *, async_steps: int = 0,
                 single_turn: bool = False) -> dict[str, float]:
-    from agentrl.trainer import train
+    from agentrl.run.trainer import train
 
     cfg = config(model_path, episodes)
     tasks = folder / "tasks.jsonl"
@@ -167,7 +167,7 @@ def train_steps(model_path: str, episodes: int, steps: int, folder: Path, *, asy
 
 def trl(model_path: str, episodes: int, steps: int, folder: Path) -> dict[str, float]:
     """TRL's GRPOTrainer on the single-turn workload, in TRL's own virtual environment."""
-    from agentrl.default_model import cache_dir, load_smollm2
+    from agentrl.models.smollm2 import cache_dir, load_smollm2
 
     trl_python = Path(__file__).resolve().parents[2] / ".venv-trl" / "bin" / "python"
     if not trl_python.exists():

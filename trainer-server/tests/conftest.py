@@ -22,6 +22,6 @@ def trajectory_validator() -> jsonschema.Draft202012Validator:
 
 @pytest.fixture(scope="session")
 def tiny():
-    from agentrl.tiny import build_tiny_model_and_tokenizer
+    from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
     return build_tiny_model_and_tokenizer(layers=1, hidden=32, seed=0)

@@ -6,12 +6,12 @@ import math
 import pytest
 import torch
 
-from agentrl.algorithms import ALGORITHM_NAMES, get_algorithm
-from agentrl.algorithms.base import Algorithm
-from agentrl.algorithms.common import (aggregate, clipped_policy_loss, discounted_sum_backward, group_stats, kl_penalty,
+from agentrl.learning.algorithms import ALGORITHM_NAMES, get_algorithm
+from agentrl.learning.algorithms.base import Algorithm
+from agentrl.learning.algorithms.common import (aggregate, clipped_policy_loss, discounted_sum_backward, group_stats, kl_penalty,
                                       pack_chains, returns_to_go, truncated_is_weights, unpack_chains)
-from agentrl.batch import TrainBatch
-from agentrl.config import AlgorithmConfig, ConfigError, load_config_dict
+from agentrl.learning.batch import TrainBatch
+from agentrl.run.config import AlgorithmConfig, ConfigError, load_config_dict
 
 from conftest import PROTOCOL
 

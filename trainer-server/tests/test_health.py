@@ -2,13 +2,13 @@
 
 import pytest
 
-from agentrl.config import load_config
-from agentrl.episode import Episode
-from agentrl.health import CHECKS, CONSECUTIVE_STEPS, HealthMonitor
-from agentrl.metrics import rollout_metrics
-from agentrl.runstore import read_events
+from agentrl.run.config import load_config
+from agentrl.rollout.episode import Episode
+from agentrl.run.health import CHECKS, CONSECUTIVE_STEPS, HealthMonitor
+from agentrl.run.metrics import rollout_metrics
+from agentrl.run.runstore import read_events
 from agentrl.server.protocol import validator_for
-from agentrl.trainer import train
+from agentrl.run.trainer import train
 
 from conftest import EXAMPLE_CONFIG
 
@@ -69,7 +69,7 @@ def test_the_streaks_survive_a_checkpoint():
 
 
 def test_the_metrics_the_checks_read_count_offered_tools_and_no_groups_of_one():
-    episodes = [Episode(task_id=str(group), task={}, group=group, sample=0, prompt_messages=[],
+    episodes = [Episode(task_id=str(group), group=group, sample=0, prompt_messages=[],
                         tool_schemas=[{"name": "lookup"}]) for group in range(4)]
     metrics = rollout_metrics(episodes)
     assert metrics["tools/offered"] == 1.0 and metrics["tools/calls"] == 0.0

@@ -3,12 +3,12 @@ import copy
 import torch
 
 from agentrl import StepResult
-from agentrl.config import load_config_dict
+from agentrl.run.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.batch import collate
-from agentrl.learner import Learner
-from agentrl.prefix import MIN_SHARED_PREFIX, shared_prefix_length
-from agentrl.rollout import RolloutEngine
+from agentrl.learning.batch import collate
+from agentrl.learning.learner import Learner
+from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
+from agentrl.rollout.engine import RolloutEngine
 
 BASE = {"env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"}, "data": {"train": "x.jsonl"},
         "rollout": {"group_size": 2, "max_turns": 2, "max_new_tokens": 8, "max_context": 400}}
@@ -135,7 +135,7 @@ def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot()
     import pytest
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GraniteConfig, GraniteForCausalLM
 
-    from agentrl.learner import check_vocabulary_logits
+    from agentrl.learning.learner import check_vocabulary_logits
 
     small = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from agentrl.contract import (
+from agentrl.run.contract import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
     ERROR_CODES,
@@ -80,8 +80,8 @@ HAND_COPIES = {
 
 @pytest.mark.parametrize("what", HAND_COPIES)
 def test_no_python_source_spells_a_shared_name_set_by_hand(what):
-    """Error codes and status sets come from agentrl.contract (the schema), never from a copy."""
+    """Error codes and status sets come from agentrl.run.contract (the schema), never from a copy."""
     package = PROTOCOL.parent / "trainer-server" / "agentrl"
     copies = [f"{path.relative_to(package)}: {match.group(0)}" for path in package.rglob("*.py")
               for match in HAND_COPIES[what].finditer(path.read_text(encoding="utf-8"))]
-    assert copies == [], f"{what} written by hand; use agentrl.contract"
+    assert copies == [], f"{what} written by hand; use agentrl.run.contract"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agentrl.server import protocol as p
 from agentrl.server.protocol import rpc_schema
-from agentrl.trainer import train
+from agentrl.run.trainer import train
 
 from conftest import EXAMPLE_CONFIG
 from server_harness import ServerProcess

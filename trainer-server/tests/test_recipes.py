@@ -16,7 +16,7 @@ from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
-from agentrl.toolcall import get_format, schemas_by_name
+from agentrl.environment.toolcall import get_format, schemas_by_name
 
 from conftest import REPO
 
@@ -142,8 +142,8 @@ def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, mes
 
 
 def test_the_eval_env_gets_the_data_files_in_use(tmp_path):
-    from agentrl.config import data_files_in_use, load_config, resolve_paths
-    from agentrl.envloader import env_factory, load_env_class
+    from agentrl.run.config import data_files_in_use, load_config, resolve_paths
+    from agentrl.environment.loader import env_factory, load_env_class
 
     recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     config = resolve_paths(load_config(recipe), recipe.parent)
@@ -272,7 +272,7 @@ def test_eval_names_a_data_file_without_context(tmp_path):
 def test_the_packaged_default_model_loads_and_chats(tmp_path, monkeypatch):
     import torch
 
-    from agentrl.default_model import load_smollm2
+    from agentrl.models.smollm2 import load_smollm2
 
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path))  # from the GGUF, then from the cache
     model, tokenizer = load_smollm2(torch.float32)

@@ -3,11 +3,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrl.batch import collate
-from agentrl.config import RolloutConfig
+from agentrl.learning.batch import collate
+from agentrl.run.config import RolloutConfig
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.rollout import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
-from agentrl.toolcall import get_format
+from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
+from agentrl.environment.toolcall import get_format
 
 TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", max_size=40)
 

@@ -7,13 +7,13 @@ import json
 import jsonschema
 import yaml
 
-from agentrl.contract import EVENT_TYPES, load_schema, validator_for
-from agentrl.eval import evaluate
-from agentrl.runstore import EVENTS_FILE, read_events
+from agentrl.run.contract import EVENT_TYPES, load_schema, validator_for
+from agentrl.run.eval import evaluate
+from agentrl.run.runstore import EVENTS_FILE, read_events
 from agentrl.server.app import _read_new_events
 from agentrl.server.protocol import validator_for as rpc_validator_for
 from agentrl.server.runs import RunManager
-from agentrl.trainer import train
+from agentrl.run.trainer import train
 
 from conftest import EXAMPLE_CONFIG
 from test_health import never_rewarded

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from agentrl.episode import Episode, ToolCallRecord, TurnRecord
-from agentrl.metrics import rollout_metrics
-from agentrl.runstore import RunStore, last_seq, latest_status, list_run_dirs, read_events
+from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
+from agentrl.run.metrics import rollout_metrics
+from agentrl.run.runstore import RunStore, last_seq, latest_status, list_run_dirs, read_events
 
 
 def test_events_are_sequenced_and_a_torn_tail_is_never_read(tmp_path):
@@ -75,7 +75,7 @@ def test_run_folders_are_listed_and_never_overwritten(tmp_path):
 
 
 def episode(group, reward, *, status="finished", calls=(), parse_error=None, tokens=4):
-    ep = Episode(task_id="t", task={}, group=group, sample=0, prompt_messages=[], tool_schemas=[])
+    ep = Episode(task_id="t", group=group, sample=0, prompt_messages=[], tool_schemas=[])
     ep.turns = [TurnRecord(index=0, assistant="a", tool_calls=list(calls), parse_error=parse_error)]
     ep.outcome_reward, ep.status = reward, status
     ep.reward_breakdown = {"em": reward}
@@ -102,8 +102,8 @@ def test_rollout_health_signals():
 
 
 def test_reverse_events_read_from_the_tail_equal_the_log_read_forwards(tmp_path, monkeypatch):
-    from agentrl import runstore
-    from agentrl.runstore import EVENTS_FILE, last_status, read_events, reverse_events
+    from agentrl.run import runstore
+    from agentrl.run.runstore import EVENTS_FILE, last_status, read_events, reverse_events
 
     monkeypatch.setattr(runstore, "_TAIL_BLOCK", 97)  # many blocks, and events longer than one block
     store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})

@@ -7,8 +7,8 @@ import zipfile
 
 import pytest
 
-from agentrl.algorithms import ALGORITHM_NAMES
-from agentrl.runstore import read_events
+from agentrl.learning.algorithms import ALGORITHM_NAMES
+from agentrl.run.runstore import read_events
 from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
 
 from conftest import EXAMPLE_CONFIG

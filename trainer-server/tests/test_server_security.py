@@ -278,7 +278,7 @@ def test_bad_base64_is_rejected(server):
 
 
 def test_numbers_and_paths_python_cannot_read_get_their_documented_errors(server):
-    from agentrl.runstore import RunStore
+    from agentrl.run.runstore import RunStore
 
     RunStore.create(server.runs_dir, "numbers", {}, {"name": "numbers", "mode": "train"})
     client = server.client()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentrl.stats import bootstrap_ci, paired_bootstrap_ci
+from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 
 
 def test_the_interval_holds_the_mean_and_narrows_with_more_tasks():

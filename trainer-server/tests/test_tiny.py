@@ -1,7 +1,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agentrl.tiny import build_tiny_model_and_tokenizer
+from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
 
 def test_tiny_checkpoint_round_trips(tmp_path):

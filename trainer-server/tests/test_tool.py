@@ -6,9 +6,9 @@ import jsonschema
 import pytest
 
 from agentrl import Tool
-from agentrl.envloader import env_factory
-from agentrl.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls, run_in_thread
-from agentrl.toolprocess import ToolWorker
+from agentrl.environment.loader import env_factory
+from agentrl.environment.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls, run_in_thread
+from agentrl.environment.toolprocess import ToolWorker
 
 from failing_tools import AsyncBlocks, AsyncInterrupts, Boom, Exits, FailingToolsEnv, Garbage, Hang, NotANumber
 

@@ -1,7 +1,7 @@
 import pytest
 
 from agentrl.recipes.calculator import Calculator
-from agentrl.toolcall import HermesFormat, TagFormat, get_format, schemas_by_name
+from agentrl.environment.toolcall import HermesFormat, TagFormat, get_format, schemas_by_name
 
 hermes = HermesFormat()
 tags = TagFormat()

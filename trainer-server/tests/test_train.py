@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.config import load_config
-from agentrl.rollout import RolloutEngine
-from agentrl.runstore import latest_status, read_events
-from agentrl.trainer import train
+from agentrl.run.config import load_config
+from agentrl.rollout.engine import RolloutEngine
+from agentrl.run.runstore import latest_status, read_events
+from agentrl.run.trainer import train
 
 from conftest import EXAMPLE_CONFIG, PROTOCOL
 
@@ -205,7 +205,7 @@ def test_a_nan_gradient_stops_before_the_optimizer_step(tiny):
 
     import torch
 
-    from agentrl.learner import Learner, NonFiniteError
+    from agentrl.learning.learner import Learner, NonFiniteError
 
     model, tokenizer = tiny
     config = example("rollout.group_size=2", "train.batch_size=2")
@@ -226,7 +226,7 @@ def test_a_try_run_builds_no_learner(tmp_path, monkeypatch):
     def no_learner(*args, **kwargs):
         raise AssertionError("a Try run built a learner")
 
-    monkeypatch.setattr("agentrl.trainer.Learner", no_learner)
+    monkeypatch.setattr("agentrl.run.trainer.Learner", no_learner)
     config = example("algorithm.kl.coef=0.1")  # a learner would also copy the model as its reference
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent, rollout_only_episodes=2)
     assert latest_status(read_events(run_dir))["status"] == "completed" and len(trajectories(run_dir)) == 2

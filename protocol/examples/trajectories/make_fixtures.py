@@ -74,10 +74,9 @@ def write(name: str, records: list[dict]) -> None:
 
 def main() -> None:
     import torch
-
-    from agentrl.config import load_config
-    from agentrl.rollout import RolloutEngine
-    from agentrl.trainer import train
+    from agentrl.rollout.engine import RolloutEngine
+    from agentrl.run.config import load_config
+    from agentrl.run.trainer import train
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
-from agentrl.algorithms import ALGORITHM_NAMES
-from agentrl.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
+from agentrl.learning.algorithms import ALGORITHM_NAMES
+from agentrl.run.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.runs import RunManager, status_run_info

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 
-from agentrl import contract
+from agentrl.run import contract
 
 # Error codes (rpc.schema.json#/$defs/errorCode): JSON-RPC 2.0's own, then the application's.
 PARSE_ERROR = contract.ERROR_CODES["PARSE_ERROR"]

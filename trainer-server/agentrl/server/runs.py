@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from agentrl.config import ConfigError, load_config_dict, resolve_paths
-from agentrl.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
-from agentrl.runstore import (
+from agentrl.run.config import ConfigError, load_config_dict, resolve_paths
+from agentrl.run.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
+from agentrl.run.runstore import (
     PID_FILE,
     RUN_FILE,
     RunStore,
