@@ -32,11 +32,11 @@ def example_config(**train: Any) -> dict:
 
 
 class ServerProcess:
-    def __init__(self, runs_dir: Path, *extra: str) -> None:
+    def __init__(self, runs_dir: Path, *extra: str, python: str = sys.executable, cwd: Path | None = None) -> None:
         self.runs_dir = runs_dir
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(runs_dir), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [python, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(runs_dir), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError(f"server did not start: {self.process.stderr.read()}")

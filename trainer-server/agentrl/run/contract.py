@@ -15,12 +15,11 @@ from referencing import Registry, Resource
 
 
 def schemas_dir() -> Path:
-    # In the repository: protocol/schemas; in an installed wheel: the copy packaged in agentrl/schemas.
-    package = Path(__file__).resolve().parents[1]
-    for candidate in (package.parents[1] / "protocol" / "schemas", package / "schemas"):
-        if (candidate / "rpc.schema.json").is_file():
-            return candidate
-    raise FileNotFoundError("protocol/schemas/rpc.schema.json not found")
+    """agentrl/schemas: in the repository a link to protocol/schemas (their one source), in a wheel their copy."""
+    folder = Path(__file__).resolve().parents[1] / "schemas"
+    if not (folder / "rpc.schema.json").is_file():
+        raise FileNotFoundError(f"{folder / 'rpc.schema.json'} not found: this agentrl install lacks the protocol")
+    return folder
 
 
 @cache

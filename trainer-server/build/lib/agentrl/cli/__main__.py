@@ -1,0 +1,5 @@
+import sys
+
+from agentrl.cli.main import main
+
+sys.exit(main())

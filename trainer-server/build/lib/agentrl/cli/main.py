@@ -1,0 +1,33 @@
+"""`agentrl` command line. Each subcommand lives in the module that owns it, which provides
+`add_arguments(parser)` and `run(args) -> int`; this file only wires them, importing lazily so
+`agentrl schema` does not pay for torch."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# subcommand -> (module, help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("agentrl.cli.train", "train a run config (headless, with a progress bar)"),
+    "schema": ("agentrl.cli.schema", "print the run-config JSON Schema"),
+    "env": ("agentrl.environment.check", "check an environment folder: `agentrl env check PATH`"),
+    "serve": ("agentrl.server.cli", "serve the JSON-RPC WebSocket API for editors"),
+    "eval": ("agentrl.run.eval", "evaluate a config, checkpoint or baseline on a data file"),
+    "demo": ("agentrl.cli.demo", "the README's main job: train the default model on the arithmetic recipe"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentrl", description="Agent RL Studio trainer")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(sub_parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(args._module).run(args) or 0)

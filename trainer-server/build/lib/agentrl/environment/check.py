@@ -1,0 +1,122 @@
+"""`agentrl env check PATH`: load an environment and play one scripted episode, no model needed.
+
+PATH is a `*.agentrl.yaml` run config or a folder holding exactly one. The same `check_env` serves
+the server's `env/check` request, so an editor sees the same diagnostics locally and remotely.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+CONFIG_GLOB = "*.agentrl.yaml"
+
+
+def _diagnostic(severity: str, message: str, file: Path | str | None = None, line: int | None = None) -> dict:
+    found: dict[str, Any] = {"severity": severity, "message": message}
+    if file is not None:
+        found["file"] = str(file)
+    if line is not None:
+        found["line"] = line
+    return found
+
+
+def _find_config(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    configs = sorted(path.glob(CONFIG_GLOB))
+    if len(configs) != 1:
+        found = ", ".join(c.name for c in configs) or "none"
+        raise FileNotFoundError(f"{path}: expected exactly one {CONFIG_GLOB} run config, found {found}")
+    return configs[0]
+
+
+def _source_location(obj: Any) -> tuple[str | None, int | None]:
+    try:
+        return inspect.getsourcefile(type(obj)), inspect.getsourcelines(type(obj))[1]
+    except (OSError, TypeError):
+        return None, None
+
+
+def check_env(path: str | Path) -> list[dict[str, Any]]:
+    """Diagnostics `{severity: error|warning|info, message, file?, line?}`; no error means usable."""
+    from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
+    from agentrl.environment.toolprocess import ToolWorker
+    from agentrl.rollout.engine import run_scripted_episode
+    from agentrl.run.config import ConfigError, data_files_in_use, load_config, resolve_paths
+    from agentrl.run.tasks import load_tasks
+
+    try:
+        config_path = _find_config(Path(path))
+        config = resolve_paths(load_config(config_path), config_path.resolve().parent)
+    except (FileNotFoundError, ConfigError) as err:
+        return [_diagnostic("error", str(err), path)]
+    try:
+        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
+                               data_files_in_use(config))
+        env = make_env()
+        tools = env.tool_map()
+    except (EnvLoadError, ValueError) as err:
+        return [_diagnostic("error", str(err), config_path)]
+    except Exception as err:  # noqa: BLE001 - the user's constructor
+        return [_diagnostic("error", f"{config.env.class_name}(**env.args) raised {type(err).__name__}: {err}",
+                            config.env.module)]
+    found: list[dict[str, Any]] = []
+    for tool in tools.values():
+        file, line = _source_location(tool)
+        if not tool.name:
+            found.append(_diagnostic("error", f"{type(tool).__name__} has no name", file, line))
+        if not tool.description:
+            found.append(_diagnostic("warning", f"tool {tool.name!r} has no description: the model sees none",
+                                     file, line))
+    try:
+        task = load_tasks(config.data.train, 1)[0]
+    except (OSError, ValueError) as err:
+        return [*found, _diagnostic("error", f"data.train: {err}", config_path)]
+    turns = env.scripted_turns(task) or ["(a scripted answer with no tool call)"]
+    # The Tools run in a worker process: one that ends its process is reported as that Tool's failure.
+    tool_worker = ToolWorker(make_env)
+    try:
+        episode = run_scripted_episode(make_env(), task, turns, config.rollout, tool_worker)
+    finally:
+        tool_worker.close()
+    env_file, env_line = _source_location(env)
+    if episode.status == "error":
+        found.append(_diagnostic("error", f"scripted episode failed: {episode.status_reason}", env_file, env_line))
+    for turn in episode.turns:
+        for call in turn.tool_calls:
+            if call.error:
+                tool = tools.get(call.name)
+                file, line = _source_location(tool) if tool else (env_file, env_line)
+                found.append(_diagnostic("warning", f"turn {turn.index}: tool call failed: {call.error}", file, line))
+    found.append(_diagnostic(
+        "info",
+        f"scripted episode: {len(episode.turns)} turn(s), status {episode.status}, reward {episode.total_reward:g} "
+        f"(outcome {episode.outcome_reward:g}, breakdown {json.dumps(episode.reward_breakdown)})",
+        config_path,
+    ))
+    return found
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="env_command", required=True, metavar="ACTION")
+    check = sub.add_parser("check", help="load an env and run one scripted episode")
+    check.add_argument("path", help="a *.agentrl.yaml run config, or a folder holding one")
+    check.add_argument("--json", action="store_true", help="print diagnostics as one JSON array")
+
+
+def run(args: argparse.Namespace) -> int:
+    diagnostics = check_env(args.path)
+    if args.json:
+        print(json.dumps(diagnostics, indent=2))
+    else:
+        for d in diagnostics:
+            where = f"{d['file']}:{d['line']}: " if "line" in d else (f"{d['file']}: " if "file" in d else "")
+            print(f"{d['severity']}: {where}{d['message']}", file=sys.stdout if d["severity"] == "info" else sys.stderr)
+    return 1 if any(d["severity"] == "error" for d in diagnostics) else 0

@@ -1,0 +1,76 @@
+"""ToolEnv: the interpreter. It starts an episode from a task, reads each turn's tool outcomes
+("what happened") and says what they mean: the next messages, a process reward, done.
+At the end it scores the episode with an outcome reward and a named breakdown.
+
+One ToolEnv instance serves one episode, so per-episode state can live on `self`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrl.environment.tool import Tool, ToolCallOutcome
+
+
+@dataclass
+class StepResult:
+    messages: list[dict[str, Any]]  # appended to the chat (role "tool" or "user"); empty when done
+    reward: float = 0.0  # process reward of the turn; lands on the turn's last sampled token
+    done: bool = False
+
+
+@dataclass
+class EpisodeScore:
+    reward: float  # outcome reward; lands on the episode's last sampled token
+    breakdown: dict[str, float] = field(default_factory=dict)  # e.g. {"em": 1, "f1": 0.8, "format": 0.5}
+    final_answer: str | None = None
+
+
+def format_outcome(call: ToolCallOutcome) -> str:
+    """The default text a model sees for one call: its error, or its result (strings as they are)."""
+    if call.error is not None:
+        return f"Error: {call.error}"
+    if isinstance(call.result, str):
+        return call.result
+    return json.dumps(call.result, ensure_ascii=False)
+
+
+class ToolEnv:
+    """Subclass: set `self.tools` in `__init__(**args)` (args come from the run config's `env.args`),
+    implement `reset` and `score`; override `step` to give process rewards or custom observations.
+
+    An `__init__` that declares a `data_files` parameter also receives the absolute paths of every data file
+    the run or evaluation reads (data.train, data.eval, `agentrl eval --data`), e.g. to index them for search."""
+
+    tools: list[Tool] = []
+
+    def __init__(self, **args: Any) -> None:
+        self.args = args
+
+    def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
+        """The episode's initial chat messages for this task record."""
+        raise NotImplementedError(f"{type(self).__name__}.reset is not implemented")
+
+    def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
+        """After every assistant turn. Default: a turn without tool calls ends the episode (the model
+        answered); otherwise each call's result or error goes back as one "tool" message."""
+        if not calls:
+            return StepResult(messages=[], done=True)
+        return StepResult(messages=[{"role": "tool", "content": format_outcome(c)} for c in calls])
+
+    def score(self, final_text: str) -> EpisodeScore:
+        """The outcome reward of the finished (or truncated) episode; `final_text` is the last assistant turn."""
+        raise NotImplementedError(f"{type(self).__name__}.score is not implemented")
+
+    def scripted_turns(self, task: dict[str, Any]) -> list[str] | None:
+        """Optional: assistant texts for a model-free smoke episode (`agentrl env check`)."""
+        return None
+
+    def tool_map(self) -> dict[str, Tool]:
+        names = [t.name for t in self.tools]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"{type(self).__name__} has several tools named {sorted(duplicates)}")
+        return {t.name: t for t in self.tools}

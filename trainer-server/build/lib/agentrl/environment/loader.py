@@ -1,0 +1,93 @@
+"""Finding the user's ToolEnv class from a run config's `env.module` and `env.class_name`, and building
+its instances the same way in training, evaluation and `agentrl env check`."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.run.config import env_module_is_file
+from agentrl.environment.env import ToolEnv
+
+DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
+USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
+
+
+class EnvLoadError(ValueError):
+    """The env named by a config cannot be loaded; the message says what to fix."""
+
+
+def _import_file(path: Path) -> object:
+    if not path.is_file():
+        raise EnvLoadError(f"env.module: file not found: {path}")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
+    name = f"{USER_MODULE_PREFIX}{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        sys.modules.pop(name, None)
+        raise EnvLoadError(f"env.module: importing {path} raised {type(err).__name__}: {err}") from err
+    return module
+
+
+def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
+    if env_module_is_file(module):
+        path = Path(module)
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        loaded = _import_file(path)
+    else:
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as err:
+            raise EnvLoadError(f"env.module: cannot import {module!r}: {err}") from err
+    cls = getattr(loaded, class_name, None)
+    if cls is None:
+        raise EnvLoadError(f"env.class_name: {module} defines no {class_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, ToolEnv)):
+        raise EnvLoadError(f"env.class_name: {class_name} in {module} is not a ToolEnv subclass")
+    return cls
+
+
+class EnvFactory:
+    """One new env per call: `env_class(**kwargs)`. It pickles as where its class comes from (a module name, or
+    the file it was loaded from) and its arguments, so a worker process (rollout.tool_isolation: process) builds
+    the same envs."""
+
+    def __init__(self, env_class: type[ToolEnv], kwargs: Mapping[str, Any]) -> None:
+        self.env_class, self.kwargs = env_class, dict(kwargs)
+
+    def __call__(self) -> ToolEnv:
+        return self.env_class(**self.kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        module = self.env_class.__module__
+        source = inspect.getfile(self.env_class) if module.startswith(USER_MODULE_PREFIX) else module
+        return {"source": source, "class_name": self.env_class.__name__, "kwargs": self.kwargs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.env_class, self.kwargs = load_env_class(state["source"], state["class_name"]), state["kwargs"]
+
+
+def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: Sequence[str]) -> EnvFactory:
+    """`env_class(**args)` per call, where args are the config's `env.args`. An env whose `__init__` declares a
+    `data_files` parameter also receives every data file the run or evaluation reads (data.train, data.eval,
+    eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on."""
+    kwargs = dict(args)
+    if DATA_FILES_PARAMETER in inspect.signature(env_class).parameters:
+        if DATA_FILES_PARAMETER in kwargs:
+            raise ValueError(f"env.args.{DATA_FILES_PARAMETER}: agentrl passes {env_class.__name__} the run's data "
+                             f"files itself; remove this key")
+        kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
+    return EnvFactory(env_class, kwargs)

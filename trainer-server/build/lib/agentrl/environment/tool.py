@@ -1,0 +1,185 @@
+"""Tool: an executor. It runs one action and reports the raw outcome ("what happened").
+
+A Tool never decides what the outcome means for the episode; that is the ToolEnv's job.
+Every way a call can fail (unknown tool, bad JSON, schema violation, exception, timeout,
+a result that is not JSON) becomes a `ToolCallOutcome` with an error the model can read,
+never an exception that ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jsonschema
+
+from agentrl.rollout.episode import ToolCallRecord
+
+# What a ToolEnv receives for each executed call: the same record the trajectory stores.
+ToolCallOutcome = ToolCallRecord
+
+
+class Tool:
+    """Subclass and set `name`, `description`, `parameters` (a JSON Schema object, OpenAI function
+    format); implement `execute(**arguments)`, sync or `async`. Return any JSON-serialisable value."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    timeout_s: ClassVar[float | None] = None  # None: the run's rollout.tool_timeout_s
+
+    def execute(self, **arguments: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.parameters:
+            # A broken schema is the Tool author's bug: say so when the class is defined, not mid-run.
+            jsonschema.Draft202012Validator.check_schema(cls.parameters)
+
+
+@dataclass
+class ParsedCall:
+    """One tool call as the parser read it from the model's text."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw: str
+    error: str | None = None  # set when the call could not be parsed (bad JSON, missing name)
+
+
+# Calls that ran past their timeout keep their thread (Python cannot kill one); past this many per tool
+# still running, the tool gets no new thread until one of them returns, so hung calls cannot pile up.
+MAX_ABANDONED_CALLS = 4
+_abandoned: Counter[str] = Counter()  # per tool
+_abandoned_calls: set[int] = set()  # the ids of those calls' futures
+_abandoned_lock = threading.Lock()
+
+
+def _abandon(running: concurrent.futures.Future[Any], name: str) -> None:
+    with _abandoned_lock:
+        if not running.done():
+            _abandoned_calls.add(id(running))
+            _abandoned[name] += 1
+
+
+def _finished(running: concurrent.futures.Future[Any], name: str) -> None:
+    with _abandoned_lock:
+        if id(running) in _abandoned_calls:
+            _abandoned_calls.discard(id(running))
+            _abandoned[name] -= 1
+
+
+class ToolFailure(Exception):
+    """A call that failed in a way the model reads as that Tool's error; the message is the whole text."""
+
+
+# How a call is started: returns a future the caller may stop waiting for (a timeout), which the call then settles
+# unobserved. `run_in_thread` is the default; `toolprocess.ToolWorker.runner` runs calls in a worker process.
+ToolRunner = Callable[[Tool, dict[str, Any]], concurrent.futures.Future[Any]]
+
+
+def invoke_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """One call on the calling thread; an async Tool gets its own event loop here."""
+    try:
+        if inspect.iscoroutinefunction(tool.execute):
+            return asyncio.run(tool.execute(**arguments))
+        return tool.execute(**arguments)
+    except (SystemExit, KeyboardInterrupt) as err:
+        raise ToolFailure(f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or "
+                          "raises") from None
+
+
+def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
+    """Every Tool runs in a daemon thread: a blocking call, in sync or async code, then delays only its own
+    thread, so the rollout's timeout holds for every kind of Tool, and a Tool that never returns neither blocks
+    the rollout nor keeps the process alive at exit."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()  # started: a caller that stops waiting cannot cancel it any more
+
+    def target() -> None:
+        try:
+            future.set_result(invoke_tool(tool, arguments))
+        except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
+            future.set_exception(err)
+
+    threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
+    return future
+
+
+def describe_exception(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float,
+                       run: ToolRunner = run_in_thread) -> ToolCallOutcome:
+    outcome = ToolCallOutcome(id=call.id, name=call.name, arguments=call.arguments, raw=call.raw)
+    if call.error is not None:
+        outcome.error, outcome.error_kind = call.error, "bad_json"
+        return outcome
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        outcome.error, outcome.error_kind = f"unknown tool {call.name!r}; available tools: {known}", "unknown_tool"
+        return outcome
+    arguments = call.arguments or {}
+    try:
+        jsonschema.validate(arguments, tool.parameters)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "arguments"
+        outcome.error, outcome.error_kind = f"invalid arguments for {tool.name}: {where}: {err.message}", "schema"
+        return outcome
+    timeout_s = tool.timeout_s if tool.timeout_s is not None else default_timeout_s
+    with _abandoned_lock:
+        still_running = _abandoned[tool.name]
+    if still_running >= MAX_ABANDONED_CALLS:
+        outcome.error, outcome.error_kind = (f"{tool.name} not called: {still_running} earlier calls are still "
+                                             f"running past their {timeout_s:g} s timeout"), "timeout"
+        return outcome
+    started = time.perf_counter()
+    running = run(tool, arguments)
+    running.add_done_callback(functools.partial(_finished, name=tool.name))
+    try:
+        result = await asyncio.wait_for(asyncio.wrap_future(running), timeout_s)
+    except TimeoutError:
+        _abandon(running, tool.name)
+        outcome.error, outcome.error_kind = f"{tool.name} timed out after {timeout_s:g} s", "timeout"
+    except ToolFailure as err:
+        outcome.error, outcome.error_kind = str(err), "exception"
+    except Exception as err:  # noqa: BLE001 - the model sees the error and may recover
+        outcome.error, outcome.error_kind = f"{tool.name} raised {describe_exception(err)}", "exception"
+    else:
+        try:
+            json.dumps(result, allow_nan=False)  # NaN and infinity are not JSON: the trajectory could not be stored
+            outcome.result = result
+        except (TypeError, ValueError) as err:
+            outcome.result = repr(result)
+            why = "it holds NaN or infinity" if "Out of range float" in str(err) else str(err)
+            outcome.error = f"{tool.name} returned a value that is not JSON: {why}"
+            outcome.error_kind = "bad_result"
+    outcome.latency_ms = (time.perf_counter() - started) * 1000.0
+    return outcome
+
+
+async def execute_calls(
+    calls: list[ParsedCall], tools: dict[str, Tool], default_timeout_s: float, run: ToolRunner = run_in_thread
+) -> list[ToolCallOutcome]:
+    """All calls of one turn run concurrently; results keep the calls' order."""
+    return list(await asyncio.gather(*(execute_call(c, tools, default_timeout_s, run) for c in calls)))

@@ -1,0 +1,57 @@
+"""Episodes -> padded tensors for the learner.
+
+Every per-token tensor is indexed like `input_ids`: entry t belongs to token t. A token's logprob
+comes from the logits at t-1, so position 0 is never trained. `train_mask` is 1 on the tokens the
+loss sees: the sampled tokens, plus tool/observation tokens in the no-mask ablation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.rollout.episode import Episode
+
+
+@dataclass
+class TrainBatch:
+    input_ids: torch.Tensor  # [B, T] long, right padded
+    attention_mask: torch.Tensor  # [B, T] long
+    train_mask: torch.Tensor  # [B, T] float
+    sampled_mask: torch.Tensor  # [B, T] float, 1 exactly on tokens the policy sampled
+    rollout_logprobs: torch.Tensor  # [B, T] float, 0 where not sampled
+    token_rewards: torch.Tensor  # [B, T] float: process rewards at turn ends, outcome at the last sampled token
+    token_turns: torch.Tensor  # [B, T] long: the turn of each token, -1 for the prompt and padding
+    group_ids: torch.Tensor  # [B] long
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, rows: slice | torch.Tensor) -> TrainBatch:
+        return TrainBatch(**{name: value[rows] for name, value in vars(self).items()})
+
+
+def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool = False) -> TrainBatch:
+    width = max(len(ep.token_ids) for ep in episodes)
+    batch = len(episodes)
+    input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((batch, width), dtype=torch.long)
+    sampled = torch.zeros((batch, width))
+    train = torch.zeros((batch, width))
+    rollout_lp = torch.zeros((batch, width))
+    rewards = torch.zeros((batch, width))
+    turns = torch.full((batch, width), -1, dtype=torch.long)
+    for row, ep in enumerate(episodes):
+        n = len(ep.token_ids)
+        input_ids[row, :n] = torch.tensor(ep.token_ids)
+        attention[row, :n] = 1
+        sampled[row, :n] = torch.tensor(ep.loss_mask, dtype=torch.float)
+        non_prompt = torch.tensor([role != "prompt" for role in ep.token_roles], dtype=torch.float)
+        train[row, :n] = non_prompt if train_on_tool_tokens else sampled[row, :n]
+        rollout_lp[row, :n] = torch.tensor([lp if lp is not None else 0.0 for lp in ep.rollout_logprobs])
+        rewards[row, :n] = torch.tensor(ep.token_rewards())
+        turns[row, :n] = torch.tensor(ep.token_turns, dtype=torch.long)
+    train[:, 0] = 0.0  # nothing predicts the first token
+    groups = torch.tensor([ep.group for ep in episodes], dtype=torch.long)
+    return TrainBatch(input_ids, attention, train, sampled, rollout_lp, rewards, turns, groups)

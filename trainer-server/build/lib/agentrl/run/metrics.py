@@ -1,0 +1,57 @@
+"""Rollout-side health signals of one step, from its episodes (docs/token-pipeline.md, rule 8)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from agentrl.rollout.episode import Episode
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
+    rewards = [ep.total_reward for ep in episodes]
+    metrics = {
+        "reward/mean": _mean(rewards),
+        "reward/std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+        "reward/outcome_mean": _mean([ep.outcome_reward for ep in episodes]),
+        "reward/process_mean": _mean([sum(ep.process_rewards) for ep in episodes]),
+        "episode/turns_mean": _mean([len(ep.turns) for ep in episodes]),
+        "episode/response_length_mean": _mean([ep.response_length for ep in episodes]),
+        "episode/total_tokens_mean": _mean([len(ep.token_ids) for ep in episodes]),
+        "health/truncation_rate": _mean([ep.status == "truncated" for ep in episodes]),
+        "health/error_rate": _mean([ep.status == "error" for ep in episodes]),
+        "health/malformed_calls": float(sum(1 for ep in episodes for t in ep.turns if t.parse_error)),
+    }
+    components: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        for name, value in ep.reward_breakdown.items():
+            components[name].append(value)
+    metrics.update({f"reward/{name}": _mean(values) for name, values in components.items()})
+
+    groups: dict[int, list[float]] = defaultdict(list)
+    for ep in episodes:
+        groups[ep.group].append(ep.total_reward)
+    # A group of one sample has no variance to measure (group_size 1 is for algorithms without a group baseline).
+    metrics["health/zero_variance_groups"] = _mean([max(g) - min(g) < 1e-9 for g in groups.values() if len(g) > 1])
+
+    calls = [c for ep in episodes for t in ep.turns for c in t.tool_calls]
+    metrics["tools/offered"] = float(max((len(ep.tool_schemas) for ep in episodes), default=0))
+    metrics["tools/calls"] = float(len(calls))
+    metrics["tools/calls_per_episode"] = len(calls) / len(episodes) if episodes else 0.0
+    metrics["health/tool_failure_rate"] = _mean([c.error is not None for c in calls])
+    by_tool: dict[str, list[bool]] = defaultdict(list)
+    by_kind: dict[str, int] = defaultdict(int)
+    for call in calls:
+        by_tool[call.name or "(unparsed)"].append(call.error is not None)
+        if call.error_kind:
+            by_kind[call.error_kind] += 1
+    for name, failures in by_tool.items():
+        metrics[f"tools/{name}/calls"] = float(len(failures))
+        metrics[f"tools/{name}/failure_rate"] = _mean(failures)
+    for kind, count in by_kind.items():
+        metrics[f"tools/errors/{kind}"] = float(count)
+    return metrics

@@ -1,0 +1,220 @@
+"""The run folder: the one place a run's history lives (layout: protocol/README.md).
+
+Writers append; nothing is rewritten. A checkpoint is complete or absent: it is written to a
+temporary folder and renamed. A reader tolerates a torn last line (a crash mid-write): it is
+ignored until it is completed, never returned half.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, UTC
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentrl.run.contract import check_event
+
+EVENTS_FILE = "events.jsonl"
+RUN_FILE = "run.json"
+CONFIG_FILE = "config.yaml"
+PID_FILE = "pid"
+
+
+def new_run_id(name: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:40] or "run"
+    return f"{safe}-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def trajectory_file_name(step: int) -> str:
+    return f"step-{step:06d}.trajectories.jsonl"
+
+
+def last_seq(run_dir: Path) -> int:
+    """The seq of the log's last complete event, read from its tail, or 0."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return 0
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        tail_size = 1 << 16
+        while True:
+            handle.seek(max(0, size - tail_size))
+            tail = handle.read()
+            complete = tail[: tail.rfind(b"\n") + 1]
+            lines = complete.splitlines()
+            if len(lines) >= 2 or tail_size >= size:
+                return json.loads(lines[-1])["seq"] if lines and lines[-1].strip() else 0
+            tail_size *= 4  # one event longer than the tail read: read more
+
+
+def read_events(run_dir: Path, since: int = 0) -> list[dict[str, Any]]:
+    """Every complete event with seq > since, in order."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return []
+    events = []
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.endswith(b"\n"):
+                break  # torn tail: not yet (or never) completed
+            event = json.loads(line)
+            if event["seq"] > since:
+                events.append(event)
+    return events
+
+
+_TAIL_BLOCK = 1 << 16
+
+
+def reverse_events(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Complete events from the last to the first, reading the log backwards block by block: the latest events
+    cost a read of the log's tail, however long the log is."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        position = handle.seek(0, 2)
+        cut: bytes | None = None  # the end of a line whose start lies in an earlier block
+        at_end = True
+        while position > 0:
+            start = max(0, position - _TAIL_BLOCK)
+            handle.seek(start)
+            lines = (handle.read(position - start) + (cut or b"")).split(b"\n")
+            if at_end:
+                lines.pop()  # what follows the last newline: nothing, or an event still being written
+                at_end = False
+            cut = lines.pop(0) if start > 0 else None
+            for line in reversed(lines):
+                if line.strip():
+                    yield json.loads(line)
+            position = start
+
+
+def last_status(run_dir: Path) -> dict[str, Any] | None:
+    """The data of the log's latest status event, read from its tail."""
+    return next((event["data"] for event in reverse_events(run_dir) if event["type"] == "status"), None)
+
+
+def latest_status(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for event in reversed(events):
+        if event["type"] == "status":
+            return event["data"]
+    return None
+
+
+def list_run_dirs(runs_dir: Path) -> list[Path]:
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    return sorted(p for p in runs_dir.iterdir() if (p / RUN_FILE).is_file())
+
+
+class RunStore:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.trajectories_dir = self.run_dir / "trajectories"
+        self.checkpoints_dir = self.run_dir / "checkpoints"
+        existing = read_events(self.run_dir)
+        self._next_seq = existing[-1]["seq"] + 1 if existing else 1
+        self._truncate_torn_tail()
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any], meta: dict[str, Any]) -> RunStore:
+        run_dir = Path(runs_dir) / run_id
+        if run_dir.exists():
+            raise FileExistsError(f"run folder already exists: {run_dir}")
+        run_dir.mkdir(parents=True)
+        (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        record = {"run_id": run_id, "created_at": datetime.now(UTC).isoformat(), **meta}
+        (run_dir / RUN_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        return cls(run_dir)
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / RUN_FILE).read_text(encoding="utf-8"))
+
+    def _truncate_torn_tail(self) -> None:
+        path = self.run_dir / EVENTS_FILE
+        if not path.exists():
+            return
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with path.open("r+b") as handle:
+                handle.truncate(data.rfind(b"\n") + 1)
+
+    def append_event(self, event_type: str, data: dict[str, Any], *, durable: bool = False) -> int:
+        """Appends one event (its data checked against the protocol: ValueError if it breaks it); returns its seq."""
+        check_event(event_type, data)
+        seq = self._next_seq
+        line = json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False)
+        with (self.run_dir / EVENTS_FILE).open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        self._next_seq += 1
+        return seq
+
+    @property
+    def last_seq(self) -> int:
+        return self._next_seq - 1
+
+    def write_trajectories(self, step: int, records: list[dict[str, Any]]) -> Path:
+        self.trajectories_dir.mkdir(exist_ok=True)
+        path = self.trajectories_dir / trajectory_file_name(step)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)  # a resumed step rewrites its file whole, never half
+        return path
+
+    def save_checkpoint(self, step: int, write: Callable[[Path], None], keep: int) -> Path:
+        """`write(folder)` fills a temporary folder; it becomes `checkpoints/step-NNNNNN` by rename."""
+        self.checkpoints_dir.mkdir(exist_ok=True)
+        final = self.checkpoints_dir / f"step-{step:06d}"
+        tmp = self.checkpoints_dir / f".tmp-{step:06d}-{uuid.uuid4().hex[:6]}"
+        tmp.mkdir()
+        try:
+            write(tmp)
+            for path in tmp.rglob("*"):
+                if path.is_file():
+                    with path.open("rb") as handle:
+                        os.fsync(handle.fileno())
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a failed checkpoint leaves nothing behind
+            raise
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        for old in self.checkpoints()[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def checkpoints(self) -> list[Path]:
+        if not self.checkpoints_dir.is_dir():
+            return []
+        return sorted(p for p in self.checkpoints_dir.iterdir() if p.name.startswith("step-") and p.is_dir())
+
+    def latest_checkpoint(self) -> Path | None:
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def write_pid(self) -> None:
+        (self.run_dir / PID_FILE).write_text(str(os.getpid()), encoding="utf-8")
+
+    def clear_pid(self) -> None:
+        (self.run_dir / PID_FILE).unlink(missing_ok=True)

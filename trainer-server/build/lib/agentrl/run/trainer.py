@@ -1,0 +1,291 @@
+"""The train loop: sample tasks, roll out, update, record; checkpoint; stop or resume cleanly.
+
+Determinism: the data order of epoch e is a shuffle seeded by (seed, e); step s takes the next
+batch_size / group_size tasks of that endless sequence; sampling at step s is seeded by (seed, s).
+So a resumed run only needs the weights, the learner state and the step to continue exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import resource
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
+from agentrl.environment.loader import env_factory, load_env_class
+from agentrl.rollout.episode import Episode, record_episodes
+from agentrl.run.health import HealthMonitor
+from agentrl.learning.learner import Learner, NonFiniteError
+from agentrl.run.metrics import rollout_metrics
+from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
+from agentrl.run.tasks import load_tasks
+
+
+def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
+    chosen = []
+    for position in range((step - 1) * per_step, step * per_step):
+        epoch, index = divmod(position, len(tasks))
+        order = list(range(len(tasks)))
+        if shuffle:
+            random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        chosen.append(tasks[order[index]])
+    return chosen
+
+
+def _peak_memory_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+@contextmanager
+def _graceful_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _Run:
+    """Everything a run holds while it trains."""
+
+    def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
+        from agentrl.models.loading import load_policy
+        from agentrl.rollout.engine import make_rollout_engine, vllm_unavailable_reason
+
+        self.config, self.store, self.progress = config, store, progress
+        torch.manual_seed(config.seed)
+        self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
+        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
+                               data_files_in_use(config))
+        self.tasks = load_tasks(config.data.train, config.data.limit)
+        self.engine = make_rollout_engine(self.model, self.tokenizer, make_env, config.rollout, self.device,
+                                          concurrent_episodes=config.train.batch_size)
+        store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
+        if progress:
+            print(f"rollout engine: {self.engine.description}", file=sys.stderr)
+        if config.train.async_steps and self.engine.shares_policy_weights:
+            self.engine.close()
+            raise ValueError(f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
+                             f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})")
+        self.health = HealthMonitor()
+        self.completed_step = 0  # the last step whose update and events are recorded
+
+    @functools.cached_property
+    def learner(self) -> Learner:
+        """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
+        return Learner(self.model, self.tokenizer, self.config, self.device)
+
+    def record(self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None) -> None:
+        record_episodes(self.store, step, episodes, self.tokenizer, advantages)
+
+    def checkpoint(self, step: int) -> None:
+        def write(folder: Path) -> None:
+            torch.save(self.model.state_dict(), folder / "model.pt")
+            torch.save(self.learner.state_dict(), folder / "learner.pt")
+            (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1,
+                                                           "health": self.health.state_dict()}))
+
+        path = self.store.save_checkpoint(step, write, self.config.train.keep_checkpoints)
+        self.store.append_event("checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))},
+                                durable=True)
+
+    def restore(self, checkpoint: Path) -> int:
+        self.model.load_state_dict(torch.load(checkpoint / "model.pt", map_location=self.device))
+        self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
+                                                weights_only=False))
+        state = json.loads((checkpoint / "state.json").read_text())
+        self.health.load_state_dict(state.get("health", {}))  # checkpoints from before health checks have none
+        self.completed_step = int(state["step"])
+        self.engine.weights_updated()
+        return self.completed_step
+
+
+def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
+    store.append_event("status", {"status": status, "step": step, "total_steps": total, **extra}, durable=True)
+
+
+def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
+    return (f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
+            f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
+            f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
+            f"{metrics['perf/step_time_s']:.1f}s" + "".join(f"  WARN {code}" for code in warnings))
+
+
+def _health_text(event: dict[str, Any]) -> str:
+    """A `health` event as the CLI prints it, under the step line."""
+    if event["resolved"]:
+        return f"  ok   {event['code']}: {event['message']}"
+    return f"  WARN {event['code']}: {event['message']}\n       fix: {event['fix']}"
+
+
+def train(
+    config: RunConfig,
+    *,
+    runs_dir: str | Path,
+    run_id: str | None = None,
+    resume_dir: str | Path | None = None,
+    max_steps: int | None = None,
+    rollout_only_episodes: int | None = None,
+    config_base_dir: str | Path | None = None,
+    stop_event: threading.Event | None = None,
+    progress: bool = False,
+) -> Path:
+    """Train (or, with rollout_only_episodes, just roll out) and return the run folder."""
+    stop = stop_event or threading.Event()
+    if resume_dir is not None:
+        store = RunStore(Path(resume_dir))
+        config = load_config_dict(yaml.safe_load((store.run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+        if store.meta().get("mode") == "try":
+            raise ValueError("a Try run has nothing to resume; start a new one")
+    else:
+        config = resolve_paths(config, Path(config_base_dir or Path.cwd()).resolve())
+        mode = "try" if rollout_only_episodes else "train"
+        store = RunStore.create(Path(runs_dir), run_id or new_run_id(config.name),
+                                config.model_dump(mode="json"), {"name": config.name, "mode": mode})
+    total = 0 if rollout_only_episodes else config.train.steps
+    step = 0
+    store.write_pid()
+    run: _Run | None = None
+    try:
+        with _graceful_signals(stop):
+            _status(store, "running", 0, total)
+            run = _Run(config, store, progress)
+            checkpoint = store.latest_checkpoint()
+            if resume_dir is not None and checkpoint is not None:
+                step = run.restore(checkpoint)
+                resumed_seq = json.loads((checkpoint / "state.json").read_text())["seq"]
+                _status(store, "running", step, total,
+                        message=f"resumed from checkpoint at step {step}; events from seq {resumed_seq} "
+                                f"up to this one belong to work after that checkpoint and are superseded",
+                        superseded_from_seq=resumed_seq)
+            if rollout_only_episodes:
+                _try_episodes(run, rollout_only_episodes)
+                _status(store, "completed", 0, 0)
+                return store.run_dir
+            last = min(total, step + max_steps) if max_steps is not None else total
+            step = _train_steps(run, step, last, total, stop)
+            latest = store.latest_checkpoint()
+            if step > 0 and (latest is None or latest.name != f"step-{step:06d}"):
+                run.checkpoint(step)  # the end of a run, or of a graceful stop, is always resumable
+            _status(store, "completed" if step >= total else "stopped", step, total)
+    except BaseException as err:
+        step = run.completed_step if run is not None else step  # the failing step did not complete
+        _status(store, "failed", step, total, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
+        raise
+    finally:
+        if run is not None:
+            run.engine.close()
+        store.clear_pid()
+    return store.run_dir
+
+
+def _try_episodes(run: _Run, count: int) -> None:
+    episodes = run.engine.run(run.tasks[:count] if len(run.tasks) >= count else
+                              [run.tasks[i % len(run.tasks)] for i in range(count)], 1, run.config.seed)
+    run.record(0, episodes)
+    run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.engine.last_stats})
+
+
+def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[list[Episode], int]:
+    """The episodes the update may use, and how many were dropped: a NaN or infinite reward would turn
+    every advantage of its group, and then the weights, into NaN."""
+    screened = [(episode, episode.non_finite_rewards()) for episode in episodes]
+    bad = [(episode, found) for episode, found in screened if found]
+    if not bad:
+        return episodes, 0
+    kept = [episode for episode, found in screened if not found]
+    if policy == "fail" or not kept:
+        episode, found = bad[0]
+        more = f" (and {len(bad) - 1} more episode(s))" if len(bad) > 1 else ""
+        raise NonFiniteError(
+            f"step {step}: episode {episode.group}/{episode.sample} of task {episode.task_id!r}: {'; '.join(found)}"
+            f"{more}. Nothing was updated and the last checkpoint stands. Make the env's rewards finite"
+            + (", or set train.non_finite_rewards: drop to leave such episodes out" if policy == "fail" else
+               "; every episode of the step had one, so there was nothing left to train on"))
+    return kept, len(bad)
+
+
+def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
+    """Steps `step + 1` to `last`. With train.async_steps the next step's rollouts run in a second thread while
+    this step updates: the engine was given the weights before the update started, so the rollouts are one
+    step behind the learner, and the learner corrects for it (see `Learner.behaviour_correction`)."""
+    from tqdm import tqdm
+
+    cfg = run.config
+    per_step = cfg.train.batch_size // cfg.rollout.group_size
+    bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", file=sys.stderr, disable=not run.progress,
+               dynamic_ncols=True)
+
+    def rollout(at_step: int) -> tuple[list[Episode], dict[str, float]]:
+        tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
+        episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step)
+        return episodes, dict(run.engine.last_stats)
+
+    prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") if cfg.train.async_steps else None
+    prefetched: Future[tuple[list[Episode], dict[str, float]]] | None = None
+    try:
+        while step < last and not stop.is_set():
+            step += 1
+            started = time.perf_counter()
+            episodes, rollout_stats = prefetched.result() if prefetched is not None else rollout(step)
+            prefetched = None
+            if prefetcher is not None and step < last:
+                run.engine.sync_weights()  # here, before the update below starts changing them
+                prefetched = prefetcher.submit(rollout, step + 1)
+            episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
+            try:
+                update = run.learner.update(episodes)
+            except NonFiniteError as err:
+                raise NonFiniteError(f"step {step}: {err}") from None
+            run.engine.weights_updated()
+            metrics = rollout_metrics(episodes) | rollout_stats | update.metrics
+            if dropped:
+                metrics["health/dropped_non_finite"] = float(dropped)
+            metrics["perf/step_time_s"] = time.perf_counter() - started
+            metrics["perf/peak_memory_mb"] = _peak_memory_mb()
+            run.record(step, episodes, update.advantages)
+            run.store.append_event("metrics", {"step": step, "metrics": metrics})
+            run.completed_step = step
+            health_events = run.health.observe(step, metrics)
+            for event in health_events:
+                run.store.append_event("health", event)
+            _status(run.store, "running", step, total)
+            if step % cfg.train.checkpoint_every == 0:
+                run.checkpoint(step)
+            bar.update(1)
+            if run.progress:
+                bar.write(_summary_line(step, total, metrics, run.health.active), file=sys.stderr)
+                for event in health_events:
+                    bar.write(_health_text(event), file=sys.stderr)
+                if dropped:
+                    bar.write(f"  WARN dropped {dropped} episode(s) with a non-finite reward "
+                              "(train.non_finite_rewards: drop)", file=sys.stderr)
+    finally:
+        if prefetcher is not None:
+            # A stop or a failure leaves the prefetched step unused; its rollouts finish first (the engine is shared).
+            prefetcher.shutdown(wait=True)
+        bar.close()
+    return step

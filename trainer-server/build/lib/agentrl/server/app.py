@@ -1,0 +1,458 @@
+"""The WebSocket server: authentication on the upgrade, JSON-RPC dispatch, run event streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from agentrl import __version__
+from agentrl.learning.algorithms import ALGORITHM_NAMES
+from agentrl.run.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
+from agentrl.server import protocol as p
+from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
+from agentrl.server.runs import RunManager, status_run_info
+
+log = logging.getLogger("agentrl.server")
+
+MAX_MESSAGE_BYTES = 48 * 2**20  # an env/upload carries a base64 archive
+MAX_REQUEST_BYTES = 1 * 2**20  # every other request
+BEHIND_THRESHOLD = 5_000  # events a subscriber may lag before it is told it fell behind
+EVENTS_PER_TURN = 16  # events a subscriber's stream sends before it lets the server's other work run
+STREAM_READ_BYTES = 1 << 18  # of the event log, read and parsed at a time for one subscriber
+POLL_SECONDS = 0.1
+
+
+@dataclass
+class ServerOptions:
+    host: str
+    port: int
+    runs_dir: Path
+    bundles_dir: Path
+    token: str | None
+    allowed_origins: tuple[str, ...] = ()
+    max_connections: int = 32
+
+
+def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
+    """Non-browser clients (the extension host, scripts) send no Origin. A browser always does, so a
+    web page cannot drive a local server unless its origin was allowed explicitly."""
+    return origin is None or origin in allowed
+
+
+def make_request_check(options: ServerOptions, open_connections: Any) -> Any:
+    def check(connection: ServerConnection, request: Request) -> Response | None:
+        if open_connections() >= options.max_connections:
+            log.warning("refused a connection: %d are open, the limit", options.max_connections)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE,
+                                      f"{options.max_connections} connections are open, the server's limit\n")
+        headers: Headers = request.headers
+        repeated = [name for name in ("Origin", "Authorization") if len(headers.get_all(name)) > 1]
+        if repeated:
+            log.warning("rejected a connection with several %s headers", repeated[0])
+            return connection.respond(HTTPStatus.BAD_REQUEST, f"several {repeated[0]} headers; send one\n")
+        if not origin_allowed(headers.get("Origin"), options.allowed_origins):
+            log.warning("rejected a connection from origin %s", headers.get("Origin"))
+            return connection.respond(HTTPStatus.FORBIDDEN, "origin not allowed\n")
+        if options.token is not None:
+            supplied = headers.get("Authorization", "")
+            expected = f"Bearer {options.token}"
+            if not hmac.compare_digest(supplied.encode(), expected.encode()):
+                log.warning("rejected a connection with a missing or wrong token")
+                return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
+        return None
+
+    return check
+
+
+def describe_devices() -> dict[str, Any]:
+    cpu = {"name": platform.processor() or platform.machine(), "cores": os.cpu_count() or 1}
+    try:
+        cpu["memoryBytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    gpus = []
+    try:
+        import torch
+
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            gpus.append({"name": props.name, "memoryBytes": int(props.total_memory)})
+    except ImportError:
+        pass
+    return {"cpu": cpu, "gpus": gpus}
+
+
+@dataclass
+class Client:
+    connection: ServerConnection
+    initialized: bool = False
+    subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_text(json.dumps(message, allow_nan=False))
+
+    async def send_text(self, frame: str) -> None:
+        async with self.send_lock:
+            await self.connection.send(frame)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+MAX_CONCURRENT_UPLOADS = 2
+# Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
+# sends faster than its requests are answered waits on TCP instead of growing the server's memory.
+MAX_QUEUED_FRAMES = 4
+
+
+class TrainerServer:
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self.runs = RunManager(options.runs_dir)
+        self.bundles = BundleStore(options.bundles_dir)
+        # Uploads run in worker threads; bounded, they never take every worker from the other requests.
+        self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
+        self.open_connections = 0
+        self.server: Server | None = None
+        self.shutdown_requested = asyncio.Event()
+        self.handlers = {
+            "initialize": self.initialize,
+            "run/start": self.run_start,
+            "run/stop": self.run_stop,
+            "run/resume": self.run_resume,
+            "run/list": self.run_list,
+            "run/get": self.run_get,
+            "run/subscribe": self.run_subscribe,
+            "run/unsubscribe": self.run_unsubscribe,
+            "trajectory/query": self.trajectory_query,
+            "trajectory/get": self.trajectory_get,
+            "env/upload": self.env_upload,
+            "env/check": self.env_check,
+            "server/ping": self.ping,
+            "server/shutdown": self.shutdown,
+        }
+        assert set(self.handlers) == set(p.METHODS), "handlers and rpc.schema.json x-methods drifted"
+
+    async def serve_forever(self, on_listening: Any) -> None:
+        self.runs.recover()
+        async with serve(
+            self.connection_handler, self.options.host, self.options.port,
+            process_request=make_request_check(self.options, lambda: self.open_connections),
+            max_size=MAX_MESSAGE_BYTES, max_queue=MAX_QUEUED_FRAMES, ping_interval=20, ping_timeout=20,
+        ) as server:
+            self.server = server
+            port = next(iter(server.sockets)).getsockname()[1]
+            on_listening(port)
+            await self.shutdown_requested.wait()
+            await asyncio.sleep(0.05)  # let the shutdown response reach its client
+
+    # --- connection -------------------------------------------------------------------------
+    async def connection_handler(self, connection: ServerConnection) -> None:
+        client = Client(connection)
+        self.open_connections += 1
+        try:
+            async for raw in connection:
+                response = await self.handle_message(client, raw)
+                if response is not None:
+                    await client.send(response)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.open_connections -= 1
+            for task in client.subscriptions.values():
+                task.cancel()  # the runs go on; only this client's streams end
+
+    async def handle_message(self, client: Client, raw: str | bytes) -> dict[str, Any] | None:
+        if isinstance(raw, bytes):
+            return _error(None, p.INVALID_REQUEST, "binary frames are not JSON-RPC; send text frames")
+        try:
+            message = json.loads(raw)
+        except (ValueError, RecursionError) as err:  # ValueError: bad JSON, or an integer over Python's digit limit
+            return _error(None, p.PARSE_ERROR, f"parse error: {err}")
+        if isinstance(message, list):
+            return _error(None, p.INVALID_REQUEST, "batch requests are not supported; send one request per frame")
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+            request_id = message.get("id") if isinstance(message, dict) else None
+            return _error(_valid_id(request_id), p.INVALID_REQUEST,
+                          'invalid request: expected an object with "jsonrpc": "2.0" and a string "method"')
+        request_id = message.get("id")
+        if "id" in message and not _is_valid_id(request_id):
+            return _error(None, p.INVALID_REQUEST, "invalid request: id must be a string or an integer")
+        is_notification = "id" not in message
+        method = message["method"]
+        if method != "env/upload" and len(raw) > MAX_REQUEST_BYTES:
+            return None if is_notification else _error(request_id, p.MESSAGE_TOO_LARGE,
+                                                        f"request of {len(raw)} bytes over the {MAX_REQUEST_BYTES} limit")
+        params = message.get("params", {})
+        try:
+            handler = self.handlers.get(method)
+            if handler is None:
+                raise p.RpcError(p.METHOD_NOT_FOUND, f"method not found: {method!r}")
+            if not isinstance(params, dict):
+                raise p.RpcError(p.INVALID_PARAMS, "params must be an object")
+            p.check_params(method, params)
+            if method != "initialize" and not client.initialized:
+                raise p.RpcError(p.NOT_INITIALIZED, f"{method}: send initialize first")
+            result = await handler(client, params)
+        except p.RpcError as err:
+            return None if is_notification else _error(request_id, err.code, err.message, err.data)
+        except Exception as err:  # noqa: BLE001 - one bad request never takes the server down
+            log.exception("internal error in %s", method)
+            return None if is_notification else _error(request_id, p.INTERNAL_ERROR, f"internal error: {err}")
+        return None if is_notification else {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    # --- methods ----------------------------------------------------------------------------
+    async def initialize(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        major = params["protocolVersion"].split(".")[0]
+        if major != p.PROTOCOL_VERSION.split(".")[0]:
+            raise p.RpcError(p.INCOMPATIBLE_PROTOCOL,
+                             f"client speaks protocol {params['protocolVersion']}, this server {p.PROTOCOL_VERSION}; "
+                             f"update the extension or the trainer so their major versions match")
+        client.initialized = True
+        return {
+            "serverVersion": __version__,
+            "protocolVersion": p.PROTOCOL_VERSION,
+            "capabilities": {"algorithms": list(ALGORITHM_NAMES), "tryRuns": True,
+                             "envUpload": True, "maxMessageBytes": MAX_MESSAGE_BYTES,
+                             "maxBundleBytes": MAX_ARCHIVE_BYTES},
+            "devices": await asyncio.to_thread(describe_devices),
+        }
+
+    async def run_start(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        base = self._config_base(params)
+        run_id = await self.runs.start(params["config"], base, params.get("mode", "train"), params.get("episodes"))
+        return {"runId": run_id}
+
+    def _config_base(self, params: dict[str, Any]) -> Path:
+        """The folder a run config's relative paths resolve against (rpc.md, `run/start`)."""
+        if "configDir" in params:
+            if "envBundle" in params:
+                raise p.RpcError(p.INVALID_PARAMS, "run/start: give configDir or envBundle, not both")
+            folder = Path(params["configDir"])
+            if not folder.is_absolute() or not folder.is_dir():
+                raise p.RpcError(p.INVALID_PARAMS,
+                                 f"run/start: configDir {params['configDir']!r} is not an absolute folder on the server's machine")
+            return folder
+        return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
+
+    async def run_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        status = await self.runs.stop(params["runId"], params["mode"])
+        return {"runId": params["runId"], "status": status}
+
+    async def run_resume(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        await self.runs.resume(params["runId"])
+        return {"runId": params["runId"], "status": "running"}
+
+    # Methods that read run folders (event logs of any length) do it in a worker thread: the event loop
+    # keeps answering every other client meanwhile (initialize, pings, streams).
+    async def run_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return {"runs": await asyncio.to_thread(self.runs.list)}
+
+    async def run_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self.runs.info, params["runId"])
+
+    async def run_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        run_id = params["runId"]
+        run_dir = self.runs.run_dir(run_id)
+        since = params.get("since", 0)
+        previous = client.subscriptions.pop(run_id, None)
+        if previous is not None:
+            previous.cancel()
+        client.subscriptions[run_id] = asyncio.get_running_loop().create_task(
+            self._stream(client, run_id, run_dir, since))
+        return {"runId": run_id, "lastSeq": await asyncio.to_thread(last_seq, run_dir)}
+
+    async def _stream(self, client: Client, run_id: str, run_dir: Path, since: int) -> None:
+        """Every event with seq > since, from the log, then new ones as they are appended. The cursor
+        is the last seq sent, so a reconnecting client gets no gap and no duplicate; the log on disk
+        is the buffer, so a slow client costs the training process nothing."""
+        sent = since
+        offset = 0
+        told_behind = False
+        path = run_dir / EVENTS_FILE
+        try:
+            while True:
+                events, offset = await asyncio.to_thread(_read_new_events, path, offset, run_id)
+                fresh = [(seq, frame) for seq, frame in events if seq > sent]
+                latest = events[-1][0] if events else sent
+                if latest - sent > BEHIND_THRESHOLD and not told_behind:
+                    await client.notify("run/behind", {"runId": run_id, "sentSeq": sent, "latestSeq": latest})
+                    told_behind = True
+                for count, (seq, frame) in enumerate(fresh, 1):
+                    await client.send_text(frame)
+                    sent = seq
+                    if count % EVENTS_PER_TURN == 0:
+                        # A send into a socket with room does not suspend; without this a subscriber replaying a
+                        # long log would keep the loop (and every other client's handshake) until its buffers fill.
+                        await asyncio.sleep(0)
+                if not fresh:
+                    told_behind = False
+                    await asyncio.sleep(POLL_SECONDS)
+        except ConnectionClosed:
+            pass
+
+    async def run_unsubscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        task = client.subscriptions.pop(params["runId"], None)
+        if task is not None:
+            task.cancel()
+        return {"runId": params["runId"]}
+
+    async def trajectory_query(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._trajectory_query, params)
+
+    def _trajectory_query(self, params: dict[str, Any]) -> dict[str, Any]:
+        run_dir = self.runs.run_dir(params["runId"])
+        latest: dict[str, dict[str, Any]] = {}
+        for event in read_events(run_dir):
+            if event["type"] == "trajectory":
+                latest[event["data"]["id"]] = event["data"]  # a resumed step supersedes its earlier record
+        items = list(latest.values())
+        if "step" in params:
+            items = [i for i in items if i["step"] == params["step"]]
+        if "status" in params:
+            items = [i for i in items if i["status"] == params["status"]]
+        if "hasToolError" in params:
+            items = [i for i in items if (i["num_tool_errors"] > 0) == params["hasToolError"]]
+        sort = params.get("sort", "step")
+        field_name = sort.lstrip("-")
+        items.sort(key=lambda i: (i[field_name], i["step"], i["group"], i["sample"]), reverse=sort.startswith("-"))
+        start = _decode_cursor(params.get("cursor"))
+        limit = params.get("limit", 100)
+        page = items[start : start + limit]
+        next_cursor = str(start + limit) if start + limit < len(items) else None
+        return {"items": page, "total": len(items), "nextCursor": next_cursor}
+
+    async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._trajectory_get, params)
+
+    def _trajectory_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        run_dir = self.runs.run_dir(params["runId"])
+        step = _ascii_int(params["id"].split("-", 1)[0])
+        if step is not None:
+            path = run_dir / "trajectories" / trajectory_file_name(step)
+            if path.is_file():
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    record = json.loads(line)
+                    if record["id"] == params["id"]:
+                        return record
+        raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {params['runId']} has no trajectory {params['id']!r}")
+
+    async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        async with self.upload_slots:  # one per connection already: a connection's requests run in turn
+            digest, files = await asyncio.to_thread(self.bundles.add, params["archive"])
+        log.info("stored env bundle %s (%s, %d files)", digest[:12], params["name"], files)
+        return {"bundleId": digest, "sha256": digest, "files": files}
+
+    async def env_check(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        folder = self.bundles.path(params["bundleId"])
+        # The user's code runs in a child process, never in the server.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentrl.cli", "env", "check", str(folder), "--json",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), timeout=300)
+        except TimeoutError:
+            process.kill()
+            raise p.RpcError(p.INTERNAL_ERROR, "env check took longer than 300 s") from None
+        try:
+            diagnostics = json.loads(out)
+        except json.JSONDecodeError:
+            said = err.decode(errors="replace").strip()[-2000:]
+            how = (f"exited with code {process.returncode}" if process.returncode >= 0
+                   else f"was killed by signal {-process.returncode}")
+            diagnostics = [{"severity": "error",
+                            "message": f"env check {how} before reporting (the env's code may have ended the "
+                                       f"process, e.g. os._exit)" + (f": {said}" if said else "")}]
+        return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
+
+    async def ping(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return {"time": time.time()}
+
+    async def shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        log.info("shutdown requested; runs keep going in their own processes")
+        self.shutdown_requested.set()
+        return {}
+
+
+_EVENT_PREFIX = re.compile(rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", ')  # how RunStore.append_event begins every line
+
+
+def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int]:
+    """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer),
+    each as (seq, its `run/event` notification frame). The frame is the log line itself inside the envelope:
+    the event is neither parsed nor serialized again, so replaying a long log costs the server's loop one
+    send per event. A status event, a few per step, is parsed: its frame carries the RunInfo fields it sets."""
+    if not path.exists():
+        return [], offset
+    size = STREAM_READ_BYTES
+    with path.open("rb") as handle:
+        while True:
+            handle.seek(offset)
+            chunk = handle.read(size)
+            end = chunk.rfind(b"\n") + 1  # only complete lines; a torn tail is read next time
+            if end or len(chunk) < size:
+                break
+            size *= 4  # one event longer than the read: read more
+    envelope = '{"jsonrpc": "2.0", "method": "run/event", "params": {"runId": ' + json.dumps(run_id) + ", "
+    events = []
+    for line in chunk[:end].splitlines():
+        if not line.strip():
+            continue
+        prefix = _EVENT_PREFIX.match(line)
+        run_info = ""
+        if prefix is not None and prefix.group(2) != b"status":
+            seq = int(prefix.group(1))
+        else:  # a status event, or a line not written by append_event: parsed
+            event = json.loads(line)
+            seq = int(event["seq"])
+            if event["type"] == "status":
+                run_info = '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", "
+        events.append((seq, envelope + run_info + line.decode("utf-8").strip()[1:] + "}"))
+    return events, offset + end
+
+
+def _decode_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    start = _ascii_int(cursor)
+    if start is None:
+        raise p.RpcError(p.INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: pass back the nextCursor of a previous page")
+    return start
+
+
+def _ascii_int(text: str, max_digits: int = 18) -> int | None:
+    """A non-negative integer written in ASCII digits, or None (str.isdigit also accepts '²' and other
+    digits int() refuses, and int() refuses more than 4,300 digits)."""
+    return int(text) if 0 < len(text) <= max_digits and text.isascii() and text.isdigit() else None
+
+
+def _is_valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _valid_id(value: Any) -> Any:
+    return value if _is_valid_id(value) else None
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}

@@ -1,0 +1,115 @@
+"""`agentrl serve`: the JSON-RPC WebSocket server an editor drives."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8765, help="port; 0 picks a free one (default: 8765)")
+    parser.add_argument("--token-file", help=f"the token every connection must present ('Authorization: Bearer "
+                        f"TOKEN'), read from this file; or set {TOKEN_ENV}. Without either, a fresh token is "
+                        "generated into RUNS_DIR/.serve-token, readable by you only")
+    parser.add_argument("--token", help=argparse.SUPPRESS)  # refused with a reason: see run()
+    parser.add_argument("--runs-dir", default="runs", help="folder of run folders (default: runs)")
+    parser.add_argument("--bundles-dir", help="where uploaded env bundles live (default: RUNS_DIR/../bundles)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a browser Origin allowed to connect (repeatable); none by default")
+    parser.add_argument("--max-connections", type=int, default=32,
+                        help="connections open at once; more are refused with HTTP 503 (default: 32)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+TOKEN_ENV = "AGENTRL_TOKEN"
+# Off loopback the token is all that stands between the network and running code on this machine.
+MIN_REMOTE_TOKEN_LENGTH = 16
+GENERATED_TOKEN_FILE = ".serve-token"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_token(args: argparse.Namespace, runs_dir: Path) -> tuple[str, Path | None]:
+    """The token connections must present, and the file it was generated into when none was given: like
+    Jupyter, a server never runs without one, since any local user could otherwise upload code and run it."""
+    if args.token is not None:
+        raise ValueError(f"--token puts the token in every local user's process list; put it in a file "
+                         f"(--token-file FILE) or the {TOKEN_ENV} environment variable")
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise ValueError(f"cannot read --token-file: {err}") from None
+        if not token:
+            raise ValueError("--token-file is empty")
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        if not is_loopback(args.host) and len(token) < MIN_REMOTE_TOKEN_LENGTH:
+            raise ValueError(f"refusing to bind {args.host} with a token of {len(token)} characters: anyone who "
+                             f"can reach it could guess it and run code on this machine; use at least "
+                             f"{MIN_REMOTE_TOKEN_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+        return token, None
+    if not is_loopback(args.host):
+        raise ValueError(f"refusing to bind {args.host} without a token you chose: anyone who can reach it could "
+                         f"run code on this machine. Pass --token-file FILE or set {TOKEN_ENV}, or bind 127.0.0.1.")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    path = runs_dir / GENERATED_TOKEN_FILE
+    path.unlink(missing_ok=True)  # a fresh token each start; O_EXCL below then refuses a planted file or link
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+        out.write(token + "\n")
+    return token, path
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agentrl.server.app import ServerOptions, TrainerServer
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    runs_dir = Path(args.runs_dir).resolve()
+    try:
+        token, generated_in = serve_token(args, runs_dir)
+    except ValueError as err:
+        print(f"agentrl serve: {err}", file=sys.stderr)
+        return 2
+    if generated_in is not None:
+        print(f"agentrl serve: no token given; connections must present the one generated in {generated_in} "
+              "(readable by you only)", file=sys.stderr)
+    options = ServerOptions(
+        host=args.host, port=args.port, runs_dir=runs_dir,
+        bundles_dir=Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir.parent / "bundles",
+        token=token, allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
+    )
+
+    def on_listening(port: int) -> None:
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        ready = {"event": "listening", "url": f"ws://{host}:{port}", "pid": os.getpid()}
+        if generated_in is not None:
+            ready["token_file"] = str(generated_in)
+        print(json.dumps(ready), flush=True)
+
+    try:
+        asyncio.run(TrainerServer(options).serve_forever(on_listening))
+    except OSError as err:
+        print(f"agentrl serve: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,52 @@
+"""The wire contract, read from protocol/schemas/rpc.schema.json (the one source of truth):
+protocol version, method names, params schemas, error codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from agentrl.run import contract
+
+# Error codes (rpc.schema.json#/$defs/errorCode): JSON-RPC 2.0's own, then the application's.
+PARSE_ERROR = contract.ERROR_CODES["PARSE_ERROR"]
+INVALID_REQUEST = contract.ERROR_CODES["INVALID_REQUEST"]
+METHOD_NOT_FOUND = contract.ERROR_CODES["METHOD_NOT_FOUND"]
+INVALID_PARAMS = contract.ERROR_CODES["INVALID_PARAMS"]
+INTERNAL_ERROR = contract.ERROR_CODES["INTERNAL_ERROR"]
+NOT_INITIALIZED = contract.ERROR_CODES["NOT_INITIALIZED"]
+INCOMPATIBLE_PROTOCOL = contract.ERROR_CODES["INCOMPATIBLE_PROTOCOL"]
+MESSAGE_TOO_LARGE = contract.ERROR_CODES["MESSAGE_TOO_LARGE"]
+RUN_NOT_FOUND = contract.ERROR_CODES["RUN_NOT_FOUND"]
+RUN_STATE_CONFLICT = contract.ERROR_CODES["RUN_STATE_CONFLICT"]
+CONFIG_INVALID = contract.ERROR_CODES["CONFIG_INVALID"]
+BUNDLE_REJECTED = contract.ERROR_CODES["BUNDLE_REJECTED"]
+BUNDLE_NOT_FOUND = contract.ERROR_CODES["BUNDLE_NOT_FOUND"]
+TRAJECTORY_NOT_FOUND = contract.ERROR_CODES["TRAJECTORY_NOT_FOUND"]
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def rpc_schema() -> dict[str, Any]:
+    return contract.load_schema("rpc.schema.json")
+
+
+def validator_for(definition: str) -> jsonschema.Draft202012Validator:
+    return contract.validator_for("rpc.schema.json", definition)
+
+
+PROTOCOL_VERSION: str = rpc_schema()["x-protocolVersion"]
+METHODS: tuple[str, ...] = tuple(rpc_schema()["x-methods"])
+
+
+def check_params(method: str, params: dict[str, Any]) -> None:
+    errors = sorted(validator_for(f"{method}.params").iter_errors(params), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "params"
+        raise RpcError(INVALID_PARAMS, f"invalid params for {method}: {where}: {first.message}")

@@ -1,0 +1,243 @@
+"""Runs as child processes: start, stop, resume, list; notice when one dies.
+
+Each run is `python -m agentrl.cli train ...` in its own session, so it outlives a client and even
+the server. Its `events.jsonl` is the source of truth; the server appends to it only when the run's
+process is gone and the log does not say how it ended (killed, crashed, or found dead on restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from datetime import UTC, datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentrl.run.config import ConfigError, load_config_dict, resolve_paths
+from agentrl.run.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
+from agentrl.run.runstore import (
+    PID_FILE,
+    RUN_FILE,
+    RunStore,
+    last_status,
+    list_run_dirs,
+    new_run_id,
+    reverse_events,
+)
+from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
+
+log = logging.getLogger("agentrl.server")
+STDERR_TAIL_BYTES = 20_000
+
+
+def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
+    """The RunInfo fields a status event's data sets (rpc.schema.json#/$defs/statusRunInfo): run/get's, and what
+    a status event's run/event carries, so a client never maps the stored event itself."""
+    return {"status": status["status"], "step": status.get("step", 0), "totalSteps": status.get("total_steps", 0),
+            "message": status.get("message")}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class RunProcess:
+    run_id: str
+    process: asyncio.subprocess.Process | None = None
+    adopted_pid: int | None = None  # a run left running by an earlier server process
+    stop_mode: str | None = None
+    stderr_path: Path | None = None
+    # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
+    queued_meta: dict[str, Any] | None = None
+
+
+class RunManager:
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self.incoming_dir = runs_dir / ".incoming"
+        self.live: dict[str, RunProcess] = {}
+
+    # --- start-up -----------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Every run on disk is listed; one whose process died without saying so is `interrupted`."""
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        for run_dir in list_run_dirs(self.runs_dir):
+            status = last_status(run_dir) or {}
+            if status.get("status") in ENDED_RUN_STATUSES:
+                continue
+            pid = _read_pid(run_dir)
+            if pid is not None and pid_alive(pid):
+                self.live[run_dir.name] = RunProcess(run_dir.name, adopted_pid=pid)
+                asyncio.get_running_loop().create_task(self._watch_adopted(run_dir.name, pid))
+                continue
+            RunStore(run_dir).append_event("status", {
+                "status": "interrupted", "step": status.get("step", 0), "total_steps": status.get("total_steps", 0),
+                "message": "the run's process ended without finishing (server or machine restart); resume it "
+                           "to continue from its last checkpoint",
+            }, durable=True)
+            (run_dir / PID_FILE).unlink(missing_ok=True)
+
+    # --- queries ------------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> Path:
+        path = self.runs_dir / run_id
+        if run_id in self.live and not path.exists():
+            return path  # queued: the process has not created its folder yet
+        if not (path / RUN_FILE).is_file() or path.parent != self.runs_dir:
+            raise RpcError(RUN_NOT_FOUND, f"no run {run_id!r} in {self.runs_dir}")
+        return path
+
+    def info(self, run_id: str) -> dict[str, Any]:
+        path = self.run_dir(run_id)
+        last, status, metrics = 0, None, None
+        for event in reverse_events(path):  # the log's tail holds what a RunInfo shows; a long log is not read
+            last = last or event["seq"]
+            status = status or (event["data"] if event["type"] == "status" else None)
+            metrics = metrics if metrics is not None else (event["data"]["metrics"] if event["type"] == "metrics" else None)
+            if status is not None and metrics is not None:
+                break
+        queued = self.live[run_id].queued_meta if run_id in self.live else None
+        status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
+        meta = json.loads((path / RUN_FILE).read_text()) if (path / RUN_FILE).is_file() else (queued or {})
+        metrics = metrics or {}
+        checkpoints = path / "checkpoints"
+        return {
+            "runId": run_id,
+            "name": meta.get("name", run_id),
+            "mode": meta.get("mode", "train"),
+            **status_run_info(status),
+            "createdAt": meta.get("created_at", ""),
+            "latestMetrics": metrics,
+            "lastSeq": last,
+            "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
+        }
+
+    def list(self) -> list[dict[str, Any]]:
+        ids = {p.name for p in list_run_dirs(self.runs_dir)} | set(self.live)
+        return [self.info(run_id) for run_id in sorted(ids)]
+
+    # --- control ------------------------------------------------------------------------------
+    async def start(self, config: dict[str, Any], base_dir: Path, mode: str, episodes: int | None) -> str:
+        try:
+            parsed = resolve_paths(load_config_dict(config), base_dir)
+        except ConfigError as err:
+            raise RpcError(CONFIG_INVALID, str(err)) from None
+        run_id = new_run_id(parsed.name)
+        self.incoming_dir.mkdir(parents=True, exist_ok=True)
+        config_path = self.incoming_dir / f"{run_id}.agentrl.yaml"
+        config_path.write_text(yaml.safe_dump(parsed.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+        args = ["train", str(config_path), "--runs-dir", str(self.runs_dir), "--run-id", run_id, "--quiet"]
+        if mode == "try":
+            args += ["--rollout-only", str(episodes or 4)]
+        await self._spawn(run_id, args)
+        self.live[run_id].queued_meta = {"name": parsed.name, "mode": mode, "created_at": datetime.now(UTC).isoformat(),
+                                         "total_steps": parsed.train.steps if mode == "train" else 0}
+        return run_id
+
+    async def resume(self, run_id: str) -> None:
+        info = self.info(run_id)
+        if run_id in self.live or info["status"] not in RESUMABLE_RUN_STATUSES:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}; only a stopped, interrupted or "
+                                               f"failed run can be resumed")
+        if info["mode"] == "try":
+            raise RpcError(RUN_STATE_CONFLICT, "a Try run has nothing to resume; start a new one")
+        if not info["hasCheckpoint"]:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no checkpoint to resume from")
+        # Said before the process starts, so a resume that dies early still ends with a status.
+        RunStore(self.run_dir(run_id)).append_event(
+            "status", {"status": "queued", "step": info["step"], "total_steps": info["totalSteps"],
+                       "message": "resume requested"}, durable=True)
+        await self._spawn(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
+
+    async def stop(self, run_id: str, mode: str) -> str:
+        info = self.info(run_id)
+        proc = self.live.get(run_id)
+        if proc is None:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is not running (it is {info['status']})")
+        proc.stop_mode = mode
+        pid = proc.process.pid if proc.process else proc.adopted_pid
+        assert pid is not None
+        # graceful: the trainer finishes its step and checkpoints; immediate: gone now.
+        try:
+            os.kill(pid, signal.SIGTERM if mode == "graceful" else signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return "stopping" if mode == "graceful" else "stopped"
+
+    async def _spawn(self, run_id: str, args: list[str]) -> None:
+        logs = self.runs_dir / ".logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stderr_path = logs / f"{run_id}.stderr.log"
+        with stderr_path.open("ab") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "agentrl.cli", *args,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=stderr,
+                start_new_session=True,  # runs outlive the server and its terminal's signals
+            )
+        self.live[run_id] = RunProcess(run_id, process=process, stderr_path=stderr_path)
+        log.info("run %s started (pid %d)", run_id, process.pid)
+        asyncio.get_running_loop().create_task(self._watch(run_id, process))
+
+    async def _watch(self, run_id: str, process: asyncio.subprocess.Process) -> None:
+        code = await process.wait()
+        self._finish(run_id, code)
+
+    async def _watch_adopted(self, run_id: str, pid: int) -> None:
+        while pid_alive(pid):
+            await asyncio.sleep(0.5)
+        self._finish(run_id, None)
+
+    def _finish(self, run_id: str, exit_code: int | None) -> None:
+        proc = self.live.pop(run_id, None)
+        run_dir = self.runs_dir / run_id
+        if run_dir.is_dir():
+            status = last_status(run_dir) or {}
+            if status.get("status") not in ENDED_RUN_STATUSES:
+                self._record_unfinished_end(run_dir, status, proc, exit_code)
+            (run_dir / PID_FILE).unlink(missing_ok=True)
+        log.info("run %s ended (exit %s)", run_id, exit_code)
+
+    def _record_unfinished_end(self, run_dir: Path, status: dict[str, Any], proc: RunProcess | None,
+                               exit_code: int | None) -> None:
+        base = {"step": status.get("step", 0), "total_steps": status.get("total_steps", 0)}
+        if proc is not None and proc.stop_mode == "immediate":
+            data = {"status": "stopped", **base,
+                    "message": "stopped immediately; work since the last checkpoint is discarded on resume"}
+        elif proc is not None and proc.stop_mode == "graceful":
+            data = {"status": "stopped", **base,
+                    "message": "stopped before the trainer had started its first step; nothing was lost"}
+        else:
+            tail = ""
+            if proc is not None and proc.stderr_path is not None and proc.stderr_path.exists():
+                with proc.stderr_path.open("rb") as log_file:  # the tail only: a log can be gigabytes
+                    log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))
+                    tail = log_file.read().decode("utf-8", "replace")
+            data = {"status": "failed", **base, "message": f"the run's process exited with code {exit_code}",
+                    "traceback": tail}
+        RunStore(run_dir).append_event("status", data, durable=True)
+
+
+def _read_pid(run_dir: Path) -> int | None:
+    try:
+        return int((run_dir / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
