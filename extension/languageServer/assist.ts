@@ -57,7 +57,8 @@ export function complete(text: string, offset: number): Suggestion[] {
   });
 }
 
-export function hoverText(text: string, offset: number, devices?: string): string | undefined {
+/** `devices`: the connected trainer's, shown on model keys; `modelPathNote`: what kind of path `model.path` is. */
+export function hoverText(text: string, offset: number, devices?: string, modelPathNote?: string): string | undefined {
   const at = pathAt(text, offset);
   if (!at.ownKey) return undefined;
   const path = [...at.parent, at.ownKey];
@@ -68,6 +69,7 @@ export function hoverText(text: string, offset: number, devices?: string): strin
   const range = describeRange(schema) ?? schema.anyOf?.map((n) => describeRange(deref(n))).find(Boolean);
   if (range) lines.push('', `Allowed: ${range}`);
   if (schema.default !== undefined) lines.push('', `Default: \`${JSON.stringify(schema.default)}\``);
+  if (modelPathNote && path.join('.') === 'model.path') lines.push('', modelPathNote);
   if (devices && path[0] === 'model') lines.push('', '---', devices);
   return lines.join('\n');
 }

@@ -9,6 +9,7 @@ import {
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { parseDocument } from 'yaml';
 import { complete, hoverText } from './assist';
+import { describeModelSource, modelSource } from './modelPath';
 import { devicesSummary } from './fit';
 import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './protocol';
 import { validateRunConfig, type Finding } from './validate';
@@ -56,9 +57,11 @@ connection.onCompletion((params) => {
 connection.onHover((params) => {
   const document = documents.get(params.textDocument.uri);
   if (!document) return null;
-  const model = trainerDevices && (parseDocument(document.getText()).toJS() as { model?: object } | null)?.model;
-  const devices = trainerDevices && devicesSummary(trainerDevices, model ?? {}, dirname(pathOf(document)));
-  const text = hoverText(document.getText(), document.offsetAt(params.position), devices);
+  const model = (parseDocument(document.getText()).toJS() as { model?: { path?: unknown } } | null)?.model;
+  const base = dirname(pathOf(document));
+  const devices = trainerDevices && devicesSummary(trainerDevices, model ?? {}, base);
+  const modelPath = typeof model?.path === 'string' ? describeModelSource(modelSource(model.path, base)) : undefined;
+  const text = hoverText(document.getText(), document.offsetAt(params.position), devices, modelPath);
   return text ? { contents: { kind: MarkupKind.Markdown, value: text } } : null;
 });
 

@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { isMap, isScalar, isSeq, parseDocument, type Document, type Node, type Pair } from 'yaml';
+import { BUILTIN_MODELS, modelSource } from './modelPath';
 import { deref, describeRange, RUN_CONFIG_SCHEMA, typeName, type SchemaNode } from './schema';
 
 export type Severity = 'error' | 'warning' | 'information';
@@ -17,7 +18,6 @@ export interface Finding {
   fix?: { title: string; text: string };
 }
 
-const BUILTIN_MODELS = new Set(['tiny', 'smollm2']);
 const CHARS_PER_TOKEN = 4;
 
 export function editDistance(a: string, b: string): number {
@@ -220,9 +220,9 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
     }
   }
   const model = valueOf(doc, ['model', 'path']);
-  if (typeof model === 'string' && !BUILTIN_MODELS.has(model) && !existsSync(resolveFrom(base, model))) {
+  if (typeof model === 'string' && modelSource(model, base) === 'missing') {
     const [start, end] = at(['model', 'path']);
-    out.push({ start, end, severity: 'error', code: 'model-path', message: `model.path: ${resolveFrom(base, model)} does not exist (built-ins: tiny, smollm2)` });
+    out.push({ start, end, severity: 'error', code: 'model-path', message: `model.path: ${resolveFrom(base, model)} does not exist (built-ins: ${BUILTIN_MODELS.join(', ')}; a Hugging Face Hub id is written namespace/name)` });
   }
   let promptChars = 0;
   for (const key of ['train', 'eval']) {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { complete, hoverText, pathAt } from '../../extension/languageServer/assist';
 import { devicesSummary, estimateParameters } from '../../extension/languageServer/fit';
+import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
 import { closest, fieldsReadByEnv, findDottedModule, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
 
 const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
@@ -66,6 +67,24 @@ describe('run-config language server: diagnostics', () => {
   it('files that must exist: model, env module, data', () => {
     const messages = check('missing-files').findings.map((f) => [f.code, f.line, f.snippet]);
     assert.deepEqual(messages, [['env-module', 4, 'missing_env.py'], ['model-path', 2, './no-such-model'], ['data-file', 7, 'missing.jsonl']]);
+  });
+
+  it('model.path: built-ins, local folders and .gguf files, Hub ids (namespace/name) and missing paths told apart as the trainer does', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'model-path-'));
+    writeFileSync(join(dir, 'weights.gguf'), 'GGUF');
+    assert.deepEqual(BUILTIN_MODELS, ['tiny', 'smollm2']);  // read from the run-config schema
+    assert.equal(modelSource('smollm2', dir), 'builtin');
+    assert.equal(modelSource('weights.gguf', dir), 'gguf');
+    assert.equal(modelSource('.', dir), 'folder');
+    assert.equal(modelSource('Qwen/Qwen2.5-0.5B-Instruct', dir), 'hub');
+    assert.equal(modelSource('./Qwen/Qwen2.5-0.5B-Instruct', dir), 'missing');
+    const config = (path: string) => `model:\n  path: ${path}\nenv:\n  module: agentrl.examples.lookup.env\n  class_name: LookupEnv\n`;
+    const modelFindings = (path: string) => validateRunConfig(config(path), join(dir, 'c.agentrl.yaml')).filter((f) => f.code === 'model-path');
+    assert.deepEqual(modelFindings('Qwen/Qwen2.5-0.5B-Instruct'), []);
+    assert.match(modelFindings('no-such-model')[0].message, /does not exist \(built-ins: tiny, smollm2; a Hugging Face Hub id is written namespace\/name\)/);
+    const hover = hoverText(config('Qwen/Qwen2.5-0.5B-Instruct'), 9, undefined, describeModelSource('hub'))!;
+    assert.match(hover, /\*\*model\.path\*\*/);
+    assert.match(hover, /This value: a Hugging Face Hub id/);
   });
 
   it('env class that does not exist, and data records missing the fields the env reads', () => {

@@ -1,19 +1,15 @@
-"""Model backend: a transformers causal LM from a local path (or a built-in), on CPU or CUDA,
-optionally with LoRA adapters. Nothing here ever reaches a model hub."""
+"""Model backend: a transformers causal LM from a local folder, a .gguf file, a Hugging Face Hub id or a built-in,
+on CPU or CUDA, optionally with LoRA adapters. Only a Hub id missing from the local Hub cache reaches the Hub, and
+only when the Hub is not switched off (HF_HUB_OFFLINE)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere below
+import torch
 
-import torch  # noqa: E402
-
-from agentrl.run.config import ModelConfig  # noqa: E402
-
-BUILTIN_MODELS = ("tiny", "smollm2")
+from agentrl.run.config import BUILTIN_MODELS, HUB_ID, ModelConfig
 
 
 def text_config(model: Any) -> Any:
@@ -36,25 +32,45 @@ def resolve_dtype(requested: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[requested]
 
 
-def _load_local(path: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
+def _pretrained(source: str | Path, dtype: torch.dtype, attn: str, **kwargs: Any) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    location = Path(path).expanduser()
-    if not location.exists():
+    tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+    return AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn, **kwargs), tokenizer
+
+
+def _load_from_hub(model_id: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
+    """From the local Hub cache if it is there (no network at all), else downloaded into it."""
+    from huggingface_hub import constants
+
+    try:
+        return _pretrained(model_id, dtype, attn, local_files_only=True)
+    except OSError:
+        if constants.HF_HUB_OFFLINE:
+            raise FileNotFoundError(
+                f"model.path {model_id!r} is a Hugging Face Hub id that is not in this machine's Hub cache, and the "
+                f"Hub is switched off here (HF_HUB_OFFLINE): download it where the Hub is reachable "
+                f"(`hf download {model_id}`), or give a local folder") from None
+    try:
+        return _pretrained(model_id, dtype, attn)
+    except OSError as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise FileNotFoundError(
-            f"model.path {path!r} does not exist; give a local model directory or .gguf file, or a built-in: "
-            f"{', '.join(BUILTIN_MODELS)}"
-        )
-    if location.is_file() and location.suffix == ".gguf":
-        kwargs: dict[str, Any] = {"gguf_file": location.name, "local_files_only": True}
-        tokenizer = AutoTokenizer.from_pretrained(location.parent, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(location.parent, dtype=dtype, attn_implementation=attn, **kwargs)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(location, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            location, dtype=dtype, attn_implementation=attn, local_files_only=True
-        )
-    return model, tokenizer
+            f"model.path {model_id!r}: not in the local Hub cache and not fetched from the Hub ({reason}); "
+            f"download it (`hf download {model_id}`) or give a local folder") from None
+
+
+def _load_path(path: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
+    location = Path(path).expanduser()
+    if location.exists():
+        if location.is_file() and location.suffix == ".gguf":
+            return _pretrained(location.parent, dtype, attn, gguf_file=location.name, local_files_only=True)
+        return _pretrained(location, dtype, attn, local_files_only=True)
+    if HUB_ID.fullmatch(path):
+        return _load_from_hub(path, dtype, attn)
+    raise FileNotFoundError(
+        f"model.path {path!r} does not exist; give a local model folder or .gguf file, a Hugging Face Hub id "
+        f"(namespace/name), or a built-in: {', '.join(BUILTIN_MODELS)}")
 
 
 def load_policy(cfg: ModelConfig, seed: int) -> tuple[Any, Any, torch.device]:
@@ -71,7 +87,7 @@ def load_policy(cfg: ModelConfig, seed: int) -> tuple[Any, Any, torch.device]:
 
         model, tokenizer = load_smollm2(dtype)
     else:
-        model, tokenizer = _load_local(cfg.path, dtype, cfg.attn_implementation)
+        model, tokenizer = _load_path(cfg.path, dtype, cfg.attn_implementation)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if cfg.gradient_checkpointing:

