@@ -8,6 +8,7 @@ site-packages through a plain path entry, so the test stays offline and takes se
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,8 +27,11 @@ REPO = TRAINER_SERVER.parent
 def installed(tmp_path_factory) -> Path:
     """The python of a fresh virtual environment holding the wheel built from trainer-server/."""
     folder = tmp_path_factory.mktemp("wheel")
+    # Built from a copy (links followed, as a source archive holds them), so no build/ folder is left in the checkout
+    source = shutil.copytree(TRAINER_SERVER, folder / "source",
+                             ignore=shutil.ignore_patterns("build", "tests", "__pycache__", "*.egg-info", ".*"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(folder / "dist"), str(TRAINER_SERVER)], capture_output=True, text=True)
+                            "-w", str(folder / "dist"), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     [wheel] = (folder / "dist").glob("agentrl-*.whl")
     venv.create(folder / "venv", with_pip=False)

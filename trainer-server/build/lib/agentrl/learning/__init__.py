@@ -1,2 +1,0 @@
-"""Learning: one step's Episodes in, one policy update and its metrics and per-episode advantages out (batch:
-episodes to tensors; learner: the update; algorithms: one RL algorithm per file behind one registry)."""

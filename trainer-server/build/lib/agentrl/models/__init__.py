@@ -1,2 +1,0 @@
-"""Models: a run config's `model` section in, a policy and its tokenizer out (loading; smollm2: the packaged
-default model; tiny: random tiny models built in code for tests)."""

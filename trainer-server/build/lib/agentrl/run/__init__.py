@@ -1,3 +1,0 @@
-"""The run: a run config in, a run folder out (config: what a run may be told; trainer: the train loop; runstore:
-the run folder; metrics and health: what each step says; eval and stats: scoring; tasks: task files; contract:
-the protocol/ schemas every record is checked against)."""
