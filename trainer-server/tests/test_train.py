@@ -274,7 +274,7 @@ def test_sigterm_stops_gracefully_with_a_checkpoint(tmp_path):
     assert proc.wait(timeout=60) == 0
     status = latest_status(read_events(run_dir))
     assert status["status"] == "stopped" and 1 <= status["step"] < 500
-    assert (run_dir / "checkpoints" / f"step-{status['step']:06d}" / "model.pt").exists()
+    assert (run_dir / "checkpoints" / f"step-{status['step']:06d}" / "policy" / "model.safetensors").exists()
     assert not (run_dir / "pid").exists()
 
 

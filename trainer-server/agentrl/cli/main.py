@@ -14,6 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "env": ("agentrl.environment.check", "check an environment folder: `agentrl env check PATH`"),
     "serve": ("agentrl.server.cli", "serve the JSON-RPC WebSocket API for editors"),
     "eval": ("agentrl.run.eval", "evaluate a config, checkpoint or baseline on a data file"),
+    "export": ("agentrl.cli.export", "write a run's trained model as a folder transformers and vLLM load"),
     "demo": ("agentrl.cli.demo", "the README's main job: train the default model on the arithmetic recipe"),
 }
 

@@ -22,7 +22,8 @@ UNTRAINED_BASELINE = "base-tool-call"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a *.agentrl.yaml run config (its model, env and limits)")
-    parser.add_argument("--checkpoint", help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N)")
+    parser.add_argument("--checkpoint", help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N) or a folder "
+                                             "`agentrl export` wrote")
     parser.add_argument("--data", help="JSON Lines file in the dataset's own layout (default: the config's data.eval)")
     parser.add_argument("--limit", type=int, help="only the first N records")
     parser.add_argument("--baseline", metavar="NAME",
@@ -43,12 +44,12 @@ class Evaluation:
 
 def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str | None, baseline: str | None,
              batch_size: int, runs_dir: str | Path) -> Evaluation:
-    import torch
 
     from agentrl.run.config import data_files_in_use
     from agentrl.environment.loader import env_factory, load_env_class
     from agentrl.rollout.episode import record_episodes
     from agentrl.models.loading import load_policy
+    from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.engine import make_rollout_engine
     from agentrl.run.runstore import RunStore, new_run_id
     from agentrl.run.tasks import load_tasks
@@ -64,8 +65,7 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
     model, tokenizer, device = load_policy(config.model, config.seed)
     if checkpoint:
-        state = torch.load(Path(checkpoint) / "model.pt", map_location=device)
-        model.load_state_dict(state)
+        load_policy_weights(model, Path(checkpoint))
     tasks = load_tasks(data_path, limit)
     engine = make_rollout_engine(model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size)
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")

@@ -117,6 +117,14 @@ def list_run_dirs(runs_dir: Path) -> list[Path]:
     return sorted(p for p in runs_dir.iterdir() if (p / RUN_FILE).is_file())
 
 
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """A run's complete checkpoints, oldest first (read-only: safe while the run writes)."""
+    folder = Path(run_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.startswith("step-") and p.is_dir())
+
+
 class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
@@ -205,9 +213,7 @@ class RunStore:
         return final
 
     def checkpoints(self) -> list[Path]:
-        if not self.checkpoints_dir.is_dir():
-            return []
-        return sorted(p for p in self.checkpoints_dir.iterdir() if p.name.startswith("step-") and p.is_dir())
+        return list_checkpoints(self.run_dir)
 
     def latest_checkpoint(self) -> Path | None:
         found = self.checkpoints()

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import yaml
 
+from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
 from agentrl.environment.loader import env_factory, load_env_class
 from agentrl.rollout.episode import Episode, record_episodes
@@ -103,7 +104,7 @@ class _Run:
 
     def checkpoint(self, step: int) -> None:
         def write(folder: Path) -> None:
-            torch.save(self.model.state_dict(), folder / "model.pt")
+            save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
             torch.save(self.learner.state_dict(), folder / "learner.pt")
             (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1,
                                                            "health": self.health.state_dict()}))
@@ -113,7 +114,7 @@ class _Run:
                                 durable=True)
 
     def restore(self, checkpoint: Path) -> int:
-        self.model.load_state_dict(torch.load(checkpoint / "model.pt", map_location=self.device))
+        load_policy_weights(self.model, checkpoint)
         self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
                                                 weights_only=False))
         state = json.loads((checkpoint / "state.json").read_text())

@@ -1,0 +1,110 @@
+"""Models out: checkpoints are save_pretrained folders (safetensors; the LoRA adapter alone under LoRA), and
+`agentrl export` writes a folder transformers and peft load directly, generating exactly what the run's model does."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agentrl.cli.export import export
+from agentrl.models.loading import load_policy
+from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights
+from agentrl.run.config import resolve_paths
+from agentrl.run.eval import evaluate
+from agentrl.run.runstore import list_checkpoints
+from agentrl.run.trainer import train
+
+from conftest import EXAMPLE_CONFIG
+from test_train import example
+
+PROMPT = "What is under key 3?"
+
+
+def trained_run(tmp_path, *overrides):
+    config = example("train.steps=2", "train.checkpoint_every=2", "train.batch_size=8", "train.micro_batch_size=8",
+                     *overrides)
+    return config, train(config, runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def in_run_policy(config, run_dir):
+    """The policy as the run trained it: the run's model, its last checkpoint's weights."""
+    model, tokenizer, _ = load_policy(config.model, config.seed)
+    load_policy_weights(model, list_checkpoints(run_dir)[-1])
+    return model.eval(), tokenizer
+
+
+def greedy(model, tokenizer):
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def test_a_checkpoint_is_a_save_pretrained_folder_and_the_export_generates_as_the_run_does(tmp_path):
+    config, run_dir = trained_run(tmp_path)
+    checkpoint = list_checkpoints(run_dir)[-1]
+    assert (checkpoint / CHECKPOINT_POLICY / "model.safetensors").is_file()
+    assert not (checkpoint / "model.pt").exists()
+    result = export(run_dir, tmp_path / "out")
+    assert result == {"out": str(tmp_path / "out"), "step": 2, "weights": "full"}
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    ours, our_tokenizer = in_run_policy(config, run_dir)
+    assert tokenizer(PROMPT).input_ids == our_tokenizer(PROMPT).input_ids
+    assert greedy(exported, tokenizer) == greedy(ours, our_tokenizer)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "Base model: `tiny`" in card and "step 2 of 2" in card and "Held-out score: not measured" in card
+    # eval takes the exported folder as its checkpoint
+    resolved = resolve_paths(config, EXAMPLE_CONFIG.parent)
+    evaluation = evaluate(resolved, resolved.data.train, limit=2, checkpoint=str(tmp_path / "out"), baseline=None,
+                          batch_size=2, runs_dir=tmp_path / "eval-runs")
+    assert evaluation.metrics["n"] == 2
+
+
+def test_under_lora_the_adapter_alone_is_kept_and_exported_or_merged(tmp_path):
+    from peft import PeftModel
+
+    config, run_dir = trained_run(tmp_path, "model.lora.enabled=true")
+    checkpoint = list_checkpoints(run_dir)[-1]
+    assert (checkpoint / CHECKPOINT_POLICY / "adapter_model.safetensors").is_file()
+    assert not (checkpoint / CHECKPOINT_POLICY / "model.safetensors").exists()
+    ours, tokenizer = in_run_policy(config, run_dir)
+    expected = greedy(ours, tokenizer)
+
+    assert export(run_dir, tmp_path / "adapter")["weights"] == "adapter"
+    base, _, _ = load_policy(config.model.model_copy(update={"lora": config.model.lora.model_copy(
+        update={"enabled": False})}), config.seed)
+    assert greedy(PeftModel.from_pretrained(base, tmp_path / "adapter").eval(), tokenizer) == expected
+
+    assert export(run_dir, tmp_path / "merged", merge_lora=True)["weights"] == "full"
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    assert greedy(merged, AutoTokenizer.from_pretrained(tmp_path / "merged")) == expected
+
+
+def test_a_checkpoint_written_before_save_pretrained_still_loads(tmp_path):
+    config = example()
+    model, _, _ = load_policy(config.model, seed=1)
+    (tmp_path / "step-000003").mkdir()
+    torch.save(model.state_dict(), tmp_path / "step-000003" / "model.pt")
+    fresh, _, _ = load_policy(config.model, seed=2)
+    load_policy_weights(fresh, tmp_path / "step-000003")
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+    with pytest.raises(FileNotFoundError, match="holds no policy"):
+        load_policy_weights(fresh, tmp_path)
+
+
+def test_export_says_what_is_wrong(tmp_path, capsys):
+    from agentrl.cli.main import main
+
+    config, run_dir = trained_run(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "file").write_text("x")
+    for args, message in ((["--step", "7"], "no checkpoint at step 7; it has [2]"),
+                          (["--merge-lora"], "this run trained every weight"),
+                          ([], "taken exists and is not empty")):
+        out = tmp_path / "taken" if not args else tmp_path / "new"
+        assert main(["export", str(run_dir), "--out", str(out), *args]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "ok")]) == 0
+    assert json.loads(capsys.readouterr().out)["step"] == 2
