@@ -49,7 +49,7 @@ def transcript(record: dict[str, Any]) -> str:
 
 
 def trajectory_rows(records: list[dict[str, Any]], count: int) -> list[list[Any]]:
-    """`count` records spread over the step (one per group first, as the groups come), as TRAJECTORY_COLUMNS rows."""
+    """`count` records spread evenly over the step's groups, as TRAJECTORY_COLUMNS rows."""
     if count == 0 or not records:
         return []
     stride = max(1, len(records) // count)

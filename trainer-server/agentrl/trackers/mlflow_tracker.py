@@ -18,6 +18,11 @@ PARAM_CHARS = 6000
 RUN_ID_TAG = "agentrl.run_id"
 
 
+def mlflow_name(name: str) -> str:
+    """A metric or parameter name as MLflow accepts it."""
+    return _NOT_IN_NAME.sub("_", name)
+
+
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for key, value in tree.items():
@@ -54,14 +59,14 @@ class MlflowTracker:
             self.client.update_run(self.run_id, status="RUNNING")
         else:
             self.run_id = self.client.create_run(experiment_id, run_name=run_id, tags={RUN_ID_TAG: run_id}).info.run_id
-            params = [Param(_NOT_IN_NAME.sub("_", key), value) for key, value in _flatten(resolved_config).items()]
+            params = [Param(mlflow_name(key), value) for key, value in _flatten(resolved_config).items()]
             for start in range(0, len(params), 100):  # log_batch takes at most 100 parameters
                 self.client.log_batch(self.run_id, params=params[start:start + 100])
             self.client.log_dict(self.run_id, resolved_config, "config.json")
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         now = int(time.time() * 1000)
-        batch = [self.Metric(_NOT_IN_NAME.sub("_", name), value, now, step) for name, value in metrics.items()]
+        batch = [self.Metric(mlflow_name(name), value, now, step) for name, value in metrics.items()]
         for start in range(0, len(batch), 1000):  # log_batch takes at most 1000 metrics
             self.client.log_batch(self.run_id, metrics=batch[start:start + 1000])
 
