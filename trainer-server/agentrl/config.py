@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -305,7 +306,9 @@ class WandbConfig(_Section):
 
 class MlflowConfig(_Section):
     tracking_uri: str = Field(
-        ..., description="MLflow tracking URI: http(s)://server, or a local folder (file store, relative to this config)."
+        ...,
+        description=("MLflow tracking URI: http(s)://server, sqlite:///file.db (needs the full mlflow package), or a "
+                     "local folder (a folder store, relative to this config)."),
     )
     experiment: str = Field("agentrl", min_length=1, description="MLflow experiment name (created when missing).")
 
@@ -434,7 +437,7 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
         resolved.logging.tensorboard.log_dir = absolute("logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir)
     if resolved.logging.wandb and resolved.logging.wandb.dir:
         resolved.logging.wandb.dir = absolute("logging.wandb.dir", resolved.logging.wandb.dir)
-    if resolved.logging.mlflow and "://" not in resolved.logging.mlflow.tracking_uri:
+    if resolved.logging.mlflow and not urlparse(resolved.logging.mlflow.tracking_uri).scheme:
         resolved.logging.mlflow.tracking_uri = absolute("logging.mlflow.tracking_uri", resolved.logging.mlflow.tracking_uri)
     if resolved.model.path not in ("tiny", "smollm2"):
         resolved.model.path = absolute("model.path", resolved.model.path)

@@ -247,8 +247,8 @@ def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -
     if score is None:
         return None
     previous = history.last_eval
-    if previous is None or not history.rewards_since_eval:
-        return False
+    if previous is None:
+        return False  # the first evaluation is the reference
     train_now = statistics.fmean([*history.rewards_since_eval, ev.metrics["reward/mean"]])
     train_change, score_change = train_now - previous["train_reward"], score - previous["score"]
     if not (score_change <= -cfg.eval_drop and train_change >= cfg.reward_rise):

@@ -126,6 +126,11 @@ def test_a_tool_that_fails_from_the_first_step_spikes_and_one_that_stays_failing
     assert observe_all([failing] * 8) == [(2, "tool_failure_spike", False), (6, "tool_failure_spike", True)]
 
 
+def test_held_out_divergence_with_an_evaluation_every_step():
+    rising = [HEALTHY | {"reward/mean": 0.4 + 0.1 * step, "eval/reward": 0.5 - 0.1 * step} for step in range(3)]
+    assert observe_all(rising) == [(2, "heldout_divergence", False)]
+
+
 def test_a_held_out_alert_clears_at_the_next_evaluation_that_does_not_show_it():
     sequence, _, _ = RULE_CASES["heldout_divergence"]
     recovered = [HEALTHY, HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.4}]

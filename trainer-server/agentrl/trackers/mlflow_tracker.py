@@ -7,6 +7,7 @@ import os
 import re
 import time
 from typing import Any
+from urllib.parse import urlparse
 
 from agentrl.config import MlflowConfig
 from agentrl.trackers import TRAJECTORY_COLUMNS
@@ -40,7 +41,7 @@ class MlflowTracker:
         # A tracker must not hold up training: MLflow's client otherwise retries an unreachable server for minutes.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-        if "://" not in config.tracking_uri:
+        if urlparse(config.tracking_uri).scheme in ("", "file"):
             # MLflow 3 keeps its folder store in maintenance and refuses it unless asked; a folder in the run config
             # is that request.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
