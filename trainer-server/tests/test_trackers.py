@@ -167,3 +167,31 @@ def test_an_unreachable_tracker_is_one_warning_and_the_run_goes_on(tmp_path, cap
     assert warning.startswith("logging.mlflow: could not start") and "127.0.0.1:9" in warning
     assert f"WARN {warning}" in capsys.readouterr().err
     assert latest_status(events)["status"] == "completed" and sorted(metrics) == [1, 2]
+
+
+STORE_REMOVING_ENV = '''
+import os
+import shutil
+from agentrl.examples.lookup.env import LookupEnv
+
+class RemovesTheStoreAtStep2(LookupEnv):
+    """Step 1 scores 8 episodes; the first score of step 2 deletes the MLflow folder store the run logs to."""
+    scored = 0
+    def score(self, final_text):
+        RemovesTheStoreAtStep2.scored += 1
+        if RemovesTheStoreAtStep2.scored == 9:
+            shutil.rmtree(os.environ["AGENTRL_TEST_MLFLOW_STORE"])
+        return super().score(final_text)
+'''
+
+
+def test_a_tracker_that_fails_mid_run_is_one_warning_and_is_dropped(tmp_path, monkeypatch, capsys):
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("AGENTRL_TEST_MLFLOW_STORE", str(store))
+    (tmp_path / "removes.py").write_text(STORE_REMOVING_ENV)
+    _, events, metrics, _ = tracked_run(tmp_path, f"logging.mlflow.tracking_uri={store}", "train.steps=3",
+                                        f"env.module={tmp_path / 'removes.py'}", "env.class_name=RemovesTheStoreAtStep2")
+    [warning] = warnings_of(events)
+    assert warning.startswith("logging.mlflow: stopped logging at step 2")
+    assert capsys.readouterr().err.count("WARN logging.mlflow") == 1
+    assert latest_status(events)["status"] == "completed" and sorted(metrics) == [1, 2, 3]

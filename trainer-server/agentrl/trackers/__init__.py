@@ -9,6 +9,7 @@ tracker off; training goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -110,7 +111,8 @@ class Trackers:
                 self._trackers.remove(tracker)
                 self._warn(f"logging.{tracker.name}: stopped logging at step {step} ({type(err).__name__}: {err}). "
                            "The run goes on without it")
-                self._close(tracker)
+                with contextlib.suppress(Exception):  # its failure is reported above, once; closing is best effort
+                    tracker.close()
 
     def close(self) -> None:
         for tracker in self._trackers:
