@@ -35,6 +35,8 @@ class StepEvidence:
     metrics: dict[str, float]
     episodes: Sequence[Episode] = ()
     per_episode: dict[str, list[float]] = field(default_factory=dict)
+    # train.async_steps: the rollouts came from the weights before the last update.
+    rollouts_one_step_behind: bool = False
 
     def ids(self, episodes: Sequence[Episode]) -> list[str]:
         return [trajectory_id(self.step, episode) for episode in list(episodes)[:MAX_EXAMPLES]]
@@ -221,8 +223,8 @@ def _tool_failure_spike(ev: StepEvidence, cfg: HealthConfig, history: History) -
 
 def _logprob_gap(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
     gap = ev.metrics.get("actor/logprob_gap")
-    if gap is None:
-        return None
+    if gap is None or ev.rollouts_one_step_behind:
+        return None  # one step behind, the gap is mostly the update's own change, which the importance weights correct
     if gap <= cfg.max_logprob_gap:
         return False
     return Finding(f"the rollout engine's logprobs differ from the learner's by {gap:.3g} per sampled token (tolerance "

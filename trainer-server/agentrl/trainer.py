@@ -106,10 +106,9 @@ class _Run:
         return record_episodes(self.store, step, episodes, self.tokenizer, advantages)
 
     def warn(self, message: str) -> None:
-        """A warning for the event log and, when the CLI shows progress, stderr."""
+        """A warning for the event log (the editor shows it) and for stderr (the CLI, a server's run log)."""
         self.store.append_event("log", {"level": "warning", "message": message})
-        if self.progress:
-            print(f"WARN {message}", file=sys.stderr)
+        print(f"WARN {message}", file=sys.stderr)
 
     def checkpoint(self, step: int) -> None:
         def write(folder: Path) -> None:
@@ -322,7 +321,8 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             records = run.record(step, episodes, update.advantages)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
-            health_events = run.health.observe(StepEvidence(step, metrics, episodes, update.per_episode))
+            health_events = run.health.observe(StepEvidence(step, metrics, episodes, update.per_episode,
+                                                            rollouts_one_step_behind=bool(cfg.train.async_steps)))
             for event in health_events:
                 run.store.append_event("health", event)
             assert run.trackers is not None

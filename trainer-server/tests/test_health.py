@@ -121,6 +121,12 @@ def test_each_alert_names_its_severity_cause_fix_and_figures(code):
     assert monitor.active == [code]
 
 
+def test_the_logprob_gap_of_rollouts_one_step_behind_is_not_judged():
+    monitor = HealthMonitor()
+    wide = HEALTHY | {"actor/logprob_gap": 0.3}  # train.async_steps: the gap holds the last update's change
+    assert [monitor.observe(StepEvidence(step, wide, rollouts_one_step_behind=True)) for step in (1, 2, 3)] == [[]] * 3
+
+
 def test_a_tool_that_fails_from_the_first_step_spikes_and_one_that_stays_failing_clears():
     failing = HEALTHY | {"tools/lookup/failure_rate": 1.0}
     assert observe_all([failing] * 8) == [(2, "tool_failure_spike", False), (6, "tool_failure_spike", True)]
