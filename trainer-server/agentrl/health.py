@@ -7,7 +7,8 @@ thresholds are the run config's `health:` section). A per-step rule that holds f
 once when it clears, never every step, and it clears only after as many steps in a row without its
 condition, so a condition that comes and goes does not start a new alert (and a new notification in the
 editor) every other step. A rule with nothing to judge at a step (no KL without a reference, no held-out
-score between evaluations) leaves its streak as it is. A non-finite reward, loss or gradient is not a
+score between evaluations) leaves its streak as it is; the held-out rule is judged at evaluations only, and one
+evaluation starts or clears its alert. A non-finite reward, loss or gradient is not a
 trend: it stops the run, and `non_finite_event` reports it at once, with severity error.
 """
 
@@ -42,7 +43,7 @@ class StepEvidence:
         return [trajectory_id(self.step, episode) for episode in list(episodes)[:MAX_EXAMPLES]]
 
     def one_per_group(self, keep: Callable[[Episode], bool]) -> list[str]:
-        """Episodes that `keep`, one per group first: different prompts show a pattern better than one prompt's samples."""
+        """Episodes that `keep`, at most one per group: different prompts show a pattern better than one prompt's samples."""
         chosen: dict[int, Episode] = {}
         for episode in self.episodes:
             if keep(episode) and episode.group not in chosen:
