@@ -16,10 +16,6 @@ from agentrl.trainer import train
 from conftest import EXAMPLE_CONFIG
 from test_health import never_rewarded
 
-pytest.importorskip("tensorboard")
-pytest.importorskip("wandb")
-pytest.importorskip("mlflow")
-
 
 def tracked_run(tmp_path, *logging):
     """Two steps of a run that cannot learn (a zero_variance_groups alert at step 2), evaluated at step 2."""
