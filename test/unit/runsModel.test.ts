@@ -112,7 +112,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 
   it('puts a health alert in words with its fix, and a resolution without one', () => {
-    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size');
+    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size. Trajectories that show it: 3-0-0');
     assert.equal(describeHealth(health('all_truncated', 6, true)), 'all_truncated: resolved');
   });
 });
