@@ -256,7 +256,8 @@ def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -
     train_change, score_change = train_now - previous["train_reward"], score - previous["score"]
     if not (score_change <= -cfg.eval_drop and train_change >= cfg.reward_rise):
         return False
-    return Finding(f"the held-out score fell from {previous['score']:.3f} to {score:.3f} while the training reward rose "
+    return Finding(f"the held-out score fell from {previous['score']:.3f} at step {previous['step']:.0f} to {score:.3f} "
+                   "while the training reward rose "
                    f"by {train_change:+.3f} over the same steps: the policy is fitting the training tasks, or a flaw "
                    "of the reward, rather than the skill",
                    {"eval/reward": score, "reward/mean": ev.metrics["reward/mean"]},
