@@ -21,8 +21,9 @@ interface RunState {
 const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(2));
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
 
-/** A health event in words: what is wrong and the likely fix, or that it cleared. */
-export const describeHealth = (event: HealthEvent): string => (event.resolved ? event.message : `${event.message}. Fix: ${event.fix}`);
+/** A health event in words: what is wrong, the likely fix and the trajectories that show it (to open in the replay), or that it cleared. */
+export const describeHealth = (event: HealthEvent): string => (event.resolved ? event.message
+  : `${event.message}. Fix: ${event.fix}${event.trajectory_ids.length ? `. Trajectories that show it: ${event.trajectory_ids.join(', ')}` : ''}`);
 
 export class RunsModel {
   private readonly runs = new Map<string, RunState>();

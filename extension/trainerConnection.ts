@@ -201,7 +201,8 @@ export class TrainerConnection implements vscode.Disposable {
       if (alert.resolved) {
         this.deps.log.info(text);
       } else {
-        this.deps.log.warn(text);
+        if (alert.severity === 'error') this.deps.log.error(text);
+        else this.deps.log.warn(text);
         this.healthAlertEmitter.fire({ runId: event.runId, runName: name, alert });
       }
     }

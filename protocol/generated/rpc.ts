@@ -28,6 +28,25 @@ export type ErrorCode =
   | -32020
   | -32021
   | -32030;
+/**
+ * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
+ */
+export type HealthCode =
+  | "zero_variance_groups"
+  | "no_tool_calls"
+  | "all_truncated"
+  | "high_truncation"
+  | "entropy_collapse"
+  | "response_length_explosion"
+  | "tool_failure_spike"
+  | "logprob_gap"
+  | "kl_above_bound"
+  | "non_finite"
+  | "heldout_divergence";
+/**
+ * error: the run stopped (it cannot go on); warning: it goes on, but is unlikely to learn as it should.
+ */
+export type HealthSeverity = "warning" | "error";
 export type TrajectoryGetResult = TrajectoryRecord;
 
 export interface RpcDefinitions {
@@ -41,6 +60,8 @@ export interface RpcDefinitions {
   logEvent?: LogEvent;
   checkpointEvent?: CheckpointEvent;
   trajectorySummary?: TrajectorySummary;
+  healthCode?: HealthCode;
+  healthSeverity?: HealthSeverity;
   healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
   "initialize.params"?: InitializeParams;
@@ -172,10 +193,11 @@ export interface TrajectorySummary {
   file: string;
 }
 /**
- * The data of a `health` event: an alert that a run cannot learn (resolved false), said once when it starts, or that it cleared (resolved true). Written by trainer-server/agentrl/run/health.py.
+ * The data of a `health` event: an alert that a run cannot learn or has gone wrong (resolved false), said once when it starts, or that it cleared (resolved true). Written by trainer-server/agentrl/run/health.py.
  */
 export interface HealthEvent {
-  code: "zero_variance_groups" | "no_tool_calls" | "all_truncated";
+  code: HealthCode;
+  severity: HealthSeverity;
   resolved: boolean;
   step: number;
   /**
@@ -196,6 +218,10 @@ export interface HealthEvent {
   metrics: {
     [k: string]: number;
   };
+  /**
+   * A few trajectories of the step that show the problem (at most 5; trajectory record ids, the `trajectory` events' id); empty when none does (the figures are the whole story, or the step's trajectories were not written).
+   */
+  trajectory_ids: string[];
 }
 export interface Diagnostic {
   severity: "error" | "warning" | "info";

@@ -13,8 +13,8 @@ const summary = (step: number, group: number, sample: number, reward: number, ex
 });
 
 const health = (code: HealthEvent['code'], step: number, resolved = false): HealthEvent => ({
-  code, resolved, step, since_step: step - 1, message: resolved ? `${code}: resolved` : `${code} since step ${step - 1}`,
-  fix: `raise rollout.group_size`, metrics: {},
+  code, severity: 'warning', resolved, step, since_step: step - 1, message: resolved ? `${code}: resolved` : `${code} since step ${step - 1}`,
+  fix: `raise rollout.group_size`, metrics: {}, trajectory_ids: resolved ? [] : [`${step}-0-0`],
 });
 
 /** An event as the server streams it, less what the stream numbers: `{type, data}` (and a status event's runInfo). */
@@ -112,7 +112,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 
   it('puts a health alert in words with its fix, and a resolution without one', () => {
-    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size');
+    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size. Trajectories that show it: 3-0-0');
     assert.equal(describeHealth(health('all_truncated', 6, true)), 'all_truncated: resolved');
   });
 });

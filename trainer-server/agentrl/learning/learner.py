@@ -66,6 +66,11 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
                          "(known: none, or Gemma's final soft-capping)")
 
 
+def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
+    """Each row's mean of `values` over its masked positions (0 for a row with none)."""
+    return ((values * mask).sum(1) / mask.sum(1).clamp(min=1.0)).tolist()
+
+
 def _hidden_size(model: Any) -> int:
     return int(text_config(model).hidden_size)
 
@@ -74,6 +79,9 @@ def _hidden_size(model: Any) -> int:
 class Update:
     metrics: dict[str, float]
     advantages: list[list[float | None]]  # per episode, per token: A_t on the trained tokens, None elsewhere
+    # Per episode, in order: "logprob_gap" (mean |rollout - learner| logprob over its sampled tokens) and, with a
+    # reference, "kl_ref" (mean KL over its trained tokens); the health checks name the worst episodes with them.
+    per_episode: dict[str, list[float]]
 
 
 class Learner:
@@ -213,9 +221,11 @@ class Learner:
         old_logprobs: torch.Tensor | None = scored.get("logprobs")
         metrics: dict[str, float] = {}
         kl = None
+        per_episode: dict[str, list[float]] = {}
         if "ref_logprobs" in scored:
             kl = kl_penalty(old_logprobs, scored["ref_logprobs"], cfg.kl.estimator)
             metrics["actor/kl_ref"] = float(masked_mean(kl, mask))
+            per_episode["kl_ref"] = _row_means(kl, mask)
         old_values: torch.Tensor | None = scored.get("values")
         targets = self.algorithm.compute_advantages(batch, cfg, values=old_values, kl=kl)
         advantages = targets.advantages
@@ -281,8 +291,9 @@ class Learner:
             self.optimizer.step()
         assert old_logprobs is not None
         # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5).
-        metrics["actor/logprob_gap"] = float(masked_mean((batch.rollout_logprobs - old_logprobs).abs(),
-                                                         batch.sampled_mask))
+        gap = (batch.rollout_logprobs - old_logprobs).abs()
+        metrics["actor/logprob_gap"] = float(masked_mean(gap, batch.sampled_mask))
+        per_episode["logprob_gap"] = _row_means(gap, batch.sampled_mask)
         epochs = self.config.train.update_epochs
         metrics.update({name: total / epochs for name, total in totals.items()})
         trained = advantages[mask.bool()]
@@ -298,12 +309,12 @@ class Learner:
         metrics["perf/train_tokens_per_s"] = float(batch.attention_mask.sum()) * epochs / elapsed if elapsed else 0.0
         if torch.cuda.is_available():
             metrics["perf/peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        per_episode = []
+        advantages_per_episode = []
         for row, episode in enumerate(episodes):
             n = len(episode.token_ids)
-            per_episode.append([float(a) if trained else None
+            advantages_per_episode.append([float(a) if trained else None
                                 for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())])
-        return Update(metrics, per_episode)
+        return Update(metrics, advantages_per_episode, per_episode)
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}

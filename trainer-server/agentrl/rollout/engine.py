@@ -17,7 +17,8 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -318,6 +319,17 @@ class RolloutEngine:
         sampled = role == "assistant"
         ep.loss_mask.extend([1 if sampled else 0] * len(ids))
         ep.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
+
+    @contextmanager
+    def greedy(self) -> Iterator[None]:
+        """Sample at temperature 0 inside the block: a held-out evaluation during training (trainer.evaluate_heldout).
+        The caller makes sure no other rollout runs meanwhile."""
+        sampling = self.cfg
+        self.cfg = sampling.model_copy(update={"temperature": 0.0})
+        try:
+            yield
+        finally:
+            self.cfg = sampling
 
     def weights_updated(self) -> None:
         """The learner changed the policy's weights. This engine samples from the learner's own model object,

@@ -116,7 +116,7 @@ class Episode:
         tool_calls = [c for t in self.turns for c in t.tool_calls]
         return {
             "schema_version": TRAJECTORY_SCHEMA_VERSION,
-            "id": f"{step}-{self.group}-{self.sample}",
+            "id": trajectory_id(step, self),
             "run_id": run_id,
             "step": step,
             "group": self.group,
@@ -173,6 +173,11 @@ class Episode:
                 "advantage": list(advantages),
             },
         }
+
+
+def trajectory_id(step: int, episode: Episode) -> str:
+    """The id of an episode's trajectory record: unique in its run."""
+    return f"{step}-{episode.group}-{episode.sample}"
 
 
 def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any,

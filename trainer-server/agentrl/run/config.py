@@ -11,6 +11,7 @@ import re
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -88,7 +89,9 @@ class EnvConfig(_Section):
 
 class DataConfig(_Section):
     train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
-    eval: str | None = Field(None, description="Held-out JSON Lines file for `agentrl eval`.")
+    eval: str | None = Field(
+        None, description="Held-out JSON Lines file: `agentrl eval` reads it, and training scores it every train.eval_every steps."
+    )
     shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
     limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
 
@@ -224,7 +227,112 @@ class TrainConfig(_Section):
         ),
     )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
+    eval_every: int = Field(
+        0, ge=0,
+        description=(
+            "Every N steps, after the update, run the policy greedily (temperature 0, one sample per task) on "
+            "data.eval and add its scores to the step's metrics as eval/reward, eval/n and eval/<breakdown key>; "
+            "0 = never. Needs data.eval."
+        ),
+    )
+    eval_limit: int | None = Field(None, ge=1, description="Score only the first N records of data.eval.")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
+
+
+class HealthConfig(_Section):
+    """When the trainer raises a `health` alert (agentrl/run/health.py; protocol/README.md lists the codes)."""
+
+    consecutive_steps: int = Field(
+        2, ge=1, le=100,
+        description=("Steps in a row a per-step condition must hold before its alert starts, and be absent before "
+                     "it clears: one bad step can be sampling luck."),
+    )
+    window: int = Field(
+        4, ge=1, le=1000,
+        description=("Steps the trend checks compare: response_length_explosion the last N steps with the N before, "
+                     "tool_failure_spike a tool's failure rate with its rate over the previous N steps."),
+    )
+    zero_variance_share: float = Field(
+        0.75, gt=0.0, le=1.0,
+        description="zero_variance_groups: share of a step's groups whose samples all earned the same reward.",
+    )
+    max_truncation_rate: float = Field(
+        0.5, gt=0.0, le=1.0,
+        description="high_truncation: share of a step's episodes truncated (all of them is all_truncated).",
+    )
+    entropy_collapse_ratio: float = Field(
+        0.1, gt=0.0, lt=1.0,
+        description="entropy_collapse: actor/entropy below this fraction of the run's first-step entropy.",
+    )
+    length_growth: float = Field(
+        1.5, gt=1.0,
+        description=("response_length_explosion: mean response length of the last `window` steps over that of the "
+                     "`window` steps before, at or above which (with a flat reward) responses are exploding."),
+    )
+    flat_reward_delta: float = Field(
+        0.02, ge=0.0, description="response_length_explosion: a reward rise this small counts as flat.",
+    )
+    tool_failure_jump: float = Field(
+        0.3, gt=0.0, le=1.0,
+        description=("tool_failure_spike: a tool's failure rate this much above its lowest over the previous `window` "
+                     "steps (0 until it has been called in `window` steps)."),
+    )
+    tool_failure_min_calls: int = Field(
+        4, ge=1, description="tool_failure_spike: calls of a tool in a step before its failure rate is judged.",
+    )
+    max_logprob_gap: float = Field(
+        0.05, gt=0.0,
+        description=("logprob_gap: mean |rollout logprob - learner logprob| per sampled token (actor/logprob_gap); "
+                     "about 1e-7 in float32, up to 3e-2 with a bfloat16 vLLM engine."),
+    )
+    max_kl: float = Field(
+        0.1, gt=0.0, description="kl_above_bound: KL to the reference per trained token (actor/kl_ref, when kl.coef > 0).",
+    )
+    eval_drop: float = Field(
+        0.05, gt=0.0,
+        description="heldout_divergence: fall of eval/reward from the previous evaluation that counts.",
+    )
+    reward_rise: float = Field(
+        0.05, gt=0.0,
+        description=("heldout_divergence: rise of the mean training reward between those evaluations (against the "
+                     "steps before the previous one) that counts."),
+    )
+
+
+class TensorBoardConfig(_Section):
+    log_dir: str = Field(..., description="Folder for TensorBoard event files (relative to this config); the run id is added.")
+
+
+class WandbConfig(_Section):
+    project: str = Field(..., min_length=1, description="Weights & Biases project.")
+    entity: str | None = Field(None, description="W&B team or user; null = the logged-in user's default.")
+    mode: Literal["online", "offline"] = Field(
+        "online", description="offline writes the run under dir (upload later with `wandb sync`)."
+    )
+    dir: str | None = Field(None, description="Folder for W&B's files (relative to this config); null = the run folder.")
+
+
+class MlflowConfig(_Section):
+    tracking_uri: str = Field(
+        ...,
+        description=("MLflow tracking URI: http(s)://server, sqlite:///file.db (needs the full mlflow package), or a "
+                     "local folder (a folder store, relative to this config)."),
+    )
+    experiment: str = Field("agentrl", min_length=1, description="MLflow experiment name (created when missing).")
+
+
+class LoggingConfig(_Section):
+    """Experiment trackers that get every metric, the resolved config, health alerts, eval results and a sample
+    of trajectories. Each needs its optional extra (pip install 'agentrl[tensorboard]', ...); a tracker that
+    cannot start or stops answering costs one warning, never the run."""
+
+    tensorboard: TensorBoardConfig | None = Field(None, description="Write TensorBoard event files.")
+    wandb: WandbConfig | None = Field(None, description="Log to Weights & Biases.")
+    mlflow: MlflowConfig | None = Field(None, description="Log to MLflow.")
+    trajectory_sample: int = Field(
+        4, ge=0, le=1000,
+        description="Trajectories per step logged as a table (W&B Table, MLflow table, TensorBoard text); 0 = none.",
+    )
 
 
 class RunConfig(_Section):
@@ -240,12 +348,16 @@ class RunConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> RunConfig:
         if self.train.async_steps and self.rollout.engine == "hf":
             raise ValueError("train.async_steps: 1 needs a rollout engine with its own copy of the weights "
                              "(rollout.engine: vllm or auto); the hf engine samples from the model being trained")
+        if self.train.eval_every and not self.data.eval:
+            raise ValueError("train.eval_every needs data.eval: the held-out tasks to score")
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size ({self.train.batch_size}) must be divisible by "
@@ -343,6 +455,12 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
+    if resolved.logging.tensorboard:
+        resolved.logging.tensorboard.log_dir = absolute("logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir)
+    if resolved.logging.wandb and resolved.logging.wandb.dir:
+        resolved.logging.wandb.dir = absolute("logging.wandb.dir", resolved.logging.wandb.dir)
+    if resolved.logging.mlflow and not urlparse(resolved.logging.mlflow.tracking_uri).scheme:
+        resolved.logging.mlflow.tracking_uri = absolute("logging.mlflow.tracking_uri", resolved.logging.mlflow.tracking_uri)
     if model_source(resolved.model.path, base_dir) not in ("builtin", "hub"):
         resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved

@@ -1,5 +1,5 @@
 """The contract with the editor: the JSON Schemas of protocol/schemas/, found and read once, and the names
-declared there that the trainer and the server act on (run statuses and their sets, error codes). The
+declared there that the trainer and the server act on (run statuses and their sets, error codes, health codes). The
 extension gets the same names generated from the same files (protocol/generate.mjs), so neither side keeps
 a copy; protocol/README.md says which schema holds what."""
 
@@ -56,6 +56,10 @@ ENDED_RUN_STATUSES = _STATUS_SETS["ENDED_RUN_STATUSES"]
 RESUMABLE_RUN_STATUSES = _STATUS_SETS["RESUMABLE_RUN_STATUSES"]
 
 ERROR_CODES: dict[str, int] = {code["x-name"]: code["const"] for code in _RPC_DEFS["errorCode"]["oneOf"]}
+
+# The codes a `health` event may carry (agentrl/run/health.py has one rule per code) and its severities.
+HEALTH_CODES: tuple[str, ...] = tuple(code["const"] for code in _RPC_DEFS["healthCode"]["oneOf"])
+HEALTH_SEVERITIES: tuple[str, ...] = tuple(_RPC_DEFS["healthSeverity"]["enum"])
 
 # Each event type's `data` validator, from the members of rpc.schema.json's runEvent (one member per type).
 _EVENT_DATA: dict[str, jsonschema.Draft202012Validator] = {

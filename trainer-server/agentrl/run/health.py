@@ -1,70 +1,319 @@
-"""Says, while a run trains, when it cannot learn and what to change (event `health`, protocol/README.md).
+"""Says, while a run trains, when it cannot learn or has gone wrong, and what to change (event `health`,
+protocol/README.md). The CLI prints the same alerts the editor shows.
 
-Each step's metrics go through every check. A check that holds for CONSECUTIVE_STEPS steps in a row
-starts an alert; an alert is reported once when it starts and once when it clears, never every step,
-and it clears only after CONSECUTIVE_STEPS steps in a row without its condition, so a condition that
-comes and goes does not start a new alert (and a new notification in the editor) every other step.
+Each step's figures go through every rule (RULES, one per code of rpc.schema.json#/$defs/healthCode; the
+thresholds are the run config's `health:` section). A per-step rule that holds for
+`health.consecutive_steps` steps in a row starts an alert; an alert is reported once when it starts and
+once when it clears, never every step, and it clears only after as many steps in a row without its
+condition, so a condition that comes and goes does not start a new alert (and a new notification in the
+editor) every other step. A rule with nothing to judge at a step (no KL without a reference, no held-out
+score between evaluations) leaves its streak as it is; the held-out rule is judged at evaluations only, and one
+evaluation starts or clears its alert. A non-finite reward, loss or gradient is not a
+trend: it stops the run, and `non_finite_event` reports it at once, with severity error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-# One bad step can be sampling luck; two in a row is a pattern, and still early enough to save the run
-# (a run that can never learn warns at step 2).
-CONSECUTIVE_STEPS = 2
-# A group whose samples all earn the same reward says nothing about which behaviour is better (GRPO and
-# RLOO give it zero advantage). With three groups in four flat, the update rests on a quarter of the batch:
-# mostly noise, and usually a sign the task is out of reach (or trivially easy) for the model.
-ZERO_VARIANCE_SHARE = 0.75
+from agentrl.run.config import HealthConfig
+from agentrl.run.contract import HEALTH_CODES
+from agentrl.rollout.episode import Episode, trajectory_id
+
+# A few trajectories to open in the replay beside an alert, not the whole step.
+MAX_EXAMPLES = 5
+
+
+@dataclass
+class StepEvidence:
+    """What the rules read about one step: its metrics, its episodes (for the trajectory ids that show a
+    problem) and the learner's per-episode figures, in the episodes' order ("logprob_gap", "kl_ref")."""
+
+    step: int
+    metrics: dict[str, float]
+    episodes: Sequence[Episode] = ()
+    per_episode: dict[str, list[float]] = field(default_factory=dict)
+    # train.async_steps: the rollouts came from the weights before the last update.
+    rollouts_one_step_behind: bool = False
+
+    def ids(self, episodes: Sequence[Episode]) -> list[str]:
+        return [trajectory_id(self.step, episode) for episode in list(episodes)[:MAX_EXAMPLES]]
+
+    def one_per_group(self, keep: Callable[[Episode], bool]) -> list[str]:
+        """Episodes that `keep`, at most one per group: different prompts show a pattern better than one prompt's samples."""
+        chosen: dict[int, Episode] = {}
+        for episode in self.episodes:
+            if keep(episode) and episode.group not in chosen:
+                chosen[episode.group] = episode
+        return self.ids(list(chosen.values()))
+
+    def highest(self, figure: str) -> list[str]:
+        values = self.per_episode.get(figure)
+        if not values:
+            return []
+        order = sorted(range(len(values)), key=lambda row: values[row], reverse=True)
+        return self.ids([self.episodes[row] for row in order])
+
+    def ranked(self, key: Callable[[Episode], float]) -> list[str]:
+        return self.ids(sorted(self.episodes, key=key, reverse=True))
+
+
+@dataclass
+class History:
+    """What the trend rules compare a step with; kept in checkpoints, so a resumed run judges as an unbroken one."""
+
+    first_entropy: float | None = None
+    # Per past step (the last 2 * window): mean reward, mean response length, each tool's failure rate and calls.
+    recent: list[dict[str, Any]] = field(default_factory=list)
+    # The last held-out evaluation: {"step", "score", "train_reward"}, train_reward being the mean training reward
+    # of the steps since the evaluation before it; and the training rewards of the steps since.
+    last_eval: dict[str, float] | None = None
+    rewards_since_eval: list[float] = field(default_factory=list)
+
+    def remember(self, step: int, metrics: dict[str, float], window: int) -> None:
+        if self.first_entropy is None and "actor/entropy" in metrics:
+            self.first_entropy = metrics["actor/entropy"]
+        self.recent = [*self.recent, {"reward": metrics["reward/mean"],
+                                      "length": metrics["episode/response_length_mean"],
+                                      "tools": tool_figures(metrics)}][-2 * window:]
+        self.rewards_since_eval.append(metrics["reward/mean"])
+        if "eval/reward" in metrics:
+            self.last_eval = {"step": step, "score": metrics["eval/reward"],
+                              "train_reward": statistics.fmean(self.rewards_since_eval)}
+            self.rewards_since_eval = []
+
+
+def tool_figures(metrics: dict[str, float]) -> dict[str, list[float]]:
+    """{tool name: [failure rate, calls]} from the step's `tools/<name>/...` metrics."""
+    return {key[len("tools/"):-len("/failure_rate")]: [value, metrics[key.replace("/failure_rate", "/calls")]]
+            for key, value in metrics.items() if key.startswith("tools/") and key.endswith("/failure_rate")}
 
 
 @dataclass(frozen=True)
-class HealthCheck:
-    code: str  # machine-readable, the `code` of the `health` event (enum in rpc.schema.json#healthEvent)
+class Finding:
+    """A rule's verdict that its condition holds at this step."""
+
+    explanation: str  # with this step's figures, and why it stops learning
+    metrics: dict[str, float]  # the figures read
+    trajectory_ids: list[str]
+
+
+# A rule's verdict: a Finding (holds), False (does not hold), None (nothing to judge at this step).
+Verdict = Finding | bool | None
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str  # the `code` of the `health` event (rpc.schema.json#/$defs/healthCode)
     title: str  # what is wrong, in a few words
-    holds: Callable[[dict[str, float]], bool]
-    explain: Callable[[dict[str, float]], str]  # with this step's figures, and why it stops learning
+    severity: str  # warning: the run goes on; error: it stopped
     fix: str
-    metrics: tuple[str, ...]  # the figures the check reads, reported with the alert
+    judge: Callable[[StepEvidence, HealthConfig, History], Verdict] | None
+    reads: tuple[str, ...] = ()  # the figures a resolved alert reports
+    per_evaluation: bool = False  # judged only at held-out evaluations: one holds or clears the alert
 
 
-CHECKS = (
-    HealthCheck(
-        code="zero_variance_groups",
-        title="zero reward variance in most groups",
-        holds=lambda m: m["health/zero_variance_groups"] >= ZERO_VARIANCE_SHARE,
-        explain=lambda m: (f"{m['health/zero_variance_groups']:.0%} of this step's groups (mean reward "
-                           f"{m['reward/mean']:.3f}) gave every sample of the prompt the same reward, so their "
-                           "advantages are zero and the update learns nothing from them"),
-        fix=("raise rollout.temperature or rollout.group_size so samples differ, make the tasks easier, or give "
-             "partial credit in the reward so a near miss scores above a failure"),
-        metrics=("health/zero_variance_groups", "reward/mean"),
-    ),
-    HealthCheck(
-        code="no_tool_calls",
-        title="no tool calls",
-        holds=lambda m: m["tools/offered"] > 0 and m["tools/calls"] == 0,
-        explain=lambda m: (f"the env offers {m['tools/offered']:.0f} tool(s) but no episode of this step tried "
-                           "a call, so there is no tool use for the reward to reinforce"),
-        fix=("show the call format in the prompt (a worked example: a call and its result), or set "
-             "rollout.tool_format to one the model knows (auto follows its chat template, hermes is "
-             "<tool_call>{json}</tool_call>); the replay shows what the model writes instead"),
-        metrics=("tools/offered", "tools/calls"),
-    ),
-    HealthCheck(
-        code="all_truncated",
-        title="every episode truncated",
-        holds=lambda m: m["health/truncation_rate"] >= 1.0,
-        explain=lambda _: ("every episode of this step ran out of turns or context before it ended, so what is "
-                           "scored is a cut-off episode, not an answer"),
-        fix=("raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context (the replay shows where "
-             "episodes stop), or have the ToolEnv end an episode (done=True) once it is answered"),
-        metrics=("health/truncation_rate",),
-    ),
+def _zero_variance(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
+    m = ev.metrics
+    if m["health/zero_variance_groups"] < cfg.zero_variance_share:
+        return False
+    rewards: dict[int, list[float]] = {}
+    for episode in ev.episodes:
+        rewards.setdefault(episode.group, []).append(episode.total_reward)
+    flat = {group for group, values in rewards.items() if len(values) > 1 and max(values) - min(values) < 1e-9}
+    return Finding(f"{m['health/zero_variance_groups']:.0%} of this step's groups (mean reward {m['reward/mean']:.3f}) "
+                   "gave every sample of the prompt the same reward, so their advantages are zero and the update "
+                   "learns nothing from them",
+                   {"health/zero_variance_groups": m["health/zero_variance_groups"], "reward/mean": m["reward/mean"]},
+                   ev.one_per_group(lambda episode: episode.group in flat))
+
+
+def _no_tool_calls(ev: StepEvidence, _: HealthConfig, __: History) -> Verdict:
+    m = ev.metrics
+    if not (m["tools/offered"] > 0 and m["tools/calls"] == 0):
+        return False
+    return Finding(f"the env offers {m['tools/offered']:.0f} tool(s) but no episode of this step tried a call, so "
+                   "there is no tool use for the reward to reinforce",
+                   {"tools/offered": m["tools/offered"], "tools/calls": m["tools/calls"]},
+                   ev.one_per_group(lambda _: True))
+
+
+def _truncated_ids(ev: StepEvidence) -> list[str]:
+    return ev.one_per_group(lambda episode: episode.status == "truncated")
+
+
+def _all_truncated(ev: StepEvidence, _: HealthConfig, __: History) -> Verdict:
+    if ev.metrics["health/truncation_rate"] < 1.0:
+        return False
+    return Finding("every episode of this step ran out of turns or context before it ended, so what is scored is a "
+                   "cut-off episode, not an answer",
+                   {"health/truncation_rate": ev.metrics["health/truncation_rate"]}, _truncated_ids(ev))
+
+
+def _high_truncation(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
+    rate = ev.metrics["health/truncation_rate"]
+    if not cfg.max_truncation_rate <= rate < 1.0:  # all of them is all_truncated's alert
+        return False
+    return Finding(f"{rate:.0%} of this step's episodes ran out of turns or context (threshold "
+                   f"{cfg.max_truncation_rate:.0%}): their reward scores a cut-off episode, which teaches the policy "
+                   "little about finishing", {"health/truncation_rate": rate}, _truncated_ids(ev))
+
+
+def _mean_sampled_logprob(episode: Episode) -> float:
+    sampled = [logprob for logprob in episode.rollout_logprobs if logprob is not None]
+    return statistics.fmean(sampled) if sampled else float("-inf")
+
+
+def _entropy_collapse(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
+    entropy = ev.metrics.get("actor/entropy")
+    if entropy is None or history.first_entropy is None:
+        return None  # the first step sets the reference
+    if entropy >= cfg.entropy_collapse_ratio * history.first_entropy:
+        return False
+    return Finding(f"the policy's entropy is {entropy:.4f} nats per token, below {cfg.entropy_collapse_ratio:.0%} of "
+                   f"its first step's {history.first_entropy:.4f}: the samples of a group become the same, so they "
+                   "stop differing in reward and exploration ends",
+                   {"actor/entropy": entropy},
+                   ev.ranked(_mean_sampled_logprob))  # the most certain episodes: what the policy collapsed onto
+
+
+def _response_length_explosion(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
+    steps = [*history.recent, {"reward": ev.metrics["reward/mean"], "length": ev.metrics["episode/response_length_mean"]}]
+    if len(steps) < 2 * cfg.window:
+        return None
+    earlier, later = steps[-2 * cfg.window:-cfg.window], steps[-cfg.window:]
+    length_before = statistics.fmean(s["length"] for s in earlier)
+    length_now = statistics.fmean(s["length"] for s in later)
+    reward_change = statistics.fmean(s["reward"] for s in later) - statistics.fmean(s["reward"] for s in earlier)
+    if length_now < cfg.length_growth * max(length_before, 1e-9) or reward_change >= cfg.flat_reward_delta:
+        return False
+    return Finding(f"responses grew from {length_before:.1f} to {length_now:.1f} tokens on average over the last "
+                   f"{cfg.window} steps against the {cfg.window} before, while the mean reward changed by "
+                   f"{reward_change:+.3f}: the policy spends tokens that earn nothing (rambling, repeated calls)",
+                   {"episode/response_length_mean": ev.metrics["episode/response_length_mean"],
+                    "reward/mean": ev.metrics["reward/mean"]},
+                   ev.ranked(lambda episode: episode.response_length))
+
+
+def _tool_failure_spike(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
+    spikes = []
+    for name, (rate, calls) in tool_figures(ev.metrics).items():
+        if calls < cfg.tool_failure_min_calls:
+            continue
+        # Its lowest rate over the previous `window` steps, counting the steps before the run began (or before the
+        # tool was first called) as 0: a tool that fails from the start spikes too, and one step's failures do not
+        # raise the baseline the next step is judged against.
+        before = [step["tools"][name][0] for step in history.recent[-cfg.window:]
+                  if step["tools"].get(name, [0.0, 0.0])[1] > 0]
+        baseline = min(before) if len(before) == cfg.window else 0.0
+        if rate - baseline >= cfg.tool_failure_jump:
+            spikes.append((name, rate, baseline, calls))
+    if not spikes:
+        return False
+    failing = {name for name, *_ in spikes}
+    return Finding("; ".join(f"tool {name!r} failed {rate:.0%} of its {calls:.0f} calls, against {baseline:.0%} over "
+                             f"at best over the previous {cfg.window} steps" for name, rate, baseline, calls in spikes)
+                   + ": the model reads errors instead of results, and learns to avoid the tool or to misuse it",
+                   {f"tools/{name}/failure_rate": rate for name, rate, *_ in spikes},
+                   ev.one_per_group(lambda episode: any(call.error is not None and call.name in failing
+                                                        for turn in episode.turns for call in turn.tool_calls)))
+
+
+def _logprob_gap(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
+    gap = ev.metrics.get("actor/logprob_gap")
+    if gap is None or ev.rollouts_one_step_behind:
+        return None  # one step behind, the gap is mostly the update's own change, which the importance weights correct
+    if gap <= cfg.max_logprob_gap:
+        return False
+    return Finding(f"the rollout engine's logprobs differ from the learner's by {gap:.3g} per sampled token (tolerance "
+                   f"{cfg.max_logprob_gap:g}): the update treats the samples as on-policy when the engine sampled "
+                   "from other numbers (another dtype, other weights, another chat template)",
+                   {"actor/logprob_gap": gap}, ev.highest("logprob_gap"))
+
+
+def _kl_above_bound(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
+    kl = ev.metrics.get("actor/kl_ref")
+    if kl is None:
+        return None  # no reference policy (algorithm.kl.coef 0)
+    if kl <= cfg.max_kl:
+        return False
+    return Finding(f"the KL to the reference policy is {kl:.4f} per trained token (bound {cfg.max_kl:g}): the policy "
+                   "has moved far from where it started, which often means it found a way to game the reward",
+                   {"actor/kl_ref": kl}, ev.highest("kl_ref"))
+
+
+def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
+    score = ev.metrics.get("eval/reward")
+    if score is None:
+        return None
+    previous = history.last_eval
+    if previous is None:
+        return False  # the first evaluation is the reference
+    train_now = statistics.fmean([*history.rewards_since_eval, ev.metrics["reward/mean"]])
+    train_change, score_change = train_now - previous["train_reward"], score - previous["score"]
+    if not (score_change <= -cfg.eval_drop and train_change >= cfg.reward_rise):
+        return False
+    return Finding(f"the held-out score fell from {previous['score']:.3f} at step {previous['step']:.0f} to {score:.3f} "
+                   "while the training reward rose "
+                   f"by {train_change:+.3f} over the same steps: the policy is fitting the training tasks, or a flaw "
+                   "of the reward, rather than the skill",
+                   {"eval/reward": score, "reward/mean": ev.metrics["reward/mean"]},
+                   ev.ranked(lambda episode: episode.total_reward))  # what the training reward now pays for
+
+
+RULES = (
+    Rule("zero_variance_groups", "zero reward variance in most groups", "warning",
+         "raise rollout.temperature or rollout.group_size so samples differ, make the tasks easier, or give partial "
+         "credit in the reward so a near miss scores above a failure",
+         _zero_variance, ("health/zero_variance_groups", "reward/mean")),
+    Rule("no_tool_calls", "no tool calls", "warning",
+         "show the call format in the prompt (a worked example: a call and its result), or set rollout.tool_format to "
+         "one the model knows (auto follows its chat template, hermes is <tool_call>{json}</tool_call>); the replay "
+         "shows what the model writes instead",
+         _no_tool_calls, ("tools/offered", "tools/calls")),
+    Rule("all_truncated", "every episode truncated", "warning",
+         "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context (the replay shows where episodes "
+         "stop), or have the ToolEnv end an episode (done=True) once it is answered",
+         _all_truncated, ("health/truncation_rate",)),
+    Rule("high_truncation", "many episodes truncated", "warning",
+         "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context, or end episodes in the ToolEnv "
+         "(done=True) once answered; the listed trajectories show where they stop",
+         _high_truncation, ("health/truncation_rate",)),
+    Rule("entropy_collapse", "policy entropy collapsed", "warning",
+         "lower train.lr, add algorithm.entropy_coef (e.g. 0.001) or a KL penalty (algorithm.kl.coef), raise "
+         "rollout.temperature, or use clip-higher (algorithm.clip_eps_high, e.g. 0.28)",
+         _entropy_collapse, ("actor/entropy",)),
+    Rule("response_length_explosion", "responses growing, reward flat", "warning",
+         "lower rollout.max_new_tokens or rollout.max_turns, check the reward does not pay for length or for every "
+         "call (a process reward per call invites repeated calls), or use algorithm.loss_agg token-mean",
+         _response_length_explosion, ("episode/response_length_mean", "reward/mean")),
+    Rule("tool_failure_spike", "tool failures spiked", "warning",
+         "open the listed trajectories: a Tool raising or timing out (rollout.tool_timeout_s), or the model writing "
+         "arguments the Tool's parameters schema rejects; fix the Tool or show the call format in the prompt",
+         _tool_failure_spike, ("health/tool_failure_rate",)),
+    Rule("logprob_gap", "rollout and learner logprobs differ", "warning",
+         "set rollout.vllm_dtype: policy, or turn on algorithm.rollout_is to correct for the gap; a gap far above "
+         "1e-2 means the engine runs other weights or another chat template than the learner",
+         _logprob_gap, ("actor/logprob_gap",)),
+    Rule("kl_above_bound", "KL to the reference above its bound", "warning",
+         "raise algorithm.kl.coef, lower train.lr, and read the listed trajectories for reward hacking",
+         _kl_above_bound, ("actor/kl_ref",)),
+    Rule("non_finite", "non-finite reward, loss or gradient", "error",
+         "make the env's rewards finite (or set train.non_finite_rewards: drop); for a NaN loss or gradient lower "
+         "train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
+         None),
+    Rule("heldout_divergence", "training reward up, held-out score down", "warning",
+         "stop at the checkpoint with the best held-out score, check the reward for a shortcut the listed "
+         "trajectories take, or train on more varied tasks",
+         _heldout_divergence, ("eval/reward", "reward/mean"), per_evaluation=True),
 )
+RULE_BY_CODE = {rule.code: rule for rule in RULES}
+if tuple(RULE_BY_CODE) != HEALTH_CODES:
+    raise RuntimeError(f"agentrl/run/health.py's rules {tuple(RULE_BY_CODE)} are not rpc.schema.json's health codes "
+                       f"{HEALTH_CODES}: a code is declared once, in the schema, and each has exactly one rule")
 
 
 @dataclass
@@ -76,48 +325,73 @@ class _Streak:
 
 
 class HealthMonitor:
-    def __init__(self) -> None:
-        self._streaks = {check.code: _Streak() for check in CHECKS}
+    def __init__(self, config: HealthConfig | None = None) -> None:
+        self.config = config or HealthConfig()
+        self._streaks = {rule.code: _Streak() for rule in RULES if rule.judge is not None}
+        self.history = History()
 
     @property
     def active(self) -> list[str]:
-        """Codes of the alerts in force, in CHECKS order."""
+        """Codes of the alerts in force, in RULES order."""
         return [code for code, streak in self._streaks.items() if streak.active]
 
-    def observe(self, step: int, metrics: dict[str, float]) -> list[dict[str, Any]]:
+    def observe(self, evidence: StepEvidence) -> list[dict[str, Any]]:
         """The data of the `health` events this step causes: alerts that start, and alerts that clear."""
         events = []
-        for check in CHECKS:
-            streak = self._streaks[check.code]
-            if check.holds(metrics):
+        for rule in RULES:
+            if rule.judge is None:
+                continue
+            verdict = rule.judge(evidence, self.config, self.history)
+            if verdict is None:
+                continue
+            streak = self._streaks[rule.code]
+            needed = 1 if rule.per_evaluation else self.config.consecutive_steps
+            if isinstance(verdict, Finding):
                 if not streak.active and streak.held == 0:
-                    streak.since_step = step
+                    streak.since_step = evidence.step
                 streak.held, streak.absent = streak.held + 1, 0
-                if not streak.active and streak.held >= CONSECUTIVE_STEPS:
+                if not streak.active and streak.held >= needed:
                     streak.active = True
-                    events.append(self._event(check, streak, step, metrics, resolved=False))
+                    events.append(_event(rule, streak.since_step, evidence.step, resolved=False,
+                                         message=f"{rule.title} since step {streak.since_step}: {verdict.explanation}",
+                                         metrics=verdict.metrics, trajectory_ids=verdict.trajectory_ids))
             else:
                 streak.held = 0
                 if streak.active:
                     streak.absent += 1
-                    if streak.absent >= CONSECUTIVE_STEPS:
+                    if streak.absent >= needed:
                         streak.active = False
-                        events.append(self._event(check, streak, step, metrics, resolved=True))
+                        events.append(_event(
+                            rule, streak.since_step, evidence.step, resolved=True,
+                            message=f"{rule.title}: resolved (not seen for {needed} "
+                                    f"{'evaluation' if rule.per_evaluation else 'step'}{'s' if needed > 1 else ''})",
+                            metrics={name: evidence.metrics[name] for name in rule.reads if name in evidence.metrics},
+                            trajectory_ids=[]))
+        self.history.remember(evidence.step, evidence.metrics, self.config.window)
         return events
 
-    @staticmethod
-    def _event(check: HealthCheck, streak: _Streak, step: int, metrics: dict[str, float],
-               resolved: bool) -> dict[str, Any]:
-        message = (f"{check.title}: resolved (not seen for {CONSECUTIVE_STEPS} steps)" if resolved else
-                   f"{check.title} since step {streak.since_step}: {check.explain(metrics)}")
-        return {"code": check.code, "resolved": resolved, "step": step, "since_step": streak.since_step,
-                "message": message, "fix": check.fix, "metrics": {name: metrics[name] for name in check.metrics}}
+    # A checkpoint holds the streaks and the history, so a resumed run reports exactly the events an unbroken one would.
+    def state_dict(self) -> dict[str, Any]:
+        return {"health": {code: vars(streak).copy() for code, streak in self._streaks.items()},
+                "health_history": vars(self.history).copy()}
 
-    # A checkpoint holds the streaks, so a resumed run reports exactly the events an unbroken one would.
-    def state_dict(self) -> dict[str, dict[str, Any]]:
-        return {code: vars(streak).copy() for code, streak in self._streaks.items()}
-
-    def load_state_dict(self, state: dict[str, dict[str, Any]]) -> None:
-        for code, values in state.items():
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for code, values in state.get("health", {}).items():  # checkpoints from before health checks have none
             if code in self._streaks:  # a check since removed is forgotten
                 self._streaks[code] = _Streak(**values)
+        self.history = History(**state.get("health_history", {}))
+
+
+def non_finite_event(step: int, explanation: str) -> dict[str, Any]:
+    """The `health` event of a step stopped by a NaN or infinite reward, loss or gradient (learner.NonFiniteError):
+    reported at once, since the run stops. No trajectory ids: that step's trajectories are not written (a
+    non-finite reward cannot be stored as JSON); `explanation` names the episode when one is to blame."""
+    rule = RULE_BY_CODE["non_finite"]
+    return _event(rule, step, step, resolved=False, message=f"{rule.title}: {explanation}", metrics={},
+                  trajectory_ids=[])
+
+
+def _event(rule: Rule, since_step: int, step: int, *, resolved: bool, message: str, metrics: dict[str, float],
+           trajectory_ids: list[str]) -> dict[str, Any]:
+    return {"code": rule.code, "severity": rule.severity, "resolved": resolved, "step": step, "since_step": since_step,
+            "message": message, "fix": rule.fix, "metrics": metrics, "trajectory_ids": trajectory_ids}

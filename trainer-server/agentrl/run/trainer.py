@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,12 @@ from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_p
 from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
 from agentrl.environment.loader import env_factory, load_env_class
 from agentrl.rollout.episode import Episode, record_episodes
-from agentrl.run.health import HealthMonitor
+from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
 from agentrl.run.tasks import load_tasks
+from agentrl.run.trackers import Trackers
 
 
 def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
@@ -91,7 +92,9 @@ class _Run:
             self.engine.close()
             raise ValueError(f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
                              f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})")
-        self.health = HealthMonitor()
+        self.health = HealthMonitor(config.health)
+        self.eval_tasks = load_tasks(config.data.eval, config.train.eval_limit) if config.train.eval_every else []
+        self.trackers: Trackers | None = None  # training runs only (train() opens them)
         self.completed_step = 0  # the last step whose update and events are recorded
 
     @functools.cached_property
@@ -99,15 +102,21 @@ class _Run:
         """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
         return Learner(self.model, self.tokenizer, self.config, self.device)
 
-    def record(self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None) -> None:
-        record_episodes(self.store, step, episodes, self.tokenizer, advantages)
+    def record(self, step: int, episodes: list[Episode],
+               advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+        return record_episodes(self.store, step, episodes, self.tokenizer, advantages)
+
+    def warn(self, message: str) -> None:
+        """A warning for the event log (the editor shows it) and for stderr (the CLI, a server's run log)."""
+        self.store.append_event("log", {"level": "warning", "message": message})
+        print(f"WARN {message}", file=sys.stderr)
 
     def checkpoint(self, step: int) -> None:
         def write(folder: Path) -> None:
             save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
             torch.save(self.learner.state_dict(), folder / "learner.pt")
             (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1,
-                                                           "health": self.health.state_dict()}))
+                                                           **self.health.state_dict()}))
 
         path = self.store.save_checkpoint(step, write, self.config.train.keep_checkpoints)
         self.store.append_event("checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))},
@@ -118,7 +127,7 @@ class _Run:
         self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
                                                 weights_only=False))
         state = json.loads((checkpoint / "state.json").read_text())
-        self.health.load_state_dict(state.get("health", {}))  # checkpoints from before health checks have none
+        self.health.load_state_dict(state)
         self.completed_step = int(state["step"])
         self.engine.weights_updated()
         return self.completed_step
@@ -132,14 +141,17 @@ def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: li
     return (f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
             f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
             f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
-            f"{metrics['perf/step_time_s']:.1f}s" + "".join(f"  WARN {code}" for code in warnings))
+            + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
+            + f"{metrics['perf/step_time_s']:.1f}s" + "".join(f"  WARN {code}" for code in warnings))
 
 
 def _health_text(event: dict[str, Any]) -> str:
     """A `health` event as the CLI prints it, under the step line."""
     if event["resolved"]:
         return f"  ok   {event['code']}: {event['message']}"
-    return f"  WARN {event['code']}: {event['message']}\n       fix: {event['fix']}"
+    label = "ERROR" if event["severity"] == "error" else "WARN"
+    shown = f"\n       see: {', '.join(event['trajectory_ids'])}" if event["trajectory_ids"] else ""
+    return f"  {label} {event['code']}: {event['message']}\n       fix: {event['fix']}{shown}"
 
 
 def train(
@@ -187,6 +199,8 @@ def train(
                 _status(store, "completed", 0, 0)
                 return store.run_dir
             last = min(total, step + max_steps) if max_steps is not None else total
+            run.trackers = Trackers(config.logging, run_id=store.run_id, run_dir=str(store.run_dir),
+                                    resolved_config=config.model_dump(mode="json"), warn=run.warn)
             step = _train_steps(run, step, last, total, stop)
             latest = store.latest_checkpoint()
             if step > 0 and (latest is None or latest.name != f"step-{step:06d}"):
@@ -199,6 +213,8 @@ def train(
     finally:
         if run is not None:
             run.engine.close()
+            if run.trackers is not None:
+                run.trackers.close()
         store.clear_pid()
     return store.run_dir
 
@@ -229,6 +245,34 @@ def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[lis
     return kept, len(bad)
 
 
+def evaluate_heldout(run: _Run) -> dict[str, float]:
+    """The policy as it is now, greedy, one sample per task of data.eval (as `agentrl eval` scores it): eval/n,
+    eval/reward, and eval/<key> for each key of the env's reward breakdown."""
+    cfg = run.config
+    started = time.perf_counter()
+    episodes: list[Episode] = []
+    with run.engine.greedy():
+        for start in range(0, len(run.eval_tasks), cfg.train.batch_size):  # the engine is sized for a batch
+            episodes += run.engine.run(run.eval_tasks[start:start + cfg.train.batch_size], 1, seed=cfg.seed)
+    metrics = {"eval/n": float(len(episodes)), "eval/reward": sum(e.total_reward for e in episodes) / len(episodes)}
+    for key in dict.fromkeys(key for episode in episodes for key in episode.reward_breakdown):
+        values = [episode.reward_breakdown[key] for episode in episodes if key in episode.reward_breakdown]
+        metrics[f"eval/{key}"] = sum(values) / len(values)
+    metrics["perf/eval_time_s"] = time.perf_counter() - started
+    return metrics
+
+
+def _report_non_finite(run: _Run, step: int, bar: Any, explanation: str) -> None:
+    """The step stops before the optimizer (learner.NonFiniteError): an error `health` event, in the log, the
+    trackers and the CLI, before the run fails with the same explanation."""
+    event = non_finite_event(step, explanation)
+    run.store.append_event("health", event)
+    assert run.trackers is not None
+    run.trackers.log_step(step, {}, [event], [])
+    if run.progress:
+        bar.write(_health_text(event), file=sys.stderr)
+
+
 def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
     """Steps `step + 1` to `last`. With train.async_steps the next step's rollouts run in a second thread while
     this step updates: the engine was given the weights before the update started, so the rollouts are one
@@ -256,23 +300,34 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             if prefetcher is not None and step < last:
                 run.engine.sync_weights()  # here, before the update below starts changing them
                 prefetched = prefetcher.submit(rollout, step + 1)
-            episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
             try:
-                update = run.learner.update(episodes)
+                episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
+                try:
+                    update = run.learner.update(episodes)
+                except NonFiniteError as err:
+                    raise NonFiniteError(f"step {step}: {err}") from None
             except NonFiniteError as err:
-                raise NonFiniteError(f"step {step}: {err}") from None
+                _report_non_finite(run, step, bar, str(err))
+                raise
             run.engine.weights_updated()
             metrics = rollout_metrics(episodes) | rollout_stats | update.metrics
             if dropped:
                 metrics["health/dropped_non_finite"] = float(dropped)
+            if cfg.train.eval_every and step % cfg.train.eval_every == 0:
+                if prefetched is not None:
+                    wait([prefetched])  # the engine samples greedily for the evaluation: the prefetch must be done
+                metrics |= evaluate_heldout(run)
             metrics["perf/step_time_s"] = time.perf_counter() - started
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
-            run.record(step, episodes, update.advantages)
+            records = run.record(step, episodes, update.advantages)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
-            health_events = run.health.observe(step, metrics)
+            health_events = run.health.observe(StepEvidence(step, metrics, episodes, update.per_episode,
+                                                            rollouts_one_step_behind=bool(cfg.train.async_steps)))
             for event in health_events:
                 run.store.append_event("health", event)
+            assert run.trackers is not None
+            run.trackers.log_step(step, metrics, health_events, records)
             _status(run.store, "running", step, total)
             if step % cfg.train.checkpoint_every == 0:
                 run.checkpoint(step)
