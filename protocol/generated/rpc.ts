@@ -54,6 +54,8 @@ export interface RpcDefinitions {
   "run/list.params"?: RunListParams;
   "run/list.result"?: RunListResult;
   "run/get.params"?: RunGetParams;
+  "run/config.params"?: RunConfigParams;
+  "run/config.result"?: RunConfigResult;
   "run/subscribe.params"?: RunSubscribeParams;
   "run/subscribe.result"?: RunSubscribeResult;
   "run/unsubscribe.params"?: RunUnsubscribeParams;
@@ -274,6 +276,16 @@ export interface RunListResult {
 export interface RunGetParams {
   runId: string;
 }
+export interface RunConfigParams {
+  runId: string;
+}
+/**
+ * The run's frozen, resolved config (config.yaml of its folder: every key, defaults filled in, absolute paths), as run-config.schema.json describes it; what a client compares runs by.
+ */
+export interface RunConfigResult {
+  runId: string;
+  config: {};
+}
 export interface RunSubscribeParams {
   runId: string;
   since?: number;
@@ -468,6 +480,7 @@ export interface RpcMethods {
   'run/resume': { params: RunResumeParams; result: RunResumeResult };
   'run/list': { params: RunListParams; result: RunListResult };
   'run/get': { params: RunGetParams; result: RunGetResult };
+  'run/config': { params: RunConfigParams; result: RunConfigResult };
   'run/subscribe': { params: RunSubscribeParams; result: RunSubscribeResult };
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };
   'trajectory/query': { params: TrajectoryQueryParams; result: TrajectoryQueryResult };
