@@ -85,16 +85,17 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
 
 export function registerRunsView(connection: TrainerConnection): vscode.Disposable {
   const provider = new RunsTreeProvider(connection);
-  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
+  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true, canSelectMany: true });  // several runs: Compare in Dashboard
   const setContext = () => void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
   setContext();
   return vscode.Disposable.from(view, connection.onDidChangeState(setContext), connection.onHealthAlert(notifyHealthAlert));
 }
 
 function notifyHealthAlert({ runId, runName, alert }: HealthAlert): void {
-  const actions = { replay: 'Open Replay', logs: 'Show Logs' };
-  void vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.replay, actions.logs)
+  const actions = { dashboard: 'Open Dashboard', replay: 'Open Replay', logs: 'Show Logs' };
+  void vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.dashboard, actions.replay, actions.logs)
     .then((choice) => {
+      if (choice === actions.dashboard) void vscode.commands.executeCommand(Commands.openDashboard, { runId });
       if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
       if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
     });

@@ -1,0 +1,200 @@
+// One chart: a uPlot canvas for a group of metrics (one series per metric and run), the values at the cursor
+// in its legend, and a visually hidden table of every series' latest value for screen readers. Colours come
+// from the theme (CSS variables, re-read when the theme changes); runs differ by dash pattern, metrics by
+// colour. Keyboard: arrows move along the points, Enter opens the replay at the step under the cursor,
+// + and - zoom around it, 0 shows everything. Drag zooms, double-click resets, a click opens the replay.
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { clear, formatNumber, h } from '../dom';
+import type { ChartData, XAxis } from './chartData';
+import type { ChartSpec } from './metricGroups';
+
+export interface ChartTheme {
+  foreground: string;
+  grid: string;
+  palette: string[];
+}
+
+const PALETTE_SIZE = 8;
+const RUN_DASHES: number[][] = [[], [6, 4], [2, 3], [10, 3, 2, 3]];
+const HEIGHT = 200;
+
+export function readTheme(): ChartTheme {
+  const style = getComputedStyle(document.body);
+  const read = (name: string) => style.getPropertyValue(name).trim();
+  return {
+    foreground: read('--chart-fg'),
+    grid: read('--chart-grid'),
+    palette: Array.from({ length: PALETTE_SIZE }, (_, i) => read(`--series-${i}`)),
+  };
+}
+
+export class MetricChart {
+  readonly element: HTMLElement;
+  private readonly plotHost: HTMLElement;
+  private readonly summary: HTMLElement;
+  private plot: uPlot | undefined;
+  private data: ChartData | undefined;
+  /** Series labels, axis and theme the plot was built for: a change rebuilds it, anything else is setData. */
+  private shape = '';
+  private pointerDownAt: number | undefined;
+  private readonly resize = new ResizeObserver(() => this.plot?.setSize({ width: this.width(), height: HEIGHT }));
+
+  constructor(readonly spec: ChartSpec, private readonly onOpen: (runIndex: number, step: number) => void) {
+    this.plotHost = h('div', {
+      class: 'plot', tabindex: 0, role: 'application', id: `chart-${spec.key.replace(/[^a-z0-9]+/gi, '-')}`,
+      'aria-label': `${spec.title} chart. Left and right arrows move between steps, Enter opens the replay at that step, plus and minus zoom, 0 shows every step.`,
+    });
+    this.summary = h('div', {});
+    this.element = h('section', { class: 'chart', 'data-chart': spec.key }, h('h3', {}, spec.title), this.plotHost, this.summary);
+    this.plotHost.addEventListener('keydown', (event) => this.onKey(event));
+    this.resize.observe(this.plotHost);
+  }
+
+  update(data: ChartData, axis: XAxis, theme: ChartTheme, runNames: string[]): void {
+    this.data = data;
+    const shape = JSON.stringify([data.series.map((s) => s.label), axis, theme]);
+    const aligned: uPlot.AlignedData = [data.x, ...data.ys];
+    if (this.plot && shape === this.shape) {
+      // Keep the user's zoom while a live run grows; without one the x range follows the new points.
+      const zoomed = this.isZoomed();
+      this.plot.setData(aligned, !zoomed);
+    } else {
+      this.plot?.destroy();
+      this.shape = shape;
+      this.plot = new uPlot(this.options(data, axis, theme), aligned, this.plotHost);
+      this.plot.over.addEventListener('mousedown', (event) => { this.pointerDownAt = event.clientX; });
+      this.plot.over.addEventListener('click', (event) => this.onClick(event));
+    }
+    this.renderSummary(data, runNames);
+  }
+
+  destroy(): void {
+    this.resize.disconnect();
+    this.plot?.destroy();
+  }
+
+  private options(data: ChartData, axis: XAxis, theme: ChartTheme): uPlot.Options {
+    const axisStyle = { stroke: theme.foreground, grid: { stroke: theme.grid, width: 1 }, ticks: { stroke: theme.grid, width: 1 } };
+    const metrics = this.spec.metrics;
+    return {
+      width: this.width(),
+      height: HEIGHT,
+      scales: { x: { time: false } },
+      cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },
+      focus: { alpha: 0.35 },
+      legend: { live: true },
+      axes: [{ ...axisStyle, label: axis === 'step' ? 'step' : 'seconds since start' }, { ...axisStyle, size: 60 }],
+      series: [
+        { label: axis === 'step' ? 'step' : 'seconds', value: (_u, v) => formatNumber(v, 1) },
+        ...data.series.map((s) => ({
+          label: s.label,
+          stroke: theme.palette[metrics.indexOf(s.metric) % theme.palette.length],
+          dash: RUN_DASHES[s.runIndex % RUN_DASHES.length],
+          width: 1.5,
+          spanGaps: true,
+          points: { show: false },
+          value: (_u: uPlot, v: number | null) => formatNumber(v, 4),
+        })),
+      ],
+    };
+  }
+
+  private width(): number {
+    return Math.max(240, this.plotHost.clientWidth || this.element.clientWidth || 600);
+  }
+
+  /** Whether the x range shown is narrower than the data's (the user zoomed), read before new data is set. */
+  private isZoomed(): boolean {
+    const x = this.plot?.data[0];
+    const { min, max } = this.plot?.scales.x ?? {};
+    return !!x?.length && min !== undefined && max !== undefined && (min > x[0] || max < x[x.length - 1]);
+  }
+
+  private renderSummary(data: ChartData, runNames: string[]): void {
+    const rows = data.series.map((s, i) => {
+      const last = data.latest[i];
+      return h('tr', { 'data-series': s.label },
+        h('th', { scope: 'row' }, s.metric), h('td', {}, runNames[s.runIndex] ?? ''),
+        h('td', {}, last.step), h('td', { class: 'value' }, formatNumber(last.value, 4)));
+    });
+    clear(this.summary);
+    this.summary.append(h('table', { class: 'visually-hidden latest' },
+      h('caption', {}, `${this.spec.title}: latest values`),
+      h('thead', {}, h('tr', {}, ...['metric', 'run', 'step', 'value'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, ...rows)));
+  }
+
+  /** The point nearest to the cursor, over every series shown: its series and x index. */
+  private nearestPoint(): { series: number; idx: number } | undefined {
+    const plot = this.plot;
+    const data = this.data;
+    const { left, top, idx } = plot?.cursor ?? {};
+    if (!plot || !data || idx === null || idx === undefined || left === undefined || top === undefined || left < 0) return undefined;
+    let best: { series: number; idx: number; distance: number } | undefined;
+    data.ys.forEach((ys, s) => {
+      if (!plot.series[s + 1].show) return;
+      const at = nearestDefined(ys, idx);
+      if (at === undefined) return;
+      const dx = plot.valToPos(data.x[at], 'x') - left;
+      const dy = plot.valToPos(ys[at]!, 'y') - top;
+      const distance = Math.hypot(dx, dy);
+      if (!best || distance < best.distance) best = { series: s, idx: at, distance };
+    });
+    return best;
+  }
+
+  private open(point: { series: number; idx: number } | undefined): void {
+    const step = point && this.data?.steps[point.series][point.idx];
+    if (point && step !== null && step !== undefined) this.onOpen(this.data!.series[point.series].runIndex, step);
+  }
+
+  private onClick(event: MouseEvent): void {
+    const dragged = this.pointerDownAt !== undefined && Math.abs(event.clientX - this.pointerDownAt) > 3;
+    this.pointerDownAt = undefined;
+    if (!dragged) this.open(this.nearestPoint());
+  }
+
+  private onKey(event: KeyboardEvent): void {
+    const plot = this.plot;
+    const x = this.data?.x;
+    if (!plot || !x?.length) return;
+    const current = plot.cursor.idx ?? x.length - 1;
+    const moveTo = (idx: number) => {
+      const at = Math.max(0, Math.min(x.length - 1, idx));
+      const series = this.data!.ys.findIndex((ys) => ys[at] !== null);
+      const top = series >= 0 ? plot.valToPos(this.data!.ys[series][at]!, 'y') : plot.over.clientHeight / 2;
+      plot.setCursor({ left: plot.valToPos(x[at], 'x'), top });
+    };
+    const zoom = (factor: number) => {
+      const { min = x[0], max = x[x.length - 1] } = plot.scales.x;
+      const centre = x[current];
+      const half = ((max - min) * factor) / 2;
+      plot.setScale('x', { min: Math.max(x[0], centre - half), max: Math.min(x[x.length - 1], centre + half) });
+      moveTo(current);
+    };
+    const keys: Record<string, () => void> = {
+      ArrowRight: () => moveTo(current + 1),
+      ArrowLeft: () => moveTo(current - 1),
+      Home: () => moveTo(0),
+      End: () => moveTo(x.length - 1),
+      Enter: () => this.open(this.nearestPoint()),
+      '+': () => zoom(0.5), '=': () => zoom(0.5), '-': () => zoom(2),
+      '0': () => { plot.setScale('x', { min: x[0], max: x[x.length - 1] }); moveTo(current); },
+    };
+    const action = keys[event.key];
+    if (action) {
+      event.preventDefault();
+      action();
+    }
+  }
+}
+
+function nearestDefined(values: Array<number | null>, from: number): number | undefined {
+  for (let d = 0; d < values.length; d++) {
+    if (from - d >= 0 && values[from - d] !== null) return from - d;
+    if (from + d < values.length && values[from + d] !== null) return from + d;
+    if (from - d < 0 && from + d >= values.length) return undefined;
+  }
+  return undefined;
+}
