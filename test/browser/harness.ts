@@ -76,10 +76,19 @@ export function runFixture(runId: string): { run: DashboardRun; events: Dashboar
   return { run: { runId, name: runId, config }, events };
 }
 
+const violations = new WeakMap<Page, string[]>();
+
+/** What Chromium reported as blocked by the page's Content Security Policy since it opened. */
+export function cspViolations(page: Page): string[] {
+  return violations.get(page) ?? [];
+}
+
 /** Opens the Run Dashboard, waits for its `ready`, and sends these runs and their events, as the host does. */
 export async function openDashboard(browser: Browser, runs: Array<{ run: DashboardRun; events: DashboardEvent[] }>, theme: Theme = 'vscode-light'): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on('pageerror', (err) => { throw err; });
+  violations.set(page, []);
+  page.on('console', (message) => { if (/Content Security Policy/i.test(message.text())) violations.get(page)!.push(message.text()); });
   await page.goto(pageFile(theme, 'dashboard'));
   await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
   await page.evaluate((rs) => {

@@ -18,6 +18,7 @@ export interface ChartTheme {
 const PALETTE_SIZE = 8;
 const RUN_DASHES: number[][] = [[], [6, 4], [2, 3], [10, 3, 2, 3]];
 const HEIGHT = 200;
+const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000];
 
 export function readTheme(): ChartTheme {
   const style = getComputedStyle(document.body);
@@ -33,6 +34,8 @@ export class MetricChart {
   readonly element: HTMLElement;
   private readonly plotHost: HTMLElement;
   private readonly summary: HTMLElement;
+  /** Says which x range is shown after a zoom, for a keyboard or screen-reader user who cannot see it. */
+  private readonly range = h('span', { class: 'visually-hidden x-range', 'aria-live': 'polite' });
   private plot: uPlot | undefined;
   private data: ChartData | undefined;
   /** Series labels, axis and theme the plot was built for: a change rebuilds it, anything else is setData. */
@@ -46,7 +49,7 @@ export class MetricChart {
       'aria-label': `${spec.title} chart. Left and right arrows move between steps, Enter opens the replay at that step, plus and minus zoom, 0 shows every step.`,
     });
     this.summary = h('div', {});
-    this.element = h('section', { class: 'chart', 'data-chart': spec.key }, h('h3', {}, spec.title), this.plotHost, this.summary);
+    this.element = h('section', { class: 'chart', 'data-chart': spec.key }, h('h3', { class: spec.title === spec.group ? 'visually-hidden' : undefined }, spec.title)  /* the group's heading says it already */, this.plotHost, this.range, this.summary);
     this.plotHost.addEventListener('keydown', (event) => this.onKey(event));
     this.resize.observe(this.plotHost);
   }
@@ -80,11 +83,24 @@ export class MetricChart {
     return {
       width: this.width(),
       height: HEIGHT,
-      scales: { x: { time: false } },
+      scales: {
+        x: { time: false },
+        // A fraction reads against its whole range; uPlot would stretch an all-zero series to 0..100.
+        ...(this.spec.key.endsWith(':fraction') ? { y: { range: (_u: uPlot, min: number, max: number): uPlot.Range.MinMax => [Math.min(0, min), Math.max(1, max)] } } : {}),
+      },
       cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },
       focus: { alpha: 0.35 },
       legend: { live: true },
-      axes: [{ ...axisStyle, label: axis === 'step' ? 'step' : 'seconds since start' }, { ...axisStyle, size: 60 }],
+      hooks: {
+        setScale: [(u, key) => {
+          const { min, max } = u.scales.x;
+          if (key === 'x' && min !== undefined && max !== undefined) {
+            this.range.textContent = `${axis === 'step' ? 'steps' : 'seconds'} ${formatNumber(min, 1)} to ${formatNumber(max, 1)} shown`;
+          }
+        }],
+      },
+      // Steps are whole numbers: no tick at 1.5.
+      axes: [{ ...axisStyle, label: axis === 'step' ? 'step' : 'seconds since start', ...(axis === 'step' ? { incrs: STEP_TICKS } : {}) }, { ...axisStyle, size: 60 }],
       series: [
         { label: axis === 'step' ? 'step' : 'seconds', value: (_u, v) => formatNumber(v, 1) },
         ...data.series.map((s) => ({
@@ -169,8 +185,12 @@ export class MetricChart {
     const zoom = (factor: number) => {
       const { min = x[0], max = x[x.length - 1] } = plot.scales.x;
       const centre = x[current];
-      const half = ((max - min) * factor) / 2;
-      plot.setScale('x', { min: Math.max(x[0], centre - half), max: Math.min(x[x.length - 1], centre + half) });
+      const first = x[0];
+      const last = x[x.length - 1];
+      const width = Math.min(last - first, (max - min) * factor);
+      // Centred on the cursor, slid inside the data so the window keeps its width at either end.
+      const from = Math.max(first, Math.min(centre - width / 2, last - width));
+      plot.setScale('x', { min: from, max: from + width });
       moveTo(current);
     };
     const keys: Record<string, () => void> = {
