@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import type { DashboardEvent } from '../../protocol/dashboard-messages';
-import { buildChartData } from '../../webview/dashboard/chartData';
+import { buildChartData, latestPoints } from '../../webview/dashboard/chartData';
 import { configDiff } from '../../webview/dashboard/configDiff';
 import { chartSpecs, metricGroup, metricUnit } from '../../webview/dashboard/metricGroups';
 import { RunTimeline } from '../../webview/dashboard/runTimeline';
@@ -122,7 +122,8 @@ describe('Run Dashboard data model', () => {
       assert.deepEqual(data.x, [1, 2, 3]);
       assert.deepEqual(data.ys, [[1, 2, null], [null, 20, 30]]);
       assert.deepEqual(data.series.map((s) => s.label), ['reward/mean · a', 'reward/mean · b']);
-      assert.deepEqual(data.latest, [{ step: 2, value: 2 }, { step: 3, value: 30 }]);
+      assert.deepEqual(latestPoints(['reward/mean'], [{ name: 'a', timeline: a }, { name: 'b', timeline: b }]).map(({ step, value }) => ({ step, value })),
+        [{ step: 2, value: 2 }, { step: 3, value: 30 }]);
       const byTime = buildChartData(['reward/mean'], [{ name: 'a', timeline: a }], 'time', 0);
       assert.deepEqual(byTime.x, [0, 10]);  // seconds since the run's first event
       assert.deepEqual(byTime.steps, [[1, 2]]);
@@ -133,7 +134,7 @@ describe('Run Dashboard data model', () => {
       t.apply([metrics(1, 1, { x: 0 }), metrics(2, 2, { x: 1 })]);
       const data = buildChartData(['x'], [{ name: 'a', timeline: t }], 'step', 0.5);
       assert.ok((data.ys[0][1] as number) < 1);
-      assert.deepEqual(data.latest, [{ step: 2, value: 1 }]);
+      assert.deepEqual(latestPoints(['x'], [{ name: 'a', timeline: t }]).map(({ step, value }) => ({ step, value })), [{ step: 2, value: 1 }]);
     });
   });
 

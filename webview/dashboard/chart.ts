@@ -1,12 +1,13 @@
 // One chart: a uPlot canvas for a group of metrics (one series per metric and run), the values at the cursor
 // in its legend, and a visually hidden table of every series' latest value for screen readers. Colours come
 // from the theme (CSS variables, re-read when the theme changes); runs differ by dash pattern, metrics by
-// colour. Keyboard: arrows move along the points, Enter opens the replay at the step under the cursor,
+// colour. A chart scrolled out of view is not redrawn while a run grows: it catches up when it comes back
+// into view (its table of latest values is always current). Keyboard: arrows move along the points, Enter opens the replay at the step under the cursor,
 // + and - zoom around it, 0 shows everything. Drag zooms, double-click resets, a click opens the replay.
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { clear, formatNumber, h } from '../dom';
-import type { ChartData, XAxis } from './chartData';
+import type { ChartData, LatestPoint, XAxis } from './chartData';
 import type { ChartSpec } from './metricGroups';
 
 export interface ChartTheme {
@@ -42,6 +43,13 @@ export class MetricChart {
   private shape = '';
   private pointerDownAt: number | undefined;
   private readonly resize = new ResizeObserver(() => this.plot?.setSize({ width: this.width(), height: HEIGHT }));
+  private visible = true;
+  /** The draw a chart out of view skipped, done when it comes into view. */
+  private pending: (() => void) | undefined;
+  private readonly viewport = new IntersectionObserver(([entry]) => {
+    this.visible = entry.isIntersecting;
+    if (this.visible && this.pending) this.pending();
+  }, { rootMargin: '200px' });
 
   constructor(readonly spec: ChartSpec, private readonly onOpen: (runIndex: number, step: number) => void) {
     this.plotHost = h('div', {
@@ -52,9 +60,20 @@ export class MetricChart {
     this.element = h('section', { class: 'chart', 'data-chart': spec.key }, h('h3', { class: spec.title === spec.group ? 'visually-hidden' : undefined }, spec.title)  /* the group's heading says it already */, this.plotHost, this.range, this.summary);
     this.plotHost.addEventListener('keydown', (event) => this.onKey(event));
     this.resize.observe(this.plotHost);
+    this.viewport.observe(this.element);
   }
 
-  update(data: ChartData, axis: XAxis, theme: ChartTheme, runNames: string[]): void {
+  /** `build` gives the chart's data; it is only called when the chart is in view. */
+  update(build: () => ChartData, axis: XAxis, theme: ChartTheme, runNames: string[], latest: LatestPoint[]): void {
+    this.renderSummary(latest, runNames);
+    this.pending = () => {
+      this.pending = undefined;
+      this.plotData(build(), axis, theme);
+    };
+    if (this.visible) this.pending();
+  }
+
+  private plotData(data: ChartData, axis: XAxis, theme: ChartTheme): void {
     this.data = data;
     const shape = JSON.stringify([data.series.map((s) => s.label), axis, theme]);
     const aligned: uPlot.AlignedData = [data.x, ...data.ys];
@@ -69,11 +88,11 @@ export class MetricChart {
       this.plot.over.addEventListener('mousedown', (event) => { this.pointerDownAt = event.clientX; });
       this.plot.over.addEventListener('click', (event) => this.onClick(event));
     }
-    this.renderSummary(data, runNames);
   }
 
   destroy(): void {
     this.resize.disconnect();
+    this.viewport.disconnect();
     this.plot?.destroy();
   }
 
@@ -127,13 +146,10 @@ export class MetricChart {
     return !!x?.length && min !== undefined && max !== undefined && (min > x[0] || max < x[x.length - 1]);
   }
 
-  private renderSummary(data: ChartData, runNames: string[]): void {
-    const rows = data.series.map((s, i) => {
-      const last = data.latest[i];
-      return h('tr', { 'data-series': s.label },
-        h('th', { scope: 'row' }, s.metric), h('td', {}, runNames[s.runIndex] ?? ''),
-        h('td', {}, last.step), h('td', { class: 'value' }, formatNumber(last.value, 4)));
-    });
+  private renderSummary(latest: LatestPoint[], runNames: string[]): void {
+    const rows = latest.map(({ series, step, value }) => h('tr', { 'data-series': series.label },
+      h('th', { scope: 'row' }, series.metric), h('td', {}, runNames[series.runIndex] ?? ''),
+      h('td', {}, step), h('td', { class: 'value' }, formatNumber(value, 4))));
     clear(this.summary);
     this.summary.append(h('table', { class: 'visually-hidden latest' },
       h('caption', {}, `${this.spec.title}: latest values`),

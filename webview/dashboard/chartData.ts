@@ -20,8 +20,13 @@ export interface ChartData {
   /** steps[s][i]: the step of series s's point at x[i]. */
   steps: Array<Array<number | null>>;
   series: SeriesInfo[];
-  /** Each series' last point, unsmoothed: what the text alternative reads out. */
-  latest: Array<{ step: number; value: number }>;
+}
+
+/** A series' last point, unsmoothed: what the text alternative reads out. */
+export interface LatestPoint {
+  series: SeriesInfo;
+  step: number;
+  value: number;
 }
 
 export interface RunView {
@@ -30,18 +35,17 @@ export interface RunView {
 }
 
 export function buildChartData(metrics: string[], runs: RunView[], axis: XAxis, smoothing: number): ChartData {
-  const raw: Array<{ info: SeriesInfo; xs: number[]; steps: number[]; values: number[]; latest: { step: number; value: number } }> = [];
+  const raw: Array<{ info: SeriesInfo; xs: number[]; steps: number[]; values: number[] }> = [];
   runs.forEach(({ name, timeline }, runIndex) => {
     for (const metric of metrics) {
       const series = timeline.metrics.get(metric);
       if (!series?.steps.length) continue;
       const start = timeline.startTime ?? 0;
       raw.push({
-        info: { metric, runIndex, label: runs.length > 1 ? `${metric} · ${name}` : metric },
+        info: seriesInfo(metric, runIndex, runs.length, name),
         xs: axis === 'step' ? series.steps : series.times.map((t) => t - start),
         steps: series.steps,
         values: ema(series.values, smoothing),
-        latest: { step: series.steps[series.steps.length - 1], value: series.values[series.values.length - 1] },
       });
     }
   });
@@ -56,7 +60,24 @@ export function buildChartData(metrics: string[], runs: RunView[], axis: XAxis, 
       steps[s][at] = r.steps[i];
     }
   });
-  return { x, ys, steps, series: raw.map((r) => r.info), latest: raw.map((r) => r.latest) };
+  return { x, ys, steps, series: raw.map((r) => r.info) };
+}
+
+/** Every series' last point, in the order buildChartData gives the series; cheap enough for every draw. */
+export function latestPoints(metrics: string[], runs: RunView[]): LatestPoint[] {
+  const points: LatestPoint[] = [];
+  runs.forEach(({ name, timeline }, runIndex) => {
+    for (const metric of metrics) {
+      const series = timeline.metrics.get(metric);
+      if (!series?.steps.length) continue;
+      points.push({ series: seriesInfo(metric, runIndex, runs.length, name), step: series.steps[series.steps.length - 1], value: series.values[series.values.length - 1] });
+    }
+  });
+  return points;
+}
+
+function seriesInfo(metric: string, runIndex: number, runCount: number, runName: string): SeriesInfo {
+  return { metric, runIndex, label: runCount > 1 ? `${metric} · ${runName}` : metric };
 }
 
 function sortedUnion(lists: number[][]): number[] {
