@@ -8,6 +8,7 @@ import * as vscode from 'vscode';
 import type { DashboardEvent, DashboardHostMessage, DashboardRun, DashboardWebviewMessage } from '../protocol/dashboard-messages';
 import type { RpcMethods, RunEventParams, RunInfo } from '../protocol/generated/rpc';
 import { Commands } from './commands';
+import { registerGuardedCommand } from './guardedCommand';
 import type { RunsTreeNode, TimelineEvent } from './runsModel';
 import { webviewHtml } from './webviewHtml';
 
@@ -26,7 +27,7 @@ export interface DashboardTrainer {
 }
 
 export interface DashboardDeps {
-  log: Pick<vscode.LogOutputChannel, 'info' | 'warn' | 'error'>;
+  log: vscode.LogOutputChannel;
   /** The trainer connection when connected, else undefined. */
   trainer: () => DashboardTrainer | undefined;
 }
@@ -54,26 +55,17 @@ export function registerDashboard(context: vscode.ExtensionContext, deps: Dashbo
     panel.onDidDispose(() => panels.delete(key));
     return runIds;
   };
-  const guarded = (what: string, command: (...args: never[]) => Promise<string[] | undefined>) => async (...args: never[]) => {
-    try {
-      return await command(...args);
-    } catch (err) {
-      deps.log.error(`${what}: ${(err as Error).message}`);
-      void vscode.window.showErrorMessage(`Agent RL: ${what}: ${(err as Error).message}`);
-      return undefined;
-    }
-  };
   return vscode.Disposable.from(
     // From a Runs-view row VS Code passes the row and, with several selected, all of them.
-    vscode.commands.registerCommand(Commands.openDashboard, guarded('Open Run Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
+    registerGuardedCommand(deps.log, Commands.openDashboard, 'Open Run Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
       const picked = runIdsOf(selected) ?? (target ? [target.runId] : await pickRuns(deps, 'Open Run Dashboard', false));
       return picked?.length ? open(picked) : undefined;
-    })),
-    vscode.commands.registerCommand(Commands.compareRuns, guarded('Compare in Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
+    }),
+    registerGuardedCommand(deps.log, Commands.compareRuns, 'Compare in Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
       const fromView = runIdsOf(selected);
       const picked = fromView && fromView.length > 1 ? fromView : await pickRuns(deps, 'Compare in Dashboard', true, target?.runId);
       return picked?.length ? open(picked) : undefined;
-    })),
+    }),
   );
 }
 
