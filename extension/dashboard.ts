@@ -56,29 +56,23 @@ export function registerDashboard(context: vscode.ExtensionContext, deps: Dashbo
     return runIds;
   };
   return vscode.Disposable.from(
-    // From a Runs-view row VS Code passes the row and, with several selected, all of them.
-    registerGuardedCommand(deps.log, Commands.openDashboard, 'Open Run Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
-      const picked = runIdsOf(selected) ?? (target ? [target.runId] : await pickRuns(deps, 'Open Run Dashboard', false));
+    registerGuardedCommand(deps.log, Commands.openDashboard, 'Open Run Dashboard', async (target?: DashboardTarget) => {
+      const picked = target ? [target.runId] : await pickRuns(deps, 'Open Run Dashboard', false);
       return picked?.length ? open(picked) : undefined;
     }),
-    registerGuardedCommand(deps.log, Commands.compareRuns, 'Compare in Dashboard', async (target?: DashboardTarget, selected?: RunsTreeNode[]) => {
-      const fromView = runIdsOf(selected);
-      const picked = fromView && fromView.length > 1 ? fromView : await pickRuns(deps, 'Compare in Dashboard', true, target?.runId);
+    // From a run's row: a list of every run with that one ticked, to tick the others to overlay.
+    registerGuardedCommand(deps.log, Commands.compareRuns, 'Compare in Dashboard', async (target?: DashboardTarget) => {
+      const picked = await pickRuns(deps, 'Compare in Dashboard', true, target?.runId);
       return picked?.length ? open(picked) : undefined;
     }),
   );
 }
 
-/** The distinct runs of the selected Runs-view rows (a step or trajectory row stands for its run). */
-function runIdsOf(selected: RunsTreeNode[] | undefined): string[] | undefined {
-  if (!selected?.length) return undefined;
-  return [...new Set(selected.map((node) => node.runId))];
-}
-
 async function pickRuns(deps: DashboardDeps, title: string, many: boolean, preselected?: string): Promise<string[] | undefined> {
   const trainer = deps.trainer();
   if (!trainer) throw new Error('not connected to a trainer server');
-  const runIds = trainer.model.runIds();
+  // The run the command came from leads: the others are compared with it.
+  const runIds = trainer.model.runIds().sort((a, b) => Number(b === preselected) - Number(a === preselected));
   if (runIds.length === 0) throw new Error('the trainer server has no runs yet');
   if (runIds.length === 1) return runIds;
   const items = runIds.map((runId) => ({

@@ -85,7 +85,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
 
 export function registerRunsView(connection: TrainerConnection): vscode.Disposable {
   const provider = new RunsTreeProvider(connection);
-  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true, canSelectMany: true });  // several runs: Compare in Dashboard
+  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
   const setContext = () => void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
   setContext();
   return vscode.Disposable.from(view, connection.onDidChangeState(setContext), connection.onHealthAlert(notifyHealthAlert));

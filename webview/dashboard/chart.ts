@@ -104,8 +104,13 @@ export class MetricChart {
       height: HEIGHT,
       scales: {
         x: { time: false },
-        // A fraction reads against its whole range; uPlot would stretch an all-zero series to 0..100.
-        ...(this.spec.key.endsWith(':fraction') ? { y: { range: (_u: uPlot, min: number, max: number): uPlot.Range.MinMax => [Math.min(0, min), Math.max(1, max)] } } : {}),
+        // A fraction reads against its whole range; a flat series gets a unit around its value (uPlot's
+        // default stretches an all-zero series to 0..100, which reads as a scale of percent).
+        y: {
+          range: (_u: uPlot, min: number, max: number): uPlot.Range.MinMax => (this.spec.key.endsWith(':fraction')
+            ? [Math.min(0, min), Math.max(1, max)]
+            : min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)),
+        },
       },
       cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },
       focus: { alpha: 0.35 },

@@ -178,6 +178,10 @@ class DashboardApp {
         continue;
       }
       const differences = configDiff(base.config, run.config).filter((d) => d.key !== 'name');
+      if (!differences.length) {
+        this.configPanel.append(h('p', { class: 'same-config', 'data-run': run.runId }, `${title}: 0 differences (the same config apart from its name)`));
+        continue;
+      }
       this.configPanel.append(h('table', { class: 'grid', 'data-run': run.runId },
         h('caption', {}, `${title}: ${differences.length} difference${differences.length === 1 ? '' : 's'}`),
         h('thead', {}, h('tr', {}, ...['key', base.name, run.name].map((t) => h('th', { scope: 'col' }, t)))),
