@@ -284,7 +284,12 @@ export interface RunConfigParams {
  */
 export interface RunConfigResult {
   runId: string;
-  config: {};
+  /**
+   * run-config.schema.json's object, every key present.
+   */
+  config: {
+    [k: string]: unknown;
+  };
 }
 export interface RunSubscribeParams {
   runId: string;
