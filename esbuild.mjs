@@ -1,5 +1,5 @@
-// Builds the three bundles the .vsix ships: the extension host (Node), the language server (Node),
-// and the webview app (browser); and, into out/ (gitignored, outside the .vsix's allow-list), the
+// Builds the bundles the .vsix ships: the extension host (Node), the language server (Node), and the
+// two webview apps (browser): the replay panel and the Run Dashboard; and, into out/ (gitignored, outside the .vsix's allow-list), the
 // extension-host tests: out/exthost/index.js (the run() entry, with mocha) and one bundle per
 // test/exthost/*.test.ts. `node esbuild.mjs --watch` rebuilds on change.
 import * as esbuild from 'esbuild';
@@ -12,6 +12,7 @@ const builds = [
   { ...common, entryPoints: ['extension/extension.ts'], outfile: 'dist/extension.js', platform: 'node', format: 'cjs', target: 'node20', external: ['vscode'] },
   { ...common, entryPoints: ['extension/languageServer/server.ts'], outfile: 'dist/languageServer.js', platform: 'node', format: 'cjs', target: 'node20' },
   { ...common, entryPoints: ['webview/main.ts'], outfile: 'dist/webview/main.js', platform: 'browser', format: 'iife', target: 'es2022', loader: { '.css': 'css' } },
+  { ...common, entryPoints: ['webview/dashboard/main.ts'], outfile: 'dist/webview/dashboard.js', platform: 'browser', format: 'iife', target: 'es2022', loader: { '.css': 'css' } },
 ].filter((b) => existsSync(b.entryPoints[0]));
 
 const exthostTests = existsSync('test/exthost') ? readdirSync('test/exthost').filter((f) => f.endsWith('.test.ts')) : [];

@@ -8,6 +8,8 @@ export const Commands = {
   stopTraining: 'agentRl.stopTraining',
   resumeTraining: 'agentRl.resumeTraining',
   openReplay: 'agentRl.openReplay',
+  openDashboard: 'agentRl.openDashboard',
+  compareRuns: 'agentRl.compareRuns',
   connectServer: 'agentRl.connectServer',
   startLocalServer: 'agentRl.startLocalServer',
   disconnectServer: 'agentRl.disconnectServer',

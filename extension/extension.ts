@@ -1,9 +1,10 @@
 // Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy:
 // one log channel, the language client, the trainer connection (not connected until asked), the Runs view,
-// the status bar item, the replay panel, and command registrations.
+// the status bar item, the replay panel, the Run Dashboard, and command registrations.
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { Commands } from './commands';
+import { registerDashboard } from './dashboard';
 import { startLanguageClient, type LanguageClientHandle } from './languageClient';
 import { registerReplay } from './replay';
 import { registerRunCommands } from './runCommands';
@@ -29,6 +30,7 @@ export function activate(context: vscode.ExtensionContext): void {
     registerRunCommands({ context, log, connection: trainer }),
     registerScaffoldCommands(join(context.extensionPath, 'extension', 'templates'), log),
     vscode.commands.registerCommand(Commands.showLogs, () => log.show()),
+    registerDashboard(context, { log, trainer: () => (trainer.isConnected ? trainer : undefined) }),
   );
   registerReplay(context, { log, trainer: () => (trainer.isConnected ? trainer : undefined) });
 }

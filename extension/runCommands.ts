@@ -139,6 +139,11 @@ async function startRun(deps: RunCommandDeps, target: vscode.Uri | string | unde
   deps.log.info(`Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`);
   await deps.connection.adopt(runId);
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
+  if (mode === 'train') {
+    const name = deps.connection.model.run(runId)?.name ?? runId;
+    void vscode.window.showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
+      .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
+  }
   return runId;
 }
 

@@ -1,7 +1,8 @@
 // What the Runs view and the status bar show, kept up to date from `run/list` and the `run/event` stream.
 // Pure (no `vscode`): the tree is run -> step -> group -> trajectory, and every node knows its label and
 // description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
-// (the trainer saying it cannot learn) come from its `health` events.
+// (the trainer saying it cannot learn) come from its `health` events. Each run's status, metrics and health
+// events are also kept in order as they came, for the Run Dashboard to draw from the first step on.
 import { ACTIVE_RUN_STATUSES, RESUMABLE_RUN_STATUSES, type HealthEvent, type RunEventParams, type RunInfo, type TrajectorySummary } from '../protocol/generated/rpc';
 
 export type RunNode = { kind: 'run'; runId: string };
@@ -16,7 +17,12 @@ interface RunState {
   trajectories: Map<string, TrajectorySummary>;
   /** Health events by seq: the alerts in force are their fold, and a resume forgets the superseded ones. */
   health: Map<number, HealthEvent>;
+  /** Status, metrics and health events in seq order (the stream delivers each once, in order). */
+  timeline: TimelineEvent[];
 }
+
+/** The events the Run Dashboard draws: what a run's charts, status and alerts are folded from. */
+export type TimelineEvent = Extract<RunEventParams, { type: 'status' | 'metrics' | 'health' }>;
 
 const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(2));
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
@@ -41,7 +47,7 @@ export class RunsModel {
     this.runs.clear();
     for (const info of infos) {
       const streamed = previous.get(info.runId);
-      this.runs.set(info.runId, { info, trajectories: streamed?.trajectories ?? new Map(), health: streamed?.health ?? new Map() });
+      this.runs.set(info.runId, { info, trajectories: streamed?.trajectories ?? new Map(), health: streamed?.health ?? new Map(), timeline: streamed?.timeline ?? [] });
     }
     this.changed(undefined);
   }
@@ -50,7 +56,7 @@ export class RunsModel {
   upsertRun(info: RunInfo): void {
     const state = this.runs.get(info.runId);
     if (state) state.info = info;
-    else this.runs.set(info.runId, { info, trajectories: new Map(), health: new Map() });
+    else this.runs.set(info.runId, { info, trajectories: new Map(), health: new Map(), timeline: [] });
     this.changed(info.runId);
   }
 
@@ -63,6 +69,7 @@ export class RunsModel {
     const state = this.runs.get(event.runId);
     if (!state) return;
     state.info.lastSeq = Math.max(state.info.lastSeq, event.seq);
+    if (event.type === 'status' || event.type === 'metrics' || event.type === 'health') state.timeline.push(event);
     switch (event.type) {
       case 'status': {
         Object.assign(state.info, event.runInfo);
@@ -100,6 +107,11 @@ export class RunsModel {
   focusRun(): RunInfo | undefined {
     const infos = [...this.runs.values()].map((s) => s.info).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
     return infos.find((i) => ACTIVE_RUN_STATUSES.has(i.status)) ?? infos[0];
+  }
+
+  /** The run's status, metrics and health events streamed so far, in seq order. */
+  timeline(runId: string): TimelineEvent[] {
+    return this.runs.get(runId)?.timeline ?? [];
   }
 
   trajectories(runId: string): TrajectorySummary[] {

@@ -92,13 +92,14 @@ export function registerRunsView(connection: TrainerConnection): vscode.Disposab
 }
 
 function notifyHealthAlert({ runId, runName, alert }: HealthAlert): void {
-  const actions = { replay: 'Open Replay', logs: 'Show Logs' };
+  const actions = { dashboard: 'Open Dashboard', replay: 'Open Replay', logs: 'Show Logs' };
   // severity error: the run stopped (a non-finite loss, say); warning: it goes on but is unlikely to learn.
   const shown = alert.severity === 'error'
-    ? vscode.window.showErrorMessage(`Agent RL: run ${runName} stopped (${alert.code}): ${describeHealth(alert)}`, actions.replay, actions.logs)
-    : vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.replay, actions.logs);
+    ? vscode.window.showErrorMessage(`Agent RL: run ${runName} stopped (${alert.code}): ${describeHealth(alert)}`, actions.dashboard, actions.replay, actions.logs)
+    : vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.dashboard, actions.replay, actions.logs);
   void shown
     .then((choice) => {
+      if (choice === actions.dashboard) void vscode.commands.executeCommand(Commands.openDashboard, { runId });
       if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
       if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
     });

@@ -1,6 +1,6 @@
 // One status bar item: the server's state, and the run it follows (step/total, mean reward, a warning while
 // a health alert is in force). Its tooltip holds the alerts and command links for what a user wants next:
-// logs, stop, open replay.
+// logs, dashboard, stop, open replay.
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../protocol/generated/rpc';
 import { Commands } from './commands';
@@ -32,7 +32,7 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
         item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}${alerts.length ? ' $(warning)' : ''}`;
         tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\n`);
         appendHealthAlerts(tooltip, alerts).appendMarkdown(`Connected to the ${where}\n\n`);
-        const links = [commandLink('Show Logs', Commands.showLogs), commandLink('Open Replay', Commands.openReplay, { runId: run.runId })];
+        const links = [commandLink('Show Logs', Commands.showLogs), commandLink('Open Dashboard', Commands.openDashboard, { runId: run.runId }), commandLink('Open Replay', Commands.openReplay, { runId: run.runId })];
         if (active) links.push(commandLink('Stop', Commands.stopTraining, { runId: run.runId }));
         tooltip.appendMarkdown(links.join(' · '));
       } else {

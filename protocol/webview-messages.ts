@@ -11,13 +11,15 @@ export interface ReadyMessage {
 }
 
 /** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow;
- * `runStatus`, for a run, its status now (absent for a file). */
+ * `runStatus`, for a run, its status now (absent for a file); `focusStep`, the step to show first (the Run
+ * Dashboard's click on a point): the group view of that step's first group. */
 export interface LoadMessage {
   type: 'load';
   source: string;
   records: TrajectoryRecord[];
   live: boolean;
   runStatus?: RunStatus;
+  focusStep?: number;
 }
 
 /** Host → webview, during a live run: trajectories of a new step. */

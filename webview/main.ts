@@ -39,6 +39,7 @@ class ReplayApp {
       this.source = message.source;
       this.live = message.live;
       this.runStatus = message.runStatus;
+      if (message.focusStep !== undefined) this.focusStep(message.focusStep);
     } else if (message.type === 'runStatus') {
       this.live = message.live;
       this.runStatus = message.runStatus;
@@ -50,6 +51,18 @@ class ReplayApp {
       return;
     }
     this.render();
+  }
+
+  /** The group view of the step's first group; a step without trajectories lists the run filtered to it. */
+  private focusStep(step: number): void {
+    const first = this.records.filter((r) => r.step === step).sort((a, b) => a.group - b.group || a.sample - b.sample)[0];
+    this.stop();
+    this.update((s) => {
+      s.filters.step = String(step);
+      s.view = first ? 'group' : 'runs';
+      s.selectedId = first?.id ?? null;
+      s.stepIndex = 0;
+    });
   }
 
   private get selected(): TrajectoryRecord | undefined {

@@ -1,11 +1,11 @@
 // Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for
 // `*.trajectories.jsonl`, and the relay between a trainer run and the webview. Talks to the webview only
 // through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
-import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES, type RpcMethods, type RunEventParams } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
+import { webviewHtml } from '../webviewHtml';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
@@ -27,7 +27,7 @@ export interface ReplayDeps {
 export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDeps): void {
   const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
   context.subscriptions.push(
-    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | { runId: string }) => openReplay(webviewRoot, deps, target)),
+    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | ReplayRunTarget) => openReplay(webviewRoot, deps, target)),
     vscode.window.registerCustomEditorProvider(TRAJECTORY_EDITOR_VIEW_TYPE, new TrajectoryEditorProvider(webviewRoot, deps), {
       webviewOptions: { retainContextWhenHidden: false },
       supportsMultipleEditorsPerDocument: true,
@@ -35,22 +35,29 @@ export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDep
   );
 }
 
+/** A run to replay; with `step` (the Run Dashboard), the panel opens on that step's groups. */
+export interface ReplayRunTarget {
+  runId: string;
+  step?: number;
+}
+
 /** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
-async function openReplay(webviewRoot: vscode.Uri, deps: ReplayDeps, target?: vscode.Uri | { runId: string }): Promise<void> {
-  if (target && 'runId' in target) return openRun(webviewRoot, deps, target.runId);
+async function openReplay(webviewRoot: vscode.Uri, deps: ReplayDeps, target?: vscode.Uri | ReplayRunTarget): Promise<void> {
+  if (target && 'runId' in target) return openRun(webviewRoot, deps, target.runId, target.step);
   const uri = target instanceof vscode.Uri ? target : (await vscode.window.showOpenDialog({
     title: 'Open trajectories', canSelectMany: false, filters: { Trajectories: ['jsonl'] },
   }))?.[0];
   if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
 }
 
-async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string): Promise<void> {
+async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string, step: number | undefined): Promise<void> {
   const trainer = deps.trainer?.();
   if (!trainer) {
     void vscode.window.showErrorMessage('Agent RL: not connected to a trainer server; start or connect one to replay a live run.');
     return;
   }
-  const panel = vscode.window.createWebviewPanel('agentRl.replay', `Replay: ${runId}`, vscode.ViewColumn.Active, webviewOptions(webviewRoot));
+  const title = step === undefined ? `Replay: ${runId}` : `Replay: ${runId} step ${step}`;
+  const panel = vscode.window.createWebviewPanel('agentRl.replay', title, vscode.ViewColumn.Active, webviewOptions(webviewRoot));
   const fetchRecords = async (): Promise<TrajectoryRecord[]> => {
     const ids: string[] = [];
     let cursor: string | undefined;
@@ -100,7 +107,7 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string)
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();
-    return { type: 'load', source: runId, records, live: ACTIVE_RUN_STATUSES.has(info.status), runStatus: info.status };
+    return { type: 'load', source: runId, records, live: ACTIVE_RUN_STATUSES.has(info.status), runStatus: info.status, ...(step === undefined ? {} : { focusStep: step }) };
   });
 }
 
@@ -146,7 +153,7 @@ function connect(webview: vscode.Webview, webviewRoot: vscode.Uri, deps: ReplayD
         return;
     }
   });
-  webview.html = html(webview, webviewRoot);
+  webview.html = webviewHtml(webview, webviewRoot, 'main', 'Trajectory replay');
 }
 
 function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
@@ -166,19 +173,4 @@ async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void>
   }
   deps.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
   void vscode.window.showInformationMessage(`No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`);
-}
-
-function html(webview: vscode.Webview, webviewRoot: vscode.Uri): string {
-  const nonce = randomBytes(16).toString('base64');
-  const asset = (...path: string[]): string => webview.asWebviewUri(vscode.Uri.joinPath(webviewRoot, ...path)).toString();
-  return `<!DOCTYPE html>
-<html lang="en"><head><meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; font-src ${webview.cspSource}; script-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${asset('codicons', 'codicon.css')}">
-<link rel="stylesheet" href="${asset('main.css')}">
-<title>Trajectory replay</title>
-</head><body><div id="app"></div>
-<script nonce="${nonce}" src="${asset('main.js')}"></script>
-</body></html>`;
 }

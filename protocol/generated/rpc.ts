@@ -75,6 +75,8 @@ export interface RpcDefinitions {
   "run/list.params"?: RunListParams;
   "run/list.result"?: RunListResult;
   "run/get.params"?: RunGetParams;
+  "run/config.params"?: RunConfigParams;
+  "run/config.result"?: RunConfigResult;
   "run/subscribe.params"?: RunSubscribeParams;
   "run/subscribe.result"?: RunSubscribeResult;
   "run/unsubscribe.params"?: RunUnsubscribeParams;
@@ -300,6 +302,21 @@ export interface RunListResult {
 export interface RunGetParams {
   runId: string;
 }
+export interface RunConfigParams {
+  runId: string;
+}
+/**
+ * The run's frozen, resolved config (config.yaml of its folder: every key, defaults filled in, absolute paths), as run-config.schema.json describes it; what a client compares runs by.
+ */
+export interface RunConfigResult {
+  runId: string;
+  /**
+   * run-config.schema.json's object, every key present.
+   */
+  config: {
+    [k: string]: unknown;
+  };
+}
 export interface RunSubscribeParams {
   runId: string;
   since?: number;
@@ -494,6 +511,7 @@ export interface RpcMethods {
   'run/resume': { params: RunResumeParams; result: RunResumeResult };
   'run/list': { params: RunListParams; result: RunListResult };
   'run/get': { params: RunGetParams; result: RunGetResult };
+  'run/config': { params: RunConfigParams; result: RunConfigResult };
   'run/subscribe': { params: RunSubscribeParams; result: RunSubscribeResult };
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };
   'trajectory/query': { params: TrajectoryQueryParams; result: TrajectoryQueryResult };

@@ -1,9 +1,11 @@
-// Loads the built webview bundle into headless Chromium the way VS Code does: a page with a strict CSP,
-// the script by nonce, and a stand-in for acquireVsCodeApi whose state survives a reload.
+// Loads a built webview bundle (the replay panel's `main`, or `dashboard`) into headless Chromium the way
+// VS Code does: a page with a strict CSP, the script by nonce, and a stand-in for acquireVsCodeApi whose
+// state survives a reload.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import type { DashboardEvent, DashboardRun } from '../../protocol/dashboard-messages';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 
 export const ROOT = resolve(__dirname, '..', '..');
@@ -17,13 +19,13 @@ export function fixture(name: string): TrajectoryRecord[] {
   return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as TrajectoryRecord);
 }
 
-export function pageFile(theme: Theme): string {
+export function pageFile(theme: Theme, bundle = 'main'): string {
   const nonce = 'test-nonce';
   const html = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src file:; font-src file:; script-src 'nonce-${nonce}';">
 <link rel="stylesheet" href="${pathToFileURL(join(DIST, 'codicons', 'codicon.css'))}">
-<link rel="stylesheet" href="${pathToFileURL(join(DIST, 'main.css'))}">
+<link rel="stylesheet" href="${pathToFileURL(join(DIST, `${bundle}.css`))}">
 </head><body class="${theme}"><div id="app"></div>
 <script nonce="${nonce}">
   window.__posted = [];
@@ -33,11 +35,11 @@ export function pageFile(theme: Theme): string {
     setState: (s) => sessionStorage.setItem('state', JSON.stringify(s)),
   });
 </script>
-<script nonce="${nonce}" src="${pathToFileURL(join(DIST, 'main.js'))}"></script>
+<script nonce="${nonce}" src="${pathToFileURL(join(DIST, `${bundle}.js`))}"></script>
 </body></html>`;
   const dir = join(ROOT, 'test-results', 'pages');
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, `replay-${theme}.html`);
+  const file = join(dir, `${bundle}-${theme}.html`);
   writeFileSync(file, html);
   return pathToFileURL(file).href;
 }
@@ -62,4 +64,42 @@ export async function openReplay(browser: Browser, records: TrajectoryRecord[], 
 export async function load(page: Page, records: TrajectoryRecord[]): Promise<void> {
   await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
   await page.evaluate((recs) => window.postMessage({ type: 'load', source: 'fixture', records: recs, live: false }, '*'), records);
+}
+
+/** A run recorded by protocol/examples/run-logs/make_fixtures.py: its config and the events the dashboard draws. */
+export function runFixture(runId: string): { run: DashboardRun; events: DashboardEvent[] } {
+  const dir = join(ROOT, 'protocol', 'examples', 'run-logs');
+  const config = JSON.parse(readFileSync(join(dir, `${runId}.config.json`), 'utf8')) as Record<string, unknown>;
+  const events = readFileSync(join(dir, `${runId}.events.jsonl`), 'utf8').split('\n').filter(Boolean)
+    .map((line) => JSON.parse(line) as { type: string })
+    .filter((event): event is DashboardEvent => ['status', 'metrics', 'health'].includes(event.type));
+  return { run: { runId, name: runId, config }, events };
+}
+
+const violations = new WeakMap<Page, string[]>();
+
+/** What Chromium reported as blocked by the page's Content Security Policy since it opened. */
+export function cspViolations(page: Page): string[] {
+  return violations.get(page) ?? [];
+}
+
+/** Opens the Run Dashboard, waits for its `ready`, and sends these runs and their events, as the host does. */
+export async function openDashboard(browser: Browser, runs: Array<{ run: DashboardRun; events: DashboardEvent[] }>, theme: Theme = 'vscode-light'): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on('pageerror', (err) => { throw err; });
+  violations.set(page, []);
+  page.on('console', (message) => { if (/Content Security Policy/i.test(message.text())) violations.get(page)!.push(message.text()); });
+  await page.goto(pageFile(theme, 'dashboard'));
+  await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
+  await page.evaluate((rs) => {
+    window.postMessage({ type: 'runs', runs: rs.map((r) => r.run) }, '*');
+    for (const r of rs) window.postMessage({ type: 'events', runId: r.run.runId, events: r.events }, '*');
+  }, runs);
+  await page.locator('section.chart').first().waitFor();
+  return page;
+}
+
+/** Waits until the dashboard has drawn at least `count` times since it loaded (it marks each draw). */
+export async function drawn(page: Page, count: number): Promise<void> {
+  await page.waitForFunction((n) => performance.getEntriesByName('dashboard-drawn').length >= n, count);
 }

@@ -159,6 +159,21 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it('opens on the group view of a step when the Run Dashboard asks for one', async () => {
+    const page = await openReplay(browser, []);
+    const post = (message: object) => page.evaluate((m) => window.postMessage(m, '*'), message);
+    const step = lookup[0].step;
+    const first = [...lookup].sort((a, b) => a.group - b.group || a.sample - b.sample)[0];
+    await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step });
+    await page.locator('.group-view').waitFor();
+    assert.match((await page.textContent('.group-view .toolbar')) ?? '', new RegExp(`^step ${step} · group ${first.group} `));
+    assert.equal(await page.getAttribute('#view-group', 'aria-selected'), 'true');
+    await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step + 100 });  // a step without trajectories
+    await page.locator('.run-browser').waitFor();
+    assert.equal(await page.locator('.run-browser tbody tr').count(), 0);
+    await page.close();
+  });
+
   for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
     it(`takes screenshots in ${theme}`, async () => {
       const page = await openReplay(browser, toolErrors, theme);

@@ -1,7 +1,8 @@
 // What a user sees while training: Start Local Server and Start Training from the palette on the config the
 // New Environment scenario wrote (palette-env), the status bar item following the run, and the Runs view
 // (activity bar "Agent RL") listing it as completed with its steps; then a long run's replay opened from the Runs
-// view while it trains, and its Stop. Runs after scaffold.e2e.mjs (file order).
+// view while it trains, and its Stop; and another long run's Run Dashboard growing as it trains. Runs after
+// scaffold.e2e.mjs (file order).
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -24,6 +25,8 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
   await connectLocalServer(page, runCommand, lap);
 
   await page.locator('.tab', { hasText: 'palette-env.agentrl.yaml' }).first().click();
+  // Off the tab: its hover, opening half a second later, made the palette's input inert in some runs.
+  await page.mouse.move(700, 400);
   await runCommand(page, 'Agent RL: Start Training');
   const runItem = page.locator('.statusbar-item', { hasText: 'palette-env' }).first();
   await runItem.waitFor({ timeout: 60000 });
@@ -81,4 +84,62 @@ export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, 
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 120000 });
   await view.locator('.run-status-badge', { hasText: 'stopped' }).waitFor({ timeout: 30000 });  // no longer "live"
   lap(`stopped gracefully from the Runs view: "${(await row.locator('.label-description').textContent())?.trim()}"`);
+}
+
+// (Scenarios run in the alphabetical order of their names: this one after the two above.)
+// The Run Dashboard of a long run, opened from its row in the Runs view while it trains: its charts grow with
+// the run (the reward chart's latest step, read from its text alternative, goes up), and a click on a point
+// opens the replay at that step's group view. Then the run is stopped at once, and compared with palette-long in one
+// dashboard from the row's context menu.
+export async function trainingWatchedInTheDashboardScenario({ page, workspace, lap, runCommand, openFromExplorer }) {
+  const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
+  if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
+  const config = path.join(workspace, 'palette-env', 'palette-dash.agentrl.yaml');
+  fs.writeFileSync(config, fs.readFileSync(source, 'utf8').replace(/^name: .*$/m, 'name: palette-dash').replace(/^ {2}steps: \d+$/m, '  steps: 1000'));
+  await connectLocalServer(page, runCommand, lap);
+  await openFromExplorer(page, 'palette-env/palette-dash.agentrl.yaml');
+  await page.locator('.tab.active', { hasText: 'palette-dash.agentrl.yaml' }).waitFor({ timeout: 30000 });
+  await runCommand(page, 'Agent RL: Start Training');
+
+  const row = page.locator('.monaco-list-row', { hasText: 'palette-dash' }).first();
+  await row.filter({ hasText: 'running' }).waitFor({ timeout: 90000 });
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Dashboard"]').click();
+  await page.locator('.tab.active', { hasText: 'Dashboard: palette-dash' }).waitFor({ timeout: 30000 });
+  const dashboard = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
+  const latestStep = dashboard.locator('section.chart[data-chart="reward"] tr[data-series="reward/mean"] td:nth-child(3)');
+  await latestStep.waitFor({ state: 'attached', timeout: 90000 });
+  const first = Number(await latestStep.textContent());
+  const deadline = Date.now() + 90000;
+  while (Number(await latestStep.textContent()) <= first) {
+    if (Date.now() > deadline) throw new Error(`the dashboard stayed at step ${first}`);
+    await page.waitForTimeout(500);
+  }
+  const charts = await dashboard.locator('section.chart canvas').count();
+  lap(`dashboard opened from the Runs view grows with the live run: step ${first} -> ${await latestStep.textContent()}, ${charts} charts`);
+
+  await dashboard.locator('section.chart[data-chart="reward"] .u-over').click({ position: { x: 5, y: 50 } });  // the first step's point
+  await page.locator('.tab.active', { hasText: /Replay: palette-dash.* step 1\b/ }).waitFor({ timeout: 30000 });
+  const replay = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
+  await replay.locator('.group-view', { hasText: 'step 1 · group 0' }).waitFor({ timeout: 60000 });
+  lap('a click on the chart opened the replay at step 1, group view');
+
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Stop"]').click();
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Immediate' }).first().click();
+  await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 60000 });
+
+  // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.
+  await row.click({ button: 'right' });
+  await page.locator('.monaco-menu .action-label', { hasText: 'Compare in Dashboard' }).hover();
+  await page.keyboard.press('Enter');  // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'palette-long' }).first().click();
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active', { hasText: 'Compare: palette-dash, palette-long' }).waitFor({ timeout: 30000 });
+  const compare = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
+  await compare.locator('.run-legend .run', { hasText: 'palette-long' }).waitFor({ timeout: 60000 });
+  await compare.locator('#toggle-config-diff').click();
+  const caption = (await compare.locator('#config-diff [data-run]').first().textContent({ timeout: 30000 })) ?? '';
+  if (!/^palette-long against palette-dash: \d+ difference/.test(caption)) throw new Error(`config diff says "${caption}"`);
+  lap(`Compare in Dashboard overlays the two runs: "${caption}"`);
 }

@@ -114,6 +114,10 @@ describe('the extension client against the real trainer server', function () {
     assert.ok(info.hasCheckpoint);
     const { status, step, totalSteps, message } = info;
     assert.deepEqual(last.runInfo, { status, step, totalSteps, message }, 'the stream says what run/get says');
+    const frozen = await client.request('run/config', { runId });  // what the Run Dashboard compares runs by
+    assert.equal(frozen.runId, runId);
+    const { steps: frozenSteps, lr } = frozen.config.train as { steps: number; lr: number };
+    assert.deepEqual({ steps: frozenSteps, lr }, { steps: 2, lr: 0.01 });
   });
 
   it('answers a bad request with a typed error', async () => {

@@ -116,3 +116,22 @@ describe('RunsModel (the Runs view and status bar)', () => {
     assert.equal(describeHealth(health('all_truncated', 6, true)), 'all_truncated: resolved');
   });
 });
+
+describe('RunsModel timeline (what the Run Dashboard draws from)', () => {
+  it('keeps status, metrics and health events in the order they came, and leaves out trajectories and logs', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    const events = [
+      event('lookup-1', status({ status: 'running', step: 0, totalSteps: 4, message: null })),
+      event('lookup-1', { type: 'trajectory', data: summary(1, 0, 0, 1) }),
+      event('lookup-1', { type: 'metrics', data: { step: 1, metrics: { 'reward/mean': 0.5 } } }),
+      event('lookup-1', { type: 'log', data: { level: 'info', message: 'hello' } }),
+      event('lookup-1', { type: 'health', data: health('no_tool_calls', 2) }),
+    ];
+    events.forEach((e) => model.applyEvent(e));
+    assert.deepEqual(model.timeline('lookup-1').map((e) => e.type), ['status', 'metrics', 'health']);
+    model.setRuns([run()]);  // a refreshed list keeps what was streamed
+    assert.equal(model.timeline('lookup-1').length, 3);
+    assert.deepEqual(model.timeline('unknown'), []);
+  });
+});

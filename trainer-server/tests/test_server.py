@@ -55,6 +55,9 @@ def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
     assert [e["seq"] for e in on_disk] == combined
     info = again.request("run/get", {"runId": run_id})
     assert info["status"] == "completed" and info["step"] == 6 and "reward/mean" in info["latestMetrics"]
+    frozen = again.request("run/config", {"runId": run_id})["config"]  # what the dashboard compares runs by
+    assert frozen["train"]["steps"] == 6 and frozen["algorithm"]["name"] == "grpo" and frozen["rollout"]["group_size"] == 8
+    assert again.call("run/config", {"runId": "nope"})["error"]["code"] == -32010
 
     # queries over the finished run
     page = again.request("trajectory/query", {"runId": run_id, "sort": "-reward", "limit": 5})

@@ -139,6 +139,7 @@ class TrainerServer:
             "run/resume": self.run_resume,
             "run/list": self.run_list,
             "run/get": self.run_get,
+            "run/config": self.run_config,
             "run/subscribe": self.run_subscribe,
             "run/unsubscribe": self.run_unsubscribe,
             "trajectory/query": self.trajectory_query,
@@ -267,6 +268,9 @@ class TrainerServer:
 
     async def run_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self.runs.info, params["runId"])
+
+    async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return {"runId": params["runId"], "config": await asyncio.to_thread(self.runs.config, params["runId"])}
 
     async def run_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         run_id = params["runId"]

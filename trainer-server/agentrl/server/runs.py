@@ -23,6 +23,7 @@ import yaml
 from agentrl.run.config import ConfigError, load_config_dict, resolve_paths
 from agentrl.run.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
 from agentrl.run.runstore import (
+    CONFIG_FILE,
     PID_FILE,
     RUN_FILE,
     RunStore,
@@ -129,6 +130,14 @@ class RunManager:
             "lastSeq": last,
             "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
         }
+
+    def config(self, run_id: str) -> dict[str, Any]:
+        """The run's frozen, resolved config; for a queued run, the one its process was started with."""
+        frozen = self.run_dir(run_id) / CONFIG_FILE
+        path = frozen if frozen.is_file() else self.incoming_dir / f"{run_id}.agentrl.yaml"
+        if not path.is_file():
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no config yet; ask again once it has started")
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
 
     def list(self) -> list[dict[str, Any]]:
         ids = {p.name for p in list_run_dirs(self.runs_dir)} | set(self.live)

@@ -1,0 +1,147 @@
+// Host side of the Run Dashboard: the commands that open it (a run, or several picked in the Runs view to
+// compare), and the relay from the trainer connection's event stream into the webview. It draws from the
+// same stream as the Runs view: the Runs model keeps each followed run's status, metrics and health events
+// from its first one (a finished run's whole log is replayed by `run/subscribe` since 0, a live run's arrives
+// as it trains), and the trainer client resubscribes `since` the last seq after a reconnect, so nothing is
+// lost or doubled. Talks to the webview only through protocol/dashboard-messages.ts.
+import * as vscode from 'vscode';
+import type { DashboardEvent, DashboardHostMessage, DashboardRun, DashboardWebviewMessage } from '../protocol/dashboard-messages';
+import type { RpcMethods, RunEventParams, RunInfo } from '../protocol/generated/rpc';
+import { Commands } from './commands';
+import { registerGuardedCommand } from './guardedCommand';
+import type { RunsTreeNode, TimelineEvent } from './runsModel';
+import { webviewHtml } from './webviewHtml';
+
+/** What the dashboard needs from a connected trainer (TrainerConnection has it). */
+export interface DashboardTrainer {
+  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params']): Promise<RpcMethods[M]['result']>;
+  /** Streams the run's events into the model and onRunEvent (idempotent). */
+  follow(runId: string): Promise<void>;
+  readonly onRunEvent: vscode.Event<RunEventParams>;
+  readonly model: {
+    runIds(): string[];
+    run(runId: string): RunInfo | undefined;
+    timeline(runId: string): TimelineEvent[];
+    description(node: RunsTreeNode): string;
+  };
+}
+
+export interface DashboardDeps {
+  log: vscode.LogOutputChannel;
+  /** The trainer connection when connected, else undefined. */
+  trainer: () => DashboardTrainer | undefined;
+}
+
+/** How long live events wait to travel together: a replayed log of 10,000s of events is a few messages. */
+const BATCH_MS = 50;
+
+/** A Runs-view row, or `{runId}` from a link (status bar, notification). */
+type DashboardTarget = { runId: string } | RunsTreeNode;
+
+export function registerDashboard(context: vscode.ExtensionContext, deps: DashboardDeps): vscode.Disposable {
+  const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
+  const panels = new Map<string, vscode.WebviewPanel>();
+  const open = async (runIds: string[]): Promise<string[] | undefined> => {
+    const trainer = deps.trainer();
+    if (!trainer) throw new Error('not connected to a trainer server; start or connect one to see its runs');
+    const key = runIds.join('\n');
+    const existing = panels.get(key);
+    if (existing) {
+      existing.reveal();
+      return runIds;
+    }
+    const panel = openDashboard(webviewRoot, deps, trainer, runIds);
+    panels.set(key, panel);
+    panel.onDidDispose(() => panels.delete(key));
+    return runIds;
+  };
+  return vscode.Disposable.from(
+    registerGuardedCommand(deps.log, Commands.openDashboard, 'Open Run Dashboard', async (target?: DashboardTarget) => {
+      const picked = target ? [target.runId] : await pickRuns(deps, 'Open Run Dashboard', false);
+      return picked?.length ? open(picked) : undefined;
+    }),
+    // From a run's row: a list of every run with that one ticked, to tick the others to overlay.
+    registerGuardedCommand(deps.log, Commands.compareRuns, 'Compare in Dashboard', async (target?: DashboardTarget) => {
+      const picked = await pickRuns(deps, 'Compare in Dashboard', true, target?.runId);
+      return picked?.length ? open(picked) : undefined;
+    }),
+  );
+}
+
+async function pickRuns(deps: DashboardDeps, title: string, many: boolean, preselected?: string): Promise<string[] | undefined> {
+  const trainer = deps.trainer();
+  if (!trainer) throw new Error('not connected to a trainer server');
+  // The run the command came from leads: the others are compared with it.
+  const runIds = trainer.model.runIds().sort((a, b) => Number(b === preselected) - Number(a === preselected));
+  if (runIds.length === 0) throw new Error('the trainer server has no runs yet');
+  if (runIds.length === 1) return runIds;
+  const items = runIds.map((runId) => ({
+    label: trainer.model.run(runId)?.name ?? runId, description: trainer.model.description({ kind: 'run', runId }), detail: runId, runId,
+    picked: runId === preselected,
+  }));
+  if (!many) {
+    const item = await vscode.window.showQuickPick(items, { title, placeHolder: 'Run' });
+    return item ? [item.runId] : undefined;
+  }
+  const chosen = await vscode.window.showQuickPick(items, { title, placeHolder: 'Runs to overlay (the first is the one the others are compared with)', canPickMany: true });
+  return chosen?.map((item) => item.runId);
+}
+
+function openDashboard(webviewRoot: vscode.Uri, deps: DashboardDeps, trainer: DashboardTrainer, runIds: string[]): vscode.WebviewPanel {
+  const names = runIds.map((runId) => trainer.model.run(runId)?.name ?? runId);
+  const title = runIds.length === 1 ? `Dashboard: ${names[0]}` : `Compare: ${names.join(', ')}`;
+  const panel = vscode.window.createWebviewPanel('agentRl.dashboard', title, vscode.ViewColumn.Active, { enableScripts: true, localResourceRoots: [webviewRoot] });
+  const post = (message: DashboardHostMessage) => void panel.webview.postMessage(message);
+  // Until the webview has had the history, live events are not sent: the history read at that moment holds them.
+  let ready = false;
+  const pending = new Map<string, DashboardEvent[]>();
+  let flushTimer: NodeJS.Timeout | undefined;
+  const flush = (): void => {
+    flushTimer = undefined;
+    for (const [runId, events] of pending) post({ type: 'events', runId, events });
+    pending.clear();
+  };
+  const subscription = trainer.onRunEvent((event) => {
+    if (!ready || !runIds.includes(event.runId) || !isTimelineEvent(event)) return;
+    pending.set(event.runId, [...(pending.get(event.runId) ?? []), toDashboardEvent(event)]);
+    flushTimer ??= setTimeout(flush, BATCH_MS);
+  });
+  panel.onDidDispose(() => {
+    subscription.dispose();
+    clearTimeout(flushTimer);
+  });
+  panel.webview.onDidReceiveMessage(async (message: DashboardWebviewMessage) => {
+    switch (message.type) {
+      case 'ready': {
+        ready = false;
+        pending.clear();
+        const runs: DashboardRun[] = await Promise.all(runIds.map(async (runId, i) => ({
+          runId, name: names[i],
+          config: await trainer.request('run/config', { runId }).then((r) => r.config, (err: Error) => {
+            deps.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
+            return undefined;
+          }),
+        })));
+        post({ type: 'runs', runs });
+        for (const runId of runIds) post({ type: 'events', runId, events: trainer.model.timeline(runId).map(toDashboardEvent) });
+        ready = true;
+        return;
+      }
+      case 'openReplay':
+        await vscode.commands.executeCommand(Commands.openReplay, { runId: message.runId, step: message.step });
+        return;
+    }
+  });
+  panel.webview.html = webviewHtml(panel.webview, webviewRoot, 'dashboard', 'Run Dashboard');
+  for (const runId of runIds) void trainer.follow(runId).catch((err: Error) => deps.log.warn(`dashboard: cannot follow ${runId}: ${err.message}`));
+  return panel;
+}
+
+function isTimelineEvent(event: RunEventParams): event is TimelineEvent {
+  return event.type === 'status' || event.type === 'metrics' || event.type === 'health';
+}
+
+/** The log line inside the `run/event` envelope, as the webview folds it. */
+function toDashboardEvent(event: TimelineEvent): DashboardEvent {
+  return { seq: event.seq, time: event.time, type: event.type, data: event.data } as DashboardEvent;
+}
