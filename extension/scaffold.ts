@@ -8,6 +8,21 @@ export interface EnvironmentSpec {
   name: string;
   /** Tool names as the model calls them: snake_case identifiers. */
   tools: string[];
+  /** The run config's model.path: a built-in (`smollm2`, `tiny`), a local folder or a Hugging Face Hub id. */
+  model: string;
+}
+
+/** The random `tiny` model (tests) needs a large learning rate to move at all and has nothing to say in many
+ * tokens; a real model fine-tunes at a small rate and needs room to write a call and an answer. */
+function modelValues(model: string): Record<string, string> {
+  const tiny = model === 'tiny';
+  return {
+    modelPath: /^[\w./~-]+$/.test(model) ? model : JSON.stringify(model),  // a JSON string is a YAML string too
+    learningRate: tiny ? '0.01' : '1.0e-5',
+    maxNewTokens: tiny ? '16' : '128',
+    steps: tiny ? '2' : '20',
+    checkpointEvery: tiny ? '1' : '5',
+  };
 }
 
 const ENV_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -64,6 +79,7 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   const tools = spec.tools.map((name) => ({ name, cls: pascalCase(name) }));
   const values = {
     ...envValues(spec.name, 'env.py', tools),
+    ...modelValues(spec.model),
     toolClasses: tools.map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.cls, toolName: t.name })).join('\n').trimEnd(),
   };
   return new Map([
@@ -113,13 +129,13 @@ export function addTool(toolName: string, toolsPy: string, envPy: string, templa
 }
 
 /** New ToolEnv: another ToolEnv over the folder's Tools (`<name>_env.py`) and a run config that trains it. */
-export function renderToolEnv(name: string, toolsPy: string, templatesDir: string): Map<string, string> {
+export function renderToolEnv(name: string, toolsPy: string, model: string, templatesDir: string): Map<string, string> {
   const problem = validateEnvName(name);
   if (problem) throw new Error(problem);
   const tools = parseTools(toolsPy);
   if (tools.length === 0) throw new Error('tools.py defines no Tool classes (class Name(Tool)); add a Tool first.');
   const module = `${name.replace(/-/g, '_')}_env.py`;
-  const values = envValues(name, module, tools);
+  const values = { ...envValues(name, module, tools), ...modelValues(model) };
   const read = reader(templatesDir);
   return new Map([
     [module, fill(read('env.py.tmpl'), values)],

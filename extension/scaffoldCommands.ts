@@ -1,15 +1,17 @@
 // New Environment / New Tool / New ToolEnv: QuickPick and InputBox steps that end in scaffold.ts's pure
 // renderers. Each command also takes its answers as an argument object (no prompts), for tests and for
 // other extensions; it returns what it wrote.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
+import { parse } from 'yaml';
 import { Commands } from './commands';
 import { registerGuardedCommand } from './guardedCommand';
 import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from './scaffold';
 import { findRunConfigs } from './settings';
 
-export interface NewEnvironmentArgs { name: string; tools: string[]; parent: string }
+/** `model`: the run config's model.path; without it, the embedded default model. */
+export interface NewEnvironmentArgs { name: string; tools: string[]; parent: string; model?: string }
 export interface NewToolArgs { folder: string; name: string }
 export interface NewToolEnvArgs { folder: string; name: string }
 
@@ -28,7 +30,7 @@ function writeNewFiles(folder: string, files: Map<string, string>): void {
   for (const [file, content] of files) writeFileSync(join(folder, file), content, { flag: 'wx' });
 }
 
-/** New Environment: a name, the tool names, a parent folder; writes the env and opens its run config. */
+/** New Environment: a name, the tool names, the model, a parent folder; writes the env and opens its run config. */
 async function newEnvironment(templatesDir: string, log: vscode.LogOutputChannel, args?: NewEnvironmentArgs): Promise<string | undefined> {
   const name = args?.name ?? await vscode.window.showInputBox({ title: 'New Environment (1/3)', prompt: 'Environment name', value: 'my-env', validateInput: validateEnvName, ignoreFocusOut: true });
   if (!name) return undefined;
@@ -37,11 +39,13 @@ async function newEnvironment(templatesDir: string, log: vscode.LogOutputChannel
     validateInput: (v) => splitTools(v).map(validateToolName).find(Boolean) ?? (splitTools(v).length ? undefined : 'Name at least one tool.'),
   }) ?? '');
   if (tools.length === 0) return undefined;
+  const model = args ? args.model ?? DEFAULT_MODEL : await pickModel();
+  if (!model) return undefined;
   const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
   if (!parent) return undefined;
   const folder = join(parent, name);
   if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
-  writeNewFiles(folder, renderEnvironment({ name, tools }, templatesDir));
+  writeNewFiles(folder, renderEnvironment({ name, tools, model }, templatesDir));
   log.info(`New environment written to ${folder}`);
   await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
   return folder;
@@ -77,12 +81,37 @@ async function newToolEnv(templatesDir: string, log: vscode.LogOutputChannel, ar
   if (!folder) return undefined;
   const name = args?.name ?? await vscode.window.showInputBox({ title: 'New ToolEnv (2/2)', prompt: 'ToolEnv name (also its run config\'s name)', value: `${basename(folder)}-v2`, validateInput: validateEnvName, ignoreFocusOut: true });
   if (!name) return undefined;
-  const files = renderToolEnv(name, readFileSync(join(folder, 'tools.py'), 'utf8'), templatesDir);
+  const files = renderToolEnv(name, readFileSync(join(folder, 'tools.py'), 'utf8'), folderModel(folder), templatesDir);
   writeNewFiles(folder, files);
   const module = [...files.keys()].find((f) => f.endsWith('.py'))!;
   log.info(`New ToolEnv written to ${join(folder, module)}`);
   await vscode.window.showTextDocument(vscode.Uri.file(join(folder, module)));
   return join(folder, module);
+}
+
+const DEFAULT_MODEL = 'smollm2';
+
+/** Which model the new environment's run config trains: a real one by default, so Try Environment shows what a
+ * model does with the Tools; `tiny` only for tests (its episodes are noise). */
+async function pickModel(): Promise<string | undefined> {
+  const choices = [
+    { label: 'SmolLM2-135M-Instruct', description: 'recommended: embedded, runs on CPU, nothing to download', model: DEFAULT_MODEL },
+    { label: 'A local folder or Hugging Face Hub id...', description: 'e.g. Qwen/Qwen2.5-0.5B-Instruct', model: undefined },
+    { label: 'tiny', description: 'a random model built in code, for tests: its episodes are noise', model: 'tiny' },
+  ];
+  const picked = await vscode.window.showQuickPick(choices, { title: 'New Environment (3/3)', placeHolder: 'Model to train', ignoreFocusOut: true });
+  if (!picked || picked.model) return picked?.model;
+  return (await vscode.window.showInputBox({
+    title: 'New Environment (3/3)', prompt: 'A local model folder, a .gguf file or a Hugging Face Hub id (namespace/name)', ignoreFocusOut: true,
+    validateInput: (v) => (v.trim() ? undefined : 'Give a folder, a file or a Hub id.'),
+  }))?.trim();
+}
+
+/** The model of the run config beside a folder's tools.py, so a second ToolEnv trains the same one. */
+function folderModel(folder: string): string {
+  const config = readdirSync(folder).find((file) => file.endsWith('.agentrl.yaml'));
+  const path = config && (parse(readFileSync(join(folder, config), 'utf8')) as { model?: { path?: unknown } } | null)?.model?.path;
+  return typeof path === 'string' ? path : DEFAULT_MODEL;
 }
 
 function splitTools(value: string): string[] {
@@ -92,7 +121,7 @@ function splitTools(value: string): string[] {
 async function pickParentFolder(): Promise<vscode.Uri | undefined> {
   const folders = vscode.workspace.workspaceFolders ?? [];
   if (folders.length === 1) return folders[0].uri;
-  if (folders.length > 1) return (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder to create the environment in (3/3)' }))?.uri;
+  if (folders.length > 1) return (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder to create the environment in' }))?.uri;
   return (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Create Here' }))?.[0];
 }
 

@@ -30,7 +30,7 @@ describe('training on a local trainer server', function () {
   before(async () => {
     await extension();
     const parent = workspaceFolder().uri.fsPath;
-    const folder = await vscode.commands.executeCommand<string>('agentRl.newEnvironment', { name: 'train-env', tools: ['search', 'calculator'], parent });
+    const folder = await vscode.commands.executeCommand<string>('agentRl.newEnvironment', { name: 'train-env', tools: ['search', 'calculator'], parent, model: 'tiny' });
     assert.ok(folder, 'New Environment returned nothing');
     config = vscode.Uri.file(join(folder, 'train-env.agentrl.yaml'));
   });

@@ -3,6 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { parse } from 'yaml';
+import { validateRunConfig } from '../../extension/languageServer/validate';
 import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from '../../extension/scaffold';
 
 const TEMPLATES = resolve(__dirname, '../../extension/templates');
@@ -10,7 +12,7 @@ const PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin
 
 describe('scaffold', () => {
   it('renders every file of a new environment with its classes filled in', () => {
-    const files = renderEnvironment({ name: 'web-qa', tools: ['search', 'read_page'] }, TEMPLATES);
+    const files = renderEnvironment({ name: 'web-qa', tools: ['search', 'read_page'], model: 'tiny' }, TEMPLATES);
     assert.deepEqual([...files.keys()].sort(), ['env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', 'tools.py', 'web-qa.agentrl.yaml']);
     assert.match(files.get('tools.py')!, /class Search\(Tool\):\n {4}name = "search"/);
     assert.match(files.get('tools.py')!, /class ReadPage\(Tool\):\n {4}name = "read_page"/);
@@ -18,21 +20,33 @@ describe('scaffold', () => {
     assert.match(files.get('env.py')!, /self\.tools = \[Search\(\), ReadPage\(\)\]/);
     assert.match(files.get('web-qa.agentrl.yaml')!, /class_name: WebQaEnv/);
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
-    assert.match(renderEnvironment({ name: 'math-env', tools: ['calc'] }, TEMPLATES).get('env.py')!, /class MathEnv\(ToolEnv\)/);
+    assert.match(renderEnvironment({ name: 'math-env', tools: ['calc'], model: 'tiny' }, TEMPLATES).get('env.py')!, /class MathEnv\(ToolEnv\)/);
+  });
+
+  it('writes a run config for the chosen model: fine-tuning settings for a real one, large steps for tiny', () => {
+    const config = (model: string) => parse(renderEnvironment({ name: 'qa', tools: ['search'], model }, TEMPLATES).get('qa.agentrl.yaml')!);
+    const real = config('smollm2');
+    assert.deepEqual([real.model.path, real.train.lr, real.rollout.max_new_tokens, real.train.steps], ['smollm2', 1e-5, 128, 20]);
+    const tiny = config('tiny');
+    assert.deepEqual([tiny.model.path, tiny.train.lr, tiny.rollout.max_new_tokens, tiny.train.steps], ['tiny', 0.01, 16, 2]);
+    assert.equal(config('Qwen/Qwen2.5-0.5B-Instruct').model.path, 'Qwen/Qwen2.5-0.5B-Instruct');
+    assert.equal(config('/models/my model: v2 #1').model.path, '/models/my model: v2 #1');  // quoted where YAML needs it
+    assert.deepEqual(validateRunConfig(renderEnvironment({ name: 'qa', tools: ['search'], model: 'smollm2' }, TEMPLATES).get('qa.agentrl.yaml')!, join(TEMPLATES, 'qa.agentrl.yaml'))
+      .filter((f) => f.severity === 'error' && f.code !== 'env-module' && f.code !== 'data-file'), []);
   });
 
   it('refuses bad names with a reason', () => {
     assert.equal(validateEnvName('ok_env-1'), undefined);
     assert.ok(validateEnvName('Bad Name'));
     assert.ok(validateToolName('run-sql'));
-    assert.throws(() => renderEnvironment({ name: 'x', tools: ['a', 'a'] }, TEMPLATES), /distinct/);
-    assert.throws(() => renderEnvironment({ name: 'x', tools: [] }, TEMPLATES), /at least one tool/);
+    assert.throws(() => renderEnvironment({ name: 'x', tools: ['a', 'a'], model: 'tiny' }, TEMPLATES), /distinct/);
+    assert.throws(() => renderEnvironment({ name: 'x', tools: [], model: 'tiny' }, TEMPLATES), /at least one tool/);
   });
 
   it('writes an env that passes `agentrl env check` and its own pytest unchanged', function () {
     this.timeout(120_000);
     const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-'));
-    for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo', 'shout'] }, TEMPLATES)) writeFileSync(join(dir, file), content);
+    for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo', 'shout'], model: 'tiny' }, TEMPLATES)) writeFileSync(join(dir, file), content);
     const check = execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', dir], { encoding: 'utf8' });
     assert.match(check, /scripted episode/);
     execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_env.py'], { cwd: dir, encoding: 'utf8' });
@@ -40,7 +54,7 @@ describe('scaffold', () => {
 });
 
 describe('scaffold: New Tool and New ToolEnv', () => {
-  const env = renderEnvironment({ name: 'demo', tools: ['echo'] }, TEMPLATES);
+  const env = renderEnvironment({ name: 'demo', tools: ['echo'], model: 'tiny' }, TEMPLATES);
 
   it('adds a Tool to tools.py and registers it in env.py', () => {
     const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
@@ -54,11 +68,11 @@ describe('scaffold: New Tool and New ToolEnv', () => {
   });
 
   it('writes a second ToolEnv over the folder\'s Tools with its own run config', () => {
-    const files = renderToolEnv('strict-qa', env.get('tools.py')!, TEMPLATES);
+    const files = renderToolEnv('strict-qa', env.get('tools.py')!, 'tiny', TEMPLATES);
     assert.deepEqual([...files.keys()], ['strict_qa_env.py', 'strict-qa.agentrl.yaml']);
     assert.match(files.get('strict_qa_env.py')!, /class StrictQaEnv\(ToolEnv\)/);
     assert.match(files.get('strict-qa.agentrl.yaml')!, /module: strict_qa_env\.py\n\s+class_name: StrictQaEnv/);
-    assert.throws(() => renderToolEnv('x', '"""no tools"""', TEMPLATES), /defines no Tool classes/);
+    assert.throws(() => renderToolEnv('x', '"""no tools"""', 'tiny', TEMPLATES), /defines no Tool classes/);
   });
 
   it('the env with an added Tool and a second ToolEnv still passes `agentrl env check`', function () {
@@ -68,7 +82,7 @@ describe('scaffold: New Tool and New ToolEnv', () => {
     const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
     writeFileSync(join(dir, 'tools.py'), added.toolsPy);
     writeFileSync(join(dir, 'env.py'), added.envPy!);
-    for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, TEMPLATES)) writeFileSync(join(dir, file), content);
+    for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, 'tiny', TEMPLATES)) writeFileSync(join(dir, file), content);
     for (const config of ['demo.agentrl.yaml', 'strict-qa.agentrl.yaml']) {
       assert.match(execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', join(dir, config)], { encoding: 'utf8' }), /scripted episode/);
     }
