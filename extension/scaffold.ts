@@ -20,6 +20,8 @@ function modelValues(model: string): Record<string, string> {
     modelPath: /^[\w./~-]+$/.test(model) ? model : JSON.stringify(model),  // a JSON string is a YAML string too
     learningRate: tiny ? '0.01' : '1.0e-5',
     maxNewTokens: tiny ? '16' : '128',
+    // a small instruct model rambles at temperature 1; the random one needs every bit of spread it has
+    temperature: tiny ? '1.0' : '0.7',
     steps: tiny ? '2' : '20',
     checkpointEvery: tiny ? '1' : '5',
   };

@@ -26,7 +26,7 @@ describe('scaffold', () => {
   it('writes a run config for the chosen model: fine-tuning settings for a real one, large steps for tiny', () => {
     const config = (model: string) => parse(renderEnvironment({ name: 'qa', tools: ['search'], model }, TEMPLATES).get('qa.agentrl.yaml')!);
     const real = config('smollm2');
-    assert.deepEqual([real.model.path, real.train.lr, real.rollout.max_new_tokens, real.train.steps], ['smollm2', 1e-5, 128, 20]);
+    assert.deepEqual([real.model.path, real.train.lr, real.rollout.max_new_tokens, real.rollout.temperature, real.train.steps], ['smollm2', 1e-5, 128, 0.7, 20]);
     const tiny = config('tiny');
     assert.deepEqual([tiny.model.path, tiny.train.lr, tiny.rollout.max_new_tokens, tiny.train.steps], ['tiny', 0.01, 16, 2]);
     assert.equal(config('Qwen/Qwen2.5-0.5B-Instruct').model.path, 'Qwen/Qwen2.5-0.5B-Instruct');
