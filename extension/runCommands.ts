@@ -1,8 +1,8 @@
 // Server and run commands: Start Local Server, Connect/Disconnect, Start/Stop/Resume Training, Try Environment,
-// and the CodeLens on run configs. Everything that runs workspace code (a server, a run) needs workspace
+// Export Model, and the CodeLens on run configs. Everything that runs workspace code (a server, a run) needs workspace
 // trust, checked here as well as in the manifest. Each command returns what it did (a URL, a run id), which
 // the extension-host tests read.
-import { readFileSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { ENDED_RUN_STATUSES, ErrorCode, RESUMABLE_RUN_STATUSES, type RunInfo, type RunStartParams } from '../protocol/generated/rpc';
@@ -23,7 +23,12 @@ export interface RunCommandDeps {
   connection: TrainerConnection;
 }
 
+// An export loads the model on the server: seconds for small models, minutes for large ones.
+const EXPORT_TIMEOUT_MS = 30 * 60_000;
+
 type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
+/** Export Model's answers, for callers that ask no questions: `destination` is a folder on this machine. */
+type ExportTarget = { runId: string; mergeLora?: boolean; destination?: string } | RunsTreeNode;
 
 export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
   const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
@@ -39,6 +44,7 @@ export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
     register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) => tryEnvironment(deps, target, toolProblems)),
     register(Commands.stopTraining, 'Stop Training', (target?: RunTarget) => stopRun(deps, target)),
     register(Commands.resumeTraining, 'Resume Training', (target?: RunTarget) => resumeRun(deps, target)),
+    register(Commands.exportModel, 'Export Model', (target?: ExportTarget) => exportModel(deps, target)),
     vscode.languages.registerCodeLensProvider({ pattern: RUN_CONFIG_GLOB }, new RunConfigLenses()),
   );
 }
@@ -255,4 +261,40 @@ async function resumeRun(deps: RunCommandDeps, target?: RunTarget): Promise<stri
   await deps.connection.follow(runId);
   deps.log.info(`Resumed ${runId}`);
   return runId;
+}
+
+/** Export Model: the server writes the run's latest checkpoint as a model folder into the run's own folder
+ * (`run/export`); with a local server it is copied where the user picks, with a remote one its path is given. */
+async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise<string | undefined> {
+  const runId = await pickRun(deps, target, 'Export Model', () => true);
+  if (!runId) return undefined;
+  const given = target && !('kind' in target) ? target : undefined;
+  const name = deps.connection.model.run(runId)?.name ?? runId;
+  const mergeLora = given?.mergeLora ?? (await vscode.window.showQuickPick([
+    { label: 'As trained', description: 'the full model, or the LoRA adapter alone if the run trained one', merge: false },
+    { label: 'LoRA merged into a full model', description: 'for a run that trained a LoRA adapter', merge: true },
+  ], { title: `Export Model: ${name}` }))?.merge;
+  if (mergeLora === undefined) return undefined;
+  const local = deps.connection.kind === 'local';
+  const destination = local ? given?.destination ?? (await vscode.window.showOpenDialog({
+    canSelectFolders: true, canSelectFiles: false, openLabel: 'Export Here', title: `Export Model: ${name}`,
+  }))?.[0]?.fsPath : undefined;
+  if (local && !destination) return undefined;
+  const exported = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `Agent RL: exporting ${name}` },
+    () => deps.connection.request('run/export', { runId, mergeLora }, EXPORT_TIMEOUT_MS));
+  const kind = exported.weights === 'adapter' ? 'LoRA adapter' : 'model';
+  if (!destination) {
+    deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) on the server: ${exported.path}`);
+    void vscode.window.showInformationMessage(`Agent RL: ${name} step ${exported.step} exported on the server to ${exported.path}.`, 'Copy Path')
+      .then((choice) => choice && vscode.env.clipboard.writeText(exported.path));
+    return exported.path;
+  }
+  const folder = join(destination, `${name}-step-${exported.step}${mergeLora ? '-merged' : ''}`);
+  if (existsSync(folder)) throw new Error(`${folder} already exists; pick another folder.`);
+  cpSync(exported.path, folder, { recursive: true });
+  deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) to ${folder}`);
+  void vscode.window.showInformationMessage(`Agent RL: ${name} step ${exported.step} exported to ${folder}.`, 'Open Folder')
+    .then((choice) => choice && vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(folder)));
+  return folder;
 }

@@ -77,6 +77,8 @@ export interface RpcDefinitions {
   "run/get.params"?: RunGetParams;
   "run/config.params"?: RunConfigParams;
   "run/config.result"?: RunConfigResult;
+  "run/export.params"?: RunExportParams;
+  "run/export.result"?: RunExportResult;
   "run/subscribe.params"?: RunSubscribeParams;
   "run/subscribe.result"?: RunSubscribeResult;
   "run/unsubscribe.params"?: RunUnsubscribeParams;
@@ -317,6 +319,29 @@ export interface RunConfigResult {
     [k: string]: unknown;
   };
 }
+/**
+ * Export a run's trained model: the checkpoint at `step` (default: the latest) as a folder transformers and peft load (what `agentrl export` writes), under the run's folder on the server (exports/step-NNNNNN, or step-NNNNNN-merged).
+ */
+export interface RunExportParams {
+  runId: string;
+  step?: number;
+  /**
+   * Merge a LoRA adapter into a full model (refused for a run that trained every weight).
+   */
+  mergeLora?: boolean;
+}
+export interface RunExportResult {
+  runId: string;
+  step: number;
+  /**
+   * The exported folder, on the server's machine.
+   */
+  path: string;
+  /**
+   * A full model, or a LoRA adapter to load over the base model with peft.
+   */
+  weights: "full" | "adapter";
+}
 export interface RunSubscribeParams {
   runId: string;
   since?: number;
@@ -512,6 +537,7 @@ export interface RpcMethods {
   'run/list': { params: RunListParams; result: RunListResult };
   'run/get': { params: RunGetParams; result: RunGetResult };
   'run/config': { params: RunConfigParams; result: RunConfigResult };
+  'run/export': { params: RunExportParams; result: RunExportResult };
   'run/subscribe': { params: RunSubscribeParams; result: RunSubscribeResult };
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };
   'trajectory/query': { params: TrajectoryQueryParams; result: TrajectoryQueryResult };

@@ -2,7 +2,8 @@
 // local server, train the generated config to completion, try the env, and stop a longer run gracefully.
 // What happened is read from the run folders the server writes (`agentRl.runsFolder`), not from the extension.
 import { strict as assert } from 'node:assert';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { allTabs, extension, lastStatus, runEvents, runsFolder, screenshot, waitFor, waitForStatus, workspaceFolder } from './util';
@@ -26,6 +27,7 @@ function assertGenerated(episodes: Trajectory[]): void {
 describe('training on a local trainer server', function () {
   this.timeout(240_000);
   let config: vscode.Uri;
+  let trainedRunId: string;
 
   before(async () => {
     await extension();
@@ -64,6 +66,14 @@ describe('training on a local trainer server', function () {
     assert.equal(episodes.length, 16, '2 steps x batch_size 8 trajectories');
     assertGenerated(episodes);
     assert.equal(JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8')).mode, 'train');
+    trainedRunId = runId;
+  });
+
+  it('agentRl.exportModel writes the trained model where the user picks: a folder transformers loads', async () => {
+    const destination = mkdtempSync(join(tmpdir(), 'export-'));
+    const folder = await vscode.commands.executeCommand<string | undefined>('agentRl.exportModel', { runId: trainedRunId, mergeLora: false, destination });
+    assert.equal(folder, join(destination, 'train-env-step-2'));
+    for (const file of ['config.json', 'model.safetensors', 'tokenizer.json', 'README.md']) assert.ok(existsSync(join(folder!, file)), `the export has ${file}`);
   });
 
   it('agentRl.tryEnvironment runs episodes with no updates and opens their replay', async () => {

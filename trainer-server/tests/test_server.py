@@ -72,6 +72,29 @@ def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
     assert missing["error"]["code"] == -32030
 
 
+def test_run_export_writes_the_model_into_the_run_folder_and_says_what_is_missing(server):
+    from transformers import AutoModelForCausalLM
+
+    client = server.client()
+    run_id = client.request("run/start", {"config": example_config(steps=2, checkpoint_every=1)})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    client.events_until(run_id, is_final_status, timeout=300)
+    exported = client.request("run/export", {"runId": run_id, "step": 1}, timeout=300)
+    assert exported == {"runId": run_id, "step": 1, "weights": "full",
+                        "path": str(server.runs_dir / run_id / "exports" / "step-000001")}
+    AutoModelForCausalLM.from_pretrained(exported["path"])  # transformers loads it as it is
+    assert client.request("run/export", {"runId": run_id, "step": 1}, timeout=300) == exported  # again: the same
+    latest = client.request("run/export", {"runId": run_id}, timeout=300)
+    assert latest["step"] == 2
+    for params, code, message in (({"runId": run_id, "step": 7}, -32011, "no checkpoint at step 7"),
+                                  ({"runId": run_id, "mergeLora": True}, -32011, "no LoRA adapter to merge"),
+                                  ({"runId": ".."}, -32010, "no run '..'"),
+                                  ({"runId": run_id, "out": "/tmp/x"}, -32602, "out")):
+        error = client.call("run/export", params, timeout=300)["error"]
+        assert error["code"] == code and message in error["message"], error
+    assert sorted(p.name for p in (server.runs_dir / run_id / "exports").iterdir()) == ["step-000001", "step-000002"]
+
+
 def test_several_clients_watch_one_run(server):
     a, b = server.client(), server.client()
     run_id = a.request("run/start", {"config": example_config(steps=2)})["runId"]

@@ -60,7 +60,7 @@ def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: boo
         raise FileExistsError(f"{out} exists and is not empty")
     config = load_config_dict(yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
     if merge_lora and not config.model.lora.enabled:
-        raise ValueError("--merge-lora: this run trained every weight, there is no LoRA adapter to merge")
+        raise ValueError("--merge-lora: this run trained every weight, so there is no LoRA adapter to merge")
     config.model.device = "cpu"  # an export needs no accelerator
     model, tokenizer, _ = load_policy(config.model, config.seed)
     load_policy_weights(model, checkpoints[step])

@@ -9,6 +9,8 @@ import logging
 import os
 import platform
 import re
+import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -117,6 +119,8 @@ class Client:
 
 
 MAX_CONCURRENT_UPLOADS = 2
+# An export loads the whole model: one at a time, and never longer than this.
+EXPORT_TIMEOUT_S = 1800
 # Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
 # sends faster than its requests are answered waits on TCP instead of growing the server's memory.
 MAX_QUEUED_FRAMES = 4
@@ -129,6 +133,7 @@ class TrainerServer:
         self.bundles = BundleStore(options.bundles_dir)
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
+        self.export_slot = asyncio.Semaphore(1)
         self.open_connections = 0
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()
@@ -140,6 +145,7 @@ class TrainerServer:
             "run/list": self.run_list,
             "run/get": self.run_get,
             "run/config": self.run_config,
+            "run/export": self.run_export,
             "run/subscribe": self.run_subscribe,
             "run/unsubscribe": self.run_unsubscribe,
             "trajectory/query": self.trajectory_query,
@@ -271,6 +277,40 @@ class TrainerServer:
 
     async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"runId": params["runId"], "config": await asyncio.to_thread(self.runs.config, params["runId"])}
+
+    async def run_export(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """`agentrl export` in a child process (it loads the model: seconds of CPU, never on this loop), into the
+        run's own folder, so a client names no path on the server's disk."""
+        run_id = params["runId"]
+        run_dir = self.runs.run_dir(run_id)
+        merge = params.get("mergeLora", False)
+        suffix = "-merged" if merge else ""
+        async with self.export_slot:
+            exports = run_dir / "exports"
+            staging = exports / f".tmp-{secrets.token_hex(4)}"
+            command = [sys.executable, "-m", "agentrl.cli", "export", str(run_dir), "--out", str(staging)]
+            command += [*(["--step", str(params["step"])] if "step" in params else []), *(["--merge-lora"] if merge else [])]
+            process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
+                                                           stderr=asyncio.subprocess.PIPE)
+            try:
+                out, err = await asyncio.wait_for(process.communicate(), timeout=EXPORT_TIMEOUT_S)
+            except TimeoutError:
+                process.kill()
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+                raise p.RpcError(p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s") from None
+            if process.returncode != 0:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+                said = err.decode(errors="replace").strip().splitlines()
+                reason = said[-1].removeprefix("agentrl export: ") if said else f"exit code {process.returncode}"
+                raise p.RpcError(p.RUN_STATE_CONFLICT if process.returncode == 2 else p.INTERNAL_ERROR,
+                                 f"cannot export {run_id}: {reason}")
+            result = json.loads(out.decode().strip().splitlines()[-1])
+            final = exports / f"step-{result['step']:06d}{suffix}"
+            if final.exists():  # exported before: the same checkpoint gives the same files
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+            else:
+                staging.rename(final)
+        return {"runId": run_id, "step": result["step"], "path": str(final), "weights": result["weights"]}
 
     async def run_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         run_id = params["runId"]
