@@ -1,10 +1,11 @@
 // Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy:
 // one log channel, the language client, the trainer connection (not connected until asked), the Runs view,
-// the status bar item, the replay panel, the Run Dashboard, and command registrations.
+// the status bar item, the replay panel, the Run Dashboard, health alerts as problems, and command registrations.
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { Commands } from './commands';
 import { registerDashboard } from './dashboard';
+import { registerHealthDiagnostics } from './healthDiagnostics';
 import { startLanguageClient, type LanguageClientHandle } from './languageClient';
 import { registerReplay } from './replay';
 import { registerRunCommands } from './runCommands';
@@ -27,6 +28,7 @@ export function activate(context: vscode.ExtensionContext): void {
     trainer,
     registerRunsView(trainer),
     registerStatusBar(trainer),
+    registerHealthDiagnostics(trainer, log),
     registerRunCommands({ context, log, connection: trainer }),
     registerScaffoldCommands(join(context.extensionPath, 'extension', 'templates'), log),
     vscode.commands.registerCommand(Commands.showLogs, () => log.show()),

@@ -4,7 +4,7 @@
 import { strict as assert } from 'node:assert';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { allTabs, extension, lastStatus, runEvents, runsFolder, screenshot, waitFor, waitForStatus, workspaceFolder } from './util';
 
@@ -88,6 +88,27 @@ describe('training on a local trainer server', function () {
     assert.equal(JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8')).mode, 'try');
     await waitFor(() => allTabs().find((t) => t.input instanceof vscode.TabInputWebview && t.label.includes(runId)), `a replay tab for ${runId}`, 30_000);
     await screenshot('try-replay', 'tbody tr', 'webview');
+  });
+
+  it('a NaN reward stops the run, and its non_finite alert is an error on the run config with a quick fix to the replay', async () => {
+    const folder = dirname(config.fsPath);
+    writeFileSync(join(folder, 'nan_env.py'), 'from agentrl import EpisodeScore\nfrom agentrl.examples.lookup.env import LookupEnv\n\n\n'
+      + 'class NanLookup(LookupEnv):\n    def score(self, final_text):\n        return EpisodeScore(reward=float("nan"))\n');
+    writeFileSync(join(folder, 'lookup_tasks.jsonl'), ['0', '1', '2', '3'].map((key) => JSON.stringify({ id: `key-${key}`, key })).join('\n') + '\n');
+    const nan = vscode.Uri.file(join(folder, 'train-env-nan.agentrl.yaml'));
+    writeFileSync(nan.fsPath, readFileSync(config.fsPath, 'utf8').replace(/^name: .*$/m, 'name: train-env-nan')
+      .replace(/^ {2}module: .*$/m, '  module: nan_env.py').replace(/^ {2}class_name: .*$/m, '  class_name: NanLookup')
+      .replace(/^ {2}train: tasks\.jsonl$/m, '  train: lookup_tasks.jsonl'));
+    const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.startTraining', nan);
+    assert.ok(runId, 'Start Training returned no run id (see the Agent RL log)');
+    await waitForStatus(runId, 'failed', 180_000);
+    const problem = await waitFor(() => vscode.languages.getDiagnostics(nan).find((d) => d.source === 'Agent RL health' && d.code === 'non_finite'),
+      'a non_finite problem on the run config', 30_000, 500);
+    assert.equal(problem.severity, vscode.DiagnosticSeverity.Error);
+    assert.match(problem.message, /^train-env-nan: Step 1: /);
+    const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', nan, problem.range);
+    const open = actions.find((a) => a.command?.command === 'agentRl.openReplay');
+    assert.deepEqual(open?.command?.arguments, [{ runId, step: 1 }]);
   });
 
   it('agentRl.stopTraining stops a longer run gracefully at a checkpoint', async () => {
