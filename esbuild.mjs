@@ -9,21 +9,65 @@ const watch = process.argv.includes('--watch');
 const common = { bundle: true, sourcemap: true, minify: !watch, logLevel: 'info' };
 
 const builds = [
-  { ...common, entryPoints: ['extension/extension.ts'], outfile: 'dist/extension.js', platform: 'node', format: 'cjs', target: 'node20', external: ['vscode'] },
-  { ...common, entryPoints: ['extension/languageServer/server.ts'], outfile: 'dist/languageServer.js', platform: 'node', format: 'cjs', target: 'node20' },
-  { ...common, entryPoints: ['webview/main.ts'], outfile: 'dist/webview/main.js', platform: 'browser', format: 'iife', target: 'es2022', loader: { '.css': 'css' } },
-  { ...common, entryPoints: ['webview/dashboard/main.ts'], outfile: 'dist/webview/dashboard.js', platform: 'browser', format: 'iife', target: 'es2022', loader: { '.css': 'css' } },
+  {
+    ...common,
+    entryPoints: ['extension/extension.ts'],
+    outfile: 'dist/extension.js',
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    external: ['vscode'],
+  },
+  {
+    ...common,
+    entryPoints: ['extension/languageServer/server.ts'],
+    outfile: 'dist/languageServer.js',
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+  },
+  {
+    ...common,
+    entryPoints: ['webview/main.ts'],
+    outfile: 'dist/webview/main.js',
+    platform: 'browser',
+    format: 'iife',
+    target: 'es2022',
+    loader: { '.css': 'css' },
+  },
+  {
+    ...common,
+    entryPoints: ['webview/dashboard/main.ts'],
+    outfile: 'dist/webview/dashboard.js',
+    platform: 'browser',
+    format: 'iife',
+    target: 'es2022',
+    loader: { '.css': 'css' },
+  },
 ].filter((b) => existsSync(b.entryPoints[0]));
 
-const exthostTests = existsSync('test/exthost') ? readdirSync('test/exthost').filter((f) => f.endsWith('.test.ts')) : [];
-rmSync('out/exthost', { recursive: true, force: true });  // no stale bundle of a deleted test
+const exthostTests = existsSync('test/exthost')
+  ? readdirSync('test/exthost').filter((f) => f.endsWith('.test.ts'))
+  : [];
+rmSync('out/exthost', { recursive: true, force: true }); // no stale bundle of a deleted test
 if (exthostTests.length) {
   builds.push({
-    bundle: true, sourcemap: false, minify: false, logLevel: 'warning',
-    entryPoints: ['test/exthost/index.ts', ...exthostTests.map((f) => `test/exthost/${f}`)], outdir: 'out/exthost',
-    platform: 'node', format: 'cjs', target: 'node20', external: ['vscode'],
+    bundle: true,
+    sourcemap: false,
+    minify: false,
+    logLevel: 'warning',
+    entryPoints: ['test/exthost/index.ts', ...exthostTests.map((f) => `test/exthost/${f}`)],
+    outdir: 'out/exthost',
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    external: ['vscode'],
     // mocha require()s its optional reporters, its parallel worker and the test files by name at run time.
-    logOverride: { 'unsupported-require-call': 'silent', 'unsupported-dynamic-import': 'silent', 'require-resolve-not-external': 'silent' },
+    logOverride: {
+      'unsupported-require-call': 'silent',
+      'unsupported-dynamic-import': 'silent',
+      'require-resolve-not-external': 'silent',
+    },
   });
 }
 

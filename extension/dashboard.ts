@@ -5,7 +5,12 @@
 // as it trains), and the trainer client resubscribes `since` the last seq after a reconnect, so nothing is
 // lost or doubled. Talks to the webview only through protocol/dashboard-messages.ts.
 import * as vscode from 'vscode';
-import type { DashboardEvent, DashboardHostMessage, DashboardRun, DashboardWebviewMessage } from '../protocol/dashboard-messages';
+import type {
+  DashboardEvent,
+  DashboardHostMessage,
+  DashboardRun,
+  DashboardWebviewMessage,
+} from '../protocol/dashboard-messages';
 import type { RpcMethods, RunEventParams, RunInfo } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { registerGuardedCommand } from './guardedCommand';
@@ -68,7 +73,12 @@ export function registerDashboard(context: vscode.ExtensionContext, deps: Dashbo
   );
 }
 
-async function pickRuns(deps: DashboardDeps, title: string, many: boolean, preselected?: string): Promise<string[] | undefined> {
+async function pickRuns(
+  deps: DashboardDeps,
+  title: string,
+  many: boolean,
+  preselected?: string,
+): Promise<string[] | undefined> {
   const trainer = deps.trainer();
   if (!trainer) throw new Error('not connected to a trainer server');
   // The run the command came from leads: the others are compared with it.
@@ -76,21 +86,36 @@ async function pickRuns(deps: DashboardDeps, title: string, many: boolean, prese
   if (runIds.length === 0) throw new Error('the trainer server has no runs yet');
   if (runIds.length === 1) return runIds;
   const items = runIds.map((runId) => ({
-    label: trainer.model.run(runId)?.name ?? runId, description: trainer.model.description({ kind: 'run', runId }), detail: runId, runId,
+    label: trainer.model.run(runId)?.name ?? runId,
+    description: trainer.model.description({ kind: 'run', runId }),
+    detail: runId,
+    runId,
     picked: runId === preselected,
   }));
   if (!many) {
     const item = await vscode.window.showQuickPick(items, { title, placeHolder: 'Run' });
     return item ? [item.runId] : undefined;
   }
-  const chosen = await vscode.window.showQuickPick(items, { title, placeHolder: 'Runs to overlay (the first is the one the others are compared with)', canPickMany: true });
+  const chosen = await vscode.window.showQuickPick(items, {
+    title,
+    placeHolder: 'Runs to overlay (the first is the one the others are compared with)',
+    canPickMany: true,
+  });
   return chosen?.map((item) => item.runId);
 }
 
-function openDashboard(webviewRoot: vscode.Uri, deps: DashboardDeps, trainer: DashboardTrainer, runIds: string[]): vscode.WebviewPanel {
+function openDashboard(
+  webviewRoot: vscode.Uri,
+  deps: DashboardDeps,
+  trainer: DashboardTrainer,
+  runIds: string[],
+): vscode.WebviewPanel {
   const names = runIds.map((runId) => trainer.model.run(runId)?.name ?? runId);
   const title = runIds.length === 1 ? `Dashboard: ${names[0]}` : `Compare: ${names.join(', ')}`;
-  const panel = vscode.window.createWebviewPanel('agentRl.dashboard', title, vscode.ViewColumn.Active, { enableScripts: true, localResourceRoots: [webviewRoot] });
+  const panel = vscode.window.createWebviewPanel('agentRl.dashboard', title, vscode.ViewColumn.Active, {
+    enableScripts: true,
+    localResourceRoots: [webviewRoot],
+  });
   const post = (message: DashboardHostMessage) => void panel.webview.postMessage(message);
   // Until the webview has had the history, live events are not sent: the history read at that moment holds them.
   let ready = false;
@@ -115,15 +140,22 @@ function openDashboard(webviewRoot: vscode.Uri, deps: DashboardDeps, trainer: Da
       case 'ready': {
         ready = false;
         pending.clear();
-        const runs: DashboardRun[] = await Promise.all(runIds.map(async (runId, i) => ({
-          runId, name: names[i],
-          config: await trainer.request('run/config', { runId }).then((r) => r.config, (err: Error) => {
-            deps.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
-            return undefined;
-          }),
-        })));
+        const runs: DashboardRun[] = await Promise.all(
+          runIds.map(async (runId, i) => ({
+            runId,
+            name: names[i],
+            config: await trainer.request('run/config', { runId }).then(
+              (r) => r.config,
+              (err: Error) => {
+                deps.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
+                return undefined;
+              },
+            ),
+          })),
+        );
         post({ type: 'runs', runs });
-        for (const runId of runIds) post({ type: 'events', runId, events: trainer.model.timeline(runId).map(toDashboardEvent) });
+        for (const runId of runIds)
+          post({ type: 'events', runId, events: trainer.model.timeline(runId).map(toDashboardEvent) });
         ready = true;
         return;
       }
@@ -133,7 +165,10 @@ function openDashboard(webviewRoot: vscode.Uri, deps: DashboardDeps, trainer: Da
     }
   });
   panel.webview.html = webviewHtml(panel.webview, webviewRoot, 'dashboard', 'Run Dashboard');
-  for (const runId of runIds) void trainer.follow(runId).catch((err: Error) => deps.log.warn(`dashboard: cannot follow ${runId}: ${err.message}`));
+  for (const runId of runIds)
+    void trainer
+      .follow(runId)
+      .catch((err: Error) => deps.log.warn(`dashboard: cannot follow ${runId}: ${err.message}`));
   return panel;
 }
 

@@ -22,7 +22,11 @@ export function activate(context: vscode.ExtensionContext): void {
   context.subscriptions.push(log);
   const client = startLanguageClient(context, log);
   languageClient = client;
-  const trainer = new TrainerConnection({ context, log, onDevices: (devices) => void client.notifyTrainerDevices(devices) });
+  const trainer = new TrainerConnection({
+    context,
+    log,
+    onDevices: (devices) => void client.notifyTrainerDevices(devices),
+  });
   connection = trainer;
   context.subscriptions.push(
     trainer,

@@ -3,7 +3,10 @@
 import * as vscode from 'vscode';
 
 export function registerGuardedCommand<A extends unknown[], R>(
-  log: vscode.LogOutputChannel, id: string, what: string, command: (...args: A) => Promise<R | undefined>,
+  log: vscode.LogOutputChannel,
+  id: string,
+  what: string,
+  command: (...args: A) => Promise<R | undefined>,
 ): vscode.Disposable {
   return vscode.commands.registerCommand(id, async (...args: A): Promise<R | undefined> => {
     try {

@@ -28,7 +28,9 @@ function keyRange(text: string, dotted: string): [number, number] | undefined {
   while (path.length) {
     const parent = path.length > 1 ? document.getIn(path.slice(0, -1), true) : document.contents;
     if (isMap(parent)) {
-      const pair = parent.items.find((item) => (item.key as { value?: unknown } | null)?.value === path[path.length - 1]);
+      const pair = parent.items.find(
+        (item) => (item.key as { value?: unknown } | null)?.value === path[path.length - 1],
+      );
       const range = rangeOf(pair?.key as Node | undefined);
       if (range) return range;
     }

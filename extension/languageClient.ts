@@ -3,8 +3,17 @@
 // and the server restarted (a few times), and `agentRl.restartLanguageServer` restarts it on demand.
 import * as vscode from 'vscode';
 import {
-  CloseAction, ErrorAction, LanguageClient, State, Trace, TransportKind,
-  type CloseHandlerResult, type ErrorHandler, type ErrorHandlerResult, type LanguageClientOptions, type ServerOptions,
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  State,
+  Trace,
+  TransportKind,
+  type CloseHandlerResult,
+  type ErrorHandler,
+  type ErrorHandlerResult,
+  type LanguageClientOptions,
+  type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
 import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './languageServer/protocol';
@@ -51,7 +60,10 @@ export function crashPolicy(log: vscode.LogOutputChannel, now: () => number = Da
   };
 }
 
-export function startLanguageClient(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): LanguageClientHandle {
+export function startLanguageClient(
+  context: vscode.ExtensionContext,
+  log: vscode.LogOutputChannel,
+): LanguageClientHandle {
   const module = context.asAbsolutePath('dist/languageServer.js');
   const serverOptions: ServerOptions = {
     run: { module, transport: TransportKind.ipc },
@@ -63,7 +75,12 @@ export function startLanguageClient(context: vscode.ExtensionContext, log: vscod
     traceOutputChannel: log,
     errorHandler: crashPolicy(log),
   };
-  const client = new LanguageClient('agentRl.runConfig', 'Agent RL run-config language server', serverOptions, clientOptions);
+  const client = new LanguageClient(
+    'agentRl.runConfig',
+    'Agent RL run-config language server',
+    serverOptions,
+    clientOptions,
+  );
   let devices: TrainerDevicesParams | null = null;
 
   const sendDevices = async (): Promise<void> => {
@@ -97,7 +114,7 @@ export function startLanguageClient(context: vscode.ExtensionContext, log: vscod
     vscode.commands.registerCommand(Commands.restartLanguageServer, () => handle.restart()),
     log.onDidChangeLogLevel((level) => void client.setTrace(traceFor(level))),
     client.onDidChangeState((event) => {
-      if (event.newState === State.Running) void sendDevices();  // a (re)started server starts without them
+      if (event.newState === State.Running) void sendDevices(); // a (re)started server starts without them
     }),
     { dispose: () => void handle.stop() },
   );

@@ -47,15 +47,31 @@ export function forwardServerLog(line: string, log: LogSink): void {
   else if (level === 'WARNING') log.warn(text);
   else if (level === 'ERROR' || level === 'CRITICAL') log.error(text);
   else if (level === 'INFO') log.info(text);
-  else log.warn(text);  // not from logging: a traceback or a message printed before logging was set up
+  else log.warn(text); // not from logging: a traceback or a message printed before logging was set up
 }
 
 export function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
-  const args = ['-m', 'agentrl.cli', 'serve', '--host', '127.0.0.1', '--port', '0', '--runs-dir', options.runsDir, '--token-file', options.tokenFile];
+  const args = [
+    '-m',
+    'agentrl.cli',
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--runs-dir',
+    options.runsDir,
+    '--token-file',
+    options.tokenFile,
+  ];
   options.log.info(`Starting the trainer server: ${options.python} ${args.join(' ')}`);
   let child: ChildProcess;
   try {
-    child = spawn(options.python, args, { cwd: options.cwd, env: { ...process.env, ...options.env, PYTHONUNBUFFERED: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(options.python, args, {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env, PYTHONUNBUFFERED: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   } catch (err) {
     return Promise.reject(new Error(`could not run ${options.python}: ${(err as Error).message}`));
   }
@@ -74,7 +90,9 @@ export function startLocalServer(options: LocalServerOptions): Promise<LocalServ
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');
     const killer = setTimeout(() => {
-      options.log.warn(`The trainer server (pid ${child.pid}) did not exit within ${graceMs} ms of SIGTERM; killing it.`);
+      options.log.warn(
+        `The trainer server (pid ${child.pid}) did not exit within ${graceMs} ms of SIGTERM; killing it.`,
+      );
       child.kill('SIGKILL');
     }, graceMs);
     await exited;
@@ -90,9 +108,16 @@ export function startLocalServer(options: LocalServerOptions): Promise<LocalServ
       void stop(1000);
       reject(new Error(message));
     };
-    const timer = setTimeout(() => fail(`the trainer server did not start listening within ${(options.startTimeoutMs ?? 60_000) / 1000} s`), options.startTimeoutMs ?? 60_000);
+    const timer = setTimeout(
+      () => fail(`the trainer server did not start listening within ${(options.startTimeoutMs ?? 60_000) / 1000} s`),
+      options.startTimeoutMs ?? 60_000,
+    );
     options.signal?.addEventListener('abort', () => fail('starting the trainer server was cancelled'));
-    child.once('error', (err) => fail(`could not run ${options.python}: ${err.message}. Set "agentRl.pythonPath" to a Python with agentrl installed.`));
+    child.once('error', (err) =>
+      fail(
+        `could not run ${options.python}: ${err.message}. Set "agentRl.pythonPath" to a Python with agentrl installed.`,
+      ),
+    );
     void exited.then(({ code, signal }) => {
       const why = stderrTail.slice(-5).join('\n');
       fail(`the trainer server exited before listening (${signal ?? `exit code ${code}`})${why ? `:\n${why}` : ''}`);

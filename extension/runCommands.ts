@@ -5,14 +5,29 @@
 import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import { ENDED_RUN_STATUSES, ErrorCode, RESUMABLE_RUN_STATUSES, type RunInfo, type RunStartParams } from '../protocol/generated/rpc';
+import {
+  ENDED_RUN_STATUSES,
+  ErrorCode,
+  RESUMABLE_RUN_STATUSES,
+  type RunInfo,
+  type RunStartParams,
+} from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { packEnvFolder } from './envBundle';
 import { registerGuardedCommand } from './guardedCommand';
 import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
-import { findRunConfigs, pythonPath, runsFolder, RUN_CONFIG_GLOB, serverUrl, tokenKey, tryEpisodes, workspaceRoot } from './settings';
+import {
+  findRunConfigs,
+  pythonPath,
+  runsFolder,
+  RUN_CONFIG_GLOB,
+  serverUrl,
+  tokenKey,
+  tryEpisodes,
+  workspaceRoot,
+} from './settings';
 import { toolProblems } from './toolProblems';
 import type { TrainerConnection } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
@@ -32,16 +47,31 @@ type ExportTarget = { runId: string; mergeLora?: boolean; destination?: string }
 
 export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
   const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
-  const register = <A extends unknown[], R>(id: string, what: string, command: (...args: A) => Promise<R | undefined>) =>
-    registerGuardedCommand(deps.log, id, what, command);
+  const register = <A extends unknown[], R>(
+    id: string,
+    what: string,
+    command: (...args: A) => Promise<R | undefined>,
+  ) => registerGuardedCommand(deps.log, id, what, command);
   return vscode.Disposable.from(
     toolProblems,
     register(Commands.startLocalServer, 'Start Local Server', () => startLocalServer(deps)),
-    register(Commands.connectServer, 'Connect to Server', (args?: { url: string; token?: string }) => connectServer(deps, args)),
-    register(Commands.disconnectServer, 'Disconnect', async () => { await deps.connection.disconnect(); return true; }),
-    register(Commands.refreshRuns, 'Refresh Runs', async () => { await deps.connection.refresh(); return true; }),
-    register(Commands.startTraining, 'Start Training', (target?: vscode.Uri | string) => startRun(deps, target, 'train')),
-    register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) => tryEnvironment(deps, target, toolProblems)),
+    register(Commands.connectServer, 'Connect to Server', (args?: { url: string; token?: string }) =>
+      connectServer(deps, args),
+    ),
+    register(Commands.disconnectServer, 'Disconnect', async () => {
+      await deps.connection.disconnect();
+      return true;
+    }),
+    register(Commands.refreshRuns, 'Refresh Runs', async () => {
+      await deps.connection.refresh();
+      return true;
+    }),
+    register(Commands.startTraining, 'Start Training', (target?: vscode.Uri | string) =>
+      startRun(deps, target, 'train'),
+    ),
+    register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) =>
+      tryEnvironment(deps, target, toolProblems),
+    ),
     register(Commands.stopTraining, 'Stop Training', (target?: RunTarget) => stopRun(deps, target)),
     register(Commands.resumeTraining, 'Resume Training', (target?: RunTarget) => resumeRun(deps, target)),
     register(Commands.exportModel, 'Export Model', (target?: ExportTarget) => exportModel(deps, target)),
@@ -54,15 +84,29 @@ class RunConfigLenses implements vscode.CodeLensProvider {
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
     const top = new vscode.Range(0, 0, 0, 0);
     return [
-      new vscode.CodeLens(top, { title: '$(play) Start Training', command: Commands.startTraining, arguments: [document.uri], tooltip: 'Train this config on the connected trainer server' }),
-      new vscode.CodeLens(top, { title: '$(beaker) Try Environment', command: Commands.tryEnvironment, arguments: [document.uri], tooltip: 'Run a few episodes with the base model and no updates, then replay them' }),
+      new vscode.CodeLens(top, {
+        title: '$(play) Start Training',
+        command: Commands.startTraining,
+        arguments: [document.uri],
+        tooltip: 'Train this config on the connected trainer server',
+      }),
+      new vscode.CodeLens(top, {
+        title: '$(beaker) Try Environment',
+        command: Commands.tryEnvironment,
+        arguments: [document.uri],
+        tooltip: 'Run a few episodes with the base model and no updates, then replay them',
+      }),
     ];
   }
 }
 
 function requireTrust(action: string): boolean {
   if (vscode.workspace.isTrusted) return true;
-  void vscode.window.showErrorMessage(`${action} runs code from this workspace, which is not trusted. Replaying trajectory files works without trust.`, 'Manage Workspace Trust')
+  void vscode.window
+    .showErrorMessage(
+      `${action} runs code from this workspace, which is not trusted. Replaying trajectory files works without trust.`,
+      'Manage Workspace Trust',
+    )
     .then((choice) => choice && vscode.commands.executeCommand('workbench.trust.manage'));
   return false;
 }
@@ -72,29 +116,54 @@ async function startLocalServer(deps: RunCommandDeps): Promise<string | undefine
   const root = workspaceRoot();
   if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
   const python = pythonPath();
-  await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Agent RL: starting the trainer server', cancellable: true }, async (progress, cancel) => {
-    progress.report({ message: python });
-    const abort = new AbortController();
-    cancel.onCancellationRequested(() => abort.abort());
-    await deps.connection.startLocal(python, root, runsFolder(root), abort.signal);
-  });
+  await vscode.window.withProgress(
+    {
+      location: vscode.ProgressLocation.Notification,
+      title: 'Agent RL: starting the trainer server',
+      cancellable: true,
+    },
+    async (progress, cancel) => {
+      progress.report({ message: python });
+      const abort = new AbortController();
+      cancel.onCancellationRequested(() => abort.abort());
+      await deps.connection.startLocal(python, root, runsFolder(root), abort.signal);
+    },
+  );
   return deps.connection.url;
 }
 
-async function connectServer(deps: RunCommandDeps, args?: { url: string; token?: string }): Promise<string | undefined> {
-  const url = args?.url ?? await vscode.window.showInputBox({
-    title: 'Connect to a trainer server', prompt: 'WebSocket URL of `agentrl serve`', value: serverUrl() ?? 'ws://127.0.0.1:8765', ignoreFocusOut: true,
-    validateInput: (v) => (/^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765'),
-  });
+async function connectServer(
+  deps: RunCommandDeps,
+  args?: { url: string; token?: string },
+): Promise<string | undefined> {
+  const url =
+    args?.url ??
+    (await vscode.window.showInputBox({
+      title: 'Connect to a trainer server',
+      prompt: 'WebSocket URL of `agentrl serve`',
+      value: serverUrl() ?? 'ws://127.0.0.1:8765',
+      ignoreFocusOut: true,
+      validateInput: (v) =>
+        /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
+    }));
   if (!url) return undefined;
   const secrets = deps.context.secrets;
-  let token = args?.token ?? await secrets.get(tokenKey(url));
+  let token = args?.token ?? (await secrets.get(tokenKey(url)));
   if (token === undefined) {
-    token = await vscode.window.showInputBox({ title: `Token for ${url}`, prompt: 'The server\'s token (stored in VS Code\'s secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.', password: true, ignoreFocusOut: true });
+    token = await vscode.window.showInputBox({
+      title: `Token for ${url}`,
+      prompt:
+        "The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.",
+      password: true,
+      ignoreFocusOut: true,
+    });
     if (token === undefined) return undefined;
   }
   try {
-    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` }, () => deps.connection.connectRemote(url.trim(), token || undefined));
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
+      () => deps.connection.connectRemote(url.trim(), token || undefined),
+    );
   } catch (err) {
     if (/token|401/.test((err as Error).message)) await secrets.delete(tokenKey(url));
     throw err;
@@ -116,12 +185,22 @@ async function pickConfig(target: vscode.Uri | string | undefined, title: string
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
   const configs = await findRunConfigs();
-  if (configs.length === 0) throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
+  if (configs.length === 0)
+    throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
   if (configs.length === 1) return configs[0];
-  return (await vscode.window.showQuickPick(configs.map((uri) => ({ label: vscode.workspace.asRelativePath(uri), uri })), { title, placeHolder: 'Run config' }))?.uri;
+  return (
+    await vscode.window.showQuickPick(
+      configs.map((uri) => ({ label: vscode.workspace.asRelativePath(uri), uri })),
+      { title, placeHolder: 'Run config' },
+    )
+  )?.uri;
 }
 
-async function startRun(deps: RunCommandDeps, target: vscode.Uri | string | undefined, mode: 'train' | 'try'): Promise<string | undefined> {
+async function startRun(
+  deps: RunCommandDeps,
+  target: vscode.Uri | string | undefined,
+  mode: 'train' | 'try',
+): Promise<string | undefined> {
   if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
   const configUri = await pickConfig(target, mode === 'try' ? 'Try Environment' : 'Start Training');
   if (!configUri) return undefined;
@@ -136,25 +215,41 @@ async function startRun(deps: RunCommandDeps, target: vscode.Uri | string | unde
   } else {
     // The server cannot see this machine's files: the config's folder travels as a bundle.
     const bundle = packEnvFolder(folder);
-    deps.log.info(`Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${deps.connection.url}`);
-    const uploaded = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
-      () => deps.connection.request('env/upload', { name: folder.split(/[\\/]/).pop()!, archive: bundle.archive.toString('base64') }, 120_000));
+    deps.log.info(
+      `Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${deps.connection.url}`,
+    );
+    const uploaded = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
+      () =>
+        deps.connection.request(
+          'env/upload',
+          { name: folder.split(/[\\/]/).pop()!, archive: bundle.archive.toString('base64') },
+          120_000,
+        ),
+    );
     params.envBundle = uploaded.bundleId;
   }
   const { runId } = await deps.connection.request('run/start', params);
-  deps.log.info(`Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`);
+  deps.log.info(
+    `Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`,
+  );
   await deps.connection.adopt(runId);
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   if (mode === 'train') {
     const name = deps.connection.model.run(runId)?.name ?? runId;
-    void vscode.window.showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
+    void vscode.window
+      .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
   }
   return runId;
 }
 
 /** Resolves when the run reaches a final status (or the user cancels the wait). */
-function waitForEnd(deps: RunCommandDeps, runId: string, cancel: vscode.CancellationToken): Promise<RunInfo['status'] | undefined> {
+function waitForEnd(
+  deps: RunCommandDeps,
+  runId: string,
+  cancel: vscode.CancellationToken,
+): Promise<RunInfo['status'] | undefined> {
   return new Promise((resolve) => {
     const check = (): boolean => {
       const status = deps.connection.model.run(runId)?.status;
@@ -170,53 +265,87 @@ function waitForEnd(deps: RunCommandDeps, runId: string, cancel: vscode.Cancella
       resolve(status);
     };
     subscriptions.push(
-      deps.connection.onRunEvent((event) => { if (event.runId === runId && event.type === 'status') check(); }),
-      deps.connection.onDidChangeState((state) => { if (state === 'idle' || state === 'closed') done(undefined); }),
+      deps.connection.onRunEvent((event) => {
+        if (event.runId === runId && event.type === 'status') check();
+      }),
+      deps.connection.onDidChangeState((state) => {
+        if (state === 'idle' || state === 'closed') done(undefined);
+      }),
       cancel.onCancellationRequested(() => done(undefined)),
     );
     check();
   });
 }
 
-async function tryEnvironment(deps: RunCommandDeps, target: vscode.Uri | string | undefined, problems: vscode.DiagnosticCollection): Promise<string | undefined> {
+async function tryEnvironment(
+  deps: RunCommandDeps,
+  target: vscode.Uri | string | undefined,
+  problems: vscode.DiagnosticCollection,
+): Promise<string | undefined> {
   const configUri = await pickConfig(target, 'Try Environment');
   if (!configUri) return undefined;
   const runId = await startRun(deps, configUri, 'try');
   if (!runId) return undefined;
-  const status = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`, cancellable: true }, async (progress, cancel) => {
-    progress.report({ message: `${tryEpisodes()} episodes with the base model, no updates` });
-    cancel.onCancellationRequested(() => void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined));
-    return waitForEnd(deps, runId, cancel);
-  });
+  const status = await vscode.window.withProgress(
+    {
+      location: vscode.ProgressLocation.Notification,
+      title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`,
+      cancellable: true,
+    },
+    async (progress, cancel) => {
+      progress.report({ message: `${tryEpisodes()} episodes with the base model, no updates` });
+      cancel.onCancellationRequested(
+        () => void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined),
+      );
+      return waitForEnd(deps, runId, cancel);
+    },
+  );
   if (!status) return runId;
   const errors = await reportToolErrors(deps, runId, dirname(configUri.fsPath), problems);
   const info = deps.connection.model.run(runId);
   const episodes = deps.connection.model.trajectories(runId);
   const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
-  const summary = status === 'completed'
-    ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
-    : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
+  const summary =
+    status === 'completed'
+      ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
+      : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
   deps.log.info(summary);
   await vscode.commands.executeCommand(Commands.openReplay, { runId });
   const actions = errors ? ['Show Problems'] : [];
-  const show = status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
-  void show(summary, ...actions).then((choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'));
+  const show =
+    status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+  void show(summary, ...actions).then(
+    (choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'),
+  );
   return runId;
 }
 
 /** Lists the try run's Tool failures in the Problems panel at each Tool's definition; returns how many. */
-async function reportToolErrors(deps: RunCommandDeps, runId: string, envFolder: string, problems: vscode.DiagnosticCollection): Promise<number> {
+async function reportToolErrors(
+  deps: RunCommandDeps,
+  runId: string,
+  envFolder: string,
+  problems: vscode.DiagnosticCollection,
+): Promise<number> {
   problems.clear();
   const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
-  const records = await Promise.all(page.items.map((summary) => deps.connection.request('trajectory/get', { runId, id: summary.id })));
-  const sources = readdirSync(envFolder).filter((f) => f.endsWith('.py')).map((f) => ({ path: join(envFolder, f), text: readFileSync(join(envFolder, f), 'utf8') }));
+  const records = await Promise.all(
+    page.items.map((summary) => deps.connection.request('trajectory/get', { runId, id: summary.id })),
+  );
+  const sources = readdirSync(envFolder)
+    .filter((f) => f.endsWith('.py'))
+    .map((f) => ({ path: join(envFolder, f), text: readFileSync(join(envFolder, f), 'utf8') }));
   const found = toolProblems(records, page.total, sources);
   const byFile = new Map<string, vscode.Diagnostic[]>();
   for (const problem of found) {
     deps.log.warn(`[try ${runId}] ${problem.message}`);
     if (!problem.location) continue;
     const { path, line } = problem.location;
-    const diagnostic = new vscode.Diagnostic(new vscode.Range(line, 0, line, 200), problem.message, problem.faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning);
+    const diagnostic = new vscode.Diagnostic(
+      new vscode.Range(line, 0, line, 200),
+      problem.message,
+      problem.faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning,
+    );
     diagnostic.source = 'Agent RL: Try Environment';
     byFile.set(path, [...(byFile.get(path) ?? []), diagnostic]);
   }
@@ -224,23 +353,48 @@ async function reportToolErrors(deps: RunCommandDeps, runId: string, envFolder: 
   return found.reduce((sum, p) => sum + p.count, 0);
 }
 
-async function pickRun(deps: RunCommandDeps, target: RunTarget | undefined, title: string, eligible: (runId: string) => boolean): Promise<string | undefined> {
+async function pickRun(
+  deps: RunCommandDeps,
+  target: RunTarget | undefined,
+  title: string,
+  eligible: (runId: string) => boolean,
+): Promise<string | undefined> {
   if (target && 'runId' in target) return target.runId;
   if (!deps.connection.isConnected) throw new Error('Not connected to a trainer server.');
   const runIds = deps.connection.model.runIds().filter(eligible);
   if (runIds.length === 0) throw new Error(`No run to ${title.toLowerCase().split(' ')[0]}.`);
   if (runIds.length === 1) return runIds[0];
-  const items = runIds.map((runId) => ({ label: deps.connection.model.run(runId)!.name, description: deps.connection.model.description({ kind: 'run', runId }), detail: runId, runId }));
+  const items = runIds.map((runId) => ({
+    label: deps.connection.model.run(runId)!.name,
+    description: deps.connection.model.description({ kind: 'run', runId }),
+    detail: runId,
+    runId,
+  }));
   return (await vscode.window.showQuickPick(items, { title, placeHolder: 'Run' }))?.runId;
 }
 
 async function stopRun(deps: RunCommandDeps, target?: RunTarget): Promise<string | undefined> {
   const runId = await pickRun(deps, target, 'Stop Training', (id) => deps.connection.model.isActive(id));
   if (!runId) return undefined;
-  const mode = (target && 'mode' in target && target.mode) || (await vscode.window.showQuickPick([
-    { label: 'Graceful', description: 'finish the current step, write a checkpoint, then stop (resumable)', mode: 'graceful' as const },
-    { label: 'Immediate', description: 'kill it now; work since the last checkpoint is lost', mode: 'immediate' as const },
-  ], { title: `Stop ${deps.connection.model.run(runId)?.name ?? runId}` }))?.mode;
+  const mode =
+    (target && 'mode' in target && target.mode) ||
+    (
+      await vscode.window.showQuickPick(
+        [
+          {
+            label: 'Graceful',
+            description: 'finish the current step, write a checkpoint, then stop (resumable)',
+            mode: 'graceful' as const,
+          },
+          {
+            label: 'Immediate',
+            description: 'kill it now; work since the last checkpoint is lost',
+            mode: 'immediate' as const,
+          },
+        ],
+        { title: `Stop ${deps.connection.model.run(runId)?.name ?? runId}` },
+      )
+    )?.mode;
   if (!mode) return undefined;
   const result = await deps.connection.request('run/stop', { runId, mode });
   deps.log.info(`Stop (${mode}) requested for ${runId}: ${result.status}`);
@@ -254,7 +408,10 @@ async function resumeRun(deps: RunCommandDeps, target?: RunTarget): Promise<stri
   try {
     await deps.connection.request('run/resume', { runId });
   } catch (err) {
-    if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT) throw new Error(`${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`);
+    if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT)
+      throw new Error(
+        `${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`,
+      );
     throw err;
   }
   await deps.connection.refresh();
@@ -270,23 +427,47 @@ async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise
   if (!runId) return undefined;
   const given = target && !('kind' in target) ? target : undefined;
   const name = deps.connection.model.run(runId)?.name ?? runId;
-  const mergeLora = given?.mergeLora ?? (await vscode.window.showQuickPick([
-    { label: 'As trained', description: 'the full model, or the LoRA adapter alone if the run trained one', merge: false },
-    { label: 'LoRA merged into a full model', description: 'for a run that trained a LoRA adapter', merge: true },
-  ], { title: `Export Model: ${name}` }))?.merge;
+  const mergeLora =
+    given?.mergeLora ??
+    (
+      await vscode.window.showQuickPick(
+        [
+          {
+            label: 'As trained',
+            description: 'the full model, or the LoRA adapter alone if the run trained one',
+            merge: false,
+          },
+          { label: 'LoRA merged into a full model', description: 'for a run that trained a LoRA adapter', merge: true },
+        ],
+        { title: `Export Model: ${name}` },
+      )
+    )?.merge;
   if (mergeLora === undefined) return undefined;
   const local = deps.connection.kind === 'local';
-  const destination = local ? given?.destination ?? (await vscode.window.showOpenDialog({
-    canSelectFolders: true, canSelectFiles: false, openLabel: 'Export Here', title: `Export Model: ${name}`,
-  }))?.[0]?.fsPath : undefined;
+  const destination = local
+    ? (given?.destination ??
+      (
+        await vscode.window.showOpenDialog({
+          canSelectFolders: true,
+          canSelectFiles: false,
+          openLabel: 'Export Here',
+          title: `Export Model: ${name}`,
+        })
+      )?.[0]?.fsPath)
+    : undefined;
   if (local && !destination) return undefined;
   const exported = await vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: `Agent RL: exporting ${name}` },
-    () => deps.connection.request('run/export', { runId, mergeLora }, EXPORT_TIMEOUT_MS));
+    () => deps.connection.request('run/export', { runId, mergeLora }, EXPORT_TIMEOUT_MS),
+  );
   const kind = exported.weights === 'adapter' ? 'LoRA adapter' : 'model';
   if (!destination) {
     deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) on the server: ${exported.path}`);
-    void vscode.window.showInformationMessage(`Agent RL: ${name} step ${exported.step} exported on the server to ${exported.path}.`, 'Copy Path')
+    void vscode.window
+      .showInformationMessage(
+        `Agent RL: ${name} step ${exported.step} exported on the server to ${exported.path}.`,
+        'Copy Path',
+      )
       .then((choice) => choice && vscode.env.clipboard.writeText(exported.path));
     return exported.path;
   }
@@ -294,7 +475,8 @@ async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise
   if (existsSync(folder)) throw new Error(`${folder} already exists; pick another folder.`);
   cpSync(exported.path, folder, { recursive: true });
   deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) to ${folder}`);
-  void vscode.window.showInformationMessage(`Agent RL: ${name} step ${exported.step} exported to ${folder}.`, 'Open Folder')
+  void vscode.window
+    .showInformationMessage(`Agent RL: ${name} step ${exported.step} exported to ${folder}.`, 'Open Folder')
     .then((choice) => choice && vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(folder)));
   return folder;
 }

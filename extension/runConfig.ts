@@ -10,6 +10,7 @@ export function readRunConfig(path: string): Record<string, unknown> {
   } catch (err) {
     throw new Error(`${path} is not valid YAML: ${(err as Error).message}`);
   }
-  if (!config || typeof config !== 'object' || Array.isArray(config)) throw new Error(`${path} must be a YAML mapping of run-config keys.`);
+  if (!config || typeof config !== 'object' || Array.isArray(config))
+    throw new Error(`${path} must be a YAML mapping of run-config keys.`);
   return config as Record<string, unknown>;
 }

@@ -3,7 +3,14 @@
 // description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
 // (the trainer saying it cannot learn) come from its `health` events. Each run's status, metrics and health
 // events are also kept in order as they came, for the Run Dashboard to draw from the first step on.
-import { ACTIVE_RUN_STATUSES, RESUMABLE_RUN_STATUSES, type HealthEvent, type RunEventParams, type RunInfo, type TrajectorySummary } from '../protocol/generated/rpc';
+import {
+  ACTIVE_RUN_STATUSES,
+  RESUMABLE_RUN_STATUSES,
+  type HealthEvent,
+  type RunEventParams,
+  type RunInfo,
+  type TrajectorySummary,
+} from '../protocol/generated/rpc';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
@@ -28,8 +35,10 @@ const formatNumber = (value: number): string => (Number.isInteger(value) ? Strin
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
 
 /** A health event in words: what is wrong, the likely fix and the trajectories that show it (to open in the replay), or that it cleared. */
-export const describeHealth = (event: HealthEvent): string => (event.resolved ? event.message
-  : `${event.message}. Fix: ${event.fix}${event.trajectory_ids.length ? `. Trajectories that show it: ${event.trajectory_ids.join(', ')}` : ''}`);
+export const describeHealth = (event: HealthEvent): string =>
+  event.resolved
+    ? event.message
+    : `${event.message}. Fix: ${event.fix}${event.trajectory_ids.length ? `. Trajectories that show it: ${event.trajectory_ids.join(', ')}` : ''}`;
 
 export class RunsModel {
   private readonly runs = new Map<string, RunState>();
@@ -47,7 +56,12 @@ export class RunsModel {
     this.runs.clear();
     for (const info of infos) {
       const streamed = previous.get(info.runId);
-      this.runs.set(info.runId, { info, trajectories: streamed?.trajectories ?? new Map(), health: streamed?.health ?? new Map(), timeline: streamed?.timeline ?? [] });
+      this.runs.set(info.runId, {
+        info,
+        trajectories: streamed?.trajectories ?? new Map(),
+        health: streamed?.health ?? new Map(),
+        timeline: streamed?.timeline ?? [],
+      });
     }
     this.changed(undefined);
   }
@@ -74,7 +88,8 @@ export class RunsModel {
       case 'status': {
         Object.assign(state.info, event.runInfo);
         const superseded = event.data.superseded_from_seq;
-        if (superseded !== undefined) for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
+        if (superseded !== undefined)
+          for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
         break;
       }
       case 'metrics':
@@ -90,7 +105,7 @@ export class RunsModel {
         state.health.set(event.seq, event.data);
         break;
       case 'log':
-        return;  // log events change nothing shown here
+        return; // log events change nothing shown here
     }
     this.changed(event.runId);
   }
@@ -105,7 +120,9 @@ export class RunsModel {
 
   /** The run the status bar follows: the newest active one, else the newest. */
   focusRun(): RunInfo | undefined {
-    const infos = [...this.runs.values()].map((s) => s.info).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
+    const infos = [...this.runs.values()]
+      .map((s) => s.info)
+      .sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
     return infos.find((i) => ACTIVE_RUN_STATUSES.has(i.status)) ?? infos[0];
   }
 
@@ -121,7 +138,8 @@ export class RunsModel {
   /** The run's health alerts in force: each started and not yet resolved, the earliest first. */
   healthAlerts(runId: string): HealthEvent[] {
     const inForce = new Map<HealthEvent['code'], HealthEvent>();
-    for (const event of this.runs.get(runId)?.health.values() ?? []) {  // in seq order: the stream delivers it so
+    for (const event of this.runs.get(runId)?.health.values() ?? []) {
+      // in seq order: the stream delivers it so
       if (event.resolved) inForce.delete(event.code);
       else inForce.set(event.code, event);
     }
@@ -141,18 +159,26 @@ export class RunsModel {
   children(node?: RunsTreeNode): RunsTreeNode[] {
     if (!node) {
       return [...this.runs.values()]
-        .sort((a, b) => (b.info.createdAt ?? '').localeCompare(a.info.createdAt ?? '') || b.info.runId.localeCompare(a.info.runId))
+        .sort(
+          (a, b) =>
+            (b.info.createdAt ?? '').localeCompare(a.info.createdAt ?? '') || b.info.runId.localeCompare(a.info.runId),
+        )
         .map((s) => ({ kind: 'run', runId: s.info.runId }));
     }
     const all = this.trajectories(node.runId);
     switch (node.kind) {
       case 'run':
-        return [...new Set(all.map((t) => t.step))].sort((a, b) => b - a).map((step) => ({ kind: 'step', runId: node.runId, step }));
+        return [...new Set(all.map((t) => t.step))]
+          .sort((a, b) => b - a)
+          .map((step) => ({ kind: 'step', runId: node.runId, step }));
       case 'step':
-        return [...new Set(all.filter((t) => t.step === node.step).map((t) => t.group))].sort((a, b) => a - b)
+        return [...new Set(all.filter((t) => t.step === node.step).map((t) => t.group))]
+          .sort((a, b) => a - b)
           .map((group) => ({ kind: 'group', runId: node.runId, step: node.step, group }));
       case 'group':
-        return all.filter((t) => t.step === node.step && t.group === node.group).sort((a, b) => a.sample - b.sample)
+        return all
+          .filter((t) => t.step === node.step && t.group === node.group)
+          .sort((a, b) => a.sample - b.sample)
           .map((summary) => ({ kind: 'trajectory', runId: node.runId, summary }));
       case 'trajectory':
         return [];
@@ -161,10 +187,14 @@ export class RunsModel {
 
   label(node: RunsTreeNode): string {
     switch (node.kind) {
-      case 'run': return this.run(node.runId)?.name ?? node.runId;
-      case 'step': return node.step === 0 && this.run(node.runId)?.mode === 'try' ? 'episodes' : `step ${node.step}`;
-      case 'group': return `group ${node.group} · ${this.groupOf(node)[0]?.task_id ?? ''}`;
-      case 'trajectory': return `sample ${node.summary.sample}`;
+      case 'run':
+        return this.run(node.runId)?.name ?? node.runId;
+      case 'step':
+        return node.step === 0 && this.run(node.runId)?.mode === 'try' ? 'episodes' : `step ${node.step}`;
+      case 'group':
+        return `group ${node.group} · ${this.groupOf(node)[0]?.task_id ?? ''}`;
+      case 'trajectory':
+        return `sample ${node.summary.sample}`;
     }
   }
 
@@ -177,13 +207,25 @@ export class RunsModel {
         const progress = info.mode === 'try' ? 'try' : `${info.step}/${info.totalSteps}`;
         const reward = info.latestMetrics['reward/mean'];
         const alerts = this.healthAlerts(node.runId).map((a) => a.code);
-        return [info.status, progress, reward === undefined ? undefined : `reward ${formatNumber(reward)}`, alerts.length ? `⚠ ${alerts.join(', ')}` : undefined]
-          .filter(Boolean).join(' · ');
+        return [
+          info.status,
+          progress,
+          reward === undefined ? undefined : `reward ${formatNumber(reward)}`,
+          alerts.length ? `⚠ ${alerts.join(', ')}` : undefined,
+        ]
+          .filter(Boolean)
+          .join(' · ');
       }
       case 'step': {
         const items = this.trajectories(node.runId).filter((t) => t.step === node.step);
         const errors = items.reduce((n, t) => n + t.num_tool_errors, 0);
-        return [`reward ${formatNumber(mean(items.map((t) => t.reward)))}`, `${items.length} episodes`, errors ? `${errors} tool errors` : undefined].filter(Boolean).join(' · ');
+        return [
+          `reward ${formatNumber(mean(items.map((t) => t.reward)))}`,
+          `${items.length} episodes`,
+          errors ? `${errors} tool errors` : undefined,
+        ]
+          .filter(Boolean)
+          .join(' · ');
       }
       case 'group': {
         const rewards = this.groupOf(node).map((t) => t.reward);
@@ -192,7 +234,14 @@ export class RunsModel {
       }
       case 'trajectory': {
         const t = node.summary;
-        return [`reward ${formatNumber(t.reward)}`, t.status, `${t.num_tool_calls} tool calls`, t.num_tool_errors ? `${t.num_tool_errors} errors` : undefined].filter(Boolean).join(' · ');
+        return [
+          `reward ${formatNumber(t.reward)}`,
+          t.status,
+          `${t.num_tool_calls} tool calls`,
+          t.num_tool_errors ? `${t.num_tool_errors} errors` : undefined,
+        ]
+          .filter(Boolean)
+          .join(' · ');
       }
     }
   }

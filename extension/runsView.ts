@@ -24,7 +24,8 @@ const HEALTH_ALERT_ICON: [string, string] = ['warning', 'problemsWarningIcon.for
 /** One paragraph per alert in a tooltip that supports theme icons (also the status bar's). */
 export function appendHealthAlerts(tooltip: vscode.MarkdownString, alerts: HealthEvent[]): vscode.MarkdownString {
   // The alert's words name config keys and tool-call markup such as <tool_call>: text, not Markdown.
-  for (const alert of alerts) tooltip.appendMarkdown(`$(warning) **${alert.code}**: `).appendText(describeHealth(alert)).appendMarkdown('\n\n');
+  for (const alert of alerts)
+    tooltip.appendMarkdown(`$(warning) **${alert.code}**: `).appendText(describeHealth(alert)).appendMarkdown('\n\n');
   return tooltip;
 }
 
@@ -37,28 +38,41 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   }
 
   getChildren(node?: RunsTreeNode): RunsTreeNode[] {
-    if (node?.kind === 'run') void this.connection.follow(node.runId).catch(() => undefined);  // expanding a run streams it
+    if (node?.kind === 'run') void this.connection.follow(node.runId).catch(() => undefined); // expanding a run streams it
     return this.connection.model.children(node);
   }
 
   getTreeItem(node: RunsTreeNode): vscode.TreeItem {
     const model = this.connection.model;
-    const collapsible = node.kind === 'trajectory' ? vscode.TreeItemCollapsibleState.None : vscode.TreeItemCollapsibleState.Collapsed;
+    const collapsible =
+      node.kind === 'trajectory' ? vscode.TreeItemCollapsibleState.None : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(model.label(node), collapsible);
     item.description = model.description(node);
     switch (node.kind) {
       case 'run': {
         const info = model.run(node.runId)!;
         const alerts = model.healthAlerts(node.runId);
-        const [icon, color] = alerts.length ? HEALTH_ALERT_ICON : STATUS_ICONS[info.status] ?? ['circle-outline'];
+        const [icon, color] = alerts.length ? HEALTH_ALERT_ICON : (STATUS_ICONS[info.status] ?? ['circle-outline']);
         item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
         item.id = `run:${node.runId}`;
-        item.contextValue = ['run', model.isActive(node.runId) ? 'active' : '', model.isResumable(node.runId) ? 'resumable' : ''].filter(Boolean).join('.');
-        const tooltip = new vscode.MarkdownString([
-          `**${info.name}** (${info.mode}) \`${info.runId}\``,
-          `${info.status}, step ${info.step} of ${info.totalSteps}${info.message ? `: ${info.message}` : ''}`,
-          ...Object.entries(info.latestMetrics).filter(([k]) => k.startsWith('reward/')).slice(0, 6).map(([k, v]) => `- ${k}: ${v.toFixed(3)}`),
-        ].join('\n\n') + '\n\n', true);
+        item.contextValue = [
+          'run',
+          model.isActive(node.runId) ? 'active' : '',
+          model.isResumable(node.runId) ? 'resumable' : '',
+        ]
+          .filter(Boolean)
+          .join('.');
+        const tooltip = new vscode.MarkdownString(
+          [
+            `**${info.name}** (${info.mode}) \`${info.runId}\``,
+            `${info.status}, step ${info.step} of ${info.totalSteps}${info.message ? `: ${info.message}` : ''}`,
+            ...Object.entries(info.latestMetrics)
+              .filter(([k]) => k.startsWith('reward/'))
+              .slice(0, 6)
+              .map(([k, v]) => `- ${k}: ${v.toFixed(3)}`),
+          ].join('\n\n') + '\n\n',
+          true,
+        );
         item.tooltip = appendHealthAlerts(tooltip, alerts);
         break;
       }
@@ -72,7 +86,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
         break;
       case 'trajectory': {
         const t = node.summary;
-        item.iconPath = new vscode.ThemeIcon(t.status === 'error' || t.num_tool_errors ? 'warning' : t.status === 'truncated' ? 'fold' : 'comment-discussion');
+        item.iconPath = new vscode.ThemeIcon(
+          t.status === 'error' || t.num_tool_errors
+            ? 'warning'
+            : t.status === 'truncated'
+              ? 'fold'
+              : 'comment-discussion',
+        );
         item.id = `trajectory:${node.runId}:${t.id}`;
         item.contextValue = 'trajectory';
         item.command = { command: Commands.openReplay, title: 'Open Replay', arguments: [{ runId: node.runId }] };
@@ -86,21 +106,36 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
 export function registerRunsView(connection: TrainerConnection): vscode.Disposable {
   const provider = new RunsTreeProvider(connection);
   const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
-  const setContext = () => void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
+  const setContext = () =>
+    void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
   setContext();
-  return vscode.Disposable.from(view, connection.onDidChangeState(setContext), connection.onHealthAlert(notifyHealthAlert));
+  return vscode.Disposable.from(
+    view,
+    connection.onDidChangeState(setContext),
+    connection.onHealthAlert(notifyHealthAlert),
+  );
 }
 
 function notifyHealthAlert({ runId, runName, alert }: HealthAlert): void {
   const actions = { dashboard: 'Open Dashboard', replay: 'Open Replay', logs: 'Show Logs' };
   // severity error: the run stopped (a non-finite loss, say); warning: it goes on but is unlikely to learn.
-  const shown = alert.severity === 'error'
-    ? vscode.window.showErrorMessage(`Agent RL: run ${runName} stopped (${alert.code}): ${describeHealth(alert)}`, actions.dashboard, actions.replay, actions.logs)
-    : vscode.window.showWarningMessage(`Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`, actions.dashboard, actions.replay, actions.logs);
-  void shown
-    .then((choice) => {
-      if (choice === actions.dashboard) void vscode.commands.executeCommand(Commands.openDashboard, { runId });
-      if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
-      if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
-    });
+  const shown =
+    alert.severity === 'error'
+      ? vscode.window.showErrorMessage(
+          `Agent RL: run ${runName} stopped (${alert.code}): ${describeHealth(alert)}`,
+          actions.dashboard,
+          actions.replay,
+          actions.logs,
+        )
+      : vscode.window.showWarningMessage(
+          `Agent RL: run ${runName} is not learning (${alert.code}): ${describeHealth(alert)}`,
+          actions.dashboard,
+          actions.replay,
+          actions.logs,
+        );
+  void shown.then((choice) => {
+    if (choice === actions.dashboard) void vscode.commands.executeCommand(Commands.openDashboard, { runId });
+    if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
+    if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
+  });
 }

@@ -17,7 +17,7 @@ export interface EnvironmentSpec {
 function modelValues(model: string): Record<string, string> {
   const tiny = model === 'tiny';
   return {
-    modelPath: /^[\w./~-]+$/.test(model) ? model : JSON.stringify(model),  // a JSON string is a YAML string too
+    modelPath: /^[\w./~-]+$/.test(model) ? model : JSON.stringify(model), // a JSON string is a YAML string too
     learningRate: tiny ? '0.01' : '1.0e-5',
     maxNewTokens: tiny ? '16' : '128',
     // a small instruct model rambles at temperature 1; the random one needs every bit of spread it has
@@ -40,7 +40,11 @@ export function validateToolName(name: string): string | undefined {
 }
 
 export function pascalCase(name: string): string {
-  return name.split(/[-_]+/).filter(Boolean).map((p) => p[0].toUpperCase() + p.slice(1)).join('');
+  return name
+    .split(/[-_]+/)
+    .filter(Boolean)
+    .map((p) => p[0].toUpperCase() + p.slice(1))
+    .join('');
 }
 
 function fill(template: string, values: Record<string, string>): string {
@@ -51,7 +55,10 @@ function fill(template: string, values: Record<string, string>): string {
 }
 
 const envClassName = (name: string): string => pascalCase(name).replace(/(Env)?$/, 'Env'); // 'web-qa' -> WebQaEnv, 'math-env' -> MathEnv
-const reader = (templatesDir: string) => (file: string): string => readFileSync(join(templatesDir, file), 'utf8');
+const reader =
+  (templatesDir: string) =>
+  (file: string): string =>
+    readFileSync(join(templatesDir, file), 'utf8');
 
 function checkTools(tools: string[]): void {
   const problems = tools.map(validateToolName).filter(Boolean);
@@ -61,7 +68,11 @@ function checkTools(tools: string[]): void {
 }
 
 /** The values env.py.tmpl and run.agentrl.yaml.tmpl need for a ToolEnv over `tools` (name -> class). */
-function envValues(envName: string, envModule: string, tools: Array<{ name: string; cls: string }>): Record<string, string> {
+function envValues(
+  envName: string,
+  envModule: string,
+  tools: Array<{ name: string; cls: string }>,
+): Record<string, string> {
   return {
     envName,
     envClass: envClassName(envName),
@@ -82,7 +93,10 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   const values = {
     ...envValues(spec.name, 'env.py', tools),
     ...modelValues(spec.model),
-    toolClasses: tools.map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.cls, toolName: t.name })).join('\n').trimEnd(),
+    toolClasses: tools
+      .map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.cls, toolName: t.name }))
+      .join('\n')
+      .trimEnd(),
   };
   return new Map([
     ['tools.py', fill(read('tools.py.tmpl'), values)],
@@ -118,7 +132,8 @@ export function addTool(toolName: string, toolsPy: string, envPy: string, templa
   if (problem) throw new Error(problem);
   const existing = parseTools(toolsPy);
   const cls = pascalCase(toolName);
-  if (existing.some((t) => t.name === toolName || t.cls === cls)) throw new Error(`tools.py already defines a Tool named "${toolName}" (class ${cls}).`);
+  if (existing.some((t) => t.name === toolName || t.cls === cls))
+    throw new Error(`tools.py already defines a Tool named "${toolName}" (class ${cls}).`);
   const toolClass = fill(reader(templatesDir)('tool-class.py.tmpl'), { toolClass: cls, toolName }).trimEnd();
   const nextToolsPy = `${toolsPy.trimEnd()}\n\n\n${toolClass}\n`;
   const importLine = /^from tools import ([\w, ]+)$/m;
@@ -126,7 +141,11 @@ export function addTool(toolName: string, toolsPy: string, envPy: string, templa
   if (!importLine.test(envPy) || !toolList.test(envPy)) return { toolsPy: nextToolsPy, envPy: undefined };
   const nextEnvPy = envPy
     .replace(importLine, (_, names: string) => `from tools import ${names.trim()}, ${cls}`)
-    .replace(toolList, (_, open: string, items: string, close: string) => `${open}${items.trim() ? `${items.trim()}, ` : ''}${cls}()${close}`);
+    .replace(
+      toolList,
+      (_, open: string, items: string, close: string) =>
+        `${open}${items.trim() ? `${items.trim()}, ` : ''}${cls}()${close}`,
+    );
   return { toolsPy: nextToolsPy, envPy: nextEnvPy };
 }
 

@@ -11,15 +11,30 @@ import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName,
 import { findRunConfigs } from './settings';
 
 /** `model`: the run config's model.path; without it, the embedded default model. */
-export interface NewEnvironmentArgs { name: string; tools: string[]; parent: string; model?: string }
-export interface NewToolArgs { folder: string; name: string }
-export interface NewToolEnvArgs { folder: string; name: string }
+export interface NewEnvironmentArgs {
+  name: string;
+  tools: string[];
+  parent: string;
+  model?: string;
+}
+export interface NewToolArgs {
+  folder: string;
+  name: string;
+}
+export interface NewToolEnvArgs {
+  folder: string;
+  name: string;
+}
 
 export function registerScaffoldCommands(templatesDir: string, log: vscode.LogOutputChannel): vscode.Disposable {
   return vscode.Disposable.from(
-    registerGuardedCommand(log, Commands.newEnvironment, 'New Environment', (args?: NewEnvironmentArgs) => newEnvironment(templatesDir, log, args)),
+    registerGuardedCommand(log, Commands.newEnvironment, 'New Environment', (args?: NewEnvironmentArgs) =>
+      newEnvironment(templatesDir, log, args),
+    ),
     registerGuardedCommand(log, Commands.newTool, 'New Tool', (args?: NewToolArgs) => newTool(templatesDir, log, args)),
-    registerGuardedCommand(log, Commands.newToolEnv, 'New ToolEnv', (args?: NewToolEnvArgs) => newToolEnv(templatesDir, log, args)),
+    registerGuardedCommand(log, Commands.newToolEnv, 'New ToolEnv', (args?: NewToolEnvArgs) =>
+      newToolEnv(templatesDir, log, args),
+    ),
   );
 }
 
@@ -31,15 +46,36 @@ function writeNewFiles(folder: string, files: Map<string, string>): void {
 }
 
 /** New Environment: a name, the tool names, the model, a parent folder; writes the env and opens its run config. */
-async function newEnvironment(templatesDir: string, log: vscode.LogOutputChannel, args?: NewEnvironmentArgs): Promise<string | undefined> {
-  const name = args?.name ?? await vscode.window.showInputBox({ title: 'New Environment (1/3)', prompt: 'Environment name', value: 'my-env', validateInput: validateEnvName, ignoreFocusOut: true });
+async function newEnvironment(
+  templatesDir: string,
+  log: vscode.LogOutputChannel,
+  args?: NewEnvironmentArgs,
+): Promise<string | undefined> {
+  const name =
+    args?.name ??
+    (await vscode.window.showInputBox({
+      title: 'New Environment (1/3)',
+      prompt: 'Environment name',
+      value: 'my-env',
+      validateInput: validateEnvName,
+      ignoreFocusOut: true,
+    }));
   if (!name) return undefined;
-  const tools = args?.tools ?? splitTools(await vscode.window.showInputBox({
-    title: 'New Environment (2/3)', prompt: 'Tool names, comma-separated', value: 'search', ignoreFocusOut: true,
-    validateInput: (v) => splitTools(v).map(validateToolName).find(Boolean) ?? (splitTools(v).length ? undefined : 'Name at least one tool.'),
-  }) ?? '');
+  const tools =
+    args?.tools ??
+    splitTools(
+      (await vscode.window.showInputBox({
+        title: 'New Environment (2/3)',
+        prompt: 'Tool names, comma-separated',
+        value: 'search',
+        ignoreFocusOut: true,
+        validateInput: (v) =>
+          splitTools(v).map(validateToolName).find(Boolean) ??
+          (splitTools(v).length ? undefined : 'Name at least one tool.'),
+      })) ?? '',
+    );
   if (tools.length === 0) return undefined;
-  const model = args ? args.model ?? DEFAULT_MODEL : await pickModel();
+  const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel();
   if (!model) return undefined;
   const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
   if (!parent) return undefined;
@@ -52,34 +88,61 @@ async function newEnvironment(templatesDir: string, log: vscode.LogOutputChannel
 }
 
 /** New Tool: adds a Tool class to an env's tools.py and registers it in env.py; opens the new class. */
-async function newTool(templatesDir: string, log: vscode.LogOutputChannel, args?: NewToolArgs): Promise<string | undefined> {
-  const folder = args?.folder ?? await pickEnvFolder('New Tool (1/2)');
+async function newTool(
+  templatesDir: string,
+  log: vscode.LogOutputChannel,
+  args?: NewToolArgs,
+): Promise<string | undefined> {
+  const folder = args?.folder ?? (await pickEnvFolder('New Tool (1/2)'));
   if (!folder) return undefined;
   const toolsPath = join(folder, 'tools.py');
   const envPath = join(folder, 'env.py');
   const toolsPy = readFileSync(toolsPath, 'utf8');
   const taken = new Set(parseTools(toolsPy).map((t) => t.name));
-  const name = args?.name ?? await vscode.window.showInputBox({
-    title: 'New Tool (2/2)', prompt: 'Tool name, as the model calls it', ignoreFocusOut: true,
-    validateInput: (v) => validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
-  });
+  const name =
+    args?.name ??
+    (await vscode.window.showInputBox({
+      title: 'New Tool (2/2)',
+      prompt: 'Tool name, as the model calls it',
+      ignoreFocusOut: true,
+      validateInput: (v) =>
+        validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
+    }));
   if (!name) return undefined;
   const added = addTool(name, toolsPy, existsSync(envPath) ? readFileSync(envPath, 'utf8') : '', templatesDir);
   writeFileSync(toolsPath, added.toolsPy);
   if (added.envPy !== undefined) writeFileSync(envPath, added.envPy);
-  else void vscode.window.showWarningMessage(`Added the Tool to tools.py, but env.py no longer has the "from tools import ..." and "self.tools = [...]" lines it was generated with: register ${name} in your ToolEnv yourself.`);
+  else
+    void vscode.window.showWarningMessage(
+      `Added the Tool to tools.py, but env.py no longer has the "from tools import ..." and "self.tools = [...]" lines it was generated with: register ${name} in your ToolEnv yourself.`,
+    );
   log.info(`New Tool "${name}" added to ${toolsPath}`);
   const document = await vscode.workspace.openTextDocument(toolsPath);
-  const line = document.getText().split('\n').findIndex((l) => l.includes(`name = "${name}"`));
+  const line = document
+    .getText()
+    .split('\n')
+    .findIndex((l) => l.includes(`name = "${name}"`));
   await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
   return toolsPath;
 }
 
 /** New ToolEnv: another ToolEnv over an env folder's Tools, with its own run config. */
-async function newToolEnv(templatesDir: string, log: vscode.LogOutputChannel, args?: NewToolEnvArgs): Promise<string | undefined> {
-  const folder = args?.folder ?? await pickEnvFolder('New ToolEnv (1/2)');
+async function newToolEnv(
+  templatesDir: string,
+  log: vscode.LogOutputChannel,
+  args?: NewToolEnvArgs,
+): Promise<string | undefined> {
+  const folder = args?.folder ?? (await pickEnvFolder('New ToolEnv (1/2)'));
   if (!folder) return undefined;
-  const name = args?.name ?? await vscode.window.showInputBox({ title: 'New ToolEnv (2/2)', prompt: 'ToolEnv name (also its run config\'s name)', value: `${basename(folder)}-v2`, validateInput: validateEnvName, ignoreFocusOut: true });
+  const name =
+    args?.name ??
+    (await vscode.window.showInputBox({
+      title: 'New ToolEnv (2/2)',
+      prompt: "ToolEnv name (also its run config's name)",
+      value: `${basename(folder)}-v2`,
+      validateInput: validateEnvName,
+      ignoreFocusOut: true,
+    }));
   if (!name) return undefined;
   const files = renderToolEnv(name, readFileSync(join(folder, 'tools.py'), 'utf8'), folderModel(folder), templatesDir);
   writeNewFiles(folder, files);
@@ -95,34 +158,57 @@ const DEFAULT_MODEL = 'smollm2';
  * model does with the Tools; `tiny` only for tests (its episodes are noise). */
 async function pickModel(): Promise<string | undefined> {
   const choices = [
-    { label: 'SmolLM2-135M-Instruct', description: 'recommended: embedded, runs on CPU, nothing to download', model: DEFAULT_MODEL },
-    { label: 'A local folder or Hugging Face Hub id...', description: 'e.g. Qwen/Qwen2.5-0.5B-Instruct', model: undefined },
+    {
+      label: 'SmolLM2-135M-Instruct',
+      description: 'recommended: embedded, runs on CPU, nothing to download',
+      model: DEFAULT_MODEL,
+    },
+    {
+      label: 'A local folder or Hugging Face Hub id...',
+      description: 'e.g. Qwen/Qwen2.5-0.5B-Instruct',
+      model: undefined,
+    },
     { label: 'tiny', description: 'a random model built in code, for tests: its episodes are noise', model: 'tiny' },
   ];
-  const picked = await vscode.window.showQuickPick(choices, { title: 'New Environment (3/3)', placeHolder: 'Model to train', ignoreFocusOut: true });
+  const picked = await vscode.window.showQuickPick(choices, {
+    title: 'New Environment (3/3)',
+    placeHolder: 'Model to train',
+    ignoreFocusOut: true,
+  });
   if (!picked || picked.model) return picked?.model;
-  return (await vscode.window.showInputBox({
-    title: 'New Environment (3/3)', prompt: 'A local model folder, a .gguf file or a Hugging Face Hub id (namespace/name)', ignoreFocusOut: true,
-    validateInput: (v) => (v.trim() ? undefined : 'Give a folder, a file or a Hub id.'),
-  }))?.trim();
+  return (
+    await vscode.window.showInputBox({
+      title: 'New Environment (3/3)',
+      prompt: 'A local model folder, a .gguf file or a Hugging Face Hub id (namespace/name)',
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? undefined : 'Give a folder, a file or a Hub id.'),
+    })
+  )?.trim();
 }
 
 /** The model of the run config beside a folder's tools.py, so a second ToolEnv trains the same one. */
 function folderModel(folder: string): string {
   const config = readdirSync(folder).find((file) => file.endsWith('.agentrl.yaml'));
-  const path = config && (parse(readFileSync(join(folder, config), 'utf8')) as { model?: { path?: unknown } } | null)?.model?.path;
+  const path =
+    config && (parse(readFileSync(join(folder, config), 'utf8')) as { model?: { path?: unknown } } | null)?.model?.path;
   return typeof path === 'string' ? path : DEFAULT_MODEL;
 }
 
 function splitTools(value: string): string[] {
-  return value.split(',').map((t) => t.trim()).filter(Boolean);
+  return value
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
 }
 
 async function pickParentFolder(): Promise<vscode.Uri | undefined> {
   const folders = vscode.workspace.workspaceFolders ?? [];
   if (folders.length === 1) return folders[0].uri;
-  if (folders.length > 1) return (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder to create the environment in' }))?.uri;
-  return (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Create Here' }))?.[0];
+  if (folders.length > 1)
+    return (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Folder to create the environment in' }))?.uri;
+  return (
+    await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Create Here' })
+  )?.[0];
 }
 
 /** An env folder: one holding tools.py beside a run config. The active editor's folder comes first. */
@@ -131,12 +217,21 @@ async function pickEnvFolder(title: string): Promise<string | undefined> {
   const folders = [...new Set(configs.map((c) => dirname(c.fsPath)))].filter((f) => existsSync(join(f, 'tools.py')));
   const active = vscode.window.activeTextEditor?.document.uri.fsPath;
   if (folders.length === 0) {
-    void vscode.window.showErrorMessage('No environment in this workspace (a folder with tools.py and a *.agentrl.yaml). Run "Agent RL: New Environment" first.', 'New Environment')
+    void vscode.window
+      .showErrorMessage(
+        'No environment in this workspace (a folder with tools.py and a *.agentrl.yaml). Run "Agent RL: New Environment" first.',
+        'New Environment',
+      )
       .then((choice) => choice && vscode.commands.executeCommand(Commands.newEnvironment));
     return undefined;
   }
-  const sorted = folders.sort((a, b) => Number(!!active?.startsWith(b)) - Number(!!active?.startsWith(a)) || a.localeCompare(b));
+  const sorted = folders.sort(
+    (a, b) => Number(!!active?.startsWith(b)) - Number(!!active?.startsWith(a)) || a.localeCompare(b),
+  );
   if (sorted.length === 1) return sorted[0];
-  const picked = await vscode.window.showQuickPick(sorted.map((f) => ({ label: basename(f), description: vscode.workspace.asRelativePath(f), folder: f })), { title, placeHolder: 'Environment folder' });
+  const picked = await vscode.window.showQuickPick(
+    sorted.map((f) => ({ label: basename(f), description: vscode.workspace.asRelativePath(f), folder: f })),
+    { title, placeHolder: 'Environment folder' },
+  );
   return picked?.folder;
 }

@@ -22,7 +22,8 @@ export function pythonPath(): string {
 
 /** Where a local server keeps its run folders: `agentRl.runsFolder` (relative to the workspace) or `.agentrl/runs`. */
 export function runsFolder(root: string): string {
-  const configured = vscode.workspace.getConfiguration(SECTION).get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
+  const configured =
+    vscode.workspace.getConfiguration(SECTION).get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
   return isAbsolute(configured) ? configured : join(root, configured);
 }
 

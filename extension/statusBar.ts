@@ -19,25 +19,42 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
     const tooltip = new vscode.MarkdownString('', true);
     tooltip.isTrusted = { enabledCommands: Object.values(Commands) };
     if (state !== 'connected') {
-      item.text = state === 'connecting' || state === 'reconnecting' ? `$(loading~spin) Agent RL: ${state}` : '$(circle-slash) Agent RL';
+      item.text =
+        state === 'connecting' || state === 'reconnecting'
+          ? `$(loading~spin) Agent RL: ${state}`
+          : '$(circle-slash) Agent RL';
       item.command = state === 'idle' || state === 'closed' ? Commands.startLocalServer : Commands.showLogs;
       tooltip.appendMarkdown(`Trainer server: **${state === 'closed' ? 'disconnected' : state}**\n\n`);
-      tooltip.appendMarkdown([commandLink('Start Local Server', Commands.startLocalServer), commandLink('Connect to Server', Commands.connectServer), commandLink('Show Logs', Commands.showLogs)].join(' · '));
+      tooltip.appendMarkdown(
+        [
+          commandLink('Start Local Server', Commands.startLocalServer),
+          commandLink('Connect to Server', Commands.connectServer),
+          commandLink('Show Logs', Commands.showLogs),
+        ].join(' · '),
+      );
     } else {
-      const where = connection.kind === 'local' ? 'local server' : connection.url ?? '';
+      const where = connection.kind === 'local' ? 'local server' : (connection.url ?? '');
       if (run) {
         const reward = run.latestMetrics['reward/mean'];
         const active = ACTIVE_RUN_STATUSES.has(run.status);
         const alerts = connection.model.healthAlerts(run.runId);
         item.text = `${active ? '$(sync~spin)' : '$(beaker)'} ${run.name} ${run.mode === 'try' ? 'try' : `${run.step}/${run.totalSteps}`}${reward === undefined ? '' : ` · r ${reward.toFixed(2)}`}${alerts.length ? ' $(warning)' : ''}`;
-        tooltip.appendMarkdown(`**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\n`);
+        tooltip.appendMarkdown(
+          `**${run.name}** (${run.mode}): ${run.status}, step ${run.step} of ${run.totalSteps}${reward === undefined ? '' : `, mean reward ${reward.toFixed(3)}`}\n\n`,
+        );
         appendHealthAlerts(tooltip, alerts).appendMarkdown(`Connected to the ${where}\n\n`);
-        const links = [commandLink('Show Logs', Commands.showLogs), commandLink('Open Dashboard', Commands.openDashboard, { runId: run.runId }), commandLink('Open Replay', Commands.openReplay, { runId: run.runId })];
+        const links = [
+          commandLink('Show Logs', Commands.showLogs),
+          commandLink('Open Dashboard', Commands.openDashboard, { runId: run.runId }),
+          commandLink('Open Replay', Commands.openReplay, { runId: run.runId }),
+        ];
         if (active) links.push(commandLink('Stop', Commands.stopTraining, { runId: run.runId }));
         tooltip.appendMarkdown(links.join(' · '));
       } else {
         item.text = '$(beaker) Agent RL';
-        tooltip.appendMarkdown(`Connected to the ${where}; no runs yet.\n\n${commandLink('Start Training', Commands.startTraining)} · ${commandLink('Show Logs', Commands.showLogs)}`);
+        tooltip.appendMarkdown(
+          `Connected to the ${where}; no runs yet.\n\n${commandLink('Start Training', Commands.startTraining)} · ${commandLink('Show Logs', Commands.showLogs)}`,
+        );
       }
       item.command = `${RUNS_VIEW_ID}.focus`;
     }
@@ -46,5 +63,7 @@ export function registerStatusBar(connection: TrainerConnection): vscode.Disposa
     item.show();
   };
   update();
-  return vscode.Disposable.from(item, connection.onDidChangeState(update), { dispose: connection.model.onDidChange(update).dispose });
+  return vscode.Disposable.from(item, connection.onDidChangeState(update), {
+    dispose: connection.model.onDidChange(update).dispose,
+  });
 }

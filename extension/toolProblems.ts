@@ -18,7 +18,11 @@ export interface ToolProblem {
 }
 
 /** One problem per Tool that failed in `records` (the episodes with tool errors, `episodesWithErrors` in all). */
-export function toolProblems(records: TrajectoryRecord[], episodesWithErrors: number, sources: Array<{ path: string; text: string }>): ToolProblem[] {
+export function toolProblems(
+  records: TrajectoryRecord[],
+  episodesWithErrors: number,
+  sources: Array<{ path: string; text: string }>,
+): ToolProblem[] {
   const byTool = new Map<string, { count: number; episodes: Set<string>; kinds: Set<string>; first: string }>();
   for (const record of records) {
     for (const call of record.turns.flatMap((t) => t.tool_calls)) {
@@ -31,7 +35,9 @@ export function toolProblems(records: TrajectoryRecord[], episodesWithErrors: nu
     }
   }
   return [...byTool].map(([tool, entry]) => {
-    const defined = sources.map((s) => ({ path: s.path, line: findToolDefinition(s.text, tool) })).find((s) => s.line !== undefined);
+    const defined = sources
+      .map((s) => ({ path: s.path, line: findToolDefinition(s.text, tool) }))
+      .find((s) => s.line !== undefined);
     return {
       tool,
       count: entry.count,

@@ -4,7 +4,14 @@
 //
 //   idle --connect()--> connecting --initialize ok--> connected --socket lost--> reconnecting --(backoff)--> connecting
 //     any state --dispose()--> closed;  connecting --401/403 or protocol mismatch--> closed (retrying cannot help)
-import { ErrorCode, PROTOCOL_VERSION, type InitializeResult, type RpcMethods, type RpcNotification, type RunEventParams } from '../protocol/generated/rpc';
+import {
+  ErrorCode,
+  PROTOCOL_VERSION,
+  type InitializeResult,
+  type RpcMethods,
+  type RpcNotification,
+  type RunEventParams,
+} from '../protocol/generated/rpc';
 
 export type ConnectionState = 'idle' | 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -78,7 +85,10 @@ interface Pending {
   timer: unknown;
 }
 
-const realTimers: Timers = { set: (callback, ms) => setTimeout(callback, ms), clear: (handle) => clearTimeout(handle as NodeJS.Timeout) };
+const realTimers: Timers = {
+  set: (callback, ms) => setTimeout(callback, ms),
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
 
 export class TrainerClient {
   private socket: TrainerSocket | undefined;
@@ -93,7 +103,8 @@ export class TrainerClient {
   private initializeResult: InitializeResult | undefined;
   private firstConnect: { resolve(result: InitializeResult): void; reject(error: Error): void } | undefined;
   private readonly timers: Timers;
-  private readonly options: Required<Omit<TrainerClientOptions, 'timers' | 'clientInfo'>> & Pick<TrainerClientOptions, 'clientInfo'>;
+  private readonly options: Required<Omit<TrainerClientOptions, 'timers' | 'clientInfo'>> &
+    Pick<TrainerClientOptions, 'clientInfo'>;
 
   private readonly stateChanged = new Emitter<{ state: ConnectionState; reason?: string }>();
   private readonly runEvent = new Emitter<RunEventParams>();
@@ -101,7 +112,8 @@ export class TrainerClient {
   private readonly initialized = new Emitter<InitializeResult>();
 
   /** Every state change, with the reason for a loss of connection. */
-  readonly onStateChange = (listener: Listener<{ state: ConnectionState; reason?: string }>) => this.stateChanged.on(listener);
+  readonly onStateChange = (listener: Listener<{ state: ConnectionState; reason?: string }>) =>
+    this.stateChanged.on(listener);
   /** Each run event exactly once and in order per run, across reconnects. */
   readonly onRunEvent = (listener: Listener<RunEventParams>) => this.runEvent.on(listener);
   /** Every other notification (`run/behind`). */
@@ -112,7 +124,11 @@ export class TrainerClient {
   constructor(options: TrainerClientOptions) {
     this.timers = options.timers ?? realTimers;
     this.options = {
-      requestTimeoutMs: 30_000, heartbeatMs: 15_000, backoffInitialMs: 500, backoffMaxMs: 30_000, random: Math.random,
+      requestTimeoutMs: 30_000,
+      heartbeatMs: 15_000,
+      backoffInitialMs: 500,
+      backoffMaxMs: 30_000,
+      random: Math.random,
       ...options,
     };
   }
@@ -132,16 +148,27 @@ export class TrainerClient {
 
   /** Connects and initializes; rejects if the first attempt fails (later losses reconnect on their own). */
   connect(): Promise<InitializeResult> {
-    if (this.stateValue !== 'idle') return Promise.reject(new Error(`connect() on a client that is ${this.stateValue}`));
+    if (this.stateValue !== 'idle')
+      return Promise.reject(new Error(`connect() on a client that is ${this.stateValue}`));
     return new Promise((resolve, reject) => {
       this.firstConnect = { resolve, reject };
       this.open();
     });
   }
 
-  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params'], timeoutMs?: number): Promise<RpcMethods[M]['result']> {
+  request<M extends keyof RpcMethods>(
+    method: M,
+    params: RpcMethods[M]['params'],
+    timeoutMs?: number,
+  ): Promise<RpcMethods[M]['result']> {
     if (this.stateValue !== 'connected' && method !== 'initialize') {
-      return Promise.reject(new TrainerRequestError(method, 'not-connected', `${method}: not connected to the trainer server (${this.stateValue})`));
+      return Promise.reject(
+        new TrainerRequestError(
+          method,
+          'not-connected',
+          `${method}: not connected to the trainer server (${this.stateValue})`,
+        ),
+      );
     }
     return this.send(method, params, timeoutMs ?? this.options.requestTimeoutMs) as Promise<RpcMethods[M]['result']>;
   }
@@ -197,7 +224,10 @@ export class TrainerClient {
   private async initialize(): Promise<void> {
     let result: InitializeResult;
     try {
-      result = await this.request('initialize', { protocolVersion: PROTOCOL_VERSION, ...(this.options.clientInfo ? { clientInfo: this.options.clientInfo } : {}) });
+      result = await this.request('initialize', {
+        protocolVersion: PROTOCOL_VERSION,
+        ...(this.options.clientInfo ? { clientInfo: this.options.clientInfo } : {}),
+      });
     } catch (err) {
       const error = err as TrainerRequestError;
       // A version mismatch will not fix itself; anything else is worth another try.
@@ -212,18 +242,29 @@ export class TrainerClient {
     this.firstConnect?.resolve(result);
     this.firstConnect = undefined;
     for (const [runId, since] of this.subscriptions) {
-      this.request('run/subscribe', { runId, since }).catch((err: Error) => this.stateChanged.fire({ state: this.stateValue, reason: `resubscribing to ${runId} failed: ${err.message}` }));
+      this.request('run/subscribe', { runId, since }).catch((err: Error) =>
+        this.stateChanged.fire({ state: this.stateValue, reason: `resubscribing to ${runId} failed: ${err.message}` }),
+      );
     }
   }
 
   private send(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
     const socket = this.socket;
-    if (!socket) return Promise.reject(new TrainerRequestError(method, 'not-connected', `${method}: not connected to the trainer server`));
+    if (!socket)
+      return Promise.reject(
+        new TrainerRequestError(method, 'not-connected', `${method}: not connected to the trainer server`),
+      );
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const timer = this.timers.set(() => {
         this.pending.delete(id);
-        reject(new TrainerRequestError(method, 'timeout', `${method}: no answer from the trainer server within ${Math.round(timeoutMs / 1000)} s`));
+        reject(
+          new TrainerRequestError(
+            method,
+            'timeout',
+            `${method}: no answer from the trainer server within ${Math.round(timeoutMs / 1000)} s`,
+          ),
+        );
       }, timeoutMs);
       this.pending.set(id, { method, resolve, reject, timer });
       try {
@@ -237,21 +278,30 @@ export class TrainerClient {
   }
 
   private receive(text: string): void {
-    let message: { id?: number | null; method?: string; params?: unknown; result?: unknown; error?: { code: number; message: string; data?: unknown } };
+    let message: {
+      id?: number | null;
+      method?: string;
+      params?: unknown;
+      result?: unknown;
+      error?: { code: number; message: string; data?: unknown };
+    };
     try {
       message = JSON.parse(text);
     } catch {
-      return;  // the server validates what it sends (tests prove it); a broken frame is not worth a crash
+      return; // the server validates what it sends (tests prove it); a broken frame is not worth a crash
     }
     if (typeof message.method === 'string') {
-      this.deliver(message as RpcNotification);  // the server validates what it sends (tests prove it)
+      this.deliver(message as RpcNotification); // the server validates what it sends (tests prove it)
       return;
     }
     const pending = typeof message.id === 'number' ? this.pending.get(message.id) : undefined;
-    if (!pending) return;  // answered after its timeout
+    if (!pending) return; // answered after its timeout
     this.pending.delete(message.id as number);
     this.timers.clear(pending.timer);
-    if (message.error) pending.reject(new TrainerRequestError(pending.method, message.error.code, message.error.message, message.error.data));
+    if (message.error)
+      pending.reject(
+        new TrainerRequestError(pending.method, message.error.code, message.error.message, message.error.data),
+      );
     else pending.resolve(message.result);
   }
 
@@ -262,7 +312,7 @@ export class TrainerClient {
     }
     const event = notification.params;
     const last = this.subscriptions.get(event.runId);
-    if (last === undefined || event.seq <= last) return;  // unsubscribed, or already delivered before a reconnect
+    if (last === undefined || event.seq <= last) return; // unsubscribed, or already delivered before a reconnect
     this.subscriptions.set(event.runId, event.seq);
     this.runEvent.fire(event);
   }
@@ -287,7 +337,9 @@ export class TrainerClient {
       this.firstConnect = undefined;
       return;
     }
-    const delay = Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** this.attempt) * (0.5 + this.options.random() / 2);
+    const delay =
+      Math.min(this.options.backoffMaxMs, this.options.backoffInitialMs * 2 ** this.attempt) *
+      (0.5 + this.options.random() / 2);
     this.attempt++;
     this.setState('reconnecting', reason);
     this.reconnectTimer = this.timers.set(() => this.open(), delay);
@@ -308,7 +360,8 @@ export class TrainerClient {
         await this.request('server/ping', {}, this.options.heartbeatMs);
         if (this.stateValue === 'connected') this.startHeartbeat();
       } catch (err) {
-        if (this.socket === socket && (err as TrainerRequestError).code === 'timeout') this.drop('no answer to the heartbeat', false);
+        if (this.socket === socket && (err as TrainerRequestError).code === 'timeout')
+          this.drop('no answer to the heartbeat', false);
       }
     }, this.options.heartbeatMs);
   }

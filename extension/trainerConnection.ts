@@ -65,8 +65,17 @@ export class TrainerConnection implements vscode.Disposable {
     return this.client?.state === 'connected';
   }
 
-  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params'], timeoutMs?: number): Promise<RpcMethods[M]['result']> {
-    if (!this.client) return Promise.reject(new Error('Not connected to a trainer server. Run "Agent RL: Start Local Server" or "Agent RL: Connect to Server".'));
+  request<M extends keyof RpcMethods>(
+    method: M,
+    params: RpcMethods[M]['params'],
+    timeoutMs?: number,
+  ): Promise<RpcMethods[M]['result']> {
+    if (!this.client)
+      return Promise.reject(
+        new Error(
+          'Not connected to a trainer server. Run "Agent RL: Start Local Server" or "Agent RL: Connect to Server".',
+        ),
+      );
     return this.client.request(method, params, timeoutMs);
   }
 
@@ -80,7 +89,14 @@ export class TrainerConnection implements vscode.Disposable {
   async startLocal(python: string, cwd: string, runsDir: string, signal?: AbortSignal): Promise<InitializeResult> {
     await this.disconnect();
     const tokenFile = this.localTokenFile();
-    const server = await startLocalServer({ python, cwd, runsDir, tokenFile: tokenFile.path, log: this.deps.log, signal });
+    const server = await startLocalServer({
+      python,
+      cwd,
+      runsDir,
+      tokenFile: tokenFile.path,
+      log: this.deps.log,
+      signal,
+    });
     this.localServer = server;
     void server.exited.then(({ code, signal: killed }) => {
       if (this.localServer !== server) return;
@@ -109,7 +125,8 @@ export class TrainerConnection implements vscode.Disposable {
     this.localServer = undefined;
     this.kindValue = undefined;
     if (client) {
-      if (server && client.state === 'connected') await client.request('server/shutdown', {}, 2000).catch(() => undefined);
+      if (server && client.state === 'connected')
+        await client.request('server/shutdown', {}, 2000).catch(() => undefined);
       client.dispose();
     }
     if (server) {
@@ -155,12 +172,15 @@ export class TrainerConnection implements vscode.Disposable {
     client.onStateChange(({ state, reason }) => {
       if (this.client !== client) return;
       if (state === 'reconnecting') this.deps.log.warn(`Lost the trainer server at ${url} (${reason}); reconnecting.`);
-      if (state === 'closed' && reason && reason !== 'closed by the client') this.deps.log.error(`Trainer server connection closed: ${reason}`);
+      if (state === 'closed' && reason && reason !== 'closed by the client')
+        this.deps.log.error(`Trainer server connection closed: ${reason}`);
       if (state === 'closed' || state === 'reconnecting') this.deps.onDevices(null);
       this.stateEmitter.fire(state);
     });
     client.onInitialized((result) => {
-      this.deps.log.info(`Connected to trainer server ${result.serverVersion} at ${url} (protocol ${result.protocolVersion}; ${describeDevices(result.devices)})`);
+      this.deps.log.info(
+        `Connected to trainer server ${result.serverVersion} at ${url} (protocol ${result.protocolVersion}; ${describeDevices(result.devices)})`,
+      );
       this.deps.onDevices(result.devices);
       void this.refresh().catch((err: Error) => this.deps.log.error(`Could not list runs: ${err.message}`));
     });
@@ -172,7 +192,9 @@ export class TrainerConnection implements vscode.Disposable {
     client.onNotification((notification) => {
       if (notification.method === 'run/behind') {
         const { runId, sentSeq, latestSeq } = notification.params;
-        this.deps.log.warn(`Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`);
+        this.deps.log.warn(
+          `Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`,
+        );
       }
     });
     return client.connect();
@@ -184,11 +206,20 @@ export class TrainerConnection implements vscode.Disposable {
     if (event.type === 'log') {
       const text = `[${name}] ${event.data.message}`;
       switch (event.data.level) {
-        case 'trace': this.deps.log.trace(text); break;
-        case 'debug': this.deps.log.debug(text); break;
-        case 'warning': this.deps.log.warn(text); break;
-        case 'error': this.deps.log.error(text); break;
-        default: this.deps.log.info(text);
+        case 'trace':
+          this.deps.log.trace(text);
+          break;
+        case 'debug':
+          this.deps.log.debug(text);
+          break;
+        case 'warning':
+          this.deps.log.warn(text);
+          break;
+        case 'error':
+          this.deps.log.error(text);
+          break;
+        default:
+          this.deps.log.info(text);
       }
     } else if (event.type === 'status') {
       const { status, step, totalSteps, message } = event.runInfo;

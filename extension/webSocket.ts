@@ -6,7 +6,11 @@ import type { SocketFactory } from './trainerClient';
 /** ws behind the client's socket interface; a refused token or origin is fatal (reconnecting cannot fix it). */
 export function webSocketFactory(token: string | undefined): SocketFactory {
   return (url, handlers) => {
-    const socket = new WebSocket(url, { headers: token ? { Authorization: `Bearer ${token}` } : {}, maxPayload: 64 * 1024 * 1024, handshakeTimeout: 10_000 });
+    const socket = new WebSocket(url, {
+      headers: token ? { Authorization: `Bearer ${token}` } : {},
+      maxPayload: 64 * 1024 * 1024,
+      handshakeTimeout: 10_000,
+    });
     let lastError = '';
     let ended = false;
     const end = (reason: string, fatal: boolean): void => {
@@ -16,12 +20,19 @@ export function webSocketFactory(token: string | undefined): SocketFactory {
     };
     socket.on('open', () => handlers.open());
     socket.on('message', (data) => handlers.message(data.toString()));
-    socket.on('error', (err) => { lastError = err.message; });
+    socket.on('error', (err) => {
+      lastError = err.message;
+    });
     socket.on('close', (code) => end(lastError || `closed with code ${code}`, false));
     socket.on('unexpected-response', (request, response) => {
       const status = response.statusCode ?? 0;
       request.destroy();
-      const why = status === 401 ? 'the server refused the token (HTTP 401)' : status === 403 ? 'the server refused this client\'s origin (HTTP 403)' : `HTTP ${status}`;
+      const why =
+        status === 401
+          ? 'the server refused the token (HTTP 401)'
+          : status === 403
+            ? "the server refused this client's origin (HTTP 403)"
+            : `HTTP ${status}`;
       end(why, status === 401 || status === 403);
     });
     return { send: (text) => socket.send(text), close: () => socket.terminate() };

@@ -6,7 +6,8 @@ import * as vscode from 'vscode';
 /** `bundle` names a script and stylesheet pair in dist/webview (`main` for the replay, `dashboard`). */
 export function webviewHtml(webview: vscode.Webview, webviewRoot: vscode.Uri, bundle: string, title: string): string {
   const nonce = randomBytes(16).toString('base64');
-  const asset = (...path: string[]): string => webview.asWebviewUri(vscode.Uri.joinPath(webviewRoot, ...path)).toString();
+  const asset = (...path: string[]): string =>
+    webview.asWebviewUri(vscode.Uri.joinPath(webviewRoot, ...path)).toString();
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; font-src ${webview.cspSource}; script-src 'nonce-${nonce}';">

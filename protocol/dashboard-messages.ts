@@ -4,7 +4,11 @@ import type { HealthEvent, MetricsEvent, StatusEvent } from './generated/rpc';
 
 /** A health event as the dashboard reads it: the trainer adds codes over time, and newer trainers say how
  * severe an alert is and which trajectories show it; an unknown code is shown as it comes. */
-export type DashboardHealth = Omit<HealthEvent, 'code' | 'severity' | 'trajectory_ids'> & { code: string; severity?: string; trajectory_ids?: string[] };
+export type DashboardHealth = Omit<HealthEvent, 'code' | 'severity' | 'trajectory_ids'> & {
+  code: string;
+  severity?: string;
+  trajectory_ids?: string[];
+};
 
 /** The run events the dashboard draws, as the run's log has them (`seq` orders them, `time` in epoch seconds). */
 export type DashboardEvent =

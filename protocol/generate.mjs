@@ -12,11 +12,19 @@ const readSchema = (name) => JSON.parse(readFileSync(join(here, 'schemas', name)
 export async function generateTrajectoryTypes() {
   const schema = readSchema('trajectory.schema.json');
   schema.title = 'TrajectoryRecord';
-  return compile(schema, 'TrajectoryRecord', { bannerComment: banner('trajectory.schema.json'), additionalProperties: false, format: true });
+  return compile(schema, 'TrajectoryRecord', {
+    bannerComment: banner('trajectory.schema.json'),
+    additionalProperties: false,
+    format: true,
+  });
 }
 
 /** 'run/start.params' -> 'RunStartParams', 'runInfo' -> 'RunInfo'. */
-const typeName = (def) => def.split(/[/._]/).map((part) => part[0].toUpperCase() + part.slice(1)).join('');
+const typeName = (def) =>
+  def
+    .split(/[/._]/)
+    .map((part) => part[0].toUpperCase() + part.slice(1))
+    .join('');
 const refName = (ref) => typeName(ref.slice('#/$defs/'.length));
 const docComment = (text, indent = '') => `${indent}/** ${text} */\n`;
 
@@ -50,7 +58,8 @@ function runEventUnions(defs) {
   return [
     union('RunEvent', event.description, () => headerFields),
     union('RunEventParams', params.description, (type) => [
-      ...paramsOnly.filter((field) => !onlyWhen.required.includes(field) || type === onlyWhen.type)
+      ...paramsOnly
+        .filter((field) => !onlyWhen.required.includes(field) || type === onlyWhen.type)
         .map((field) => [field, propertyType(params.properties[field])]),
       ...headerFields,
     ]),
@@ -60,9 +69,15 @@ function runEventUnions(defs) {
 /** Named constants for the names both languages share: each `x-subsets` set (run statuses that are active, ended,
  *  resumable) and the error codes by their `x-name`. Python reads the same keys (agentrl/schemas.py). */
 function sharedNameConstants(defs) {
-  const subsets = Object.entries(defs).flatMap(([def, schema]) => Object.entries(schema['x-subsets'] ?? {}).map(([name, subset]) =>
-    `${docComment(subset.description)}export const ${name}: ReadonlySet<${typeName(def)}> = new Set([${subset.members.map((m) => JSON.stringify(m)).join(', ')}]);`));
-  const codes = defs.errorCode.oneOf.map((code) => `${docComment(code.description, '  ')}  ${code['x-name']}: ${code.const},`);
+  const subsets = Object.entries(defs).flatMap(([def, schema]) =>
+    Object.entries(schema['x-subsets'] ?? {}).map(
+      ([name, subset]) =>
+        `${docComment(subset.description)}export const ${name}: ReadonlySet<${typeName(def)}> = new Set([${subset.members.map((m) => JSON.stringify(m)).join(', ')}]);`,
+    ),
+  );
+  const codes = defs.errorCode.oneOf.map(
+    (code) => `${docComment(code.description, '  ')}  ${code['x-name']}: ${code.const},`,
+  );
   return `${subsets.join('\n')}
 
 /** The code of each error response by name (rpc.md, "Errors"); \`ErrorCode\` is the type of any of them. */
@@ -76,9 +91,11 @@ ${codes.join('\n')}
 export async function generateRpcTypes() {
   const schema = readSchema('rpc.schema.json');
   const envelopes = new Set(['request', 'notification', 'response']);
-  const defs = Object.fromEntries(Object.entries(schema.$defs)
-    .filter(([name]) => !envelopes.has(name))
-    .map(([name, def]) => [name, { ...def, title: typeName(name) }]));
+  const defs = Object.fromEntries(
+    Object.entries(schema.$defs)
+      .filter(([name]) => !envelopes.has(name))
+      .map(([name, def]) => [name, { ...def, title: typeName(name) }]),
+  );
   // The trajectory record has its own generated file; refer to it instead of inlining a second copy.
   for (const def of Object.values(defs)) {
     if (def.$ref === 'trajectory.schema.json') Object.assign(def, { $ref: undefined, tsType: 'TrajectoryRecord' });
@@ -87,18 +104,28 @@ export async function generateRpcTypes() {
   const unions = ['runEvent', 'run/event.params'];
   for (const name of unions) delete defs[name];
   // A def that is only a reference to another (run/get.result -> runInfo) becomes a type alias, not a copy.
-  const aliases = Object.entries(defs).filter(([, def]) => def.$ref?.startsWith('#/$defs/'))
+  const aliases = Object.entries(defs)
+    .filter(([, def]) => def.$ref?.startsWith('#/$defs/'))
     .map(([name, def]) => `export type ${typeName(name)} = ${refName(def.$ref)};`);
   for (const [name, def] of Object.entries(defs)) if (def.$ref?.startsWith('#/$defs/')) delete defs[name];
   const wrapper = {
-    title: 'RpcDefinitions', type: 'object', additionalProperties: false, $defs: defs,
+    title: 'RpcDefinitions',
+    type: 'object',
+    additionalProperties: false,
+    $defs: defs,
     properties: Object.fromEntries([
       ...Object.keys(defs).map((name) => [name, { $ref: `#/$defs/${name}` }]),
       ...unions.map((name) => [name, { tsType: typeName(name) }]),
     ]),
   };
-  const types = await compile(wrapper, 'RpcDefinitions', { bannerComment: banner('rpc.schema.json'), additionalProperties: false, format: true });
-  const methods = schema['x-methods'].map((m) => `  '${m}': { params: ${typeName(`${m}.params`)}; result: ${typeName(`${m}.result`)} };`);
+  const types = await compile(wrapper, 'RpcDefinitions', {
+    bannerComment: banner('rpc.schema.json'),
+    additionalProperties: false,
+    format: true,
+  });
+  const methods = schema['x-methods'].map(
+    (m) => `  '${m}': { params: ${typeName(`${m}.params`)}; result: ${typeName(`${m}.result`)} };`,
+  );
   const notifications = schema['x-notifications'].map((n) => `  '${n}': ${typeName(`${n}.params`)};`);
   return `${types.replace(/^(\/\/ Generated[^\n]*\n)/, "$1\nimport type { TrajectoryRecord } from './trajectory';\n")}
 ${aliases.join('\n')}

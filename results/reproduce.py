@@ -47,20 +47,43 @@ def trained(config, name: str, base: Path, eval_limit: int, results: dict) -> No
     run_dir = train(config, runs_dir=RUNS, run_id=name, config_base_dir=base, progress=True)
     wall = time.perf_counter() - started
     checkpoint = RunStore(run_dir).latest_checkpoint()
-    evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=str(checkpoint),
-                          baseline=None, batch_size=EVAL_BATCH, runs_dir=RUNS)
+    evaluation = evaluate(
+        config,
+        config.data.eval,
+        limit=eval_limit,
+        checkpoint=str(checkpoint),
+        baseline=None,
+        batch_size=EVAL_BATCH,
+        runs_dir=RUNS,
+    )
     after, eval_dir = evaluation.metrics, evaluation.run_dir
-    results[name] = {"after": after, "steps": config.train.steps, "train_wall_s": round(wall, 1),
-                     "reward_curve": curve(run_dir), "run": str(run_dir.relative_to(HERE)),
-                     "eval_run": str(eval_dir.relative_to(HERE)), "per_task": per_task(evaluation)}
+    results[name] = {
+        "after": after,
+        "steps": config.train.steps,
+        "train_wall_s": round(wall, 1),
+        "reward_curve": curve(run_dir),
+        "run": str(run_dir.relative_to(HERE)),
+        "eval_run": str(eval_dir.relative_to(HERE)),
+        "per_task": per_task(evaluation),
+    }
     save(results)
 
 
 def baseline(config, name: str, eval_limit: int, which: str | None, results: dict) -> None:
-    evaluation = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=None, baseline=which,
-                          batch_size=EVAL_BATCH, runs_dir=RUNS)
-    results[name] = {"metrics": evaluation.metrics, "eval_run": str(evaluation.run_dir.relative_to(HERE)),
-                     "per_task": per_task(evaluation)}
+    evaluation = evaluate(
+        config,
+        config.data.eval,
+        limit=eval_limit,
+        checkpoint=None,
+        baseline=which,
+        batch_size=EVAL_BATCH,
+        runs_dir=RUNS,
+    )
+    results[name] = {
+        "metrics": evaluation.metrics,
+        "eval_run": str(evaluation.run_dir.relative_to(HERE)),
+        "per_task": per_task(evaluation),
+    }
     save(results)
 
 
@@ -101,8 +124,10 @@ def cell(entry: dict, metrics: dict, name: str) -> str:
 def markdown(results: dict) -> str:
     """The README's results table, from results.json: each metric with its 95% CI over the tasks, and the
     paired CIs of the comparisons the README draws."""
-    rows = ["| recipe | agent | steps | train wall time | n | reward | accuracy | EM | F1 | substring |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| recipe | agent | steps | train wall time | n | reward | accuracy | EM | F1 | substring |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     labels = {
         "arithmetic/base": ("arithmetic + calculator", "untrained"),
         "arithmetic/no-tool": ("arithmetic, no calculator", "untrained (baseline: the task needs the tool)"),
@@ -124,14 +149,26 @@ def markdown(results: dict) -> str:
         cells = " | ".join(cell(entry, metrics, name) for name in ("reward", "accuracy", "em", "f1", "substring"))
         wall = f"{entry['train_wall_s'] / 60:.1f} min" if "train_wall_s" in entry else "–"
         rows.append(f"| {recipe} | {agent} | {entry.get('steps', 0)} | {wall} | {int(metrics['n'])} | {cells} |")
-    comparisons = [("arithmetic-grpo", "arithmetic/base", "accuracy", "arithmetic, GRPO vs untrained"),
-                   ("arithmetic-grpo-tool-tokens-in-loss", "arithmetic-grpo", "accuracy",
-                    "arithmetic, tool tokens in the loss vs masked"),
-                   *((("multihop-grpo", reference, metric, f"multi-hop QA, GRPO vs {name}")
-                      for reference, name in (("multihop/base-tool-call", "Base Tool Call (recipe's prompt)"),
-                                              ("multihop/base-tool-call-native", "Base Tool Call (native)"),
-                                              ("multihop/naive-rag", "Naive RAG"))
-                      for metric in ("f1", "em", "substring")))]
+    comparisons = [
+        ("arithmetic-grpo", "arithmetic/base", "accuracy", "arithmetic, GRPO vs untrained"),
+        (
+            "arithmetic-grpo-tool-tokens-in-loss",
+            "arithmetic-grpo",
+            "accuracy",
+            "arithmetic, tool tokens in the loss vs masked",
+        ),
+        *(
+            (
+                ("multihop-grpo", reference, metric, f"multi-hop QA, GRPO vs {name}")
+                for reference, name in (
+                    ("multihop/base-tool-call", "Base Tool Call (recipe's prompt)"),
+                    ("multihop/base-tool-call-native", "Base Tool Call (native)"),
+                    ("multihop/naive-rag", "Naive RAG"),
+                )
+                for metric in ("f1", "em", "substring")
+            )
+        ),
+    ]
     notes = []
     for key, reference, metric, what in comparisons:
         if "per_task" in results.get(key, {}) and "per_task" in results.get(reference, {}):
@@ -149,29 +186,62 @@ def main() -> None:
     arithmetic = RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"
     gsm_limit, hop_limit, arithmetic_limit = 40, 150, 200
     jobs = [
-        ("arithmetic/base", lambda: baseline(config_of(arithmetic), "arithmetic/base", arithmetic_limit, None,
-                                             results)),
-        ("arithmetic/no-tool", lambda: baseline(config_of(arithmetic), "arithmetic/no-tool", arithmetic_limit,
-                                                "no-tool", results)),
-        ("arithmetic-grpo", lambda: trained(config_of(arithmetic), "arithmetic-grpo", arithmetic.parent,
-                                            arithmetic_limit, results)),
-        ("arithmetic-grpo-tool-tokens-in-loss", lambda: trained(
-            config_of(arithmetic, "algorithm.train_on_tool_tokens=true"), "arithmetic-grpo-tool-tokens-in-loss",
-            arithmetic.parent, arithmetic_limit, results)),
+        (
+            "arithmetic/base",
+            lambda: baseline(config_of(arithmetic), "arithmetic/base", arithmetic_limit, None, results),
+        ),
+        (
+            "arithmetic/no-tool",
+            lambda: baseline(config_of(arithmetic), "arithmetic/no-tool", arithmetic_limit, "no-tool", results),
+        ),
+        (
+            "arithmetic-grpo",
+            lambda: trained(config_of(arithmetic), "arithmetic-grpo", arithmetic.parent, arithmetic_limit, results),
+        ),
+        (
+            "arithmetic-grpo-tool-tokens-in-loss",
+            lambda: trained(
+                config_of(arithmetic, "algorithm.train_on_tool_tokens=true"),
+                "arithmetic-grpo-tool-tokens-in-loss",
+                arithmetic.parent,
+                arithmetic_limit,
+                results,
+            ),
+        ),
         ("gsm8k/base", lambda: baseline(config_of(gsm8k), "gsm8k/base", gsm_limit, None, results)),
-        ("gsm8k/grpo", lambda: trained(config_of(gsm8k), "gsm8k/grpo".replace("/", "-"), gsm8k.parent, gsm_limit,
-                                        results)),
-        ("gsm8k-grpo-tool-tokens-in-loss", lambda: trained(
-            config_of(gsm8k, "algorithm.train_on_tool_tokens=true"), "gsm8k-grpo-tool-tokens-in-loss",
-            gsm8k.parent, gsm_limit, results)),
+        (
+            "gsm8k/grpo",
+            lambda: trained(config_of(gsm8k), "gsm8k/grpo".replace("/", "-"), gsm8k.parent, gsm_limit, results),
+        ),
+        (
+            "gsm8k-grpo-tool-tokens-in-loss",
+            lambda: trained(
+                config_of(gsm8k, "algorithm.train_on_tool_tokens=true"),
+                "gsm8k-grpo-tool-tokens-in-loss",
+                gsm8k.parent,
+                gsm_limit,
+                results,
+            ),
+        ),
         ("multihop-grpo", lambda: trained(config_of(multihop), "multihop-grpo", multihop.parent, hop_limit, results)),
-        ("multihop/naive-rag", lambda: baseline(config_of(multihop), "multihop/naive-rag", hop_limit,
-                                                "naive-rag", results)),
-        ("multihop/base-tool-call", lambda: baseline(config_of(multihop), "multihop/base-tool-call",
-                                                     hop_limit, "base-tool-call", results)),
-        ("multihop/base-tool-call-native", lambda: baseline(
-            config_of(multihop, "rollout.tool_format=auto", "env.args.examples=0"), "multihop/base-tool-call-native",
-            hop_limit, "base-tool-call", results)),
+        (
+            "multihop/naive-rag",
+            lambda: baseline(config_of(multihop), "multihop/naive-rag", hop_limit, "naive-rag", results),
+        ),
+        (
+            "multihop/base-tool-call",
+            lambda: baseline(config_of(multihop), "multihop/base-tool-call", hop_limit, "base-tool-call", results),
+        ),
+        (
+            "multihop/base-tool-call-native",
+            lambda: baseline(
+                config_of(multihop, "rollout.tool_format=auto", "env.args.examples=0"),
+                "multihop/base-tool-call-native",
+                hop_limit,
+                "base-tool-call",
+                results,
+            ),
+        ),
     ]
     for name, job in jobs:
         if name.replace("/", "-") in {k.replace("/", "-") for k in results}:

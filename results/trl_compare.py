@@ -70,8 +70,12 @@ def find_agentrl_eval(demo: dict[str, Any], n: int) -> Path | None:
             meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        if (meta.get("mode") == "eval" and meta.get("checkpoint") == demo["checkpoint"]
-                and not meta.get("baseline") and len(per_task_scores(run_dir, METRIC)) == n):
+        if (
+            meta.get("mode") == "eval"
+            and meta.get("checkpoint") == demo["checkpoint"]
+            and not meta.get("baseline")
+            and len(per_task_scores(run_dir, METRIC)) == n
+        ):
             return run_dir
     return None
 
@@ -86,13 +90,25 @@ def agentrl_side(demo: dict[str, Any], config: Any, eval_limit: int, work: Path)
     eval_dir = find_agentrl_eval(demo, eval_limit)
     if eval_dir is None:  # the demo's eval folder is gone or had another limit: score its checkpoint again
         print("trl_compare: evaluating the agentrl checkpoint (its demo eval run was not found)", file=sys.stderr)
-        eval_dir = evaluate(config, config.data.eval, limit=eval_limit, checkpoint=demo["checkpoint"], baseline=None,
-                            batch_size=50, runs_dir=work).run_dir
+        eval_dir = evaluate(
+            config,
+            config.data.eval,
+            limit=eval_limit,
+            checkpoint=demo["checkpoint"],
+            baseline=None,
+            batch_size=50,
+            runs_dir=work,
+        ).run_dir
     scores = per_task_scores(eval_dir, METRIC)
     wall = float(demo["train_wall_s"])
     return {
-        "trainer": "agentrl", "form": "multi-turn", "run": str(run_dir), "eval_run": str(eval_dir),
-        "steps": steps, "wall_s": wall, "steps_per_min": round(steps / wall * 60, 3),
+        "trainer": "agentrl",
+        "form": "multi-turn",
+        "run": str(run_dir),
+        "eval_run": str(eval_dir),
+        "steps": steps,
+        "wall_s": wall,
+        "steps_per_min": round(steps / wall * 60, 3),
         "mean_step_s": round(sum(m["perf/step_time_s"] for m in metrics) / steps, 2) if steps else None,
         "generated_samples": steps * config.train.batch_size,
         "peak_memory_mb": round(max((m.get("perf/peak_memory_mb", 0.0) for m in metrics), default=0.0), 1),
@@ -108,8 +124,17 @@ def run_trl(task_dir: Path, out: Path, budget_s: float, max_steps: int | None) -
     # The TRL venv must not see the project's packages: no PYTHONPATH or VIRTUAL_ENV from this process.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    command = [str(TRL_PYTHON), str(TRL_DIR / "train_trl.py"), "--task", str(task_dir), "--out", str(out),
-               "--budget-s", str(budget_s), *(["--max-steps", str(max_steps)] if max_steps else [])]
+    command = [
+        str(TRL_PYTHON),
+        str(TRL_DIR / "train_trl.py"),
+        "--task",
+        str(task_dir),
+        "--out",
+        str(out),
+        "--budget-s",
+        str(budget_s),
+        *(["--max-steps", str(max_steps)] if max_steps else []),
+    ]
     print(f"trl_compare: {' '.join(command)}", file=sys.stderr, flush=True)
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)  # the summary lands in out/
     return json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -121,16 +146,25 @@ def trl_side(summary: dict[str, Any], config: Any, eval_limit: int, work: Path) 
     trained = config.model_copy(deep=True)
     trained.model.path = summary["model"]
     started = time.perf_counter()
-    evaluation = evaluate(trained, config.data.eval, limit=eval_limit, checkpoint=None, baseline=None, batch_size=50,
-                          runs_dir=work)
+    evaluation = evaluate(
+        trained, config.data.eval, limit=eval_limit, checkpoint=None, baseline=None, batch_size=50, runs_dir=work
+    )
     scores = per_task_scores(evaluation.run_dir, METRIC)
     return {
-        "trainer": "trl", "trl_version": summary["trl_version"], "form": summary["form"],
-        "form_note": summary["form_note"], "model": summary["model"], "eval_run": str(evaluation.run_dir),
+        "trainer": "trl",
+        "trl_version": summary["trl_version"],
+        "form": summary["form"],
+        "form_note": summary["form_note"],
+        "model": summary["model"],
+        "eval_run": str(evaluation.run_dir),
         "eval_s": round(time.perf_counter() - started, 1),
-        "steps": summary["steps"], "wall_s": summary["wall_s"], "budget_s": summary["budget_s"],
-        "steps_per_min": summary["steps_per_min"], "mean_step_s": summary["mean_step_s"],
-        "generated_samples": summary["generated_samples"], "peak_memory_mb": summary["peak_rss_mb"],
+        "steps": summary["steps"],
+        "wall_s": summary["wall_s"],
+        "budget_s": summary["budget_s"],
+        "steps_per_min": summary["steps_per_min"],
+        "mean_step_s": summary["mean_step_s"],
+        "generated_samples": summary["generated_samples"],
+        "peak_memory_mb": summary["peak_rss_mb"],
         "heldout": {"n": len(scores), METRIC: round(sum(scores) / len(scores), 4), "ci95": mean_ci(scores)},
         "train_reward": summary["train_reward"],
         "scores": scores,
@@ -140,25 +174,41 @@ def trl_side(summary: dict[str, Any], config: Any, eval_limit: int, work: Path) 
 def table_rows(agentrl: dict[str, Any], trl: dict[str, Any]) -> str:
     def row(side: dict[str, Any], name: str) -> str:
         held = side["heldout"]
-        return (f"| {name} | {side['form']} | {held[METRIC]:.3f} [{held['ci95'][0]:.3f}, {held['ci95'][1]:.3f}] "
-                f"(n={held['n']}) | {side['steps']} | {side['wall_s'] / 60:.1f} min | {side['steps_per_min']:.2f} | "
-                f"{side['generated_samples']} | {side['peak_memory_mb'] / 1024:.1f} GiB |")
+        return (
+            f"| {name} | {side['form']} | {held[METRIC]:.3f} [{held['ci95'][0]:.3f}, {held['ci95'][1]:.3f}] "
+            f"(n={held['n']}) | {side['steps']} | {side['wall_s'] / 60:.1f} min | {side['steps_per_min']:.2f} | "
+            f"{side['generated_samples']} | {side['peak_memory_mb'] / 1024:.1f} GiB |"
+        )
 
-    header = ("| trainer | episodes | held-out accuracy [95% CI] | steps | wall-clock | steps/min | generated samples "
-              "| peak memory (RSS) |\n|---|---|---|---|---|---|---|---|")
+    header = (
+        "| trainer | episodes | held-out accuracy [95% CI] | steps | wall-clock | steps/min | generated samples "
+        "| peak memory (RSS) |\n|---|---|---|---|---|---|---|---|"
+    )
     return "\n".join([header, row(agentrl, "agentrl"), row(trl, f"TRL {trl['trl_version']} GRPOTrainer")])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--agentrl-demo-json", required=True, type=Path, help="a file holding `agentrl demo`'s JSON line")
+    parser.add_argument(
+        "--agentrl-demo-json", required=True, type=Path, help="a file holding `agentrl demo`'s JSON line"
+    )
     parser.add_argument("--budget-s", type=float, help="TRL's wall-clock budget (default: the demo's train_wall_s)")
     parser.add_argument("--eval-limit", type=int, help="held-out records scored (default: the demo's n)")
     parser.add_argument("--max-steps", type=int, help="also stop TRL after this many steps (smoke tests)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="applied on top of the agentrl run's config, for the TRL run and both evals (smoke tests)")
-    parser.add_argument("--work", type=Path, default=HERE / "runs" / "trl-compare",
-                        help="the export, the TRL run and the eval runs (default: results/runs/trl-compare)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="applied on top of the agentrl run's config, for the TRL run and both evals (smoke tests)",
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=HERE / "runs" / "trl-compare",
+        help="the export, the TRL run and the eval runs (default: results/runs/trl-compare)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "trl_compare.json")
     args = parser.parse_args()
 
@@ -186,16 +236,24 @@ def main() -> int:
 
     low, high = paired_bootstrap_ci(agentrl["scores"], trl["scores"])
     result = {
-        "recipe": config.name, "model": config.model.path, "metric": METRIC, "budget_s": budget_s,
-        "eval_limit": eval_limit, "heldout_data": config.data.eval,
-        "episodes_per_step": config.train.batch_size, "group_size": config.rollout.group_size,
+        "recipe": config.name,
+        "model": config.model.path,
+        "metric": METRIC,
+        "budget_s": budget_s,
+        "eval_limit": eval_limit,
+        "heldout_data": config.data.eval,
+        "episodes_per_step": config.train.batch_size,
+        "group_size": config.rollout.group_size,
         "agentrl": {k: v for k, v in agentrl.items() if k != "scores"},
         "trl": {k: v for k, v in trl.items() if k != "scores"},
-        "trl_minus_agentrl": {"delta": round(trl["heldout"][METRIC] - agentrl["heldout"][METRIC], 4),
-                              "ci95": [round(low, 4), round(high, 4)]},
-        "overrides": args.overrides, "max_steps": args.max_steps,
+        "trl_minus_agentrl": {
+            "delta": round(trl["heldout"][METRIC] - agentrl["heldout"][METRIC], 4),
+            "ci95": [round(low, 4), round(high, 4)],
+        },
+        "overrides": args.overrides,
+        "max_steps": args.max_steps,
         "peak_memory_note": "agentrl: the demo process's max RSS (its before-eval included); TRL: the training "
-                            "process's max RSS (the eval runs in another process)",
+        "process's max RSS (the eval runs in another process)",
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"trl_compare: wrote {args.out}", file=sys.stderr)

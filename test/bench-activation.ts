@@ -54,11 +54,35 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
-const samples = Array.from({ length: RUNS }, () => JSON.parse(execFileSync(process.execPath, ['-e', CHILD], { encoding: 'utf8' })) as
-  { load: number; activate: number; subscriptions: number; spawnedDuringActivate: number });
-const row = (name: string, values: number[]) => console.log(`${name.padEnd(22)} median ${quantile(values, 0.5).toFixed(1).padStart(6)} ms   p90 ${quantile(values, 0.9).toFixed(1).padStart(6)} ms`);
-console.log(`dist/extension.js: ${(statSync(BUNDLE).size / 1024).toFixed(0)} KiB; ${RUNS} cold starts (node ${process.version})`);
-row('load (require)', samples.map((s) => s.load));
-row('activate()', samples.map((s) => s.activate));
-row('load + activate', samples.map((s) => s.load + s.activate));
-console.log(`subscriptions registered: ${samples[0].subscriptions}; processes spawned synchronously by activate(): ${samples[0].spawnedDuringActivate}`);
+const samples = Array.from(
+  { length: RUNS },
+  () =>
+    JSON.parse(execFileSync(process.execPath, ['-e', CHILD], { encoding: 'utf8' })) as {
+      load: number;
+      activate: number;
+      subscriptions: number;
+      spawnedDuringActivate: number;
+    },
+);
+const row = (name: string, values: number[]) =>
+  console.log(
+    `${name.padEnd(22)} median ${quantile(values, 0.5).toFixed(1).padStart(6)} ms   p90 ${quantile(values, 0.9).toFixed(1).padStart(6)} ms`,
+  );
+console.log(
+  `dist/extension.js: ${(statSync(BUNDLE).size / 1024).toFixed(0)} KiB; ${RUNS} cold starts (node ${process.version})`,
+);
+row(
+  'load (require)',
+  samples.map((s) => s.load),
+);
+row(
+  'activate()',
+  samples.map((s) => s.activate),
+);
+row(
+  'load + activate',
+  samples.map((s) => s.load + s.activate),
+);
+console.log(
+  `subscriptions registered: ${samples[0].subscriptions}; processes spawned synchronously by activate(): ${samples[0].spawnedDuringActivate}`,
+);

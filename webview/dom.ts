@@ -21,12 +21,19 @@ export function h<K extends keyof HTMLElementTagNameMap>(
 export function append(parent: Node, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    parent.appendChild(typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child);
+    parent.appendChild(
+      typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child,
+    );
   }
 }
 
 export function icon(name: string, label?: string): HTMLElement {
-  return h('span', { class: `codicon codicon-${name}`, 'aria-hidden': label ? undefined : 'true', 'aria-label': label, role: label ? 'img' : undefined });
+  return h('span', {
+    class: `codicon codicon-${name}`,
+    'aria-hidden': label ? undefined : 'true',
+    'aria-label': label,
+    role: label ? 'img' : undefined,
+  });
 }
 
 export function clear(element: Element): void {

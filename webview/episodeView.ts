@@ -18,10 +18,19 @@ export interface EpisodeActions {
 function stepList(steps: Step[], current: number, actions: EpisodeActions): HTMLElement {
   const list = h('ol', { class: 'steps', role: 'listbox', 'aria-label': 'Steps of the episode' });
   steps.forEach((step, index) => {
-    const item = h('li', {
-      class: `step kind-${step.kind} status-${step.status}${index === current ? ' current' : ''}`,
-      role: 'option', 'aria-selected': index === current ? 'true' : 'false', 'data-index': index, tabindex: -1,
-    }, icon(step.icon), ' ', step.label);
+    const item = h(
+      'li',
+      {
+        class: `step kind-${step.kind} status-${step.status}${index === current ? ' current' : ''}`,
+        role: 'option',
+        'aria-selected': index === current ? 'true' : 'false',
+        'data-index': index,
+        tabindex: -1,
+      },
+      icon(step.icon),
+      ' ',
+      step.label,
+    );
     item.addEventListener('click', () => actions.goTo(index));
     list.appendChild(item);
   });
@@ -30,14 +39,36 @@ function stepList(steps: Step[], current: number, actions: EpisodeActions): HTML
 
 function transcript(record: TrajectoryRecord, steps: Step[], current: number): HTMLElement {
   const shownTurns = steps[current].kind === 'prompt' ? -1 : steps[current].turn;
-  const blocks: HTMLElement[] = record.prompt.map((m) => h('div', { class: `message role-${m.role}` },
-    h('div', { class: 'role' }, m.role), h('pre', { class: 'text' }, m.content)));
+  const blocks: HTMLElement[] = record.prompt.map((m) =>
+    h(
+      'div',
+      { class: `message role-${m.role}` },
+      h('div', { class: 'role' }, m.role),
+      h('pre', { class: 'text' }, m.content),
+    ),
+  );
   for (const turn of record.turns.filter((t) => t.index <= shownTurns)) {
-    blocks.push(h('div', { class: `message role-assistant${turn.index === steps[current].turn ? ' current' : ''}` },
-      h('div', { class: 'role' }, `assistant · turn ${turn.index + 1}`), h('pre', { class: 'text' }, turn.assistant)));
-    if (turn.parse_error) blocks.push(h('div', { class: 'message parse-error' }, icon('error'), ' malformed tool call: ', turn.parse_error));
+    blocks.push(
+      h(
+        'div',
+        { class: `message role-assistant${turn.index === steps[current].turn ? ' current' : ''}` },
+        h('div', { class: 'role' }, `assistant · turn ${turn.index + 1}`),
+        h('pre', { class: 'text' }, turn.assistant),
+      ),
+    );
+    if (turn.parse_error)
+      blocks.push(
+        h('div', { class: 'message parse-error' }, icon('error'), ' malformed tool call: ', turn.parse_error),
+      );
     if (turn.observation !== null) {
-      blocks.push(h('div', { class: 'message role-tool' }, h('div', { class: 'role' }, 'observation'), h('pre', { class: 'text' }, turn.observation)));
+      blocks.push(
+        h(
+          'div',
+          { class: 'message role-tool' },
+          h('div', { class: 'role' }, 'observation'),
+          h('pre', { class: 'text' }, turn.observation),
+        ),
+      );
     }
   }
   return h('section', { class: 'transcript', 'aria-label': 'Transcript' }, ...blocks);
@@ -46,91 +77,247 @@ function transcript(record: TrajectoryRecord, steps: Step[], current: number): H
 function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): HTMLElement {
   if (step.kind === 'tool' && step.call) {
     const call = step.call;
-    const open = h('button', { class: 'link', title: `Open the source of ${call.name}` }, icon('go-to-file'), ' open tool source');
+    const open = h(
+      'button',
+      { class: 'link', title: `Open the source of ${call.name}` },
+      icon('go-to-file'),
+      ' open tool source',
+    );
     open.addEventListener('click', () => actions.openToolSource(call.name));
     const turn = step.turnRecord!;
-    return h('div', { class: 'io' },
-      h('div', { class: 'call-header' }, h('strong', {}, call.name || '(unparsed)'), ` · ${formatNumber(call.latency_ms, 1)} ms `, open),
-      h('h4', {}, 'Arguments'), h('pre', { class: 'json' }, call.arguments === null ? call.raw : pretty(call.arguments)),
-      h('div', { class: 'pair' },
-        h('div', { class: 'happened' }, h('h4', {}, 'What happened (Tool result)'),
-          call.error ? h('pre', { class: 'error-text' }, `${call.error_kind}: ${call.error}`) : h('pre', { class: 'json' }, pretty(call.result))),
-        h('div', { class: 'means' }, h('h4', {}, 'What it means (ToolEnv)'),
-          h('dl', {}, h('dt', {}, 'observation'), h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
-            h('dt', {}, 'process reward'), h('dd', {}, formatNumber(turn.process_reward)),
-            h('dt', {}, 'done'), h('dd', {}, String(turn.done))))));
+    return h(
+      'div',
+      { class: 'io' },
+      h(
+        'div',
+        { class: 'call-header' },
+        h('strong', {}, call.name || '(unparsed)'),
+        ` · ${formatNumber(call.latency_ms, 1)} ms `,
+        open,
+      ),
+      h('h4', {}, 'Arguments'),
+      h('pre', { class: 'json' }, call.arguments === null ? call.raw : pretty(call.arguments)),
+      h(
+        'div',
+        { class: 'pair' },
+        h(
+          'div',
+          { class: 'happened' },
+          h('h4', {}, 'What happened (Tool result)'),
+          call.error
+            ? h('pre', { class: 'error-text' }, `${call.error_kind}: ${call.error}`)
+            : h('pre', { class: 'json' }, pretty(call.result)),
+        ),
+        h(
+          'div',
+          { class: 'means' },
+          h('h4', {}, 'What it means (ToolEnv)'),
+          h(
+            'dl',
+            {},
+            h('dt', {}, 'observation'),
+            h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
+            h('dt', {}, 'process reward'),
+            h('dd', {}, formatNumber(turn.process_reward)),
+            h('dt', {}, 'done'),
+            h('dd', {}, String(turn.done)),
+          ),
+        ),
+      ),
+    );
   }
-  if (step.kind === 'prompt') return h('div', { class: 'io' }, ...record.prompt.map((m) => h('div', {}, h('h4', {}, m.role), h('pre', {}, m.content))));
+  if (step.kind === 'prompt')
+    return h(
+      'div',
+      { class: 'io' },
+      ...record.prompt.map((m) => h('div', {}, h('h4', {}, m.role), h('pre', {}, m.content))),
+    );
   if (step.kind === 'reward') return rewardTab(record);
   const turn = step.turnRecord!;
-  return h('div', { class: 'io' },
-    h('h4', {}, 'Assistant output'), h('pre', {}, turn.assistant),
-    h('dl', {}, h('dt', {}, 'finish'), h('dd', {}, turn.finish_reason),
-      h('dt', {}, 'tool calls'), h('dd', {}, String(turn.tool_calls.length)),
-      h('dt', {}, 'observation'), h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
-      h('dt', {}, 'process reward'), h('dd', {}, formatNumber(turn.process_reward)),
-      h('dt', {}, 'done'), h('dd', {}, String(turn.done))));
+  return h(
+    'div',
+    { class: 'io' },
+    h('h4', {}, 'Assistant output'),
+    h('pre', {}, turn.assistant),
+    h(
+      'dl',
+      {},
+      h('dt', {}, 'finish'),
+      h('dd', {}, turn.finish_reason),
+      h('dt', {}, 'tool calls'),
+      h('dd', {}, String(turn.tool_calls.length)),
+      h('dt', {}, 'observation'),
+      h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
+      h('dt', {}, 'process reward'),
+      h('dd', {}, formatNumber(turn.process_reward)),
+      h('dt', {}, 'done'),
+      h('dd', {}, String(turn.done)),
+    ),
+  );
 }
 
 function rewardTab(record: TrajectoryRecord): HTMLElement {
   const process = record.turns.map((t) => t.process_reward);
-  return h('div', { class: 'reward' },
-    h('dl', {},
-      h('dt', {}, 'total reward'), h('dd', { class: 'big' }, formatNumber(record.reward)),
-      h('dt', {}, 'outcome reward'), h('dd', {}, formatNumber(record.outcome_reward)),
-      h('dt', {}, 'process rewards'), h('dd', {}, process.map((p) => formatNumber(p)).join(', ') || '–'),
-      h('dt', {}, 'advantage (mean)'), h('dd', {}, formatNumber(record.advantage)),
-      h('dt', {}, 'final answer'), h('dd', {}, record.final_answer ?? '–')),
-    h('table', { class: 'grid breakdown' }, h('thead', {}, h('tr', {}, h('th', {}, 'component'), h('th', {}, 'value'))),
-      h('tbody', {}, ...Object.entries(record.reward_breakdown).map(([k, v]) => h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, formatNumber(v)))))));
+  return h(
+    'div',
+    { class: 'reward' },
+    h(
+      'dl',
+      {},
+      h('dt', {}, 'total reward'),
+      h('dd', { class: 'big' }, formatNumber(record.reward)),
+      h('dt', {}, 'outcome reward'),
+      h('dd', {}, formatNumber(record.outcome_reward)),
+      h('dt', {}, 'process rewards'),
+      h('dd', {}, process.map((p) => formatNumber(p)).join(', ') || '–'),
+      h('dt', {}, 'advantage (mean)'),
+      h('dd', {}, formatNumber(record.advantage)),
+      h('dt', {}, 'final answer'),
+      h('dd', {}, record.final_answer ?? '–'),
+    ),
+    h(
+      'table',
+      { class: 'grid breakdown' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'component'), h('th', {}, 'value'))),
+      h(
+        'tbody',
+        {},
+        ...Object.entries(record.reward_breakdown).map(([k, v]) =>
+          h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, formatNumber(v))),
+        ),
+      ),
+    ),
+  );
 }
 
 function metadataTab(record: TrajectoryRecord): HTMLElement {
-  const rows: Array<[string, string]> = [['id', record.id], ['run', record.run_id], ['step', String(record.step)], ['group', String(record.group)],
-    ['sample', String(record.sample)], ['task', record.task_id], ['status', `${record.status}${record.status_reason ? ` (${record.status_reason})` : ''}`],
-    ['turns', String(record.stats.num_turns)], ['tool calls', `${record.stats.num_tool_calls} (${record.stats.num_tool_errors} failed)`],
-    ['tokens', `${record.stats.total_tokens} (${record.stats.response_tokens} trained)`], ['tools', record.tools.map((t) => pretty((t as { function?: { name?: string } }).function?.name ?? '?')).join(', ')]];
+  const rows: Array<[string, string]> = [
+    ['id', record.id],
+    ['run', record.run_id],
+    ['step', String(record.step)],
+    ['group', String(record.group)],
+    ['sample', String(record.sample)],
+    ['task', record.task_id],
+    ['status', `${record.status}${record.status_reason ? ` (${record.status_reason})` : ''}`],
+    ['turns', String(record.stats.num_turns)],
+    ['tool calls', `${record.stats.num_tool_calls} (${record.stats.num_tool_errors} failed)`],
+    ['tokens', `${record.stats.total_tokens} (${record.stats.response_tokens} trained)`],
+    [
+      'tools',
+      record.tools.map((t) => pretty((t as { function?: { name?: string } }).function?.name ?? '?')).join(', '),
+    ],
+  ];
   return h('dl', { class: 'metadata' }, ...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
 
-export function renderEpisode(record: TrajectoryRecord, state: UiState, playing: boolean, actions: EpisodeActions): HTMLElement {
+export function renderEpisode(
+  record: TrajectoryRecord,
+  state: UiState,
+  playing: boolean,
+  actions: EpisodeActions,
+): HTMLElement {
   const steps = buildSteps(record);
   const current = Math.min(state.stepIndex, steps.length - 1);
-  const button = (id: string, label: string, iconName: string, onClick: () => void, shortcut: string, text?: string) => {
-    const b = h('button', { id, 'aria-label': `${label} (${shortcut})`, title: `${label} (${shortcut})` }, icon(iconName), text ? ` ${text}` : null);
+  const button = (
+    id: string,
+    label: string,
+    iconName: string,
+    onClick: () => void,
+    shortcut: string,
+    text?: string,
+  ) => {
+    const b = h(
+      'button',
+      { id, 'aria-label': `${label} (${shortcut})`, title: `${label} (${shortcut})` },
+      icon(iconName),
+      text ? ` ${text}` : null,
+    );
     b.addEventListener('click', onClick);
     return b;
   };
-  const scrubber = h('input', { type: 'range', id: 'scrubber', min: 0, max: steps.length - 1, value: current, 'aria-label': 'Step' });
+  const scrubber = h('input', {
+    type: 'range',
+    id: 'scrubber',
+    min: 0,
+    max: steps.length - 1,
+    value: current,
+    'aria-label': 'Step',
+  });
   scrubber.addEventListener('input', () => actions.goTo(Number(scrubber.value)));
-  const speed = h('select', { id: 'speed', 'aria-label': 'Playback speed' },
-    ...[[1600, '0.5×'], [800, '1×'], [400, '2×'], [150, '5×']].map(([ms, label]) => h('option', { value: ms, selected: state.playSpeedMs === ms }, label)));
+  const speed = h(
+    'select',
+    { id: 'speed', 'aria-label': 'Playback speed' },
+    ...[
+      [1600, '0.5×'],
+      [800, '1×'],
+      [400, '2×'],
+      [150, '5×'],
+    ].map(([ms, label]) => h('option', { value: ms, selected: state.playSpeedMs === ms }, label)),
+  );
   speed.addEventListener('change', () => actions.setSpeed(Number(speed.value)));
-  const tabs: Array<[InspectorTab, string]> = [['io', 'Input / output'], ['reward', 'Reward'], ['tokens', 'Tokens'], ['json', 'Raw JSON'], ['metadata', 'Metadata']];
+  const tabs: Array<[InspectorTab, string]> = [
+    ['io', 'Input / output'],
+    ['reward', 'Reward'],
+    ['tokens', 'Tokens'],
+    ['json', 'Raw JSON'],
+    ['metadata', 'Metadata'],
+  ];
   const tabBar = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Inspector' });
   for (const [tab, label] of tabs) {
-    const t = h('button', { role: 'tab', id: `tab-${tab}`, 'aria-selected': state.inspectorTab === tab ? 'true' : 'false', class: state.inspectorTab === tab ? 'active' : '' }, label);
+    const t = h(
+      'button',
+      {
+        role: 'tab',
+        id: `tab-${tab}`,
+        'aria-selected': state.inspectorTab === tab ? 'true' : 'false',
+        class: state.inspectorTab === tab ? 'active' : '',
+      },
+      label,
+    );
     t.addEventListener('click', () => actions.setTab(tab));
     tabBar.appendChild(t);
   }
   const step = steps[current];
-  const panel = state.inspectorTab === 'io' ? ioTab(record, step, actions)
-    : state.inspectorTab === 'reward' ? rewardTab(record)
-      : state.inspectorTab === 'json' ? h('pre', { class: 'json raw' }, JSON.stringify({ ...record, tokens: `(${record.tokens.ids.length} tokens: see the Tokens tab)` }, null, 2))
-        : state.inspectorTab === 'metadata' ? metadataTab(record)
-          : renderTokenView(record, { compact: true });
-  return h('section', { class: 'episode', 'aria-label': `Episode ${record.id}` },
-    h('div', { class: 'toolbar' },
+  const panel =
+    state.inspectorTab === 'io'
+      ? ioTab(record, step, actions)
+      : state.inspectorTab === 'reward'
+        ? rewardTab(record)
+        : state.inspectorTab === 'json'
+          ? h(
+              'pre',
+              { class: 'json raw' },
+              JSON.stringify(
+                { ...record, tokens: `(${record.tokens.ids.length} tokens: see the Tokens tab)` },
+                null,
+                2,
+              ),
+            )
+          : state.inspectorTab === 'metadata'
+            ? metadataTab(record)
+            : renderTokenView(record, { compact: true });
+  return h(
+    'section',
+    { class: 'episode', 'aria-label': `Episode ${record.id}` },
+    h(
+      'div',
+      { class: 'toolbar' },
       button('prev', 'Previous step', 'arrow-left', () => actions.goTo(current - 1), '← or k'),
       button('play', playing ? 'Pause' : 'Play', playing ? 'debug-pause' : 'play', actions.togglePlay, 'space'),
       button('next', 'Next step', 'arrow-right', () => actions.goTo(current + 1), '→ or j'),
-      speed, scrubber,
+      speed,
+      scrubber,
       h('span', { class: 'position', id: 'position' }, `step ${current + 1} / ${steps.length}`),
       button('jump-tool', 'Next tool call', 'tools', () => actions.jump('tool'), 't', 'next call'),
       button('jump-error', 'Next error', 'error', () => actions.jump('error'), 'e', 'next error'),
-      button('jump-reward', 'Next reward', 'star-full', () => actions.jump('reward'), 'r', 'next reward')),
-    h('div', { class: 'panes' },
+      button('jump-reward', 'Next reward', 'star-full', () => actions.jump('reward'), 'r', 'next reward'),
+    ),
+    h(
+      'div',
+      { class: 'panes' },
       stepList(steps, current, actions),
       transcript(record, steps, current),
-      h('aside', { class: 'inspector' }, tabBar, h('div', { class: 'tab-panel', role: 'tabpanel' }, panel))));
+      h('aside', { class: 'inspector' }, tabBar, h('div', { class: 'tab-panel', role: 'tabpanel' }, panel)),
+    ),
+  );
 }

@@ -55,7 +55,9 @@ class ReplayApp {
 
   /** The group view of the step's first group; a step without trajectories lists the run filtered to it. */
   private focusStep(step: number): void {
-    const first = this.records.filter((r) => r.step === step).sort((a, b) => a.group - b.group || a.sample - b.sample)[0];
+    const first = this.records
+      .filter((r) => r.step === step)
+      .sort((a, b) => a.group - b.group || a.sample - b.sample)[0];
     this.stop();
     this.update((s) => {
       s.filters.step = String(step);
@@ -77,14 +79,20 @@ class ReplayApp {
 
   private open(id: string, view: View = 'episode'): void {
     this.stop();
-    this.update((s) => { s.selectedId = id; s.stepIndex = 0; s.view = view; });
+    this.update((s) => {
+      s.selectedId = id;
+      s.stepIndex = 0;
+      s.view = view;
+    });
   }
 
   private goTo(index: number): void {
     const record = this.selected;
     if (!record) return;
     const last = buildSteps(record).length - 1;
-    this.update((s) => { s.stepIndex = Math.max(0, Math.min(last, index)); });
+    this.update((s) => {
+      s.stepIndex = Math.max(0, Math.min(last, index));
+    });
   }
 
   private jump(target: JumpTarget): void {
@@ -121,9 +129,14 @@ class ReplayApp {
     const target = event.target as HTMLElement;
     if (target.closest('input, select, textarea') || this.state.view !== 'episode') return;
     const keys: Record<string, () => void> = {
-      ArrowRight: () => this.goTo(this.state.stepIndex + 1), j: () => this.goTo(this.state.stepIndex + 1),
-      ArrowLeft: () => this.goTo(this.state.stepIndex - 1), k: () => this.goTo(this.state.stepIndex - 1),
-      ' ': () => this.togglePlay(), t: () => this.jump('tool'), e: () => this.jump('error'), r: () => this.jump('reward'),
+      ArrowRight: () => this.goTo(this.state.stepIndex + 1),
+      j: () => this.goTo(this.state.stepIndex + 1),
+      ArrowLeft: () => this.goTo(this.state.stepIndex - 1),
+      k: () => this.goTo(this.state.stepIndex - 1),
+      ' ': () => this.togglePlay(),
+      t: () => this.jump('tool'),
+      e: () => this.jump('error'),
+      r: () => this.jump('reward'),
     };
     const action = keys[event.key];
     if (action) {
@@ -135,18 +148,55 @@ class ReplayApp {
   private render(): void {
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
     const record = this.selected;
-    const views: Array<[View, string]> = [['runs', 'Trajectories'], ['episode', 'Episode'], ['tokens', 'Tokens'], ['group', 'Group']];
+    const views: Array<[View, string]> = [
+      ['runs', 'Trajectories'],
+      ['episode', 'Episode'],
+      ['tokens', 'Tokens'],
+      ['group', 'Group'],
+    ];
     const nav = h('nav', { class: 'views', role: 'tablist', 'aria-label': 'Views' });
     for (const [view, label] of views) {
-      const button = h('button', { role: 'tab', id: `view-${view}`, 'aria-selected': this.state.view === view ? 'true' : 'false', class: this.state.view === view ? 'active' : '', disabled: view !== 'runs' && !record }, label);
-      button.addEventListener('click', () => this.update((s) => { s.view = view; }));
+      const button = h(
+        'button',
+        {
+          role: 'tab',
+          id: `view-${view}`,
+          'aria-selected': this.state.view === view ? 'true' : 'false',
+          class: this.state.view === view ? 'active' : '',
+          disabled: view !== 'runs' && !record,
+        },
+        label,
+      );
+      button.addEventListener('click', () =>
+        this.update((s) => {
+          s.view = view;
+        }),
+      );
       nav.appendChild(button);
     }
-    const header = h('header', {}, nav,
+    const header = h(
+      'header',
+      {},
+      nav,
       h('span', { class: 'source', title: this.source }, this.source || 'waiting for trajectories…'),
-      this.live ? h('span', { class: 'live-badge', title: `the run is ${this.runStatus ?? 'running'}; new episodes appear as it trains` }, 'live')
-        : this.runStatus ? h('span', { class: 'run-status-badge', title: 'the run is over: no new episodes will come' }, this.runStatus) : null,
-      record ? h('span', { class: 'selected' }, `trajectory ${record.id}`) : null);
+      this.live
+        ? h(
+            'span',
+            {
+              class: 'live-badge',
+              title: `the run is ${this.runStatus ?? 'running'}; new episodes appear as it trains`,
+            },
+            'live',
+          )
+        : this.runStatus
+          ? h(
+              'span',
+              { class: 'run-status-badge', title: 'the run is over: no new episodes will come' },
+              this.runStatus,
+            )
+          : null,
+      record ? h('span', { class: 'selected' }, `trajectory ${record.id}`) : null,
+    );
     let body: HTMLElement;
     if (!this.records.length) {
       body = h('p', { class: 'empty' }, 'No trajectories yet.');
@@ -154,14 +204,26 @@ class ReplayApp {
       body = renderRunBrowser(this.records, this.state, { update: (c) => this.update(c), open: (id) => this.open(id) });
     } else if (this.state.view === 'episode') {
       body = renderEpisode(record, this.state, this.playTimer !== undefined, {
-        goTo: (i) => this.goTo(i), jump: (t) => this.jump(t), togglePlay: () => this.togglePlay(),
-        setSpeed: (ms) => this.update((s) => { s.playSpeedMs = ms; }), setTab: (tab) => this.update((s) => { s.inspectorTab = tab; }),
+        goTo: (i) => this.goTo(i),
+        jump: (t) => this.jump(t),
+        togglePlay: () => this.togglePlay(),
+        setSpeed: (ms) =>
+          this.update((s) => {
+            s.playSpeedMs = ms;
+          }),
+        setTab: (tab) =>
+          this.update((s) => {
+            s.inspectorTab = tab;
+          }),
         openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
       });
     } else if (this.state.view === 'tokens') {
       body = renderTokenView(record, { compact: false });
     } else {
-      body = renderGroup(this.records, record, this.state, { update: (c) => this.update(c), open: (id) => this.open(id) });
+      body = renderGroup(this.records, record, this.state, {
+        update: (c) => this.update(c),
+        open: (id) => this.open(id),
+      });
     }
     clear(this.root);
     this.root.append(header, body);

@@ -5,8 +5,12 @@ import { ROW_PAGE, type RunSort, type UiState } from './state';
 
 export function visibleRecords(records: TrajectoryRecord[], state: UiState): TrajectoryRecord[] {
   const { status, toolErrorsOnly, step } = state.filters;
-  const filtered = records.filter((r) =>
-    (!status || r.status === status) && (!toolErrorsOnly || r.stats.num_tool_errors > 0) && (step === '' || String(r.step) === step));
+  const filtered = records.filter(
+    (r) =>
+      (!status || r.status === status) &&
+      (!toolErrorsOnly || r.stats.num_tool_errors > 0) &&
+      (step === '' || String(r.step) === step),
+  );
   const key: Record<RunSort, (r: TrajectoryRecord) => number> = {
     step: (r) => r.step * 1e6 + r.group * 1e3 + r.sample,
     reward: (r) => r.reward,
@@ -17,59 +21,152 @@ export function visibleRecords(records: TrajectoryRecord[], state: UiState): Tra
   return [...filtered].sort((a, b) => key[state.runSort](a) - key[state.runSort](b));
 }
 
-export function renderRunBrowser(records: TrajectoryRecord[], state: UiState, actions: {
-  update: (change: (state: UiState) => void) => void;
-  open: (id: string) => void;
-}): HTMLElement {
+export function renderRunBrowser(
+  records: TrajectoryRecord[],
+  state: UiState,
+  actions: {
+    update: (change: (state: UiState) => void) => void;
+    open: (id: string) => void;
+  },
+): HTMLElement {
   const steps = [...new Set(records.map((r) => r.step))].sort((a, b) => a - b);
-  const status = h('select', { 'aria-label': 'Filter by status', id: 'filter-status' },
-    ...['', 'finished', 'truncated', 'error'].map((value) => h('option', { value, selected: state.filters.status === value }, value || 'any status')));
-  status.addEventListener('change', () => actions.update((s) => { s.filters.status = status.value as UiState['filters']['status']; }));
-  const stepSelect = h('select', { 'aria-label': 'Filter by step', id: 'filter-step' },
+  const status = h(
+    'select',
+    { 'aria-label': 'Filter by status', id: 'filter-status' },
+    ...['', 'finished', 'truncated', 'error'].map((value) =>
+      h('option', { value, selected: state.filters.status === value }, value || 'any status'),
+    ),
+  );
+  status.addEventListener('change', () =>
+    actions.update((s) => {
+      s.filters.status = status.value as UiState['filters']['status'];
+    }),
+  );
+  const stepSelect = h(
+    'select',
+    { 'aria-label': 'Filter by step', id: 'filter-step' },
     h('option', { value: '', selected: state.filters.step === '' }, 'every step'),
-    ...steps.map((value) => h('option', { value: String(value), selected: state.filters.step === String(value) }, `step ${value}`)));
-  stepSelect.addEventListener('change', () => actions.update((s) => { s.filters.step = stepSelect.value; }));
+    ...steps.map((value) =>
+      h('option', { value: String(value), selected: state.filters.step === String(value) }, `step ${value}`),
+    ),
+  );
+  stepSelect.addEventListener('change', () =>
+    actions.update((s) => {
+      s.filters.step = stepSelect.value;
+    }),
+  );
   const errors = h('input', { type: 'checkbox', id: 'filter-tool-errors', checked: state.filters.toolErrorsOnly });
-  errors.addEventListener('change', () => actions.update((s) => { s.filters.toolErrorsOnly = errors.checked; }));
-  const sort = h('select', { 'aria-label': 'Sort trajectories', id: 'run-sort' },
-    ...([['step', 'by step'], ['-reward', 'highest reward'], ['reward', 'lowest reward'], ['-length', 'longest'], ['length', 'shortest']] as const)
-      .map(([value, label]) => h('option', { value, selected: state.runSort === value }, label)));
-  sort.addEventListener('change', () => actions.update((s) => { s.runSort = sort.value as RunSort; }));
+  errors.addEventListener('change', () =>
+    actions.update((s) => {
+      s.filters.toolErrorsOnly = errors.checked;
+    }),
+  );
+  const sort = h(
+    'select',
+    { 'aria-label': 'Sort trajectories', id: 'run-sort' },
+    ...(
+      [
+        ['step', 'by step'],
+        ['-reward', 'highest reward'],
+        ['reward', 'lowest reward'],
+        ['-length', 'longest'],
+        ['length', 'shortest'],
+      ] as const
+    ).map(([value, label]) => h('option', { value, selected: state.runSort === value }, label)),
+  );
+  sort.addEventListener('change', () =>
+    actions.update((s) => {
+      s.runSort = sort.value as RunSort;
+    }),
+  );
   const follow = h('input', { type: 'checkbox', id: 'follow-live', checked: state.followLive });
-  follow.addEventListener('change', () => actions.update((s) => { s.followLive = follow.checked; }));
+  follow.addEventListener('change', () =>
+    actions.update((s) => {
+      s.followLive = follow.checked;
+    }),
+  );
 
   const matching = visibleRecords(records, state);
-  const shown = matching.slice(0, state.runRowLimit);  // a run can hold 10,000s of episodes: render a page at a time
+  const shown = matching.slice(0, state.runRowLimit); // a run can hold 10,000s of episodes: render a page at a time
   const body = h('tbody');
   for (const record of shown) {
-    const row = h('tr', { tabindex: 0, 'data-id': record.id, class: `status-${record.status}`, 'aria-label': `Open trajectory ${record.id}` },
+    const row = h(
+      'tr',
+      {
+        tabindex: 0,
+        'data-id': record.id,
+        class: `status-${record.status}`,
+        'aria-label': `Open trajectory ${record.id}`,
+      },
       h('td', {}, record.id),
       h('td', {}, record.step),
       h('td', { class: 'num' }, formatNumber(record.reward)),
-      h('td', {}, icon(record.status === 'finished' ? 'pass' : record.status === 'truncated' ? 'warning' : 'error'), ' ', record.status),
+      h(
+        'td',
+        {},
+        icon(record.status === 'finished' ? 'pass' : record.status === 'truncated' ? 'warning' : 'error'),
+        ' ',
+        record.status,
+      ),
       h('td', { class: 'num' }, record.stats.num_turns),
-      h('td', { class: 'num' }, `${record.stats.num_tool_calls}`, record.stats.num_tool_errors ? h('span', { class: 'bad' }, ` (${record.stats.num_tool_errors} failed)`) : null),
+      h(
+        'td',
+        { class: 'num' },
+        `${record.stats.num_tool_calls}`,
+        record.stats.num_tool_errors ? h('span', { class: 'bad' }, ` (${record.stats.num_tool_errors} failed)`) : null,
+      ),
       h('td', { class: 'num' }, record.stats.response_tokens),
-      h('td', { class: 'answer' }, record.final_answer ?? ''));
+      h('td', { class: 'answer' }, record.final_answer ?? ''),
+    );
     row.addEventListener('click', () => actions.open(record.id));
-    row.addEventListener('keydown', (event) => { if (event.key === 'Enter') actions.open(record.id); });
+    row.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') actions.open(record.id);
+    });
     body.appendChild(row);
   }
-  return h('section', { class: 'run-browser', 'aria-label': 'Trajectories' },
-    h('div', { class: 'toolbar' },
-      status, stepSelect,
+  return h(
+    'section',
+    { class: 'run-browser', 'aria-label': 'Trajectories' },
+    h(
+      'div',
+      { class: 'toolbar' },
+      status,
+      stepSelect,
       h('label', { for: 'filter-tool-errors' }, errors, ' tool errors only'),
       sort,
       h('label', { for: 'follow-live' }, follow, ' follow live'),
-      h('span', { class: 'count' }, `${matching.length} of ${records.length}`)),
-    h('table', { class: 'grid' },
-      h('thead', {}, h('tr', {}, ...['id', 'step', 'reward', 'status', 'turns', 'tool calls', 'tokens', 'final answer'].map((t) => h('th', { scope: 'col' }, t)))),
-      body),
-    matching.length > shown.length ? more(matching.length - shown.length, actions) : null);
+      h('span', { class: 'count' }, `${matching.length} of ${records.length}`),
+    ),
+    h(
+      'table',
+      { class: 'grid' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['id', 'step', 'reward', 'status', 'turns', 'tool calls', 'tokens', 'final answer'].map((t) =>
+            h('th', { scope: 'col' }, t),
+          ),
+        ),
+      ),
+      body,
+    ),
+    matching.length > shown.length ? more(matching.length - shown.length, actions) : null,
+  );
 }
 
 function more(remaining: number, actions: { update: (change: (state: UiState) => void) => void }): HTMLElement {
-  const button = h('button', { id: 'show-more' }, `show ${Math.min(ROW_PAGE, remaining)} more (${remaining} not shown)`);
-  button.addEventListener('click', () => actions.update((s) => { s.runRowLimit += ROW_PAGE; }));
+  const button = h(
+    'button',
+    { id: 'show-more' },
+    `show ${Math.min(ROW_PAGE, remaining)} more (${remaining} not shown)`,
+  );
+  button.addEventListener('click', () =>
+    actions.update((s) => {
+      s.runRowLimit += ROW_PAGE;
+    }),
+  );
   return h('div', { class: 'toolbar' }, button);
 }

@@ -35,5 +35,9 @@ export const DEFAULT_STATE: UiState = {
 export function restoreState(saved: unknown): UiState {
   if (!saved || typeof saved !== 'object') return structuredClone(DEFAULT_STATE);
   const partial = saved as Partial<UiState>;
-  return { ...structuredClone(DEFAULT_STATE), ...partial, filters: { ...DEFAULT_STATE.filters, ...(partial.filters ?? {}) } };
+  return {
+    ...structuredClone(DEFAULT_STATE),
+    ...partial,
+    filters: { ...DEFAULT_STATE.filters, ...(partial.filters ?? {}) },
+  };
 }

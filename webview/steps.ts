@@ -23,25 +23,40 @@ export function buildSteps(record: TrajectoryRecord): Step[] {
   for (const turn of record.turns) {
     const cut = turn.finish_reason !== 'stop';
     steps.push({
-      kind: 'assistant', status: turn.parse_error ? 'error' : cut ? 'truncated' : 'normal', icon: 'hubot', turn: turn.index,
-      label: `Turn ${turn.index + 1}: assistant${cut ? ` (${turn.finish_reason})` : ''}`, turnRecord: turn,
+      kind: 'assistant',
+      status: turn.parse_error ? 'error' : cut ? 'truncated' : 'normal',
+      icon: 'hubot',
+      turn: turn.index,
+      label: `Turn ${turn.index + 1}: assistant${cut ? ` (${turn.finish_reason})` : ''}`,
+      turnRecord: turn,
     });
     for (const call of turn.tool_calls) {
       steps.push({
-        kind: 'tool', status: call.error ? 'error' : 'normal', icon: call.error ? 'error' : 'tools', turn: turn.index, call, turnRecord: turn,
+        kind: 'tool',
+        status: call.error ? 'error' : 'normal',
+        icon: call.error ? 'error' : 'tools',
+        turn: turn.index,
+        call,
+        turnRecord: turn,
         label: `${call.name || '(unparsed call)'}${call.error_kind ? ` — ${call.error_kind}` : ''}`,
       });
     }
     if (turn.observation !== null || turn.process_reward !== 0 || turn.done) {
       steps.push({
-        kind: 'observation', status: turn.process_reward !== 0 ? 'reward' : 'normal', icon: 'eye', turn: turn.index, turnRecord: turn,
+        kind: 'observation',
+        status: turn.process_reward !== 0 ? 'reward' : 'normal',
+        icon: 'eye',
+        turn: turn.index,
+        turnRecord: turn,
         label: `Observation${turn.process_reward !== 0 ? ` (process ${turn.process_reward > 0 ? '+' : ''}${turn.process_reward.toFixed(2)})` : ''}${turn.done ? ' · done' : ''}`,
       });
     }
   }
   steps.push({
-    kind: 'reward', status: record.status === 'finished' ? 'reward' : record.status === 'truncated' ? 'truncated' : 'error',
-    icon: record.status === 'finished' ? 'star-full' : 'warning', turn: record.turns.length,
+    kind: 'reward',
+    status: record.status === 'finished' ? 'reward' : record.status === 'truncated' ? 'truncated' : 'error',
+    icon: record.status === 'finished' ? 'star-full' : 'warning',
+    turn: record.turns.length,
     label: `Reward ${record.reward.toFixed(3)} · ${record.status}${record.status_reason ? ` (${record.status_reason})` : ''}`,
   });
   return steps;

@@ -3,7 +3,10 @@ import { deref, describeRange, schemaAt, typeName, type SchemaNode } from './sch
 
 /** The key path that a line of block YAML sits in, found by indentation: the keys above it that are less
  *  indented. `ownKey` is the key written on the line itself, if any. */
-export function pathAt(text: string, offset: number): { parent: string[]; ownKey?: string; afterColon: boolean; partial: string } {
+export function pathAt(
+  text: string,
+  offset: number,
+): { parent: string[]; ownKey?: string; afterColon: boolean; partial: string } {
   const lineStart = text.lastIndexOf('\n', offset - 1) + 1;
   const lineEnd = text.indexOf('\n', offset) === -1 ? text.length : text.indexOf('\n', offset);
   const line = text.slice(lineStart, lineEnd);
@@ -22,7 +25,9 @@ export function pathAt(text: string, offset: number): { parent: string[]; ownKey
   const own = /^\s*([A-Za-z_][\w-]*)\s*:/.exec(line);
   const colon = upToCursor.indexOf(':');
   return {
-    parent, ownKey: own?.[1], afterColon: colon >= 0,
+    parent,
+    ownKey: own?.[1],
+    afterColon: colon >= 0,
     partial: colon >= 0 ? upToCursor.slice(colon + 1).trim() : upToCursor.trim(),
   };
 }
@@ -46,14 +51,22 @@ export function complete(text: string, offset: number): Suggestion[] {
   if (at.afterColon && at.ownKey) {
     const schema = schemaAt([...at.parent, at.ownKey]);
     if (!schema) return [];
-    const options = schema.enum ?? (schema.type === 'boolean' ? [true, false] : schema.anyOf?.flatMap((n) => deref(n).enum ?? []) ?? []);
+    const options =
+      schema.enum ??
+      (schema.type === 'boolean' ? [true, false] : (schema.anyOf?.flatMap((n) => deref(n).enum ?? []) ?? []));
     return options.map((v) => ({ label: String(v), kind: 'value', detail: typeName(schema), insertText: String(v) }));
   }
   const properties = objectProperties(at.parent.length ? schemaAt(at.parent) : schemaAt([]));
   return Object.entries(properties).map(([key, child]) => {
     const resolved = deref(child);
     const nested = Boolean(objectProperties(resolved) && Object.keys(objectProperties(resolved)).length);
-    return { label: key, kind: 'key', detail: typeName(resolved), documentation: resolved.description, insertText: nested ? `${key}:\n  ` : `${key}: ` };
+    return {
+      label: key,
+      kind: 'key',
+      detail: typeName(resolved),
+      documentation: resolved.description,
+      insertText: nested ? `${key}:\n  ` : `${key}: `,
+    };
   });
 }
 

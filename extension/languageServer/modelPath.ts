@@ -6,7 +6,10 @@ import { RUN_CONFIG_SCHEMA } from './schema';
 
 export type ModelSource = 'builtin' | 'gguf' | 'folder' | 'hub' | 'missing';
 
-const pathSchema = RUN_CONFIG_SCHEMA.$defs.ModelConfig.properties!.path as { 'x-builtins': string[]; 'x-hub-id-pattern': string };
+const pathSchema = RUN_CONFIG_SCHEMA.$defs.ModelConfig.properties!.path as {
+  'x-builtins': string[];
+  'x-hub-id-pattern': string;
+};
 export const BUILTIN_MODELS: readonly string[] = pathSchema['x-builtins'];
 const HUB_ID = new RegExp(pathSchema['x-hub-id-pattern']);
 
@@ -21,10 +24,15 @@ export function modelSource(path: string, baseDir: string): ModelSource {
 /** One line for the hover: which kind of path the language server saw, and what the trainer will do with it. */
 export function describeModelSource(source: ModelSource): string {
   switch (source) {
-    case 'builtin': return 'This value: a built-in model, made or unpacked by the trainer itself.';
-    case 'gguf': return 'This value: a local .gguf file (transformers dequantizes it on load).';
-    case 'folder': return 'This value: a local folder with a transformers model.';
-    case 'hub': return 'This value: a Hugging Face Hub id. The trainer loads it from its Hub cache, or downloads it there when the Hub is reachable; an offline trainer without it fails at once and says so.';
-    case 'missing': return 'This value: a local path that does not exist here (a Hub id is written namespace/name).';
+    case 'builtin':
+      return 'This value: a built-in model, made or unpacked by the trainer itself.';
+    case 'gguf':
+      return 'This value: a local .gguf file (transformers dequantizes it on load).';
+    case 'folder':
+      return 'This value: a local folder with a transformers model.';
+    case 'hub':
+      return 'This value: a Hugging Face Hub id. The trainer loads it from its Hub cache, or downloads it there when the Hub is reachable; an offline trainer without it fails at once and says so.';
+    case 'missing':
+      return 'This value: a local path that does not exist here (a Hub id is written namespace/name).';
   }
 }

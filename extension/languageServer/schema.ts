@@ -39,7 +39,9 @@ export function schemaAt(path: string[]): SchemaNode | undefined {
   for (const key of path) {
     if (!node) return undefined;
     const resolved: SchemaNode = deref(node);
-    const object: SchemaNode | undefined = resolved.properties ? resolved : resolved.anyOf?.map(deref).find((n) => n.properties);
+    const object: SchemaNode | undefined = resolved.properties
+      ? resolved
+      : resolved.anyOf?.map(deref).find((n) => n.properties);
     node = object?.properties?.[key];
   }
   return node ? deref(node) : undefined;

@@ -3,8 +3,16 @@
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  CodeActionKind, CompletionItemKind, createConnection, DiagnosticSeverity, MarkupKind, ProposedFeatures, TextDocuments,
-  TextDocumentSyncKind, type CodeAction, type Diagnostic,
+  CodeActionKind,
+  CompletionItemKind,
+  createConnection,
+  DiagnosticSeverity,
+  MarkupKind,
+  ProposedFeatures,
+  TextDocuments,
+  TextDocumentSyncKind,
+  type CodeAction,
+  type Diagnostic,
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { parseDocument } from 'yaml';
@@ -19,7 +27,9 @@ const documents = new TextDocuments(TextDocument);
 let trainerDevices: TrainerDevicesParams | undefined;
 
 const SEVERITY: Record<Finding['severity'], DiagnosticSeverity> = {
-  error: DiagnosticSeverity.Error, warning: DiagnosticSeverity.Warning, information: DiagnosticSeverity.Information,
+  error: DiagnosticSeverity.Error,
+  warning: DiagnosticSeverity.Warning,
+  information: DiagnosticSeverity.Information,
 };
 
 connection.onInitialize(() => ({
@@ -31,13 +41,18 @@ connection.onInitialize(() => ({
   },
 }));
 
-const pathOf = (document: TextDocument): string => (document.uri.startsWith('file:') ? fileURLToPath(document.uri) : document.uri);
+const pathOf = (document: TextDocument): string =>
+  document.uri.startsWith('file:') ? fileURLToPath(document.uri) : document.uri;
 
 function validate(document: TextDocument): void {
   const path = pathOf(document);
   const diagnostics: Diagnostic[] = validateRunConfig(document.getText(), path).map((f) => ({
     range: { start: document.positionAt(f.start), end: document.positionAt(f.end) },
-    severity: SEVERITY[f.severity], source: 'agent-rl', code: f.code, message: f.message, data: f.fix,
+    severity: SEVERITY[f.severity],
+    source: 'agent-rl',
+    code: f.code,
+    message: f.message,
+    data: f.fix,
   }));
   void connection.sendDiagnostics({ uri: document.uri, diagnostics });
 }
@@ -49,8 +64,11 @@ connection.onCompletion((params) => {
   const document = documents.get(params.textDocument.uri);
   if (!document) return [];
   return complete(document.getText(), document.offsetAt(params.position)).map((s) => ({
-    label: s.label, kind: s.kind === 'key' ? CompletionItemKind.Property : CompletionItemKind.EnumMember,
-    detail: s.detail, documentation: s.documentation, insertText: s.insertText,
+    label: s.label,
+    kind: s.kind === 'key' ? CompletionItemKind.Property : CompletionItemKind.EnumMember,
+    detail: s.detail,
+    documentation: s.documentation,
+    insertText: s.insertText,
   }));
 });
 
@@ -65,13 +83,20 @@ connection.onHover((params) => {
   return text ? { contents: { kind: MarkupKind.Markdown, value: text } } : null;
 });
 
-connection.onCodeAction((params): CodeAction[] => params.context.diagnostics
-  .filter((d) => d.source === 'agent-rl' && d.data)
-  .map((d) => {
-    const fix = d.data as { title: string; text: string };
-    return { title: fix.title, kind: CodeActionKind.QuickFix, diagnostics: [d], isPreferred: true,
-      edit: { changes: { [params.textDocument.uri]: [{ range: d.range, newText: fix.text }] } } };
-  }));
+connection.onCodeAction((params): CodeAction[] =>
+  params.context.diagnostics
+    .filter((d) => d.source === 'agent-rl' && d.data)
+    .map((d) => {
+      const fix = d.data as { title: string; text: string };
+      return {
+        title: fix.title,
+        kind: CodeActionKind.QuickFix,
+        diagnostics: [d],
+        isPreferred: true,
+        edit: { changes: { [params.textDocument.uri]: [{ range: d.range, newText: fix.text }] } },
+      };
+    }),
+);
 
 connection.onNotification(TRAINER_DEVICES_NOTIFICATION, (params: TrainerDevicesParams | null) => {
   trainerDevices = params ?? undefined;

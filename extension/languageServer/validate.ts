@@ -66,20 +66,32 @@ function scalarProblem(value: unknown, schema: SchemaNode): string | undefined {
     return `must be ${typeName(schema)}; got ${JSON.stringify(value)}${hint ? ` (did you mean ${JSON.stringify(hint)}?)` : ''}`;
   }
   if (schema.const !== undefined && value !== schema.const) return `must be ${JSON.stringify(schema.const)}`;
-  if (!matchesType(value, schema.type)) return `must be ${schema.type === 'integer' ? 'an integer' : `a ${schema.type}`}; got ${scalarType(value)} ${JSON.stringify(value)}`;
+  if (!matchesType(value, schema.type))
+    return `must be ${schema.type === 'integer' ? 'an integer' : `a ${schema.type}`}; got ${scalarType(value)} ${JSON.stringify(value)}`;
   if (typeof value === 'number') {
-    const outOf = (schema.minimum !== undefined && value < schema.minimum) || (schema.maximum !== undefined && value > schema.maximum)
-      || (schema.exclusiveMinimum !== undefined && value <= schema.exclusiveMinimum) || (schema.exclusiveMaximum !== undefined && value >= schema.exclusiveMaximum);
+    const outOf =
+      (schema.minimum !== undefined && value < schema.minimum) ||
+      (schema.maximum !== undefined && value > schema.maximum) ||
+      (schema.exclusiveMinimum !== undefined && value <= schema.exclusiveMinimum) ||
+      (schema.exclusiveMaximum !== undefined && value >= schema.exclusiveMaximum);
     if (outOf) return `${value} is out of range: must be ${describeRange(schema)}`;
   }
   if (typeof value === 'string') {
-    if (schema.minLength !== undefined && value.length < schema.minLength) return `must have at least ${schema.minLength} character(s)`;
-    if (schema.maxLength !== undefined && value.length > schema.maxLength) return `must have at most ${schema.maxLength} characters`;
+    if (schema.minLength !== undefined && value.length < schema.minLength)
+      return `must have at least ${schema.minLength} character(s)`;
+    if (schema.maxLength !== undefined && value.length > schema.maxLength)
+      return `must have at most ${schema.maxLength} characters`;
   }
   return undefined;
 }
 
-function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyRange: [number, number], out: Finding[]): void {
+function checkNode(
+  node: Node | null,
+  schemaIn: SchemaNode,
+  path: string[],
+  keyRange: [number, number],
+  out: Finding[],
+): void {
   const schema = deref(schemaIn);
   const where = path.join('.') || 'the config';
   if (schema.anyOf) {
@@ -89,7 +101,13 @@ function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyR
       const problems = branches.map((b) => (b.properties ? 'must be a mapping' : scalarProblem(value, b)));
       if (problems.some((p) => p === undefined)) return;
       const [start, end] = range(node, keyRange);
-      out.push({ start, end, severity: 'error', code: 'type', message: `${where}: ${problems.find((p) => !p!.startsWith('must be null')) ?? problems[0]}` });
+      out.push({
+        start,
+        end,
+        severity: 'error',
+        code: 'type',
+        message: `${where}: ${problems.find((p) => !p!.startsWith('must be null')) ?? problems[0]}`,
+      });
       return;
     }
     const objectBranch = branches.find((b) => b.properties);
@@ -113,7 +131,10 @@ function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyR
         const known = Object.keys(schema.properties);
         const suggestion = closest(key, known);
         out.push({
-          start, end, severity: 'error', code: 'unknown-key',
+          start,
+          end,
+          severity: 'error',
+          code: 'unknown-key',
           message: `${path.length ? `${where}: ` : ''}unknown key '${key}'${suggestion ? `; did you mean '${suggestion}'?` : `; allowed: ${known.join(', ')}`}`,
           fix: suggestion ? { title: `Change '${key}' to '${suggestion}'`, text: suggestion } : undefined,
         });
@@ -123,7 +144,13 @@ function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyR
     }
     for (const key of schema.required ?? []) {
       if (!seen.has(key)) {
-        out.push({ start: keyRange[0], end: keyRange[1], severity: 'error', code: 'missing-key', message: `${where}: required key '${key}' is missing` });
+        out.push({
+          start: keyRange[0],
+          end: keyRange[1],
+          severity: 'error',
+          code: 'missing-key',
+          message: `${where}: required key '${key}' is missing`,
+        });
       }
     }
     return;
@@ -141,7 +168,9 @@ function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyR
       out.push({ start, end, severity: 'error', code: 'type', message: `${where}: must be a list` });
       return;
     }
-    node.items.forEach((item, i) => checkNode(item as Node, schema.items ?? {}, [...path, String(i)], range(item as Node, keyRange), out));
+    node.items.forEach((item, i) =>
+      checkNode(item as Node, schema.items ?? {}, [...path, String(i)], range(item as Node, keyRange), out),
+    );
     return;
   }
   const value = isScalar(node) ? node.value : node === null ? null : undefined;
@@ -149,8 +178,14 @@ function checkNode(node: Node | null, schemaIn: SchemaNode, path: string[], keyR
   const problem = value === undefined ? `must be ${typeName(schema)}` : scalarProblem(value, schema);
   if (problem) {
     const suggestion = typeof value === 'string' && schema.enum ? closest(value, schema.enum.map(String)) : undefined;
-    out.push({ start, end, severity: 'error', code: schema.enum ? 'enum' : 'value', message: `${where}: ${problem}`,
-      fix: suggestion ? { title: `Change to '${suggestion}'`, text: suggestion } : undefined });
+    out.push({
+      start,
+      end,
+      severity: 'error',
+      code: schema.enum ? 'enum' : 'value',
+      message: `${where}: ${problem}`,
+      fix: suggestion ? { title: `Change to '${suggestion}'`, text: suggestion } : undefined,
+    });
   }
 }
 
@@ -170,7 +205,8 @@ function resolveFrom(base: string, value: string): string {
 /** Fields the env reads from a task record: `task["x"]`, `task['x']` and `task.get("x")` in its source. */
 export function fieldsReadByEnv(source: string): string[] {
   const found = new Set<string>();
-  for (const match of source.matchAll(/task(?:\[\s*["']([^"']+)["']\s*\]|\.get\(\s*["']([^"']+)["'])/g)) found.add(match[1] ?? match[2]);
+  for (const match of source.matchAll(/task(?:\[\s*["']([^"']+)["']\s*\]|\.get\(\s*["']([^"']+)["'])/g))
+    found.add(match[1] ?? match[2]);
   return [...found];
 }
 
@@ -196,8 +232,14 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
   if (typeof batch === 'number' && typeof group === 'number' && group > 0 && batch % group !== 0) {
     const [start, end] = at(['train', 'batch_size']);
     const fixed = Math.max(group, Math.round(batch / group) * group);
-    out.push({ start, end, severity: 'error', code: 'batch-group', message: `train.batch_size (${batch}) must be divisible by rollout.group_size (${group})`,
-      fix: { title: `Change to ${fixed}`, text: String(fixed) } });
+    out.push({
+      start,
+      end,
+      severity: 'error',
+      code: 'batch-group',
+      message: `train.batch_size (${batch}) must be divisible by rollout.group_size (${group})`,
+      fix: { title: `Change to ${fixed}`, text: String(fixed) },
+    });
   }
   let envSource: string | undefined;
   const module = valueOf(doc, ['env', 'module']);
@@ -209,20 +251,40 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
     if (isFile && !existsSync(file!)) {
       out.push({ start, end, severity: 'error', code: 'env-module', message: `env.module: ${file} does not exist` });
     } else if (!file) {
-      out.push({ start, end, severity: 'warning', code: 'env-module',
-        message: `env.module: no ${module.replace(/\./g, '/')}.py (or package) in the folders above this config; the trainer must be able to import it from its Python environment` });
+      out.push({
+        start,
+        end,
+        severity: 'warning',
+        code: 'env-module',
+        message: `env.module: no ${module.replace(/\./g, '/')}.py (or package) in the folders above this config; the trainer must be able to import it from its Python environment`,
+      });
     } else {
       envSource = readFileSync(file, 'utf8');
-      if (typeof className === 'string' && !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(envSource)) {
+      if (
+        typeof className === 'string' &&
+        !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(envSource)
+      ) {
         const [classStart, classEnd] = at(['env', 'class_name']);
-        out.push({ start: classStart, end: classEnd, severity: 'error', code: 'env-class', message: `env.class_name: ${module} defines no class ${className}` });
+        out.push({
+          start: classStart,
+          end: classEnd,
+          severity: 'error',
+          code: 'env-class',
+          message: `env.class_name: ${module} defines no class ${className}`,
+        });
       }
     }
   }
   const model = valueOf(doc, ['model', 'path']);
   if (typeof model === 'string' && modelSource(model, base) === 'missing') {
     const [start, end] = at(['model', 'path']);
-    out.push({ start, end, severity: 'error', code: 'model-path', message: `model.path: ${resolveFrom(base, model)} does not exist (built-ins: ${BUILTIN_MODELS.join(', ')}; a Hugging Face Hub id is written namespace/name)` });
+    out.push({
+      start,
+      end,
+      severity: 'error',
+      code: 'model-path',
+      message: `model.path: ${resolveFrom(base, model)} does not exist (built-ins: ${BUILTIN_MODELS.join(', ')}; a Hugging Face Hub id is written namespace/name)`,
+    });
   }
   let promptChars = 0;
   for (const key of ['train', 'eval']) {
@@ -234,18 +296,32 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
       out.push({ start, end, severity: 'error', code: 'data-file', message: `data.${key}: ${file} does not exist` });
       continue;
     }
-    const firstLine = readFileSync(file, 'utf8').split('\n').find((l) => l.trim());
+    const firstLine = readFileSync(file, 'utf8')
+      .split('\n')
+      .find((l) => l.trim());
     let record: Record<string, unknown>;
     try {
       record = JSON.parse(firstLine ?? '');
     } catch {
-      out.push({ start, end, severity: 'error', code: 'data-file', message: `data.${key}: the first line of ${file} is not a JSON object` });
+      out.push({
+        start,
+        end,
+        severity: 'error',
+        code: 'data-file',
+        message: `data.${key}: the first line of ${file} is not a JSON object`,
+      });
       continue;
     }
     promptChars = Math.max(promptChars, JSON.stringify(record).length);
     const missing = envSource ? fieldsReadByEnv(envSource).filter((f) => !(f in record)) : [];
     if (missing.length) {
-      out.push({ start, end, severity: 'warning', code: 'data-fields', message: `data.${key}: the first record has no ${missing.map((m) => `'${m}'`).join(', ')}, which the env reads from each task` });
+      out.push({
+        start,
+        end,
+        severity: 'warning',
+        code: 'data-fields',
+        message: `data.${key}: the first record has no ${missing.map((m) => `'${m}'`).join(', ')}, which the env reads from each task`,
+      });
     }
   }
   const context = valueOf(doc, ['rollout', 'max_context']) ?? 1024;
@@ -257,18 +333,35 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
     if (context < needed) {
       const node = valueNode(doc, ['rollout', 'max_context']);
       const [start, end] = range(node, at(['rollout']));
-      out.push({ start, end, severity: 'warning', code: 'context-budget',
-        message: `rollout.max_context (${context}) < prompt (~${prompt} tokens, estimated at ${CHARS_PER_TOKEN} characters a token) + max_turns × max_new_tokens (${turns} × ${perTurn}) = ${needed}: episodes will be truncated` });
+      out.push({
+        start,
+        end,
+        severity: 'warning',
+        code: 'context-budget',
+        message: `rollout.max_context (${context}) < prompt (~${prompt} tokens, estimated at ${CHARS_PER_TOKEN} characters a token) + max_turns × max_new_tokens (${turns} × ${perTurn}) = ${needed}: episodes will be truncated`,
+      });
     }
   }
 }
 
 export function validateRunConfig(text: string, configPath: string): Finding[] {
   const doc = parseDocument(text, { prettyErrors: false });
-  const out: Finding[] = doc.errors.map((err) => ({ start: err.pos[0], end: err.pos[1], severity: 'error', code: 'yaml', message: `YAML: ${err.message.split('\n')[0]}` }));
+  const out: Finding[] = doc.errors.map((err) => ({
+    start: err.pos[0],
+    end: err.pos[1],
+    severity: 'error',
+    code: 'yaml',
+    message: `YAML: ${err.message.split('\n')[0]}`,
+  }));
   if (doc.errors.length) return out;
   const contents = doc.contents as Node | null;
-  checkNode(contents, RUN_CONFIG_SCHEMA, [], [0, Math.min(text.length, text.indexOf('\n') >= 0 ? text.indexOf('\n') : text.length)], out);
+  checkNode(
+    contents,
+    RUN_CONFIG_SCHEMA,
+    [],
+    [0, Math.min(text.length, text.indexOf('\n') >= 0 ? text.indexOf('\n') : text.length)],
+    out,
+  );
   if (!out.some((f) => f.code === 'type' && f.message.startsWith('the config'))) semanticChecks(doc, configPath, out);
   return out;
 }

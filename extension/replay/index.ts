@@ -27,11 +27,17 @@ export interface ReplayDeps {
 export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDeps): void {
   const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
   context.subscriptions.push(
-    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | ReplayRunTarget) => openReplay(webviewRoot, deps, target)),
-    vscode.window.registerCustomEditorProvider(TRAJECTORY_EDITOR_VIEW_TYPE, new TrajectoryEditorProvider(webviewRoot, deps), {
-      webviewOptions: { retainContextWhenHidden: false },
-      supportsMultipleEditorsPerDocument: true,
-    }),
+    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | ReplayRunTarget) =>
+      openReplay(webviewRoot, deps, target),
+    ),
+    vscode.window.registerCustomEditorProvider(
+      TRAJECTORY_EDITOR_VIEW_TYPE,
+      new TrajectoryEditorProvider(webviewRoot, deps),
+      {
+        webviewOptions: { retainContextWhenHidden: false },
+        supportsMultipleEditorsPerDocument: true,
+      },
+    ),
   );
 }
 
@@ -42,26 +48,50 @@ export interface ReplayRunTarget {
 }
 
 /** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
-async function openReplay(webviewRoot: vscode.Uri, deps: ReplayDeps, target?: vscode.Uri | ReplayRunTarget): Promise<void> {
+async function openReplay(
+  webviewRoot: vscode.Uri,
+  deps: ReplayDeps,
+  target?: vscode.Uri | ReplayRunTarget,
+): Promise<void> {
   if (target && 'runId' in target) return openRun(webviewRoot, deps, target.runId, target.step);
-  const uri = target instanceof vscode.Uri ? target : (await vscode.window.showOpenDialog({
-    title: 'Open trajectories', canSelectMany: false, filters: { Trajectories: ['jsonl'] },
-  }))?.[0];
+  const uri =
+    target instanceof vscode.Uri
+      ? target
+      : (
+          await vscode.window.showOpenDialog({
+            title: 'Open trajectories',
+            canSelectMany: false,
+            filters: { Trajectories: ['jsonl'] },
+          })
+        )?.[0];
   if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
 }
 
-async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string, step: number | undefined): Promise<void> {
+async function openRun(
+  webviewRoot: vscode.Uri,
+  deps: ReplayDeps,
+  runId: string,
+  step: number | undefined,
+): Promise<void> {
   const trainer = deps.trainer?.();
   if (!trainer) {
-    void vscode.window.showErrorMessage('Agent RL: not connected to a trainer server; start or connect one to replay a live run.');
+    void vscode.window.showErrorMessage(
+      'Agent RL: not connected to a trainer server; start or connect one to replay a live run.',
+    );
     return;
   }
   const title = step === undefined ? `Replay: ${runId}` : `Replay: ${runId} step ${step}`;
-  const panel = vscode.window.createWebviewPanel('agentRl.replay', title, vscode.ViewColumn.Active, webviewOptions(webviewRoot));
+  const panel = vscode.window.createWebviewPanel(
+    'agentRl.replay',
+    title,
+    vscode.ViewColumn.Active,
+    webviewOptions(webviewRoot),
+  );
   const fetchRecords = async (): Promise<TrajectoryRecord[]> => {
     const ids: string[] = [];
     let cursor: string | undefined;
-    do {  // pages of at most 1,000 summaries (the server's limit)
+    do {
+      // pages of at most 1,000 summaries (the server's limit)
       const page = await trainer.request('trajectory/query', { runId, limit: 1000, ...(cursor ? { cursor } : {}) });
       ids.push(...page.items.map((item) => item.id));
       cursor = page.nextCursor ?? undefined;
@@ -101,18 +131,30 @@ async function openRun(webviewRoot: vscode.Uri, deps: ReplayDeps, runId: string,
     }
   };
   panel.onDidDispose(() => subscription.dispose());
-  void trainer.follow(runId).catch((err: Error) => deps.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
+  void trainer
+    .follow(runId)
+    .catch((err: Error) => deps.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
   connect(panel.webview, webviewRoot, deps, async () => {
     const [records, info] = await Promise.all([fetchRecords(), trainer.request('run/get', { runId })]);
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();
-    return { type: 'load', source: runId, records, live: ACTIVE_RUN_STATUSES.has(info.status), runStatus: info.status, ...(step === undefined ? {} : { focusStep: step }) };
+    return {
+      type: 'load',
+      source: runId,
+      records,
+      live: ACTIVE_RUN_STATUSES.has(info.status),
+      runStatus: info.status,
+      ...(step === undefined ? {} : { focusStep: step }),
+    };
   });
 }
 
 class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
-  constructor(private readonly webviewRoot: vscode.Uri, private readonly deps: ReplayDeps) {}
+  constructor(
+    private readonly webviewRoot: vscode.Uri,
+    private readonly deps: ReplayDeps,
+  ) {}
 
   openCustomDocument(uri: vscode.Uri): vscode.CustomDocument {
     return { uri, dispose: () => undefined };
@@ -124,8 +166,12 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
       const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(document.uri));
       const { records, errors } = parseTrajectories(text);
       if (errors.length) {
-        this.deps.log.warn(`replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`);
-        void vscode.window.showWarningMessage(`${errors.length} line(s) of ${vscode.workspace.asRelativePath(document.uri)} are not valid JSON and were skipped (see the Agent RL log).`);
+        this.deps.log.warn(
+          `replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`,
+        );
+        void vscode.window.showWarningMessage(
+          `${errors.length} line(s) of ${vscode.workspace.asRelativePath(document.uri)} are not valid JSON and were skipped (see the Agent RL log).`,
+        );
       }
       return { type: 'load', source: vscode.workspace.asRelativePath(document.uri), records, live: false };
     });
@@ -137,7 +183,12 @@ function webviewOptions(webviewRoot: vscode.Uri): vscode.WebviewOptions & vscode
 }
 
 /** Sets the HTML and answers every `ready` (first load and each reload) with what `load` gives. */
-function connect(webview: vscode.Webview, webviewRoot: vscode.Uri, deps: ReplayDeps, load: () => Promise<HostToWebviewMessage>): void {
+function connect(
+  webview: vscode.Webview,
+  webviewRoot: vscode.Uri,
+  deps: ReplayDeps,
+  load: () => Promise<HostToWebviewMessage>,
+): void {
   webview.onDidReceiveMessage(async (message: WebviewToHostMessage) => {
     switch (message.type) {
       case 'ready':
@@ -162,7 +213,11 @@ function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
 
 /** Opens the Python file of the workspace that defines the Tool, at its definition. */
 async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void> {
-  const files = await vscode.workspace.findFiles('**/*.py', '{**/.venv/**,**/node_modules/**,**/site-packages/**}', 5000);
+  const files = await vscode.workspace.findFiles(
+    '**/*.py',
+    '{**/.venv/**,**/node_modules/**,**/site-packages/**}',
+    5000,
+  );
   for (const file of files) {
     const source = new TextDecoder().decode(await vscode.workspace.fs.readFile(file));
     const line = findToolDefinition(source, toolName);
@@ -172,5 +227,7 @@ async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void>
     return;
   }
   deps.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
-  void vscode.window.showInformationMessage(`No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`);
+  void vscode.window.showInformationMessage(
+    `No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`,
+  );
 }

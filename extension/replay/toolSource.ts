@@ -23,7 +23,10 @@ export function findToolDefinition(source: string, toolName: string): number | u
   const nameLine = new RegExp(`^\\s*name\\s*(:\\s*\\w+\\s*)?=\\s*["']${escaped}["']`);
   const byName = lines.findIndex((l) => nameLine.test(l));
   if (byName >= 0) return byName;
-  const className = toolName.split(/[_\-\s]+/).map((p) => p.charAt(0).toUpperCase() + p.slice(1)).join('');
+  const className = toolName
+    .split(/[_\-\s]+/)
+    .map((p) => p.charAt(0).toUpperCase() + p.slice(1))
+    .join('');
   const classLine = new RegExp(`^\\s*class\\s+(${escaped}|${className})\\s*\\(\\s*(\\w+\\.)?Tool\\s*\\)`, 'i');
   const byClass = lines.findIndex((l) => classLine.test(l));
   return byClass >= 0 ? byClass : undefined;

@@ -53,14 +53,18 @@ def export(config: Any, out: Path) -> Path:
         tokenizer.pad_token = tokenizer.eos_token
     call_format = get_format(config.rollout.tool_format)
     chat = ChatFormat(tokenizer, config.rollout.tool_output_tokens, call_format)
-    make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
-                           data_files_in_use(config))
+    make_env = env_factory(
+        load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+    )
 
     tasks = load_tasks(config.data.train, config.data.limit)
     per_step = config.train.batch_size // config.rollout.group_size
     epoch_steps = math.ceil(len(tasks) / per_step)
-    ordered = [t for step in range(1, epoch_steps + 1)
-               for t in tasks_for_step(tasks, step, per_step, config.seed, config.data.shuffle)]
+    ordered = [
+        t
+        for step in range(1, epoch_steps + 1)
+        for t in tasks_for_step(tasks, step, per_step, config.seed, config.data.shuffle)
+    ]
 
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "train.jsonl", "w", encoding="utf-8") as handle:
@@ -75,8 +79,12 @@ def export(config: Any, out: Path) -> Path:
         "model_folder": str(folder),
         # train_trl.py puts this on sys.path to import the env, its tools and the tool-call parser (no torch).
         "agentrl_source": str(Path(agentrl.__file__).resolve().parents[1]),
-        "env": {"module": str(config.env.module), "class_name": config.env.class_name, "args": config.env.args,
-                "data_files": data_files_in_use(config)},
+        "env": {
+            "module": str(config.env.module),
+            "class_name": config.env.class_name,
+            "args": config.env.args,
+            "data_files": data_files_in_use(config),
+        },
         "rollout": config.rollout.model_dump(mode="json"),
         "algorithm": config.algorithm.model_dump(mode="json"),
         "train": config.train.model_dump(mode="json"),

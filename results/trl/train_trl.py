@@ -58,9 +58,11 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's warning; the docs say it's experimental
 
 FORM = "multi-turn"
-FORM_NOTE = ("multi-turn episodes through GRPOTrainer(rollout_func=...) with env_mask: the tool call, the "
-             "calculator's result as a tool message (outside the loss) and the answer, as agentrl runs them; "
-             "TRL's template-based tools= cannot express the tag-format task on SmolLM2's tool-less template")
+FORM_NOTE = (
+    "multi-turn episodes through GRPOTrainer(rollout_func=...) with env_mask: the tool call, the "
+    "calculator's result as a tool message (outside the loss) and the answer, as agentrl runs them; "
+    "TRL's template-based tools= cannot express the tag-format task on SmolLM2's tool-less template"
+)
 LOSS_TYPE = {"token-mean": "dapo", "seq-mean-token-mean": "grpo", "seq-mean-token-sum-norm": "dr_grpo"}
 
 
@@ -138,8 +140,10 @@ class AgentRollout:
             env = self.make_env()
             ids = self.chat.prompt(env.reset(record["task"]), [t.schema() for t in env.tools])
             if ids != record["prompt_ids"]:
-                raise SystemExit("train_trl: this venv renders the prompts differently from the export; "
-                                 "give .venv-trl the project's transformers version (setup.sh does)")
+                raise SystemExit(
+                    "train_trl: this venv renders the prompts differently from the export; "
+                    "give .venv-trl the project's transformers version (setup.sh does)"
+                )
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, list]:
         started = time.perf_counter()
@@ -152,8 +156,11 @@ class AgentRollout:
             episodes.append(Episode(task=record["task"], env=env, prompt_ids=list(record["prompt_ids"])))
         model = trainer.accelerator.unwrap_model(trainer.model)
         for turn in range(self.rollout["max_turns"]):
-            active = [(e, min(self.rollout["max_new_tokens"], self.rollout["max_context"] - e.length))
-                      for e in episodes if not e.done]
+            active = [
+                (e, min(self.rollout["max_new_tokens"], self.rollout["max_context"] - e.length))
+                for e in episodes
+                if not e.done
+            ]
             for episode, room in active:
                 if room <= 0:
                     episode.done, episode.status = True, "truncated"
@@ -182,13 +189,15 @@ class AgentRollout:
                     continue
                 episode.add(observation, [0.0] * len(observation), sampled=False)
         scores = [self.score(e) for e in episodes]
-        self.history.append({
-            "reward": sum(s.reward for s in scores) / len(scores),
-            **{k: sum(s.breakdown.get(k, 0.0) for s in scores) / len(scores) for k in scores[0].breakdown},
-            "rollout_s": time.perf_counter() - started,
-            "sampled_tokens": float(sum(sum(e.env_mask) for e in episodes)),
-            "example": self.tokenizer.decode(episodes[0].completion_ids),  # one episode, to read what happened
-        })
+        self.history.append(
+            {
+                "reward": sum(s.reward for s in scores) / len(scores),
+                **{k: sum(s.breakdown.get(k, 0.0) for s in scores) / len(scores) for k in scores[0].breakdown},
+                "rollout_s": time.perf_counter() - started,
+                "sampled_tokens": float(sum(sum(e.env_mask) for e in episodes)),
+                "example": self.tokenizer.decode(episodes[0].completion_ids),  # one episode, to read what happened
+            }
+        )
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
@@ -212,8 +221,10 @@ class AgentRollout:
                 return []
             if result.done:
                 episode.done, episode.status = True, "finished"
-            return [{**m, "content": self.chat.cut_to_budget(str(m["content"]))} if m.get("role") == "tool" else m
-                    for m in result.messages]
+            return [
+                {**m, "content": self.chat.cut_to_budget(str(m["content"]))} if m.get("role") == "tool" else m
+                for m in result.messages
+            ]
 
         return list(await asyncio.gather(*(one(e, t) for e, t in zip(episodes, texts))))
 
@@ -230,7 +241,9 @@ class AgentRollout:
         tail = self.tokenizer.decode(ids[-max(len(e) for e in self.call_ends) :], skip_special_tokens=True)
         return any(e in tail for e in self.call_ends)
 
-    def generate(self, model: Any, contexts: list[list[int]], limits: list[int]) -> list[tuple[list[int], list[float], str]]:
+    def generate(
+        self, model: Any, contexts: list[list[int]], limits: list[int]
+    ) -> list[tuple[list[int], list[float], str]]:
         """One assistant turn for every context: (ids, logprobs, end) with end eos / call_end / limit,
         cut where agentrl's engine would stop sampling that row."""
         import torch
@@ -248,10 +261,19 @@ class AgentRollout:
             attention[row, width - len(ids) :] = 1
         device = next(model.parameters()).device
         rollout = self.rollout
-        sampling = {"do_sample": True, "temperature": rollout["temperature"], "top_p": rollout["top_p"], "top_k": 0} \
-            if rollout["temperature"] > 0 else {"do_sample": False}
-        config = GenerationConfig(max_new_tokens=max(limits), eos_token_id=self.eos_id, pad_token_id=self.pad_id,
-                                  return_dict_in_generate=True, output_scores=True, **sampling)
+        sampling = (
+            {"do_sample": True, "temperature": rollout["temperature"], "top_p": rollout["top_p"], "top_k": 0}
+            if rollout["temperature"] > 0
+            else {"do_sample": False}
+        )
+        config = GenerationConfig(
+            max_new_tokens=max(limits),
+            eos_token_id=self.eos_id,
+            pad_token_id=self.pad_id,
+            return_dict_in_generate=True,
+            output_scores=True,
+            **sampling,
+        )
         outer = self
 
         class CallEnd(StoppingCriteria):
@@ -264,8 +286,12 @@ class AgentRollout:
         model.eval()
         try:
             with torch.no_grad(), full_precision(model):
-                out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                     generation_config=config, stopping_criteria=stopping)
+                out = model.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention.to(device),
+                    generation_config=config,
+                    stopping_criteria=stopping,
+                )
                 logprobs = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
         finally:
             model.train(was_training)
@@ -308,14 +334,23 @@ def make_budget_callback(clock_start: float, budget_s: float, rollout: AgentRoll
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             now = time.perf_counter()
-            line = {"step": state.global_step, **(rollout.history[-1] if rollout.history else {}),
-                    "step_time_s": now - self.last, "elapsed_s": now - clock_start, "peak_rss_mb": peak_rss_mb()}
+            line = {
+                "step": state.global_step,
+                **(rollout.history[-1] if rollout.history else {}),
+                "step_time_s": now - self.last,
+                "elapsed_s": now - clock_start,
+                "peak_rss_mb": peak_rss_mb(),
+            }
             self.last = now
             self.steps.append(line)
             with open(log_path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line) + "\n")
-            print(f"trl: step {line['step']}  reward {line.get('reward', 0.0):.3f}  {line['step_time_s']:.1f}s  "
-                  f"elapsed {line['elapsed_s']:.0f}/{budget_s:.0f}s", file=sys.stderr, flush=True)
+            print(
+                f"trl: step {line['step']}  reward {line.get('reward', 0.0):.3f}  {line['step_time_s']:.1f}s  "
+                f"elapsed {line['elapsed_s']:.0f}/{budget_s:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
             mean_step = (now - self.train_begin) / len(self.steps)
             if now - clock_start + mean_step > budget_s:
                 control.should_training_stop = True
@@ -354,8 +389,9 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(settings["model_folder"], local_files_only=True)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(settings["model_folder"], dtype=torch.float32,
-                                                 attn_implementation="sdpa", local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        settings["model_folder"], dtype=torch.float32, attn_implementation="sdpa", local_files_only=True
+    )
     rollout = AgentRollout(settings, tokenizer, records)
     rollout.check_prompts(records)
     out.mkdir(parents=True, exist_ok=True)
@@ -363,8 +399,12 @@ def main() -> int:
     log_path.write_text("", encoding="utf-8")
 
     config = GRPOConfig(
-        output_dir=str(out / "trainer"), report_to="none", save_strategy="no", logging_steps=1,
-        seed=settings["seed"], max_steps=args.max_steps or 1_000_000,  # the budget callback ends the run
+        output_dir=str(out / "trainer"),
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        seed=settings["seed"],
+        max_steps=args.max_steps or 1_000_000,  # the budget callback ends the run
         # One optimizer step per generation batch of train.batch_size episodes, as agentrl's steps.
         num_generations=rollout_cfg["group_size"],
         per_device_train_batch_size=train["micro_batch_size"],
@@ -374,20 +414,34 @@ def main() -> int:
         temperature=rollout_cfg["temperature"] if rollout_cfg["temperature"] > 0 else 1.0,
         top_p=rollout_cfg["top_p"],
         max_completion_length=rollout_cfg["max_context"],  # a bound only: the rollout enforces the real limits
-        learning_rate=train["lr"], lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
-        weight_decay=train["weight_decay"], max_grad_norm=train["max_grad_norm"],
-        bf16=train["bf16_autocast"], use_cpu=not torch.cuda.is_available(),
+        learning_rate=train["lr"],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        optim="adamw_torch",
+        weight_decay=train["weight_decay"],
+        max_grad_norm=train["max_grad_norm"],
+        bf16=train["bf16_autocast"],
+        use_cpu=not torch.cuda.is_available(),
         gradient_checkpointing=False,  # TRL's default is on; agentrl's model.gradient_checkpointing is off
-        beta=algorithm["kl"]["coef"], epsilon=algorithm["clip_eps"], epsilon_high=algorithm["clip_eps_high"],
+        beta=algorithm["kl"]["coef"],
+        epsilon=algorithm["clip_eps"],
+        epsilon_high=algorithm["clip_eps_high"],
         loss_type=LOSS_TYPE[algorithm["loss_agg"]],
         scale_rewards="group" if algorithm["norm_adv_by_std"] else "none",
         entropy_coef=algorithm["entropy_coef"],
-        remove_unused_columns=False, dataloader_num_workers=0,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
     )
     budget = make_budget_callback(clock_start, args.budget_s, rollout, log_path)
-    trainer = GRPOTrainer(model=model, reward_funcs=[episode_reward], args=config, processing_class=tokenizer,
-                          train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in records]),
-                          rollout_func=rollout, callbacks=[budget])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[episode_reward],
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in records]),
+        rollout_func=rollout,
+        callbacks=[budget],
+    )
     print(f"trl: {FORM}: {FORM_NOTE}", file=sys.stderr, flush=True)
     trainer.train()
     wall_s = time.perf_counter() - clock_start
@@ -397,21 +451,34 @@ def main() -> int:
     trainer.accelerator.unwrap_model(trainer.model).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     summary = {
-        "trainer": "trl", "trl_version": trl.__version__, "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__, "form": FORM, "form_note": FORM_NOTE,
-        "steps": steps, "wall_s": round(wall_s, 1), "budget_s": args.budget_s,
+        "trainer": "trl",
+        "trl_version": trl.__version__,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "form": FORM,
+        "form_note": FORM_NOTE,
+        "steps": steps,
+        "wall_s": round(wall_s, 1),
+        "budget_s": args.budget_s,
         "train_loop_s": round(budget.last - budget.train_begin, 1),
         "steps_per_min": round(steps / wall_s * 60, 3) if wall_s else 0.0,
         "mean_step_s": round(sum(s["step_time_s"] for s in budget.steps) / steps, 2) if steps else None,
         "generated_samples": steps * train["batch_size"],
-        "episodes_per_step": train["batch_size"], "group_size": rollout_cfg["group_size"],
+        "episodes_per_step": train["batch_size"],
+        "group_size": rollout_cfg["group_size"],
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "train_reward": [round(s.get("reward", 0.0), 4) for s in budget.steps],
         "model": str(model_dir),
-        "settings": {"temperature": rollout_cfg["temperature"], "top_p": rollout_cfg["top_p"],
-                     "max_new_tokens": rollout_cfg["max_new_tokens"], "max_turns": rollout_cfg["max_turns"],
-                     "lr": train["lr"], "bf16_autocast": train["bf16_autocast"],
-                     "loss_type": config.loss_type, "scale_rewards": config.scale_rewards},
+        "settings": {
+            "temperature": rollout_cfg["temperature"],
+            "top_p": rollout_cfg["top_p"],
+            "max_new_tokens": rollout_cfg["max_new_tokens"],
+            "max_turns": rollout_cfg["max_turns"],
+            "lr": train["lr"],
+            "bf16_autocast": train["bf16_autocast"],
+            "loss_type": config.loss_type,
+            "scale_rewards": config.scale_rewards,
+        },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(summary))

@@ -10,19 +10,42 @@ function longEpisode(base: TrajectoryRecord, turns: number, tokens: number): Tra
   const pick = <T>(values: T[]) => Array.from({ length: tokens }, (_, i) => values[i % values.length]);
   const t = base.tokens;
   return {
-    ...base, id: 'long', turns: many,
+    ...base,
+    id: 'long',
+    turns: many,
     stats: { ...base.stats, num_turns: turns, total_tokens: tokens },
-    tokens: { ids: pick(t.ids), text: pick(t.text), role: pick(t.role), turn: pick(t.turn), loss_mask: pick(t.loss_mask), logprob: pick(t.logprob), advantage: pick(t.advantage) },
+    tokens: {
+      ids: pick(t.ids),
+      text: pick(t.text),
+      role: pick(t.role),
+      turn: pick(t.turn),
+      loss_mask: pick(t.loss_mask),
+      logprob: pick(t.logprob),
+      advantage: pick(t.advantage),
+    },
   };
 }
 
 function bigRun(base: TrajectoryRecord, count: number): TrajectoryRecord[] {
-  const small = { ...base, tokens: { ids: [], text: [], role: [], turn: [], loss_mask: [], logprob: [], advantage: [] } };
-  return Array.from({ length: count }, (_, i) => ({ ...small, id: `${Math.floor(i / 16)}-${Math.floor(i / 8) % 2}-${i % 8}`, step: Math.floor(i / 16), reward: (i * 7919) % 100 / 100 }));
+  const small = {
+    ...base,
+    tokens: { ids: [], text: [], role: [], turn: [], loss_mask: [], logprob: [], advantage: [] },
+  };
+  return Array.from({ length: count }, (_, i) => ({
+    ...small,
+    id: `${Math.floor(i / 16)}-${Math.floor(i / 8) % 2}-${i % 8}`,
+    step: Math.floor(i / 16),
+    reward: ((i * 7919) % 100) / 100,
+  }));
 }
 
-async function measure(browser: Browser, records: TrajectoryRecord[], open: (page: Page) => Promise<void>, ready: string) {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });  // fresh webview state
+async function measure(
+  browser: Browser,
+  records: TrajectoryRecord[],
+  open: (page: Page) => Promise<void>,
+  ready: string,
+) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } }); // fresh webview state
   await page.goto(pageFile('vscode-dark'));
   const started = Date.now();
   await load(page, records);
@@ -40,10 +63,28 @@ async function main() {
   const base = fixture('lookup')[0];
   const browser = await launch();
   const long = longEpisode(base, 50, 20_000);
-  const episode = await measure(browser, [long], async (p) => { await p.click('tr[data-id="long"]'); await p.click('#view-tokens'); }, '.token[data-index]');
-  const run = await measure(browser, bigRun(base, 10_000), async (p) => { await p.selectOption('#run-sort', '-reward'); }, 'tbody tr');
+  const episode = await measure(
+    browser,
+    [long],
+    async (p) => {
+      await p.click('tr[data-id="long"]');
+      await p.click('#view-tokens');
+    },
+    '.token[data-index]',
+  );
+  const run = await measure(
+    browser,
+    bigRun(base, 10_000),
+    async (p) => {
+      await p.selectOption('#run-sort', '-reward');
+    },
+    'tbody tr',
+  );
   console.log(JSON.stringify({ episode_50_turns_20000_tokens: episode, run_10000_trajectories: run }, null, 2));
   await browser.close();
 }
 
-main().catch((err) => { console.error(err); process.exit(1); });
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

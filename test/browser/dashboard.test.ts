@@ -8,7 +8,8 @@ import { cspViolations, drawn, launch, openDashboard, runFixture, SCREENSHOTS, t
 
 type Posted = { __posted: Array<{ type: string; runId?: string; step?: number }> };
 const posted = (page: Page) => page.evaluate(() => (window as unknown as Posted).__posted);
-const lastMetrics = (events: DashboardEvent[]) => events.filter((e) => e.type === 'metrics').at(-1)!.data as { step: number; metrics: Record<string, number> };
+const lastMetrics = (events: DashboardEvent[]) =>
+  events.filter((e) => e.type === 'metrics').at(-1)!.data as { step: number; metrics: Record<string, number> };
 const drawCount = (page: Page) => page.evaluate(() => performance.getEntriesByName('dashboard-drawn').length);
 
 describe('Run Dashboard in Chromium', function () {
@@ -25,25 +26,46 @@ describe('Run Dashboard in Chromium', function () {
 
   it('draws one chart per metric group and unit, one series per metric and run, with the latest values as text', async () => {
     const page = await openDashboard(browser, [high, low]);
-    const names = new Set([...Object.keys(lastMetrics(high.events).metrics), ...Object.keys(lastMetrics(low.events).metrics)]);
+    const names = new Set([
+      ...Object.keys(lastMetrics(high.events).metrics),
+      ...Object.keys(lastMetrics(low.events).metrics),
+    ]);
     const specs = chartSpecs(names);
     assert.equal(await page.locator('section.chart').count(), specs.length);
     assert.equal(await page.locator('section.chart canvas').count(), specs.length);
-    assert.deepEqual(await page.locator('section.group').evaluateAll((sections) => sections.map((s) => s.getAttribute('data-group'))),
-      ['reward', 'actor', 'loss', 'adv', 'tool', 'health', 'perf', 'other']);
+    assert.deepEqual(
+      await page.locator('section.group').evaluateAll((sections) => sections.map((s) => s.getAttribute('data-group'))),
+      ['reward', 'actor', 'loss', 'adv', 'tool', 'health', 'perf', 'other'],
+    );
     // every metric of both runs is a series: in the uPlot legend and in the text alternative
-    const seriesCount = Object.keys(lastMetrics(high.events).metrics).length + Object.keys(lastMetrics(low.events).metrics).length;
+    const seriesCount =
+      Object.keys(lastMetrics(high.events).metrics).length + Object.keys(lastMetrics(low.events).metrics).length;
     assert.equal(await page.locator('table.latest tbody tr').count(), seriesCount);
-    assert.equal(await page.locator('.u-legend .u-series').count(), seriesCount + specs.length);  // + each chart's x
+    assert.equal(await page.locator('.u-legend .u-series').count(), seriesCount + specs.length); // + each chart's x
     // per-component rewards and per-tool failure rates are series of their own
     const reward = page.locator('section.chart[data-chart="reward"] table.latest');
-    for (const name of ['reward/answered', 'reward/looked_up', 'reward/mean']) assert.equal(await reward.locator(`tr[data-series="${name} · lookup-lr-high"]`).count(), 1);
-    assert.equal(await page.locator('section.chart[data-chart="tool:fraction"] tr[data-series="tools/(unparsed)/failure_rate · lookup-lr-low"]').count(), 1);
+    for (const name of ['reward/answered', 'reward/looked_up', 'reward/mean'])
+      assert.equal(await reward.locator(`tr[data-series="${name} · lookup-lr-high"]`).count(), 1);
+    assert.equal(
+      await page
+        .locator(
+          'section.chart[data-chart="tool:fraction"] tr[data-series="tools/(unparsed)/failure_rate · lookup-lr-low"]',
+        )
+        .count(),
+      1,
+    );
     // the latest values are the last metrics event's
     const last = lastMetrics(high.events);
     const row = reward.locator('tr[data-series="reward/mean · lookup-lr-high"] td');
-    assert.deepEqual(await row.allTextContents(), ['lookup-lr-high', String(last.step), last.metrics['reward/mean'].toFixed(4)]);
-    assert.match(await page.locator('.run-legend').textContent() ?? '', /lookup-lr-high completed · step 12\/12.*lookup-lr-low completed · step 12\/12/);
+    assert.deepEqual(await row.allTextContents(), [
+      'lookup-lr-high',
+      String(last.step),
+      last.metrics['reward/mean'].toFixed(4),
+    ]);
+    assert.match(
+      (await page.locator('.run-legend').textContent()) ?? '',
+      /lookup-lr-high completed · step 12\/12.*lookup-lr-low completed · step 12\/12/,
+    );
     await page.close();
   });
 
@@ -52,8 +74,11 @@ describe('Run Dashboard in Chromium', function () {
     const alerts = page.locator('li.alert');
     const expected = high.events.filter((e) => e.type === 'health');
     assert.equal(await alerts.count(), expected.length);
-    assert.deepEqual((await alerts.evaluateAll((items) => items.map((i) => i.getAttribute('data-code')))).sort(), expected.map((e) => e.data.code as string).sort());
-    assert.match(await alerts.first().textContent() ?? '', /lookup-lr-high · step 11 · .*Fix: /);
+    assert.deepEqual(
+      (await alerts.evaluateAll((items) => items.map((i) => i.getAttribute('data-code')))).sort(),
+      expected.map((e) => e.data.code as string).sort(),
+    );
+    assert.match((await alerts.first().textContent()) ?? '', /lookup-lr-high · step 11 · .*Fix: /);
     await alerts.first().locator('button.link').click();
     assert.deepEqual((await posted(page)).at(-1), { type: 'openReplay', runId: 'lookup-lr-high', step: 11 });
     await page.close();
@@ -61,12 +86,25 @@ describe('Run Dashboard in Chromium', function () {
 
   it('shows alerts of codes it does not know, with severity and trajectories, as text', async () => {
     const hostile = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>';
-    const unknown: DashboardEvent = { seq: 10_000, time: 2e9, type: 'health', data: {
-      code: 'reward_hacking', resolved: false, step: 3, since_step: 2, message: hostile, fix: hostile, metrics: {}, severity: 'error', trajectory_ids: ['3-0-0', '3-0-1'],
-    } };
+    const unknown: DashboardEvent = {
+      seq: 10_000,
+      time: 2e9,
+      type: 'health',
+      data: {
+        code: 'reward_hacking',
+        resolved: false,
+        step: 3,
+        since_step: 2,
+        message: hostile,
+        fix: hostile,
+        metrics: {},
+        severity: 'error',
+        trajectory_ids: ['3-0-0', '3-0-1'],
+      },
+    };
     const page = await openDashboard(browser, [{ run: high.run, events: [...high.events, unknown] }]);
     const item = page.locator('li.alert[data-code="reward_hacking"]');
-    assert.match(await item.textContent() ?? '', /step 3 · reward_hacking \(error\) · 2 trajectories/);
+    assert.match((await item.textContent()) ?? '', /step 3 · reward_hacking \(error\) · 2 trajectories/);
     assert.equal(await item.locator('.alert-message').textContent(), hostile);
     assert.equal(await item.locator('img, script').count(), 0);
     assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
@@ -78,7 +116,7 @@ describe('Run Dashboard in Chromium', function () {
     const page = await openDashboard(browser, [high]);
     const over = page.locator('section.chart[data-chart="reward"] .u-over');
     const box = (await over.boundingBox())!;
-    const steps = lastMetrics(high.events).step;  // the x axis runs from step 1 to the last step
+    const steps = lastMetrics(high.events).step; // the x axis runs from step 1 to the last step
     await over.click({ position: { x: ((5 - 1) / (steps - 1)) * box.width, y: box.height / 2 } });
     assert.deepEqual((await posted(page)).at(-1), { type: 'openReplay', runId: 'lookup-lr-high', step: 5 });
     const plot = page.locator('section.chart[data-chart="reward"] .plot');
@@ -91,12 +129,13 @@ describe('Run Dashboard in Chromium', function () {
   it('grows as a live run trains: events in pieces, repeated ones ignored', async () => {
     const metricsAt = high.events.findIndex((e) => e.type === 'metrics' && e.data.step === 6);
     const page = await openDashboard(browser, [{ run: high.run, events: high.events.slice(0, metricsAt + 1) }]);
-    const latestStep = () => page.locator('section.chart[data-chart="reward"] tr[data-series="reward/mean"] td').nth(1).textContent();
+    const latestStep = () =>
+      page.locator('section.chart[data-chart="reward"] tr[data-series="reward/mean"] td').nth(1).textContent();
     assert.equal(await latestStep(), '6');
     const before = await drawCount(page);
     await page.evaluate((events) => {
       window.postMessage({ type: 'events', runId: 'lookup-lr-high', events: events.slice(0, 40) }, '*');
-      window.postMessage({ type: 'events', runId: 'lookup-lr-high', events }, '*');  // the history again, as after a reload
+      window.postMessage({ type: 'events', runId: 'lookup-lr-high', events }, '*'); // the history again, as after a reload
     }, high.events);
     await drawn(page, before + 1);
     assert.equal(await latestStep(), String(lastMetrics(high.events).step));
@@ -122,16 +161,23 @@ describe('Run Dashboard in Chromium', function () {
     await drawn(page, before + 1);
     await plot.focus();
     await page.keyboard.press('End');
-    assert.notEqual(await values(), raw);  // the legend reads the smoothed series at the cursor
+    assert.notEqual(await values(), raw); // the legend reads the smoothed series at the cursor
     assert.equal(await page.locator('#smoothing-value').textContent(), '0.90');
     await page.selectOption('#x-axis', 'time');
     const range = page.locator('section.chart[data-chart="reward"] .x-range');
-    await page.waitForFunction(() => /^seconds [0-9.]+ to [0-9.]+ shown$/.test(document.querySelector('section.chart[data-chart="reward"] .x-range')?.textContent ?? ''));
+    await page.waitForFunction(() =>
+      /^seconds [0-9.]+ to [0-9.]+ shown$/.test(
+        document.querySelector('section.chart[data-chart="reward"] .x-range')?.textContent ?? '',
+      ),
+    );
     await page.selectOption('#x-axis', 'step');
-    await page.waitForFunction(() => document.querySelector('section.chart[data-chart="reward"] .x-range')?.textContent === 'steps 1 to 12 shown');
+    await page.waitForFunction(
+      () =>
+        document.querySelector('section.chart[data-chart="reward"] .x-range')?.textContent === 'steps 1 to 12 shown',
+    );
     await plot.focus();
     await page.keyboard.press('End');
-    await page.keyboard.press('+');  // zoom in around the cursor: half the steps, up to the last
+    await page.keyboard.press('+'); // zoom in around the cursor: half the steps, up to the last
     assert.equal(await range.textContent(), 'steps 6.5 to 12 shown');
     await page.keyboard.press('0');
     assert.equal(await range.textContent(), 'steps 1 to 12 shown');
@@ -146,7 +192,10 @@ describe('Run Dashboard in Chromium', function () {
       await dashboard.keyboard.press('End');
       await dashboard.screenshot({ path: join(SCREENSHOTS, `dashboard-${theme}.png`), fullPage: false });
       const background = await dashboard.evaluate(() => getComputedStyle(document.body).backgroundColor);
-      assert.equal(background, theme === 'vscode-light' ? 'rgb(255, 255, 255)' : theme === 'vscode-dark' ? 'rgb(31, 31, 31)' : 'rgb(0, 0, 0)');
+      assert.equal(
+        background,
+        theme === 'vscode-light' ? 'rgb(255, 255, 255)' : theme === 'vscode-dark' ? 'rgb(31, 31, 31)' : 'rgb(0, 0, 0)',
+      );
       assert.deepEqual(cspViolations(dashboard), []);
       await dashboard.close();
     });

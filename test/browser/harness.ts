@@ -16,7 +16,10 @@ export type Theme = 'vscode-light' | 'vscode-dark' | 'vscode-high-contrast';
 
 export function fixture(name: string): TrajectoryRecord[] {
   const text = readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', `${name}.trajectories.jsonl`), 'utf8');
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as TrajectoryRecord);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as TrajectoryRecord);
 }
 
 export function pageFile(theme: Theme, bundle = 'main'): string {
@@ -47,30 +50,52 @@ export function pageFile(theme: Theme, bundle = 'main'): string {
 export async function launch(): Promise<Browser> {
   return chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run', '--disable-dev-shm-usage', '--allow-file-access-from-files'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-dev-shm-usage',
+      '--allow-file-access-from-files',
+    ],
   });
 }
 
 /** Opens the panel, waits for its `ready`, and answers with a `load` of these records, as the host does. */
-export async function openReplay(browser: Browser, records: TrajectoryRecord[], theme: Theme = 'vscode-light'): Promise<Page> {
+export async function openReplay(
+  browser: Browser,
+  records: TrajectoryRecord[],
+  theme: Theme = 'vscode-light',
+): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
-  page.on('pageerror', (err) => { throw err; });
+  page.on('pageerror', (err) => {
+    throw err;
+  });
   await page.goto(pageFile(theme));
   await load(page, records);
   return page;
 }
 
 export async function load(page: Page, records: TrajectoryRecord[]): Promise<void> {
-  await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
-  await page.evaluate((recs) => window.postMessage({ type: 'load', source: 'fixture', records: recs, live: false }, '*'), records);
+  await page.waitForFunction(() =>
+    (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'),
+  );
+  await page.evaluate(
+    (recs) => window.postMessage({ type: 'load', source: 'fixture', records: recs, live: false }, '*'),
+    records,
+  );
 }
 
 /** A run recorded by protocol/examples/run-logs/make_fixtures.py: its config and the events the dashboard draws. */
 export function runFixture(runId: string): { run: DashboardRun; events: DashboardEvent[] } {
   const dir = join(ROOT, 'protocol', 'examples', 'run-logs');
   const config = JSON.parse(readFileSync(join(dir, `${runId}.config.json`), 'utf8')) as Record<string, unknown>;
-  const events = readFileSync(join(dir, `${runId}.events.jsonl`), 'utf8').split('\n').filter(Boolean)
+  const events = readFileSync(join(dir, `${runId}.events.jsonl`), 'utf8')
+    .split('\n')
+    .filter(Boolean)
     .map((line) => JSON.parse(line) as { type: string })
     .filter((event): event is DashboardEvent => ['status', 'metrics', 'health'].includes(event.type));
   return { run: { runId, name: runId, config }, events };
@@ -84,13 +109,23 @@ export function cspViolations(page: Page): string[] {
 }
 
 /** Opens the Run Dashboard, waits for its `ready`, and sends these runs and their events, as the host does. */
-export async function openDashboard(browser: Browser, runs: Array<{ run: DashboardRun; events: DashboardEvent[] }>, theme: Theme = 'vscode-light'): Promise<Page> {
+export async function openDashboard(
+  browser: Browser,
+  runs: Array<{ run: DashboardRun; events: DashboardEvent[] }>,
+  theme: Theme = 'vscode-light',
+): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  page.on('pageerror', (err) => { throw err; });
+  page.on('pageerror', (err) => {
+    throw err;
+  });
   violations.set(page, []);
-  page.on('console', (message) => { if (/Content Security Policy/i.test(message.text())) violations.get(page)!.push(message.text()); });
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) violations.get(page)!.push(message.text());
+  });
   await page.goto(pageFile(theme, 'dashboard'));
-  await page.waitForFunction(() => (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'));
+  await page.waitForFunction(() =>
+    (window as unknown as { __posted: Array<{ type: string }> }).__posted.some((m) => m.type === 'ready'),
+  );
   await page.evaluate((rs) => {
     window.postMessage({ type: 'runs', runs: rs.map((r) => r.run) }, '*');
     for (const r of rs) window.postMessage({ type: 'events', runId: r.run.runId, events: r.events }, '*');

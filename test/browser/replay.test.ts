@@ -32,7 +32,10 @@ describe('replay panel in Chromium', function () {
     await page.selectOption('#run-sort', '-reward');
     const rewards = await page.locator('tbody tr td:nth-child(3)').allTextContents();
     const numbers = rewards.map(Number);
-    assert.deepEqual(numbers, [...numbers].sort((a, b) => b - a));
+    assert.deepEqual(
+      numbers,
+      [...numbers].sort((a, b) => b - a),
+    );
     await page.close();
   });
 
@@ -43,7 +46,7 @@ describe('replay panel in Chromium', function () {
     await post({ type: 'load', source: 'run-1', records: [first], live: true, runStatus: 'running' });
     await page.locator('.live-badge', { hasText: 'live' }).waitFor();
     await post({ type: 'append', records: rest });
-    await post({ type: 'append', records: [first] });  // a record seen already is not listed twice
+    await post({ type: 'append', records: [first] }); // a record seen already is not listed twice
     await page.waitForFunction((n) => document.querySelectorAll('tbody tr').length === n, lookup.length);
     await post({ type: 'runStatus', live: false, runStatus: 'stopped' });
     await page.locator('.run-status-badge', { hasText: 'stopped' }).waitFor();
@@ -76,7 +79,7 @@ describe('replay panel in Chromium', function () {
     await page.keyboard.press('e');
     assert.match((await page.locator('li.step.current').getAttribute('class')) ?? '', /status-error/);
     assert.match((await page.textContent('.happened')) ?? '', /exception: boom raised RuntimeError: kaput/);
-    await page.click('.io button.link');  // navigate to code: the host opens the Tool's source
+    await page.click('.io button.link'); // navigate to code: the host opens the Tool's source
     const posted = await page.evaluate(() => (window as unknown as { __posted: unknown[] }).__posted);
     assert.deepEqual(posted.at(-1), { type: 'openToolSource', toolName: 'boom' });
     await page.click('#jump-reward');
@@ -102,11 +105,16 @@ describe('replay panel in Chromium', function () {
     assert.ok(title.includes('loss mask 1'));
     await cell.focus();
     assert.equal(await page.textContent('#token-detail'), title);
-    const classes = await page.locator('.token[data-index]').evaluateAll((els) => els.map((e) => [Number((e as HTMLElement).dataset.index), e.classList.contains('masked')]));
+    const classes = await page
+      .locator('.token[data-index]')
+      .evaluateAll((els) => els.map((e) => [Number((e as HTMLElement).dataset.index), e.classList.contains('masked')]));
     for (const [index, masked] of classes as Array<[number, boolean]>) {
       assert.equal(masked, record.tokens.loss_mask[index] === 0, `token ${index}`);
     }
-    const opacity = await page.locator('.token.masked').first().evaluate((e) => getComputedStyle(e).opacity);
+    const opacity = await page
+      .locator('.token.masked')
+      .first()
+      .evaluate((e) => getComputedStyle(e).opacity);
     assert.equal(opacity, '0.55');
     await page.close();
   });
@@ -116,13 +124,20 @@ describe('replay panel in Chromium', function () {
     const page = await openReplay(browser, lookup);
     await page.click(`tr[data-id="${group[0].id}"]`);
     await page.click('#view-group');
-    const rewardsShown = async () => (await page.locator('.group-view tbody td:nth-child(2)').allTextContents()).map(Number);
+    const rewardsShown = async () =>
+      (await page.locator('.group-view tbody td:nth-child(2)').allTextContents()).map(Number);
     const descending = await rewardsShown();
     assert.equal(descending.length, group.length);
-    assert.deepEqual(descending, [...descending].sort((a, b) => b - a));
+    assert.deepEqual(
+      descending,
+      [...descending].sort((a, b) => b - a),
+    );
     await page.click('button[data-sort="reward"]');
     const ascending = await rewardsShown();
-    assert.deepEqual(ascending, [...ascending].sort((a, b) => a - b));
+    assert.deepEqual(
+      ascending,
+      [...ascending].sort((a, b) => a - b),
+    );
     const zeroVariance = group.map((r) => ({ ...r, reward: 0.5 }));
     await load(page, zeroVariance);
     await page.click('#view-group');
@@ -166,9 +181,12 @@ describe('replay panel in Chromium', function () {
     const first = [...lookup].sort((a, b) => a.group - b.group || a.sample - b.sample)[0];
     await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step });
     await page.locator('.group-view').waitFor();
-    assert.match((await page.textContent('.group-view .toolbar')) ?? '', new RegExp(`^step ${step} · group ${first.group} `));
+    assert.match(
+      (await page.textContent('.group-view .toolbar')) ?? '',
+      new RegExp(`^step ${step} · group ${first.group} `),
+    );
     assert.equal(await page.getAttribute('#view-group', 'aria-selected'), 'true');
-    await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step + 100 });  // a step without trajectories
+    await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step + 100 }); // a step without trajectories
     await page.locator('.run-browser').waitFor();
     assert.equal(await page.locator('.run-browser tbody tr').count(), 0);
     await page.close();

@@ -8,7 +8,15 @@ export function launchChromium(profile) {
     env: { ...process.env, HOME: profile, XDG_CONFIG_HOME: `${profile}/.config`, XDG_CACHE_HOME: `${profile}/.cache` },
     headless: true,
     viewport: { width: 1400, height: 900 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-dev-shm-usage',
+    ],
   });
 }

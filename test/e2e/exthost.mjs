@@ -14,16 +14,26 @@ const HERE = path.dirname(new URL(import.meta.url).pathname);
 const REPO = path.resolve(HERE, '..', '..');
 const SHOTS = path.join(REPO, 'test-results', 'e2e');
 const [base, workspace] = process.argv.slice(2);
-if (!workspace) { console.error('usage: node exthost.mjs BASE_URL WORKSPACE_DIR'); process.exit(2); }
+if (!workspace) {
+  console.error('usage: node exthost.mjs BASE_URL WORKSPACE_DIR');
+  process.exit(2);
+}
 const tests = path.join(REPO, 'out', 'exthost');
-if (!fs.existsSync(path.join(tests, 'index.js'))) { console.error(`${tests}/index.js missing: run npm run build`); process.exit(2); }
+if (!fs.existsSync(path.join(tests, 'index.js'))) {
+  console.error(`${tests}/index.js missing: run npm run build`);
+  process.exit(2);
+}
 
 const t0 = Date.now();
 const lap = (m) => console.log(`[exthost ${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
-const remote = (p) => `vscode-remote://${new URL(base).host}${p}`;  // code-server's remote authority is its Host
+const remote = (p) => `vscode-remote://${new URL(base).host}${p}`; // code-server's remote authority is its Host
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'agentrl-chromium-'));
 const resultsFile = path.join(profile, 'exthost-results.json');
-const env = { ...JSON.parse(process.env.EXTHOST_ENV || '{}'), AGENTRL_EXTHOST_RESULTS: resultsFile, AGENTRL_EXTHOST_SHOTS: SHOTS };
+const env = {
+  ...JSON.parse(process.env.EXTHOST_ENV || '{}'),
+  AGENTRL_EXTHOST_RESULTS: resultsFile,
+  AGENTRL_EXTHOST_SHOTS: SHOTS,
+};
 const payload = [
   ['extensionDevelopmentPath', remote(REPO)],
   ['extensionTestsPath', remote(tests)],
@@ -32,7 +42,8 @@ const payload = [
 ];
 // Workbench chatter kept out of the console (all of it goes to test-results/e2e/exthost-workbench.log): connection
 // set-up, and what fails offline by design (the marketplace at open-vsx.org, the GitHub sign-in provider).
-const NOISE = /ENOTFOUND|open-vsx|marketplace|authentication provider 'github'|Creating a socket|connection token|reconnection-grace-time|Updating additional builtin|\[Service Worker\]|\[AgentHost|\[AccountPolicyGate\]/i;
+const NOISE =
+  /ENOTFOUND|open-vsx|marketplace|authentication provider 'github'|Creating a socket|connection token|reconnection-grace-time|Updating additional builtin|\[Service Worker\]|\[AgentHost|\[AccountPolicyGate\]/i;
 const url = `${base}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
 
 fs.mkdirSync(SHOTS, { recursive: true });
@@ -45,8 +56,16 @@ let shots = Promise.resolve();
 async function screenshot(page, name, where, selector) {
   try {
     // Webviews are nested iframes: the workbench's iframe, then the webview's own #active-frame.
-    const scope = where === 'webview' ? page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame') : page;
-    if (selector) await scope.locator(selector).first().waitFor({ timeout: 30000 }).catch(() => lap(`screenshot ${name}: ${selector} did not show`));
+    const scope =
+      where === 'webview'
+        ? page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame')
+        : page;
+    if (selector)
+      await scope
+        .locator(selector)
+        .first()
+        .waitFor({ timeout: 30000 })
+        .catch(() => lap(`screenshot ${name}: ${selector} did not show`));
     await page.waitForTimeout(500);
     const file = path.join(SHOTS, `exthost-${name}.png`);
     await page.screenshot({ path: `${file}.tmp.png` });
@@ -58,7 +77,9 @@ async function screenshot(page, name, where, selector) {
 try {
   const page = context.pages()[0] ?? (await context.newPage());
   let exited;
-  const exit = new Promise((resolve) => { exited = resolve; });
+  const exit = new Promise((resolve) => {
+    exited = resolve;
+  });
   // The workbench calls these hooks when it finds them on window (its test-automation driver).
   await page.exposeFunction('codeAutomationLog', (type, args) => {
     if (type === 'trace' || type === 'debug') return;
@@ -66,7 +87,10 @@ try {
     const tagged = type === 'log' || type === 'info' ? line : `[${type}] ${line}`;
     workbenchLog.write(tagged + '\n');
     const shot = /^agentrl-e2e:screenshot (\S+)(?: (page|webview) ?(.*))?$/.exec(line);
-    if (shot) { shots = shots.then(() => screenshot(page, shot[1], shot[2], shot[3])); return; }
+    if (shot) {
+      shots = shots.then(() => screenshot(page, shot[1], shot[2], shot[3]));
+      return;
+    }
     if (process.env.EXTHOST_VERBOSE || !NOISE.test(line)) console.log(tagged);
   });
   await page.exposeFunction('codeAutomationExit', (exitCode) => exited(exitCode));
@@ -74,7 +98,10 @@ try {
   await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
   lap('workbench ready; extension-host tests running');
   const limitS = Number(process.env.EXTHOST_TIMEOUT_S || 900);
-  code = await Promise.race([exit, new Promise((r) => setTimeout(() => r(`timeout after ${limitS} s`), limitS * 1000))]);
+  code = await Promise.race([
+    exit,
+    new Promise((r) => setTimeout(() => r(`timeout after ${limitS} s`), limitS * 1000)),
+  ]);
   await shots;
   await page.screenshot({ path: path.join(SHOTS, 'exthost-end.png') }).catch(() => {});
 } finally {
@@ -83,12 +110,21 @@ try {
 }
 // The tests' own record (written by test/exthost/index.ts); the exit code alone does not say what ran.
 let results;
-try { results = JSON.parse(fs.readFileSync(resultsFile, 'utf8')); } catch { /* the tests never finished */ }
+try {
+  results = JSON.parse(fs.readFileSync(resultsFile, 'utf8'));
+} catch {
+  /* the tests never finished */
+}
 fs.rmSync(profile, { recursive: true, force: true });
 if (results) {
-  for (const r of results.results) console.log(`${r.state.padEnd(7)} ${r.title}${r.ms !== undefined ? ` (${(r.ms / 1000).toFixed(1)} s)` : ''}${r.error ? `\n${r.error}` : ''}`);
+  for (const r of results.results)
+    console.log(
+      `${r.state.padEnd(7)} ${r.title}${r.ms !== undefined ? ` (${(r.ms / 1000).toFixed(1)} s)` : ''}${r.error ? `\n${r.error}` : ''}`,
+    );
   const count = (s) => results.results.filter((r) => r.state === s).length;
-  lap(`${count('passed')} passed, ${count('failed')} failed, ${count('pending')} pending (files: ${results.files.join(', ')})`);
+  lap(
+    `${count('passed')} passed, ${count('failed')} failed, ${count('pending')} pending (files: ${results.files.join(', ')})`,
+  );
 } else {
   lap('no results file: the tests did not finish');
 }

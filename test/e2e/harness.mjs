@@ -23,8 +23,14 @@ async function pickFromQuickInput(page, key, text, rowText, ms) {
     await page.keyboard.press(key);
     await input.waitFor({ state: 'visible' });
     await input.fill(text);
-    try { await row.waitFor({ timeout: 3000 }); break; }
-    catch (e) { if (Date.now() > end) throw e; await page.keyboard.press('Escape'); await page.waitForTimeout(500); }
+    try {
+      await row.waitFor({ timeout: 3000 });
+      break;
+    } catch (e) {
+      if (Date.now() > end) throw e;
+      await page.keyboard.press('Escape');
+      await page.waitForTimeout(500);
+    }
   }
   await page.keyboard.press('Enter');
 }
@@ -40,7 +46,10 @@ export async function openFromExplorer(page, relativePath) {
   const parts = relativePath.split('/');
   for (const [i, name] of parts.entries()) {
     const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
-    const row = page.locator('.explorer-folders-view .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: exact }) }).first();
+    const row = page
+      .locator('.explorer-folders-view .monaco-list-row')
+      .filter({ has: page.locator('.label-name', { hasText: exact }) })
+      .first();
     await row.waitFor({ timeout: 10000 }).catch(async () => {
       await runCommand(page, 'File: Refresh Explorer');
       await row.waitFor({ timeout: 20000 });
@@ -51,7 +60,10 @@ export async function openFromExplorer(page, relativePath) {
 }
 
 const scenarios = [];
-for (const file of fs.readdirSync(HERE).filter((f) => f.endsWith('.e2e.mjs')).sort()) {
+for (const file of fs
+  .readdirSync(HERE)
+  .filter((f) => f.endsWith('.e2e.mjs'))
+  .sort()) {
   const mod = await import(path.join(HERE, file));
   for (const [name, fn] of Object.entries(mod)) if (name.endsWith('Scenario')) scenarios.push([name, fn]);
 }

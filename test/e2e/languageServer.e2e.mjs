@@ -42,18 +42,31 @@ export async function languageServerScenario({ page, workspace, lap, runCommand,
   const fix = page.locator('.action-widget .monaco-list-row', { hasText: "Change 'trian' to 'train'" }).first();
   for (let attempt = 1; ; attempt++) {
     await page.keyboard.press('Control+.');
-    try { await fix.waitFor({ timeout: 5000 }); break; }
-    catch (e) { if (attempt === 4) throw e; await page.keyboard.press('Escape'); }
+    try {
+      await fix.waitFor({ timeout: 5000 });
+      break;
+    } catch (e) {
+      if (attempt === 4) throw e;
+      await page.keyboard.press('Escape');
+    }
   }
   await fix.click();
   await page.keyboard.press('Control+S');
-  await waitFor(() => /^train:/m.test(fs.readFileSync(configPath, 'utf8')) && !/trian/.test(fs.readFileSync(configPath, 'utf8')), 'the fixed key on disk');
-  await page.locator('.markers-panel .monaco-list-row', { hasText: MESSAGE }).waitFor({ state: 'detached', timeout: 30000 });
+  await waitFor(
+    () => /^train:/m.test(fs.readFileSync(configPath, 'utf8')) && !/trian/.test(fs.readFileSync(configPath, 'utf8')),
+    'the fixed key on disk',
+  );
+  await page
+    .locator('.markers-panel .monaco-list-row', { hasText: MESSAGE })
+    .waitFor({ state: 'detached', timeout: 30000 });
   lap('quick fix applied: the key is fixed on disk and the problem is gone');
 
   // The restart command brings the server back, and it diagnoses the open config again once it changes on disk.
   await runCommand(page, 'Agent RL: Restart Run-Config Language Server');
   fs.copyFileSync(path.join(FIXTURES, 'bad-enum.agentrl.yaml'), configPath);
-  await page.locator('.markers-panel .monaco-list-row', { hasText: '(did you mean "grpo"?)' }).first().waitFor({ timeout: 60000 });
+  await page
+    .locator('.markers-panel .monaco-list-row', { hasText: '(did you mean "grpo"?)' })
+    .first()
+    .waitFor({ timeout: 60000 });
   lap('after a restart, the server diagnoses the config again');
 }

@@ -17,12 +17,14 @@ export async function newEnvironmentScenario({ page, workspace, runCommand }) {
   await runCommand(page, 'Agent RL: New Environment');
   await answer(page, '(1/3)', 'palette-env');
   await answer(page, '(2/3)', 'search, calculator');
-  await answer(page, '(3/3)', 'tiny');  // the model pick, filtered to the random test model (the default is SmolLM2)
+  await answer(page, '(3/3)', 'tiny'); // the model pick, filtered to the random test model (the default is SmolLM2)
   const config = path.join(folder, 'palette-env.agentrl.yaml');
   await page.locator('.tab', { hasText: 'palette-env.agentrl.yaml' }).waitFor({ timeout: 30000 });
   for (const file of ['tools.py', 'env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', config]) {
     if (!fs.existsSync(path.resolve(folder, file))) throw new Error(`New Environment did not write ${file}`);
   }
-  if (!/class Calculator\(Tool\)/.test(fs.readFileSync(path.join(folder, 'tools.py'), 'utf8'))) throw new Error('tools.py lacks the Calculator tool');
-  if (!/^  path: tiny$/m.test(fs.readFileSync(config, 'utf8'))) throw new Error('the run config does not train the model picked (tiny)');
+  if (!/class Calculator\(Tool\)/.test(fs.readFileSync(path.join(folder, 'tools.py'), 'utf8')))
+    throw new Error('tools.py lacks the Calculator tool');
+  if (!/^  path: tiny$/m.test(fs.readFileSync(config, 'utf8')))
+    throw new Error('the run config does not train the model picked (tiny)');
 }

@@ -10,14 +10,25 @@ import path from 'node:path';
  * shows a beaker (or a spinning run) instead of the server state. */
 async function connectLocalServer(page, runCommand, lap) {
   // The item is there once the extension is active: "Agent RL" with its server state, or the run it follows.
-  const item = await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].find((e) => /Agent RL/.test(e.textContent ?? '') || e.querySelector('.codicon-beaker, .codicon-sync')), null, { timeout: 30000 });
+  const item = await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll('.statusbar-item')].find(
+        (e) => /Agent RL/.test(e.textContent ?? '') || e.querySelector('.codicon-beaker, .codicon-sync'),
+      ),
+    null,
+    { timeout: 30000 },
+  );
   if (await item.evaluate((e) => !!e.querySelector('.codicon-beaker, .codicon-sync'))) return;
   await runCommand(page, 'Agent RL: Start Local Server');
   // The server takes a few seconds to import torch.
-  await page.waitForFunction(() => [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')), null, { timeout: 90000 });
+  await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')),
+    null,
+    { timeout: 90000 },
+  );
   lap('local trainer server connected');
 }
-
 
 export async function trainingScenario({ page, workspace, lap, runCommand }) {
   const config = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
@@ -37,13 +48,16 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
   await runRow.waitFor({ timeout: 60000 });
   const description = (await runRow.locator('.label-description').textContent())?.trim() ?? '';
   if (!/^completed · 2\/2 · reward /.test(description)) throw new Error(`the run's row says "${description}"`);
-  await runRow.click();  // expand: its steps, newest first
+  await runRow.click(); // expand: its steps, newest first
   const steps = page.locator('.monaco-list-row', { hasText: /^step \d/ });
   await steps.first().waitFor({ timeout: 30000 });
   const labels = await steps.locator('.label-name').allTextContents();
   if (labels.join(',') !== 'step 2,step 1') throw new Error(`step rows: ${labels.join(', ')}`);
   await page.locator('.monaco-list-row', { hasText: 'step 2' }).first().click();
-  await page.locator('.monaco-list-row', { hasText: /^group 0/ }).first().waitFor({ timeout: 30000 });
+  await page
+    .locator('.monaco-list-row', { hasText: /^group 0/ })
+    .first()
+    .waitFor({ timeout: 30000 });
   lap(`Runs view: "palette-env ${description}", ${labels.join(', ')}`);
 }
 
@@ -53,7 +67,13 @@ export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, 
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
   const long = path.join(workspace, 'palette-env', 'palette-long.agentrl.yaml');
-  fs.writeFileSync(long, fs.readFileSync(source, 'utf8').replace(/^name: .*$/m, 'name: palette-long').replace(/^ {2}steps: \d+$/m, '  steps: 1000'));
+  fs.writeFileSync(
+    long,
+    fs
+      .readFileSync(source, 'utf8')
+      .replace(/^name: .*$/m, 'name: palette-long')
+      .replace(/^ {2}steps: \d+$/m, '  steps: 1000'),
+  );
   await connectLocalServer(page, runCommand, lap);
 
   await openFromExplorer(page, 'palette-env/palette-long.agentrl.yaml');
@@ -61,7 +81,7 @@ export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, 
   lap('opened palette-long.agentrl.yaml');
   await runCommand(page, 'Agent RL: Start Training');
 
-  const row = page.locator('.monaco-list-row', { hasText: 'palette-long' }).first();  // Start Training reveals the Runs view
+  const row = page.locator('.monaco-list-row', { hasText: 'palette-long' }).first(); // Start Training reveals the Runs view
   await row.filter({ hasText: 'running' }).waitFor({ timeout: 90000 });
   lap('the Runs view lists palette-long as running');
   await row.hover();
@@ -82,7 +102,7 @@ export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, 
   await row.locator('.action-label[aria-label*="Stop"]').click();
   await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Graceful' }).first().click();
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 120000 });
-  await view.locator('.run-status-badge', { hasText: 'stopped' }).waitFor({ timeout: 30000 });  // no longer "live"
+  await view.locator('.run-status-badge', { hasText: 'stopped' }).waitFor({ timeout: 30000 }); // no longer "live"
   lap(`stopped gracefully from the Runs view: "${(await row.locator('.label-description').textContent())?.trim()}"`);
 }
 
@@ -95,7 +115,13 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
   const config = path.join(workspace, 'palette-env', 'palette-dash.agentrl.yaml');
-  fs.writeFileSync(config, fs.readFileSync(source, 'utf8').replace(/^name: .*$/m, 'name: palette-dash').replace(/^ {2}steps: \d+$/m, '  steps: 1000'));
+  fs.writeFileSync(
+    config,
+    fs
+      .readFileSync(source, 'utf8')
+      .replace(/^name: .*$/m, 'name: palette-dash')
+      .replace(/^ {2}steps: \d+$/m, '  steps: 1000'),
+  );
   await connectLocalServer(page, runCommand, lap);
   await openFromExplorer(page, 'palette-env/palette-dash.agentrl.yaml');
   await page.locator('.tab.active', { hasText: 'palette-dash.agentrl.yaml' }).waitFor({ timeout: 30000 });
@@ -107,7 +133,9 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   await row.locator('.action-label[aria-label*="Dashboard"]').click();
   await page.locator('.tab.active', { hasText: 'Dashboard: palette-dash' }).waitFor({ timeout: 30000 });
   const dashboard = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
-  const latestStep = dashboard.locator('section.chart[data-chart="reward"] tr[data-series="reward/mean"] td:nth-child(3)');
+  const latestStep = dashboard.locator(
+    'section.chart[data-chart="reward"] tr[data-series="reward/mean"] td:nth-child(3)',
+  );
   await latestStep.waitFor({ state: 'attached', timeout: 90000 });
   const first = Number(await latestStep.textContent());
   const deadline = Date.now() + 90000;
@@ -116,9 +144,11 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
     await page.waitForTimeout(500);
   }
   const charts = await dashboard.locator('section.chart canvas').count();
-  lap(`dashboard opened from the Runs view grows with the live run: step ${first} -> ${await latestStep.textContent()}, ${charts} charts`);
+  lap(
+    `dashboard opened from the Runs view grows with the live run: step ${first} -> ${await latestStep.textContent()}, ${charts} charts`,
+  );
 
-  await dashboard.locator('section.chart[data-chart="reward"] .u-over').click({ position: { x: 5, y: 50 } });  // the first step's point
+  await dashboard.locator('section.chart[data-chart="reward"] .u-over').click({ position: { x: 5, y: 50 } }); // the first step's point
   await page.locator('.tab.active', { hasText: /Replay: palette-dash.* step 1\b/ }).waitFor({ timeout: 30000 });
   const replay = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   await replay.locator('.group-view', { hasText: 'step 1 · group 0' }).waitFor({ timeout: 60000 });
@@ -132,7 +162,7 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.
   await row.click({ button: 'right' });
   await page.locator('.monaco-menu .action-label', { hasText: 'Compare in Dashboard' }).hover();
-  await page.keyboard.press('Enter');  // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
+  await page.keyboard.press('Enter'); // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
   await page.locator('.quick-input-list .monaco-list-row', { hasText: 'palette-long' }).first().click();
   await page.keyboard.press('Enter');
   await page.locator('.tab.active', { hasText: 'Compare: palette-dash, palette-long' }).waitFor({ timeout: 30000 });
@@ -140,6 +170,7 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   await compare.locator('.run-legend .run', { hasText: 'palette-long' }).waitFor({ timeout: 60000 });
   await compare.locator('#toggle-config-diff').click();
   const caption = (await compare.locator('#config-diff [data-run]').first().textContent({ timeout: 30000 })) ?? '';
-  if (!/^palette-long against palette-dash: \d+ difference/.test(caption)) throw new Error(`config diff says "${caption}"`);
+  if (!/^palette-long against palette-dash: \d+ difference/.test(caption))
+    throw new Error(`config diff says "${caption}"`);
   lap(`Compare in Dashboard overlays the two runs: "${caption}"`);
 }

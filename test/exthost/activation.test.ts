@@ -16,6 +16,10 @@ describe('activation', () => {
     const contributed = (ext.packageJSON.contributes.commands as Array<{ command: string }>).map((c) => c.command);
     assert.ok(contributed.length >= 4, `package.json contributes only ${contributed.length} commands`);
     const registered = new Set(await vscode.commands.getCommands(true));
-    assert.deepEqual(contributed.filter((id) => !registered.has(id)), [], 'contributed but not registered');
+    assert.deepEqual(
+      contributed.filter((id) => !registered.has(id)),
+      [],
+      'contributed but not registered',
+    );
   });
 });

@@ -7,12 +7,19 @@ import Mocha from 'mocha';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-interface Result { title: string; state: 'passed' | 'failed' | 'pending'; ms?: number; error?: string }
+interface Result {
+  title: string;
+  state: 'passed' | 'failed' | 'pending';
+  ms?: number;
+  error?: string;
+}
 
 export async function run(): Promise<void> {
   const mocha = new Mocha({ ui: 'bdd', timeout: 60_000, color: false, reporter: 'spec' });
   if (process.env.AGENTRL_EXTHOST_GREP) mocha.grep(process.env.AGENTRL_EXTHOST_GREP);
-  const files = readdirSync(__dirname).filter((f) => f.endsWith('.test.js')).sort();
+  const files = readdirSync(__dirname)
+    .filter((f) => f.endsWith('.test.js'))
+    .sort();
   if (files.length === 0) throw new Error(`no *.test.js beside ${__filename}`);
   for (const file of files) mocha.addFile(join(__dirname, file));
 
@@ -21,7 +28,9 @@ export async function run(): Promise<void> {
     const runner = mocha.run(resolve);
     runner.on('pass', (t) => results.push({ title: t.fullTitle(), state: 'passed', ms: t.duration }));
     runner.on('pending', (t) => results.push({ title: t.fullTitle(), state: 'pending' }));
-    runner.on('fail', (t, err: Error) => results.push({ title: t.fullTitle(), state: 'failed', ms: t.duration, error: err?.stack ?? String(err) }));
+    runner.on('fail', (t, err: Error) =>
+      results.push({ title: t.fullTitle(), state: 'failed', ms: t.duration, error: err?.stack ?? String(err) }),
+    );
   });
   const out = process.env.AGENTRL_EXTHOST_RESULTS;
   if (out) writeFileSync(out, JSON.stringify({ files, failures, results }, null, 2));

@@ -15,7 +15,11 @@ describe('replay', () => {
     const uri = vscode.Uri.file(file);
 
     await vscode.commands.executeCommand('agentRl.openReplay', uri);
-    const tab = await waitFor(() => allTabs().find((t) => t.input instanceof vscode.TabInputCustom && t.input.uri.fsPath === uri.fsPath), 'a tab showing the file', 30_000);
+    const tab = await waitFor(
+      () => allTabs().find((t) => t.input instanceof vscode.TabInputCustom && t.input.uri.fsPath === uri.fsPath),
+      'a tab showing the file',
+      30_000,
+    );
     const input = tab.input as vscode.TabInputCustom;
     assert.equal(input.viewType, 'agentRl.trajectoryReplay');
     assert.ok(tab.isActive, 'the replay tab is the active one');

@@ -10,9 +10,21 @@ describe('scaffold', () => {
 
   it('agentRl.newEnvironment writes the env files into the given folder and opens the run config', async () => {
     const parent = workspaceFolder().uri.fsPath;
-    const folder = await vscode.commands.executeCommand<string | undefined>('agentRl.newEnvironment', { name: 'exthost-env', tools: ['search', 'calculator'], parent, model: 'tiny' });
+    const folder = await vscode.commands.executeCommand<string | undefined>('agentRl.newEnvironment', {
+      name: 'exthost-env',
+      tools: ['search', 'calculator'],
+      parent,
+      model: 'tiny',
+    });
     assert.equal(folder, join(parent, 'exthost-env'));
-    assert.deepEqual(readdirSync(folder).sort(), ['env.py', 'exthost-env.agentrl.yaml', 'reward.py', 'tasks.jsonl', 'test_env.py', 'tools.py']);
+    assert.deepEqual(readdirSync(folder).sort(), [
+      'env.py',
+      'exthost-env.agentrl.yaml',
+      'reward.py',
+      'tasks.jsonl',
+      'test_env.py',
+      'tools.py',
+    ]);
     const tools = readFileSync(join(folder, 'tools.py'), 'utf8');
     assert.match(tools, /class Search\(Tool\):\n {4}name = "search"/);
     assert.match(tools, /class Calculator\(Tool\):\n {4}name = "calculator"/);
@@ -29,7 +41,12 @@ describe('scaffold', () => {
   it('agentRl.newEnvironment refuses a folder that exists and leaves it alone', async () => {
     const parent = workspaceFolder().uri.fsPath;
     const before = readFileSync(join(parent, 'exthost-env', 'tools.py'), 'utf8');
-    const result = await vscode.commands.executeCommand('agentRl.newEnvironment', { name: 'exthost-env', tools: ['other'], parent, model: 'tiny' });
+    const result = await vscode.commands.executeCommand('agentRl.newEnvironment', {
+      name: 'exthost-env',
+      tools: ['other'],
+      parent,
+      model: 'tiny',
+    });
     assert.equal(result, undefined);
     assert.equal(readFileSync(join(parent, 'exthost-env', 'tools.py'), 'utf8'), before);
     assert.ok(!existsSync(join(parent, 'exthost-env', 'other')));

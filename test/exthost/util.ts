@@ -22,7 +22,12 @@ export function workspaceFolder(): vscode.WorkspaceFolder {
 }
 
 /** Polls `check` until it returns a value other than undefined/false; fails with `what` after `ms`. */
-export async function waitFor<T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string, ms = 30_000, everyMs = 200): Promise<T> {
+export async function waitFor<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+  ms = 30_000,
+  everyMs = 200,
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const value = await check();
@@ -52,7 +57,8 @@ export async function screenshot(name: string, selector = '', where: 'page' | 'w
 /** The folder a local server keeps its runs in: the `agentRl.runsFolder` setting, relative to the workspace. */
 export function runsFolder(): string {
   const root = workspaceFolder().uri.fsPath;
-  const configured = vscode.workspace.getConfiguration('agentRl').get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
+  const configured =
+    vscode.workspace.getConfiguration('agentRl').get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
   return isAbsolute(configured) ? configured : join(root, configured);
 }
 
@@ -61,20 +67,33 @@ export function runEvents(runId: string): RunEvent[] {
   const file = join(runsFolder(), runId, 'events.jsonl');
   if (!existsSync(file)) return [];
   const text = readFileSync(file, 'utf8');
-  return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter(Boolean).map((line) => JSON.parse(line) as RunEvent);
+  return text
+    .slice(0, text.lastIndexOf('\n') + 1)
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as RunEvent);
 }
 
 export function lastStatus(runId: string): StatusEvent | undefined {
-  return runEvents(runId).flatMap((e) => (e.type === 'status' ? [e.data] : [])).at(-1);
+  return runEvents(runId)
+    .flatMap((e) => (e.type === 'status' ? [e.data] : []))
+    .at(-1);
 }
 
 /** Waits until the run's event log ends in `want`; fails at once, with the run's message, on another final status. */
 export async function waitForStatus(runId: string, want: RunStatus, ms: number): Promise<void> {
-  await waitFor(() => {
-    const status = lastStatus(runId);
-    if (status && status.status !== want && ENDED_RUN_STATUSES.has(status.status)) {
-      throw new Error(`run ${runId} ended ${status.status}, not ${want}: ${status.message ?? ''}\n${status.traceback ?? ''}`);
-    }
-    return status?.status === want;
-  }, `run ${runId} to be ${want} (last status: ${lastStatus(runId)?.status ?? 'none'})`, ms, 500);
+  await waitFor(
+    () => {
+      const status = lastStatus(runId);
+      if (status && status.status !== want && ENDED_RUN_STATUSES.has(status.status)) {
+        throw new Error(
+          `run ${runId} ended ${status.status}, not ${want}: ${status.message ?? ''}\n${status.traceback ?? ''}`,
+        );
+      }
+      return status?.status === want;
+    },
+    `run ${runId} to be ${want} (last status: ${lastStatus(runId)?.status ?? 'none'})`,
+    ms,
+    500,
+  );
 }

@@ -18,12 +18,24 @@ const EXAMPLE = join(ROOT, 'trainer-server', 'agentrl', 'examples', 'lookup');
 const TOKEN = 'integration-test-token';
 
 const lines: string[] = [];
-const log: LogSink = { trace: (m) => lines.push(`trace ${m}`), debug: (m) => lines.push(`debug ${m}`), info: (m) => lines.push(`info ${m}`), warn: (m) => lines.push(`warn ${m}`), error: (m) => lines.push(`error ${m}`) };
+const log: LogSink = {
+  trace: (m) => lines.push(`trace ${m}`),
+  debug: (m) => lines.push(`debug ${m}`),
+  info: (m) => lines.push(`info ${m}`),
+  warn: (m) => lines.push(`warn ${m}`),
+  error: (m) => lines.push(`error ${m}`),
+};
 
 function eventsUntilEnd(client: TrainerClient, runId: string, timeoutMs = 120_000): Promise<RunEventParams[]> {
   const events: RunEventParams[] = [];
   return new Promise((resolvePromise, reject) => {
-    const timer = setTimeout(() => reject(new Error(`run ${runId} did not end within ${timeoutMs} ms; events: ${JSON.stringify(events.slice(-3))}`)), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        reject(
+          new Error(`run ${runId} did not end within ${timeoutMs} ms; events: ${JSON.stringify(events.slice(-3))}`),
+        ),
+      timeoutMs,
+    );
     const subscription = client.onRunEvent((event) => {
       if (event.runId !== runId) return;
       events.push(event);
@@ -46,10 +58,17 @@ describe('the extension client against the real trainer server', function () {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'agentrl-client-'));
     writeFileSync(join(dir, 'token'), TOKEN, { mode: 0o600 });
-    server = await startLocalServer({ python: PYTHON, cwd: dir, runsDir: join(dir, 'runs'), tokenFile: join(dir, 'token'), log });
+    server = await startLocalServer({
+      python: PYTHON,
+      cwd: dir,
+      runsDir: join(dir, 'runs'),
+      tokenFile: join(dir, 'token'),
+      log,
+    });
     const real = webSocketFactory(TOKEN);
     client = new TrainerClient({
-      url: server.url, backoffInitialMs: 50,
+      url: server.url,
+      backoffInitialMs: 50,
       openSocket: (url, handlers) => {
         const socket = real(url, handlers);
         openSockets.push({ handlers, close: () => socket.close() });
@@ -69,7 +88,10 @@ describe('the extension client against the real trainer server', function () {
     const result = await client.connect();
     assert.equal(result.protocolVersion, '1.0');
     assert.ok(result.devices.cpu.cores >= 1);
-    assert.ok(lines.some((l) => l.startsWith('info [server]')), 'the server\'s stderr is forwarded by level');
+    assert.ok(
+      lines.some((l) => l.startsWith('info [server]')),
+      "the server's stderr is forwarded by level",
+    );
   });
 
   it('runs a try run with configDir and streams its events exactly once across a dropped connection', async () => {
@@ -77,10 +99,13 @@ describe('the extension client against the real trainer server', function () {
     const { runId } = await client.request('run/start', { config, configDir: EXAMPLE, mode: 'try', episodes: 3 });
     const ended = eventsUntilEnd(client, runId);
     await client.subscribe(runId);
-    openSockets[openSockets.length - 1].close();  // drop the socket mid-run: the client reconnects and resubscribes
+    openSockets[openSockets.length - 1].close(); // drop the socket mid-run: the client reconnects and resubscribes
     const events = await ended;
     const seqs = events.map((e) => e.seq);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+    );
     assert.equal(new Set(seqs).size, seqs.length, 'no duplicate events');
     assert.equal(seqs[0], 1, 'no gap at the start');
     assert.equal(seqs[seqs.length - 1] - seqs[0] + 1, seqs.length, 'no gap across the reconnect');
@@ -102,7 +127,10 @@ describe('the extension client against the real trainer server', function () {
     assert.equal(uploaded.files, 4);
     const checked = await client.request('env/check', { bundleId: uploaded.bundleId }, 120_000);
     assert.ok(checked.ok, JSON.stringify(checked.diagnostics));
-    const config = { ...readRunConfig(join(envDir, 'lookup.agentrl.yaml')), train: { steps: 2, batch_size: 16, micro_batch_size: 16, lr: 0.01, checkpoint_every: 1 } };
+    const config = {
+      ...readRunConfig(join(envDir, 'lookup.agentrl.yaml')),
+      train: { steps: 2, batch_size: 16, micro_batch_size: 16, lr: 0.01, checkpoint_every: 1 },
+    };
     const { runId } = await client.request('run/start', { config, envBundle: uploaded.bundleId });
     const ended = eventsUntilEnd(client, runId);
     await client.subscribe(runId);
@@ -114,14 +142,17 @@ describe('the extension client against the real trainer server', function () {
     assert.ok(info.hasCheckpoint);
     const { status, step, totalSteps, message } = info;
     assert.deepEqual(last.runInfo, { status, step, totalSteps, message }, 'the stream says what run/get says');
-    const frozen = await client.request('run/config', { runId });  // what the Run Dashboard compares runs by
+    const frozen = await client.request('run/config', { runId }); // what the Run Dashboard compares runs by
     assert.equal(frozen.runId, runId);
     const { steps: frozenSteps, lr } = frozen.config.train as { steps: number; lr: number };
     assert.deepEqual({ steps: frozenSteps, lr }, { steps: 2, lr: 0.01 });
   });
 
   it('answers a bad request with a typed error', async () => {
-    await assert.rejects(client.request('run/stop', { runId: 'no-such-run', mode: 'graceful' }), (err: TrainerRequestError) => err.code === ErrorCode.RUN_NOT_FOUND);
+    await assert.rejects(
+      client.request('run/stop', { runId: 'no-such-run', mode: 'graceful' }),
+      (err: TrainerRequestError) => err.code === ErrorCode.RUN_NOT_FOUND,
+    );
   });
 
   it('refuses a wrong token, and the client gives up instead of retrying', async () => {

@@ -6,10 +6,11 @@ import { join } from 'node:path';
 import { packEnvFolder } from '../../extension/envBundle';
 
 describe('env bundle (what Start Training uploads to a remote server)', () => {
-  it('packs the env\'s regular files into a tar.gz that tar reads back, leaving caches, venvs, runs and links home', () => {
+  it("packs the env's regular files into a tar.gz that tar reads back, leaving caches, venvs, runs and links home", () => {
     const dir = mkdtempSync(join(tmpdir(), 'agentrl-bundle-'));
     const deep = join(dir, 'data', 'a'.repeat(60), 'b'.repeat(60));
-    for (const sub of ['__pycache__', '.venv/lib', '.agentrl/runs', 'data']) mkdirSync(join(dir, sub), { recursive: true });
+    for (const sub of ['__pycache__', '.venv/lib', '.agentrl/runs', 'data'])
+      mkdirSync(join(dir, sub), { recursive: true });
     mkdirSync(deep, { recursive: true });
     writeFileSync(join(dir, 'env.py'), 'print("hi")\n');
     writeFileSync(join(dir, 'tasks.jsonl'), '{"question": "q", "answer": "a"}\n');
@@ -23,7 +24,10 @@ describe('env bundle (what Start Training uploads to a remote server)', () => {
     assert.deepEqual(bundle.files, [longPath, 'env.py', 'tasks.jsonl']);
     const archive = join(dir, '..', `${dir.split('/').pop()}.tar.gz`);
     writeFileSync(archive, bundle.archive);
-    assert.deepEqual(execFileSync('tar', ['-tzf', archive], { encoding: 'utf8' }).trim().split('\n').sort(), [longPath, 'env.py', 'tasks.jsonl'].sort());
+    assert.deepEqual(
+      execFileSync('tar', ['-tzf', archive], { encoding: 'utf8' }).trim().split('\n').sort(),
+      [longPath, 'env.py', 'tasks.jsonl'].sort(),
+    );
     assert.equal(execFileSync('tar', ['-xzOf', archive, longPath], { encoding: 'utf8' }), 'x'.repeat(1500));
     assert.equal(execFileSync('tar', ['-xzOf', archive, 'env.py'], { encoding: 'utf8' }), 'print("hi")\n');
   });

@@ -5,19 +5,34 @@ import { join, resolve } from 'node:path';
 import { complete, hoverText, pathAt } from '../../extension/languageServer/assist';
 import { devicesSummary, estimateParameters } from '../../extension/languageServer/fit';
 import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
-import { closest, fieldsReadByEnv, findDottedModule, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
+import {
+  closest,
+  fieldsReadByEnv,
+  findDottedModule,
+  validateRunConfig,
+  type Finding,
+} from '../../extension/languageServer/validate';
 
 const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
 /** The algorithm names as the run-config schema (the trainer's config.py) declares them. */
-const ALGORITHMS: string[] = JSON.parse(readFileSync(join(resolve(__dirname, '..', '..'), 'protocol', 'schemas', 'run-config.schema.json'), 'utf8'))
-  .$defs.AlgorithmConfig.properties.name.enum;
+const ALGORITHMS: string[] = JSON.parse(
+  readFileSync(join(resolve(__dirname, '..', '..'), 'protocol', 'schemas', 'run-config.schema.json'), 'utf8'),
+).$defs.AlgorithmConfig.properties.name.enum;
 
-function check(name: string): { text: string; findings: Array<Finding & { line: number; col: number; snippet: string }> } {
+function check(name: string): {
+  text: string;
+  findings: Array<Finding & { line: number; col: number; snippet: string }>;
+} {
   const file = join(DIR, `${name}.agentrl.yaml`);
   const text = readFileSync(file, 'utf8');
   const findings = validateRunConfig(text, file).map((f) => {
     const before = text.slice(0, f.start);
-    return { ...f, line: before.split('\n').length, col: f.start - before.lastIndexOf('\n'), snippet: text.slice(f.start, f.end) };
+    return {
+      ...f,
+      line: before.split('\n').length,
+      col: f.start - before.lastIndexOf('\n'),
+      snippet: text.slice(f.start, f.end),
+    };
   });
   return { text, findings };
 }
@@ -48,7 +63,10 @@ describe('run-config language server: diagnostics', () => {
 
   it('enum values, with did-you-mean', () => {
     const [f] = check('bad-enum').findings;
-    assert.equal(f.message, `algorithm.name: must be one of ${ALGORITHMS.map((name) => `"${name}"`).join(', ')}; got "grp" (did you mean "grpo"?)`);
+    assert.equal(
+      f.message,
+      `algorithm.name: must be one of ${ALGORITHMS.map((name) => `"${name}"`).join(', ')}; got "grp" (did you mean "grpo"?)`,
+    );
     assert.deepEqual([f.line, f.col, f.snippet, f.fix?.text], [7, 9, 'grp', 'grpo']);
   });
 
@@ -66,22 +84,31 @@ describe('run-config language server: diagnostics', () => {
 
   it('files that must exist: model, env module, data', () => {
     const messages = check('missing-files').findings.map((f) => [f.code, f.line, f.snippet]);
-    assert.deepEqual(messages, [['env-module', 4, 'missing_env.py'], ['model-path', 2, './no-such-model'], ['data-file', 7, 'missing.jsonl']]);
+    assert.deepEqual(messages, [
+      ['env-module', 4, 'missing_env.py'],
+      ['model-path', 2, './no-such-model'],
+      ['data-file', 7, 'missing.jsonl'],
+    ]);
   });
 
   it('model.path: built-ins, local folders and .gguf files, Hub ids (namespace/name) and missing paths told apart as the trainer does', () => {
     const dir = mkdtempSync(join(tmpdir(), 'model-path-'));
     writeFileSync(join(dir, 'weights.gguf'), 'GGUF');
-    assert.deepEqual(BUILTIN_MODELS, ['tiny', 'smollm2']);  // read from the run-config schema
+    assert.deepEqual(BUILTIN_MODELS, ['tiny', 'smollm2']); // read from the run-config schema
     assert.equal(modelSource('smollm2', dir), 'builtin');
     assert.equal(modelSource('weights.gguf', dir), 'gguf');
     assert.equal(modelSource('.', dir), 'folder');
     assert.equal(modelSource('Qwen/Qwen2.5-0.5B-Instruct', dir), 'hub');
     assert.equal(modelSource('./Qwen/Qwen2.5-0.5B-Instruct', dir), 'missing');
-    const config = (path: string) => `model:\n  path: ${path}\nenv:\n  module: agentrl.examples.lookup.env\n  class_name: LookupEnv\n`;
-    const modelFindings = (path: string) => validateRunConfig(config(path), join(dir, 'c.agentrl.yaml')).filter((f) => f.code === 'model-path');
+    const config = (path: string) =>
+      `model:\n  path: ${path}\nenv:\n  module: agentrl.examples.lookup.env\n  class_name: LookupEnv\n`;
+    const modelFindings = (path: string) =>
+      validateRunConfig(config(path), join(dir, 'c.agentrl.yaml')).filter((f) => f.code === 'model-path');
     assert.deepEqual(modelFindings('Qwen/Qwen2.5-0.5B-Instruct'), []);
-    assert.match(modelFindings('no-such-model')[0].message, /does not exist \(built-ins: tiny, smollm2; a Hugging Face Hub id is written namespace\/name\)/);
+    assert.match(
+      modelFindings('no-such-model')[0].message,
+      /does not exist \(built-ins: tiny, smollm2; a Hugging Face Hub id is written namespace\/name\)/,
+    );
     const hover = hoverText(config('Qwen/Qwen2.5-0.5B-Instruct'), 9, undefined, describeModelSource('hub'))!;
     assert.match(hover, /\*\*model\.path\*\*/);
     assert.match(hover, /This value: a Hugging Face Hub id/);
@@ -90,18 +117,24 @@ describe('run-config language server: diagnostics', () => {
   it('env class that does not exist, and data records missing the fields the env reads', () => {
     const findings = check('wrong-class').findings;
     assert.equal(findings[0].message, 'env.class_name: env.py defines no class OtherEnv');
-    assert.equal(findings[1].message, "data.train: the first record has no 'question', 'hint', which the env reads from each task");
+    assert.equal(
+      findings[1].message,
+      "data.train: the first record has no 'question', 'hint', which the env reads from each task",
+    );
     assert.equal(findings[1].severity, 'warning');
   });
 
   it('a dotted env.module is found in the folders above the config (here the agentrl package), and its class and task fields checked', () => {
-    assert.equal(findDottedModule('agentrl.examples.lookup.env', DIR), resolve(DIR, '../../../trainer-server/agentrl/examples/lookup/env.py'));
+    assert.equal(
+      findDottedModule('agentrl.examples.lookup.env', DIR),
+      resolve(DIR, '../../../trainer-server/agentrl/examples/lookup/env.py'),
+    );
     const [f] = check('dotted-module').findings;
     assert.equal(f.message, "data.train: the first record has no 'key', which the env reads from each task");
     assert.deepEqual([f.line, f.snippet], [6, 'tasks.jsonl']);
   });
 
-  it('a dotted env.module found nowhere is a warning (it may be installed in the trainer\'s Python)', () => {
+  it("a dotted env.module found nowhere is a warning (it may be installed in the trainer's Python)", () => {
     const [f] = check('unknown-module').findings;
     assert.equal(f.severity, 'warning');
     assert.match(f.message, /^env\.module: no no_such_pkg\/envs\.py \(or package\) in the folders above this config/);
@@ -110,7 +143,10 @@ describe('run-config language server: diagnostics', () => {
 
   it('max_context smaller than prompt + turns x new tokens, said to be an estimate', () => {
     const [f] = check('context-budget').findings;
-    assert.match(f.message, /^rollout\.max_context \(1024\) < prompt \(~10 tokens, estimated at 4 characters a token\) \+ max_turns × max_new_tokens \(8 × 256\) = 2058/);
+    assert.match(
+      f.message,
+      /^rollout\.max_context \(1024\) < prompt \(~10 tokens, estimated at 4 characters a token\) \+ max_turns × max_new_tokens \(8 × 256\) = 2058/,
+    );
     assert.equal(f.snippet, '1024');
   });
 
@@ -148,19 +184,31 @@ describe('run-config language server: completion and hover', () => {
     assert.match(hover, /Allowed: >= 1 and <= 1024/);
     assert.match(hover, /Default: `4`/);
     const model = 'model:\n  dtype: auto\n';
-    assert.match(hoverText(model, model.indexOf('dtype') + 1, 'Connected trainer: 16 CPU cores, GPUs: H100 (80 GiB).')!, /H100/);
+    assert.match(
+      hoverText(model, model.indexOf('dtype') + 1, 'Connected trainer: 16 CPU cores, GPUs: H100 (80 GiB).')!,
+      /H100/,
+    );
   });
 });
 
 describe('run-config language server: does the model fit the trainer', () => {
-  const h100 = { cpu: { name: 'x86_64', cores: 16, memoryBytes: 128 * 2 ** 30 }, gpus: [{ name: 'H100', memoryBytes: 80 * 2 ** 30 }] };
+  const h100 = {
+    cpu: { name: 'x86_64', cores: 16, memoryBytes: 128 * 2 ** 30 },
+    gpus: [{ name: 'H100', memoryBytes: 80 * 2 ** 30 }],
+  };
   const laptop = { cpu: { name: 'arm64', cores: 8, memoryBytes: 2 ** 30 }, gpus: [] };
 
   it('estimates parameters of the built-ins and of a local model from its config.json', () => {
     assert.equal(estimateParameters({ path: 'smollm2' }, DIR), 135e6);
-    assert.equal(estimateParameters({ path: 'tiny', tiny_hidden: 64, tiny_layers: 2 }, DIR), 300 * 64 * 2 + 2 * (4 * 64 * 64 + 3 * 64 * 128));
+    assert.equal(
+      estimateParameters({ path: 'tiny', tiny_hidden: 64, tiny_layers: 2 }, DIR),
+      300 * 64 * 2 + 2 * (4 * 64 * 64 + 3 * 64 * 128),
+    );
     const dir = mkdtempSync(join(tmpdir(), 'model-'));
-    writeFileSync(join(dir, 'config.json'), JSON.stringify({ vocab_size: 1000, hidden_size: 10, num_hidden_layers: 2, intermediate_size: 20 }));
+    writeFileSync(
+      join(dir, 'config.json'),
+      JSON.stringify({ vocab_size: 1000, hidden_size: 10, num_hidden_layers: 2, intermediate_size: 20 }),
+    );
     assert.equal(estimateParameters({ path: dir }, DIR), 1000 * 10 + 2 * (4 * 100 + 3 * 10 * 20));
     assert.equal(estimateParameters({ path: './no-such-model' }, DIR), undefined);
   });
@@ -171,8 +219,11 @@ describe('run-config language server: does the model fit the trainer', () => {
     assert.match(fits, /~135\.0M parameters × 2 bytes = 0\.25 GiB of weights; ~1\.5 GiB to train \(estimate/);
     assert.match(fits, /Fits the largest GPU \(80\.0 GiB\)/);
     const tooBig = devicesSummary(laptop, { path: 'smollm2', dtype: 'auto' }, DIR);
-    assert.match(tooBig, /× 4 bytes/);  // auto on CPU = float32
+    assert.match(tooBig, /× 4 bytes/); // auto on CPU = float32
     assert.match(tooBig, /Likely does not fit the trainer's RAM \(1\.0 GiB\): consider LoRA/);
-    assert.equal(devicesSummary(laptop, { path: './no-such-model' }, DIR), 'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.');
+    assert.equal(
+      devicesSummary(laptop, { path: './no-such-model' }, DIR),
+      'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.',
+    );
   });
 });

@@ -7,7 +7,10 @@ import { forwardServerLog, startLocalServer, type LogSink } from '../../extensio
 function recorder(): { log: LogSink; lines: string[] } {
   const lines: string[] = [];
   const at = (level: string) => (message: string) => lines.push(`${level}: ${message}`);
-  return { lines, log: { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } };
+  return {
+    lines,
+    log: { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+  };
 }
 
 /** A stand-in for Python: a shell script that behaves like a server in one of the ways under test. */
@@ -18,18 +21,30 @@ function fakePython(script: string): string {
   return path;
 }
 
-const options = (python: string, log: LogSink) => ({ python, cwd: tmpdir(), runsDir: join(tmpdir(), 'runs'), tokenFile: '/dev/null', log, startTimeoutMs: 5000 });
+const options = (python: string, log: LogSink) => ({
+  python,
+  cwd: tmpdir(),
+  runsDir: join(tmpdir(), 'runs'),
+  tokenFile: '/dev/null',
+  log,
+  startTimeoutMs: 5000,
+});
 
 describe('local trainer server process', () => {
-  it('forwards the server\'s stderr by the level Python\'s logging gave each line', () => {
+  it("forwards the server's stderr by the level Python's logging gave each line", () => {
     const { log, lines } = recorder();
     forwardServerLog('2026-11-22 10:00:00,123 INFO agentrl.server: listening', log);
     forwardServerLog('2026-11-22 10:00:00,123 WARNING agentrl.server: slow client', log);
     forwardServerLog('2026-11-22 10:00:00,123 ERROR agentrl.server: run crashed', log);
     forwardServerLog('2026-11-22 10:00:00,123 DEBUG agentrl.server: frame', log);
     forwardServerLog('Traceback (most recent call last):', log);
-    assert.deepEqual(lines, ['info: [server] agentrl.server: listening', 'warn: [server] agentrl.server: slow client',
-      'error: [server] agentrl.server: run crashed', 'debug: [server] agentrl.server: frame', 'warn: [server] Traceback (most recent call last):']);
+    assert.deepEqual(lines, [
+      'info: [server] agentrl.server: listening',
+      'warn: [server] agentrl.server: slow client',
+      'error: [server] agentrl.server: run crashed',
+      'debug: [server] agentrl.server: frame',
+      'warn: [server] Traceback (most recent call last):',
+    ]);
   });
 
   it('reads the URL from the JSON line, passes loopback, port 0 and the token file, and stops with SIGTERM', async () => {
@@ -37,14 +52,26 @@ describe('local trainer server process', () => {
     const python = fakePython('echo \'{"event": "listening", "url": "ws://127.0.0.1:4242", "pid": 1}\'; exec sleep 30');
     const server = await startLocalServer(options(python, log));
     assert.equal(server.url, 'ws://127.0.0.1:4242');
-    assert.ok(lines.includes(`info: Starting the trainer server: ${python} -m agentrl.cli serve --host 127.0.0.1 --port 0 --runs-dir ${join(tmpdir(), 'runs')} --token-file /dev/null`), lines.join('\n'));
+    assert.ok(
+      lines.includes(
+        `info: Starting the trainer server: ${python} -m agentrl.cli serve --host 127.0.0.1 --port 0 --runs-dir ${join(tmpdir(), 'runs')} --token-file /dev/null`,
+      ),
+      lines.join('\n'),
+    );
     await server.stop();
     assert.deepEqual(await server.exited, { code: null, signal: 'SIGTERM' });
   });
 
   it('kills a server that ignores SIGTERM', async () => {
     const { log, lines } = recorder();
-    const server = await startLocalServer(options(fakePython('trap "" TERM; echo \'{"event": "listening", "url": "ws://127.0.0.1:1"}\'; while true; do sleep 0.1; done'), log));
+    const server = await startLocalServer(
+      options(
+        fakePython(
+          'trap "" TERM; echo \'{"event": "listening", "url": "ws://127.0.0.1:1"}\'; while true; do sleep 0.1; done',
+        ),
+        log,
+      ),
+    );
     await server.stop(300);
     assert.equal((await server.exited).signal, 'SIGKILL');
     assert.ok(lines.some((l) => /did not exit within 300 ms/.test(l)));
@@ -52,13 +79,22 @@ describe('local trainer server process', () => {
 
   it('reports a server that dies before listening with the tail of its stderr, and a missing Python', async () => {
     const { log } = recorder();
-    await assert.rejects(startLocalServer(options(fakePython('echo "No module named agentrl" >&2; exit 1'), log)), /exited before listening \(exit code 1\):\nNo module named agentrl/);
-    await assert.rejects(startLocalServer(options('/nonexistent/python', log)), /could not run \/nonexistent\/python.*agentRl\.pythonPath/);
+    await assert.rejects(
+      startLocalServer(options(fakePython('echo "No module named agentrl" >&2; exit 1'), log)),
+      /exited before listening \(exit code 1\):\nNo module named agentrl/,
+    );
+    await assert.rejects(
+      startLocalServer(options('/nonexistent/python', log)),
+      /could not run \/nonexistent\/python.*agentRl\.pythonPath/,
+    );
   });
 
   it('gives up on a server that never listens, and on a cancelled start', async () => {
     const { log } = recorder();
-    await assert.rejects(startLocalServer({ ...options(fakePython('exec sleep 30'), log), startTimeoutMs: 300 }), /did not start listening within 0.3 s/);
+    await assert.rejects(
+      startLocalServer({ ...options(fakePython('exec sleep 30'), log), startTimeoutMs: 300 }),
+      /did not start listening within 0.3 s/,
+    );
     const abort = new AbortController();
     const starting = startLocalServer({ ...options(fakePython('exec sleep 30'), log), signal: abort.signal });
     abort.abort();

@@ -56,19 +56,37 @@ describe('protocol', () => {
     assert.equal(eventLine({ ...valid.runEvent, runId: 'r' }), false);
   });
 
-  it('the generated shared names are the schema\'s', () => {
-    const defs = schema('rpc.schema.json') as { $defs: { runStatus: { enum: string[] }; errorCode: { oneOf: { const: number; 'x-name': string }[] } } };
+  it("the generated shared names are the schema's", () => {
+    const defs = schema('rpc.schema.json') as {
+      $defs: { runStatus: { enum: string[] }; errorCode: { oneOf: { const: number; 'x-name': string }[] } };
+    };
     assert.deepEqual([...ACTIVE_RUN_STATUSES, ...ENDED_RUN_STATUSES].sort(), [...defs.$defs.runStatus.enum].sort());
-    assert.deepEqual(ErrorCode, Object.fromEntries(defs.$defs.errorCode.oneOf.map((code) => [code['x-name'], code.const])));
+    assert.deepEqual(
+      ErrorCode,
+      Object.fromEntries(defs.$defs.errorCode.oneOf.map((code) => [code['x-name'], code.const])),
+    );
   });
 
   it('no TypeScript source spells an error code or a set of run statuses by hand', () => {
-    const statuses = (schema('rpc.schema.json') as { $defs: { runStatus: { enum: string[] } } }).$defs.runStatus.enum.join('|');
+    const statuses = (
+      schema('rpc.schema.json') as { $defs: { runStatus: { enum: string[] } } }
+    ).$defs.runStatus.enum.join('|');
     const handCopies = [/-32[0-7]\d\d\b/g, new RegExp(`[([{]\\s*'(${statuses})'\\s*,\\s*'(${statuses})'`, 'g')];
-    const sources = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-      entry.isDirectory() ? sources(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : []);
-    const copies = ['extension', 'webview', 'test'].flatMap((dir) => sources(join(ROOT, dir)))
-      .flatMap((file) => handCopies.flatMap((pattern) => [...readFileSync(file, 'utf8').matchAll(pattern)].map((m) => `${relative(ROOT, file)}: ${m[0]}`)));
+    const sources = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory()
+          ? sources(join(dir, entry.name))
+          : entry.name.endsWith('.ts')
+            ? [join(dir, entry.name)]
+            : [],
+      );
+    const copies = ['extension', 'webview', 'test']
+      .flatMap((dir) => sources(join(ROOT, dir)))
+      .flatMap((file) =>
+        handCopies.flatMap((pattern) =>
+          [...readFileSync(file, 'utf8').matchAll(pattern)].map((m) => `${relative(ROOT, file)}: ${m[0]}`),
+        ),
+      );
     assert.deepEqual(copies, [], 'use the constants of protocol/generated/rpc.ts');
   });
 });

@@ -1,20 +1,61 @@
 import { strict as assert } from 'node:assert';
-import type { HealthEvent, RunEventParams, RunInfo, StatusRunInfo, TrajectorySummary } from '../../protocol/generated/rpc';
+import type {
+  HealthEvent,
+  RunEventParams,
+  RunInfo,
+  StatusRunInfo,
+  TrajectorySummary,
+} from '../../protocol/generated/rpc';
 import { describeHealth, RunsModel } from '../../extension/runsModel';
 
 const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
-  runId: 'lookup-1', name: 'lookup-tiny', mode: 'train', status: 'running', step: 1, totalSteps: 4, createdAt: '2026-11-22T10:00:00Z',
-  latestMetrics: {}, lastSeq: 3, hasCheckpoint: false, message: null, ...overrides,
+  runId: 'lookup-1',
+  name: 'lookup-tiny',
+  mode: 'train',
+  status: 'running',
+  step: 1,
+  totalSteps: 4,
+  createdAt: '2026-11-22T10:00:00Z',
+  latestMetrics: {},
+  lastSeq: 3,
+  hasCheckpoint: false,
+  message: null,
+  ...overrides,
 });
 
-const summary = (step: number, group: number, sample: number, reward: number, extra: Partial<TrajectorySummary> = {}): TrajectorySummary => ({
-  id: `${step}-${group}-${sample}`, step, group, sample, task_id: `task-${group}`, status: 'finished', reward, advantage: 0,
-  num_turns: 2, num_tool_calls: 1, num_tool_errors: 0, response_tokens: 10, file: 'x', ...extra,
+const summary = (
+  step: number,
+  group: number,
+  sample: number,
+  reward: number,
+  extra: Partial<TrajectorySummary> = {},
+): TrajectorySummary => ({
+  id: `${step}-${group}-${sample}`,
+  step,
+  group,
+  sample,
+  task_id: `task-${group}`,
+  status: 'finished',
+  reward,
+  advantage: 0,
+  num_turns: 2,
+  num_tool_calls: 1,
+  num_tool_errors: 0,
+  response_tokens: 10,
+  file: 'x',
+  ...extra,
 });
 
 const health = (code: HealthEvent['code'], step: number, resolved = false): HealthEvent => ({
-  code, severity: 'warning', resolved, step, since_step: step - 1, message: resolved ? `${code}: resolved` : `${code} since step ${step - 1}`,
-  fix: `raise rollout.group_size`, metrics: {}, trajectory_ids: resolved ? [] : [`${step}-0-0`],
+  code,
+  severity: 'warning',
+  resolved,
+  step,
+  since_step: step - 1,
+  message: resolved ? `${code}: resolved` : `${code} since step ${step - 1}`,
+  fix: `raise rollout.group_size`,
+  metrics: {},
+  trajectory_ids: resolved ? [] : [`${step}-0-0`],
 });
 
 /** An event as the server streams it, less what the stream numbers: `{type, data}` (and a status event's runInfo). */
@@ -23,28 +64,50 @@ let seq = 10;
 const event = (runId: string, body: EventBody): RunEventParams => ({ runId, seq: ++seq, time: seq, ...body });
 /** A status event with the RunInfo fields the server computes from it. */
 const status = (runInfo: StatusRunInfo, superseded_from_seq?: number): EventBody => ({
-  type: 'status', runInfo,
-  data: { status: runInfo.status, step: runInfo.step, total_steps: runInfo.totalSteps, ...(runInfo.message ? { message: runInfo.message } : {}), ...(superseded_from_seq ? { superseded_from_seq } : {}) },
+  type: 'status',
+  runInfo,
+  data: {
+    status: runInfo.status,
+    step: runInfo.step,
+    total_steps: runInfo.totalSteps,
+    ...(runInfo.message ? { message: runInfo.message } : {}),
+    ...(superseded_from_seq ? { superseded_from_seq } : {}),
+  },
 });
 
 describe('RunsModel (the Runs view and status bar)', () => {
   it('builds run -> step -> group -> trajectory from streamed events, newest step first', () => {
     const model = new RunsModel();
     model.setRuns([run()]);
-    for (const s of [summary(1, 0, 1, 1), summary(1, 0, 0, 0), summary(1, 1, 0, 0.5), summary(1, 1, 1, 0.5), summary(2, 0, 0, 1, { num_tool_errors: 2 })]) {
+    for (const s of [
+      summary(1, 0, 1, 1),
+      summary(1, 0, 0, 0),
+      summary(1, 1, 0, 0.5),
+      summary(1, 1, 1, 0.5),
+      summary(2, 0, 0, 1, { num_tool_errors: 2 }),
+    ]) {
       model.applyEvent(event('lookup-1', { type: 'trajectory', data: s }));
     }
     const [runNode] = model.children();
     assert.deepEqual(runNode, { kind: 'run', runId: 'lookup-1' });
     const steps = model.children(runNode);
-    assert.deepEqual(steps.map((s) => model.label(s)), ['step 2', 'step 1']);
+    assert.deepEqual(
+      steps.map((s) => model.label(s)),
+      ['step 2', 'step 1'],
+    );
     assert.equal(model.description(steps[0]), 'reward 1 · 1 episodes · 2 tool errors');
     const groups = model.children(steps[1]);
-    assert.deepEqual(groups.map((g) => model.label(g)), ['group 0 · task-0', 'group 1 · task-1']);
+    assert.deepEqual(
+      groups.map((g) => model.label(g)),
+      ['group 0 · task-0', 'group 1 · task-1'],
+    );
     assert.equal(model.description(groups[0]), 'reward 0.50');
     assert.equal(model.description(groups[1]), 'reward 0.50 · zero variance');
     const samples = model.children(groups[0]);
-    assert.deepEqual(samples.map((t) => model.label(t)), ['sample 0', 'sample 1']);
+    assert.deepEqual(
+      samples.map((t) => model.label(t)),
+      ['sample 0', 'sample 1'],
+    );
     assert.equal(model.description(samples[1]), 'reward 1 · finished · 1 tool calls');
   });
 
@@ -60,12 +123,14 @@ describe('RunsModel (the Runs view and status bar)', () => {
     assert.ok(model.isActive('lookup-1'));
     assert.ok(!model.isResumable('lookup-1'));
     model.applyEvent(event('lookup-1', { type: 'checkpoint', data: { step: 2, path: 'x' } }));
-    model.applyEvent(event('lookup-1', status({ status: 'stopped', step: 2, totalSteps: 4, message: 'stopped by the user' })));
+    model.applyEvent(
+      event('lookup-1', status({ status: 'stopped', step: 2, totalSteps: 4, message: 'stopped by the user' })),
+    );
     assert.ok(model.isResumable('lookup-1'));
     assert.ok(!model.isActive('lookup-1'));
     assert.equal(model.run('lookup-1')?.message, 'stopped by the user');
     assert.equal(model.focusRun()?.runId, 'lookup-1', 'no active run: the newest');
-    model.applyEvent(event('unknown-run', status({ status: 'running', step: 0, totalSteps: 0, message: null })));  // not listed: ignored
+    model.applyEvent(event('unknown-run', status({ status: 'running', step: 0, totalSteps: 0, message: null }))); // not listed: ignored
     assert.deepEqual(changes, [undefined, 'lookup-1', 'lookup-1', 'lookup-1', 'lookup-1']);
   });
 
@@ -74,12 +139,15 @@ describe('RunsModel (the Runs view and status bar)', () => {
     model.setRuns([run()]);
     model.applyEvent(event('lookup-1', { type: 'trajectory', data: summary(3, 0, 0, 0) }));
     model.applyEvent(event('lookup-1', { type: 'trajectory', data: summary(3, 0, 0, 1) }));
-    assert.deepEqual(model.trajectories('lookup-1').map((t) => t.reward), [1]);
-    model.setRuns([run({ status: 'completed' })]);  // a refreshed list keeps what was streamed
+    assert.deepEqual(
+      model.trajectories('lookup-1').map((t) => t.reward),
+      [1],
+    );
+    model.setRuns([run({ status: 'completed' })]); // a refreshed list keeps what was streamed
     assert.equal(model.trajectories('lookup-1').length, 1);
   });
 
-  it('labels a try run\'s episodes and its progress as a try', () => {
+  it("labels a try run's episodes and its progress as a try", () => {
     const model = new RunsModel();
     model.setRuns([run({ runId: 'try-1', mode: 'try', status: 'completed', step: 0, totalSteps: 0 })]);
     model.applyEvent(event('try-1', { type: 'trajectory', data: summary(0, 0, 0, 0.5) }));
@@ -94,17 +162,29 @@ describe('RunsModel (the Runs view and status bar)', () => {
     const row = { kind: 'run', runId: 'lookup-1' } as const;
     model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 2) }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 2) }));
-    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls']);
+    assert.deepEqual(
+      model.healthAlerts('lookup-1').map((a) => a.code),
+      ['zero_variance_groups', 'no_tool_calls'],
+    );
     assert.equal(model.description(row), 'running · 2/4 · reward 0 · ⚠ zero_variance_groups, no_tool_calls');
     const checkpointSeq = seq + 1;
     model.applyEvent(event('lookup-1', { type: 'checkpoint', data: { step: 2, path: 'x' } }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 4, true) }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('all_truncated', 4) }));
-    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'all_truncated']);
-    model.setRuns([run()]);  // a refreshed list keeps what was streamed
+    assert.deepEqual(
+      model.healthAlerts('lookup-1').map((a) => a.code),
+      ['zero_variance_groups', 'all_truncated'],
+    );
+    model.setRuns([run()]); // a refreshed list keeps what was streamed
     assert.equal(model.healthAlerts('lookup-1').length, 2);
-    model.applyEvent(event('lookup-1', status({ status: 'running', step: 2, totalSteps: 4, message: null }, checkpointSeq)));
-    assert.deepEqual(model.healthAlerts('lookup-1').map((a) => a.code), ['zero_variance_groups', 'no_tool_calls'], 'back to the checkpoint\'s alerts');
+    model.applyEvent(
+      event('lookup-1', status({ status: 'running', step: 2, totalSteps: 4, message: null }, checkpointSeq)),
+    );
+    assert.deepEqual(
+      model.healthAlerts('lookup-1').map((a) => a.code),
+      ['zero_variance_groups', 'no_tool_calls'],
+      "back to the checkpoint's alerts",
+    );
     model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 5, true) }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 5, true) }));
     assert.deepEqual(model.healthAlerts('lookup-1'), []);
@@ -112,7 +192,10 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 
   it('puts a health alert in words with its fix, and a resolution without one', () => {
-    assert.equal(describeHealth(health('all_truncated', 3)), 'all_truncated since step 2. Fix: raise rollout.group_size. Trajectories that show it: 3-0-0');
+    assert.equal(
+      describeHealth(health('all_truncated', 3)),
+      'all_truncated since step 2. Fix: raise rollout.group_size. Trajectories that show it: 3-0-0',
+    );
     assert.equal(describeHealth(health('all_truncated', 6, true)), 'all_truncated: resolved');
   });
 });
@@ -129,8 +212,11 @@ describe('RunsModel timeline (what the Run Dashboard draws from)', () => {
       event('lookup-1', { type: 'health', data: health('no_tool_calls', 2) }),
     ];
     events.forEach((e) => model.applyEvent(e));
-    assert.deepEqual(model.timeline('lookup-1').map((e) => e.type), ['status', 'metrics', 'health']);
-    model.setRuns([run()]);  // a refreshed list keeps what was streamed
+    assert.deepEqual(
+      model.timeline('lookup-1').map((e) => e.type),
+      ['status', 'metrics', 'health'],
+    );
+    model.setRuns([run()]); // a refreshed list keeps what was streamed
     assert.equal(model.timeline('lookup-1').length, 3);
     assert.deepEqual(model.timeline('unknown'), []);
   });

@@ -5,7 +5,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { validateRunConfig } from '../../extension/languageServer/validate';
-import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from '../../extension/scaffold';
+import {
+  addTool,
+  parseTools,
+  renderEnvironment,
+  renderToolEnv,
+  validateEnvName,
+  validateToolName,
+} from '../../extension/scaffold';
 
 const TEMPLATES = resolve(__dirname, '../../extension/templates');
 const PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin/python');
@@ -13,26 +20,48 @@ const PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin
 describe('scaffold', () => {
   it('renders every file of a new environment with its classes filled in', () => {
     const files = renderEnvironment({ name: 'web-qa', tools: ['search', 'read_page'], model: 'tiny' }, TEMPLATES);
-    assert.deepEqual([...files.keys()].sort(), ['env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', 'tools.py', 'web-qa.agentrl.yaml']);
+    assert.deepEqual([...files.keys()].sort(), [
+      'env.py',
+      'reward.py',
+      'tasks.jsonl',
+      'test_env.py',
+      'tools.py',
+      'web-qa.agentrl.yaml',
+    ]);
     assert.match(files.get('tools.py')!, /class Search\(Tool\):\n {4}name = "search"/);
     assert.match(files.get('tools.py')!, /class ReadPage\(Tool\):\n {4}name = "read_page"/);
     assert.match(files.get('env.py')!, /class WebQaEnv\(ToolEnv\)/);
     assert.match(files.get('env.py')!, /self\.tools = \[Search\(\), ReadPage\(\)\]/);
     assert.match(files.get('web-qa.agentrl.yaml')!, /class_name: WebQaEnv/);
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
-    assert.match(renderEnvironment({ name: 'math-env', tools: ['calc'], model: 'tiny' }, TEMPLATES).get('env.py')!, /class MathEnv\(ToolEnv\)/);
+    assert.match(
+      renderEnvironment({ name: 'math-env', tools: ['calc'], model: 'tiny' }, TEMPLATES).get('env.py')!,
+      /class MathEnv\(ToolEnv\)/,
+    );
   });
 
   it('writes a run config for the chosen model: fine-tuning settings for a real one, large steps for tiny', () => {
-    const config = (model: string) => parse(renderEnvironment({ name: 'qa', tools: ['search'], model }, TEMPLATES).get('qa.agentrl.yaml')!);
+    const config = (model: string) =>
+      parse(renderEnvironment({ name: 'qa', tools: ['search'], model }, TEMPLATES).get('qa.agentrl.yaml')!);
     const real = config('smollm2');
-    assert.deepEqual([real.model.path, real.train.lr, real.rollout.max_new_tokens, real.rollout.temperature, real.train.steps], ['smollm2', 1e-5, 128, 0.7, 20]);
+    assert.deepEqual(
+      [real.model.path, real.train.lr, real.rollout.max_new_tokens, real.rollout.temperature, real.train.steps],
+      ['smollm2', 1e-5, 128, 0.7, 20],
+    );
     const tiny = config('tiny');
-    assert.deepEqual([tiny.model.path, tiny.train.lr, tiny.rollout.max_new_tokens, tiny.train.steps], ['tiny', 0.01, 16, 2]);
+    assert.deepEqual(
+      [tiny.model.path, tiny.train.lr, tiny.rollout.max_new_tokens, tiny.train.steps],
+      ['tiny', 0.01, 16, 2],
+    );
     assert.equal(config('Qwen/Qwen2.5-0.5B-Instruct').model.path, 'Qwen/Qwen2.5-0.5B-Instruct');
-    assert.equal(config('/models/my model: v2 #1').model.path, '/models/my model: v2 #1');  // quoted where YAML needs it
-    assert.deepEqual(validateRunConfig(renderEnvironment({ name: 'qa', tools: ['search'], model: 'smollm2' }, TEMPLATES).get('qa.agentrl.yaml')!, join(TEMPLATES, 'qa.agentrl.yaml'))
-      .filter((f) => f.severity === 'error' && f.code !== 'env-module' && f.code !== 'data-file'), []);
+    assert.equal(config('/models/my model: v2 #1').model.path, '/models/my model: v2 #1'); // quoted where YAML needs it
+    assert.deepEqual(
+      validateRunConfig(
+        renderEnvironment({ name: 'qa', tools: ['search'], model: 'smollm2' }, TEMPLATES).get('qa.agentrl.yaml')!,
+        join(TEMPLATES, 'qa.agentrl.yaml'),
+      ).filter((f) => f.severity === 'error' && f.code !== 'env-module' && f.code !== 'data-file'),
+      [],
+    );
   });
 
   it('refuses bad names with a reason', () => {
@@ -46,10 +75,17 @@ describe('scaffold', () => {
   it('writes an env that passes `agentrl env check` and its own pytest unchanged', function () {
     this.timeout(120_000);
     const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-'));
-    for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo', 'shout'], model: 'tiny' }, TEMPLATES)) writeFileSync(join(dir, file), content);
+    for (const [file, content] of renderEnvironment(
+      { name: 'demo', tools: ['echo', 'shout'], model: 'tiny' },
+      TEMPLATES,
+    ))
+      writeFileSync(join(dir, file), content);
     const check = execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', dir], { encoding: 'utf8' });
     assert.match(check, /scripted episode/);
-    execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_env.py'], { cwd: dir, encoding: 'utf8' });
+    execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_env.py'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
   });
 });
 
@@ -58,16 +94,22 @@ describe('scaffold: New Tool and New ToolEnv', () => {
 
   it('adds a Tool to tools.py and registers it in env.py', () => {
     const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
-    assert.deepEqual(parseTools(added.toolsPy), [{ cls: 'Echo', name: 'echo' }, { cls: 'WordCount', name: 'word_count' }]);
+    assert.deepEqual(parseTools(added.toolsPy), [
+      { cls: 'Echo', name: 'echo' },
+      { cls: 'WordCount', name: 'word_count' },
+    ]);
     assert.match(added.envPy!, /^from tools import Echo, WordCount$/m);
     assert.match(added.envPy!, /self\.tools = \[Echo\(\), WordCount\(\)\]/);
-    assert.throws(() => addTool('echo', env.get('tools.py')!, env.get('env.py')!, TEMPLATES), /already defines a Tool named "echo"/);
+    assert.throws(
+      () => addTool('echo', env.get('tools.py')!, env.get('env.py')!, TEMPLATES),
+      /already defines a Tool named "echo"/,
+    );
     assert.throws(() => addTool('Bad-Name', env.get('tools.py')!, env.get('env.py')!, TEMPLATES), /snake_case/);
     const edited = addTool('other', env.get('tools.py')!, 'class MyEnv(ToolEnv):\n    pass\n', TEMPLATES);
     assert.equal(edited.envPy, undefined, 'an env.py without the generated lines is left alone (the user is told)');
   });
 
-  it('writes a second ToolEnv over the folder\'s Tools with its own run config', () => {
+  it("writes a second ToolEnv over the folder's Tools with its own run config", () => {
     const files = renderToolEnv('strict-qa', env.get('tools.py')!, 'tiny', TEMPLATES);
     assert.deepEqual([...files.keys()], ['strict_qa_env.py', 'strict-qa.agentrl.yaml']);
     assert.match(files.get('strict_qa_env.py')!, /class StrictQaEnv\(ToolEnv\)/);
@@ -82,9 +124,13 @@ describe('scaffold: New Tool and New ToolEnv', () => {
     const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
     writeFileSync(join(dir, 'tools.py'), added.toolsPy);
     writeFileSync(join(dir, 'env.py'), added.envPy!);
-    for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, 'tiny', TEMPLATES)) writeFileSync(join(dir, file), content);
+    for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, 'tiny', TEMPLATES))
+      writeFileSync(join(dir, file), content);
     for (const config of ['demo.agentrl.yaml', 'strict-qa.agentrl.yaml']) {
-      assert.match(execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', join(dir, config)], { encoding: 'utf8' }), /scripted episode/);
+      assert.match(
+        execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', join(dir, config)], { encoding: 'utf8' }),
+        /scripted episode/,
+      );
     }
   });
 });
@@ -93,7 +139,9 @@ describe('manifest', () => {
   it('contributes every command the extension registers, under the Agent RL category', async () => {
     const { Commands } = await import('../../extension/commands');
     const manifest = JSON.parse(readFileSync(resolve(__dirname, '../../package.json'), 'utf8'));
-    const contributed = new Map(manifest.contributes.commands.map((c: { command: string; category: string }) => [c.command, c.category]));
+    const contributed = new Map(
+      manifest.contributes.commands.map((c: { command: string; category: string }) => [c.command, c.category]),
+    );
     for (const id of Object.values(Commands)) assert.equal(contributed.get(id), 'Agent RL', id);
   });
 });

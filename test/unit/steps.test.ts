@@ -4,8 +4,13 @@ import { join, resolve } from 'node:path';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { buildSteps, hasZeroVariance, nextStep } from '../../webview/steps';
 
-const records = readFileSync(join(resolve(__dirname, '..', '..'), 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'), 'utf8')
-  .split('\n').filter(Boolean).map((l) => JSON.parse(l) as TrajectoryRecord);
+const records = readFileSync(
+  join(resolve(__dirname, '..', '..'), 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'),
+  'utf8',
+)
+  .split('\n')
+  .filter(Boolean)
+  .map((l) => JSON.parse(l) as TrajectoryRecord);
 
 describe('episode steps', () => {
   it('lists prompt, turns, each tool call, observations and the reward in order', () => {

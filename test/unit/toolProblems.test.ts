@@ -6,7 +6,9 @@ import { toolProblems } from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');
 // Recorded by the trainer: episode 1-0-0 has one failed call of each kind, 1-0-9 a boom and a hang.
-const { records } = parseTrajectories(readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'), 'utf8'));
+const { records } = parseTrajectories(
+  readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'), 'utf8'),
+);
 const TOOLS_PY = [
   'from agentrl import Tool',
   '',
@@ -21,25 +23,51 @@ const TOOLS_PY = [
 ].join('\n');
 
 describe('Try Environment: Tool problems', () => {
-  const problems = toolProblems(records, 2, [{ path: '/env/env.py', text: 'class Env(ToolEnv): pass\n' }, { path: '/env/tools.py', text: TOOLS_PY }]);
+  const problems = toolProblems(records, 2, [
+    { path: '/env/env.py', text: 'class Env(ToolEnv): pass\n' },
+    { path: '/env/tools.py', text: TOOLS_PY },
+  ]);
   const byTool = new Map(problems.map((p) => [p.tool, p]));
 
   it('one problem per failing Tool, counted over the episodes, at the line that defines it', () => {
     assert.deepEqual(problems.map((p) => [p.tool, p.count, p.location?.line]).sort(), [
-      ['', 1, undefined], ['boom', 2, 6], ['echo', 1, 3], ['hang', 2, 9], ['nope', 1, undefined]]);
+      ['', 1, undefined],
+      ['boom', 2, 6],
+      ['echo', 1, 3],
+      ['hang', 2, 9],
+      ['nope', 1, undefined],
+    ]);
     assert.equal(byTool.get('boom')!.location!.path, '/env/tools.py');
-    assert.equal(byTool.get('boom')!.message, 'Tool "boom" failed 2 time(s) in 2 of 2 episode(s) with errors (exception): boom raised RuntimeError: kaput');
+    assert.equal(
+      byTool.get('boom')!.message,
+      'Tool "boom" failed 2 time(s) in 2 of 2 episode(s) with errors (exception): boom raised RuntimeError: kaput',
+    );
     assert.match(byTool.get('hang')!.message, /\(timeout\): hang timed out after 0\.2 s$/);
-    assert.match(byTool.get('')!.message, /^A call naming no tool failed 1 time\(s\) .*\(bad_json\): tool call is not valid JSON/);
+    assert.match(
+      byTool.get('')!.message,
+      /^A call naming no tool failed 1 time\(s\) .*\(bad_json\): tool call is not valid JSON/,
+    );
   });
 
-  it('a failure of the Tool\'s own code is its fault; a call the model got wrong is not', () => {
+  it("a failure of the Tool's own code is its fault; a call the model got wrong is not", () => {
     assert.deepEqual([...byTool].map(([tool, p]) => [tool, p.faultOfTool]).sort(), [
-      ['', false], ['boom', true], ['echo', true], ['hang', true], ['nope', false]]);
+      ['', false],
+      ['boom', true],
+      ['echo', true],
+      ['hang', true],
+      ['nope', false],
+    ]);
   });
 
   it('no failed calls, no problems; a Tool defined nowhere still gets its message, without a location', () => {
-    assert.deepEqual(toolProblems(records.map((r) => ({ ...r, turns: [] })), 0, []), []);
+    assert.deepEqual(
+      toolProblems(
+        records.map((r) => ({ ...r, turns: [] })),
+        0,
+        [],
+      ),
+      [],
+    );
     assert.ok(toolProblems(records, 2, []).every((p) => p.location === undefined && p.message.length > 0));
   });
 });

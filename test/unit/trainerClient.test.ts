@@ -35,7 +35,11 @@ class FakeTimers implements Timers {
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-interface Frame { id: number; method: string; params: Record<string, unknown> }
+interface Frame {
+  id: number;
+  method: string;
+  params: Record<string, unknown>;
+}
 
 class FakeSocket {
   readonly sent: Frame[] = [];
@@ -59,18 +63,35 @@ class FakeSocket {
     this.handlers.message(JSON.stringify({ jsonrpc: '2.0', id: frame.id, error: { code, message } }));
   }
   event(runId: string, seq: number): void {
-    this.handlers.message(JSON.stringify({ jsonrpc: '2.0', method: 'run/event', params: { runId, seq, type: 'log', time: seq, data: { level: 'info', message: `event ${seq}` } } }));
+    this.handlers.message(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'run/event',
+        params: { runId, seq, type: 'log', time: seq, data: { level: 'info', message: `event ${seq}` } },
+      }),
+    );
   }
 }
 
-const INITIALIZED = { serverVersion: '0.1.0', protocolVersion: '1.0', capabilities: {}, devices: { cpu: { name: 'cpu', cores: 2 }, gpus: [] } };
+const INITIALIZED = {
+  serverVersion: '0.1.0',
+  protocolVersion: '1.0',
+  capabilities: {},
+  devices: { cpu: { name: 'cpu', cores: 2 }, gpus: [] },
+};
 
 function setup(overrides: Partial<ConstructorParameters<typeof TrainerClient>[0]> = {}) {
   const timers = new FakeTimers();
   const sockets: FakeSocket[] = [];
   const states: string[] = [];
   const client = new TrainerClient({
-    url: 'ws://127.0.0.1:1', timers, random: () => 0, requestTimeoutMs: 1000, heartbeatMs: 5000, backoffInitialMs: 100, backoffMaxMs: 1000,
+    url: 'ws://127.0.0.1:1',
+    timers,
+    random: () => 0,
+    requestTimeoutMs: 1000,
+    heartbeatMs: 5000,
+    backoffInitialMs: 100,
+    backoffMaxMs: 1000,
     openSocket: (_url, handlers) => {
       const socket = new FakeSocket(handlers);
       sockets.push(socket);
@@ -102,21 +123,31 @@ describe('TrainerClient', () => {
     assert.deepEqual(client.server, INITIALIZED);
   });
 
-  it('fails a request with a typed error: the server\'s code, or a timeout (a late answer is ignored)', async () => {
+  it("fails a request with a typed error: the server's code, or a timeout (a late answer is ignored)", async () => {
     const { client, timers, accept } = setup();
     const connected = client.connect();
     const socket = await accept();
     await connected;
     const refused = client.request('run/get', { runId: 'nope' });
     socket.fail(socket.last('run/get'), ErrorCode.RUN_NOT_FOUND, 'run nope not found');
-    await assert.rejects(refused, (err: TrainerRequestError) => err instanceof TrainerRequestError && err.code === ErrorCode.RUN_NOT_FOUND && err.method === 'run/get');
+    await assert.rejects(
+      refused,
+      (err: TrainerRequestError) =>
+        err instanceof TrainerRequestError && err.code === ErrorCode.RUN_NOT_FOUND && err.method === 'run/get',
+    );
     const slow = client.request('run/list', {});
     const frame = socket.last('run/list');
-    const timedOut = assert.rejects(slow, (err: TrainerRequestError) => err.code === 'timeout' && /within 1 s/.test(err.message));
+    const timedOut = assert.rejects(
+      slow,
+      (err: TrainerRequestError) => err.code === 'timeout' && /within 1 s/.test(err.message),
+    );
     await timers.advance(1000);
     await timedOut;
-    socket.reply(frame, { runs: [] });  // too late: nothing to resolve, nothing thrown
-    await assert.rejects(new TrainerClient({ url: 'ws://x', openSocket: () => socket }).request('run/list', {}), (err: TrainerRequestError) => err.code === 'not-connected');
+    socket.reply(frame, { runs: [] }); // too late: nothing to resolve, nothing thrown
+    await assert.rejects(
+      new TrainerClient({ url: 'ws://x', openSocket: () => socket }).request('run/list', {}),
+      (err: TrainerRequestError) => err.code === 'not-connected',
+    );
   });
 
   it('reconnects with backoff after a loss, fails what was pending, and resubscribes from the last seq without duplicates', async () => {
@@ -132,18 +163,18 @@ describe('TrainerClient', () => {
     await subscribed;
     socket.event('run-1', 1);
     socket.event('run-1', 2);
-    socket.event('other-run', 3);  // not subscribed: dropped
+    socket.event('other-run', 3); // not subscribed: dropped
     const inFlight = client.request('run/list', {});
     socket.handlers.close('socket hang up', false);
     await assert.rejects(inFlight, (err: TrainerRequestError) => err.code === 'disconnected');
     assert.equal(client.state, 'reconnecting');
-    assert.deepEqual(timers.pending(), [50]);  // initial 100 ms x jitter 0.5
+    assert.deepEqual(timers.pending(), [50]); // initial 100 ms x jitter 0.5
     await timers.advance(50);
     assert.equal(sockets.length, 2);
     socket = await accept();
     assert.equal(client.state, 'connected');
     assert.deepEqual(socket.last('run/subscribe').params, { runId: 'run-1', since: 2 });
-    socket.event('run-1', 2);  // replayed by a server that had already sent it: dropped
+    socket.event('run-1', 2); // replayed by a server that had already sent it: dropped
     socket.event('run-1', 3);
     assert.deepEqual(events, [1, 2, 3]);
     assert.deepEqual(states, ['connecting', 'connected', 'reconnecting', 'connecting', 'connected']);
@@ -172,11 +203,11 @@ describe('TrainerClient', () => {
     const socket = await accept();
     await connected;
     await timers.advance(5000);
-    socket.reply(socket.last('server/ping'), { time: 1 });  // answered: the next one is scheduled
+    socket.reply(socket.last('server/ping'), { time: 1 }); // answered: the next one is scheduled
     await flush();
     await timers.advance(5000);
     assert.equal(socket.sent.filter((f) => f.method === 'server/ping').length, 2);
-    await timers.advance(5000);  // the second ping times out
+    await timers.advance(5000); // the second ping times out
     assert.ok(socket.closed);
     assert.equal(client.state, 'reconnecting');
     await timers.advance(50);
@@ -206,7 +237,11 @@ describe('TrainerClient', () => {
     const { client, sockets } = setup();
     const attempt = client.connect();
     sockets[0].handlers.open();
-    sockets[0].fail(sockets[0].last('initialize'), ErrorCode.INCOMPATIBLE_PROTOCOL, 'client speaks protocol 1.0, this server 2.0');
+    sockets[0].fail(
+      sockets[0].last('initialize'),
+      ErrorCode.INCOMPATIBLE_PROTOCOL,
+      'client speaks protocol 1.0, this server 2.0',
+    );
     await assert.rejects(attempt, /protocol 1.0, this server 2.0/);
     assert.equal(client.state, 'closed');
     assert.ok(sockets[0].closed);

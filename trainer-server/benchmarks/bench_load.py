@@ -30,10 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from agentrl.run.runstore import RunStore  # noqa: E402
 from server_harness import ServerProcess  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
-
-from agentrl.run.runstore import RunStore  # noqa: E402
 
 
 def server_rss_mb(server: ServerProcess) -> float:
@@ -104,8 +103,11 @@ def main() -> None:
         server = ServerProcess(runs)
         try:
             median, worst = initialize_latency_ms(server)
-            figures["idle"] = {"initialize median ms": median, "initialize worst ms": worst,
-                               "server RSS MB": server_rss_mb(server)}
+            figures["idle"] = {
+                "initialize median ms": median,
+                "initialize worst ms": worst,
+                "server RSS MB": server_rss_mb(server),
+            }
 
             def bombs(stop: threading.Event) -> None:
                 client = server.client()
@@ -127,14 +129,20 @@ def main() -> None:
             before = server_rss_mb(server)
             silent = [server.client(ping_interval=None) for _ in range(args.subscribers)]  # they answer no ping
             for client in silent:  # subscribe, then never read again
-                client.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/subscribe",
-                                           "params": {"runId": run_id, "since": 0}}))
+                client.ws.send(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": 1, "method": "run/subscribe", "params": {"runId": run_id, "since": 0}}
+                    )
+                )
             time.sleep(5.0)
             median, worst = initialize_latency_ms(server)
             after = server_rss_mb(server)
             figures[f"{args.subscribers} silent subscribers"] = {
-                "initialize median ms": median, "initialize worst ms": worst, "server RSS MB": after,
-                "RSS MB per silent subscriber": (after - before) / args.subscribers}
+                "initialize median ms": median,
+                "initialize worst ms": worst,
+                "server RSS MB": after,
+                "RSS MB per silent subscriber": (after - before) / args.subscribers,
+            }
             for client in silent:
                 try:
                     client.close()

@@ -17,9 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from server_harness import ServerProcess, example_config, is_final_status  # noqa: E402
-
 from agentrl.run.runstore import RunStore, read_events  # noqa: E402
+from server_harness import ServerProcess, example_config, is_final_status  # noqa: E402
 
 
 def event_throughput(root: Path, count: int) -> float:
@@ -70,10 +69,18 @@ def main() -> None:
         rate = event_throughput(root, args.events)
         alone = step_times(root, args.steps, subscribers=0)
         watched = step_times(root, args.steps, subscribers=3)
-    print(json.dumps({"events": args.events, "event_throughput_per_s": round(rate),
-                      "median_step_time_s_no_client": round(alone, 4),
-                      "median_step_time_s_three_streaming_clients": round(watched, 4),
-                      "streaming_overhead_pct": round(100 * (watched - alone) / alone, 1)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "events": args.events,
+                "event_throughput_per_s": round(rate),
+                "median_step_time_s_no_client": round(alone, 4),
+                "median_step_time_s_three_streaming_clients": round(watched, 4),
+                "streaming_overhead_pct": round(100 * (watched - alone) / alone, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -42,16 +42,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
 from agentrl.learning.batch import TrainBatch
-from agentrl.run.config import load_config_dict
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.rollout.engine import make_rollout_engine
+from agentrl.run.config import load_config_dict
 
-TASKS = ["the tallest mountain in Europe", "the river through Vienna", "the inventor of the telephone",
-         "the capital of Australia"]
+TASKS = [
+    "the tallest mountain in Europe",
+    "the river through Vienna",
+    "the inventor of the telephone",
+    "the capital of Australia",
+]
 
 
 class SlowNotes(Tool):
@@ -72,12 +75,15 @@ class ThreeTurnEnv(ToolEnv):
         self.tools = [SlowNotes()]
 
     def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": "Use <notes>query</notes> to look things up, then answer."},
-                {"role": "user", "content": f"What do you know about {task['topic']}?"}]
+        return [
+            {"role": "system", "content": "Use <notes>query</notes> to look things up, then answer."},
+            {"role": "user", "content": f"What do you know about {task['topic']}?"},
+        ]
 
     def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
-        return StepResult(messages=[{"role": "tool", "content": "\n".join(str(c.result or c.error) for c in calls)
-                                     or "Go on."}])
+        return StepResult(
+            messages=[{"role": "tool", "content": "\n".join(str(c.result or c.error) for c in calls) or "Go on."}]
+        )
 
     def score(self, final_text: str) -> EpisodeScore:
         return EpisodeScore(reward=length_reward(final_text))
@@ -89,8 +95,10 @@ def length_reward(text: str) -> float:
 
 
 def single_turn_messages(topic: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": "Answer in one short paragraph."},
-            {"role": "user", "content": f"What do you know about {topic}?"}]
+    return [
+        {"role": "system", "content": "Answer in one short paragraph."},
+        {"role": "user", "content": f"What do you know about {topic}?"},
+    ]
 
 
 class SingleTurnEnv(ToolEnv):
@@ -107,13 +115,22 @@ class SingleTurnEnv(ToolEnv):
 
 
 def config(model: str, episodes: int) -> Any:
-    return load_config_dict({
-        "model": {"path": model},
-        "env": {"module": __name__, "class_name": "ThreeTurnEnv"}, "data": {"train": "unused.jsonl"},
-        "rollout": {"group_size": 8, "max_turns": 3, "max_new_tokens": 64, "max_context": 1024,
-                    "temperature": 1.0, "tool_format": "tags"},
-        "train": {"batch_size": episodes, "micro_batch_size": 8, "lr": 1e-6, "bf16_autocast": True},
-    })
+    return load_config_dict(
+        {
+            "model": {"path": model},
+            "env": {"module": __name__, "class_name": "ThreeTurnEnv"},
+            "data": {"train": "unused.jsonl"},
+            "rollout": {
+                "group_size": 8,
+                "max_turns": 3,
+                "max_new_tokens": 64,
+                "max_context": 1024,
+                "temperature": 1.0,
+                "tool_format": "tags",
+            },
+            "train": {"batch_size": episodes, "micro_batch_size": 8, "lr": 1e-6, "bf16_autocast": True},
+        }
+    )
 
 
 def peak_memory_gb() -> float:
@@ -140,13 +157,19 @@ def rollout(model_path: str, engine_name: str, episodes: int, out: Path | None) 
     if out is not None:
         out.write_bytes(pickle.dumps(generated))
     tokens = sum(ep.response_length for ep in generated)
-    return {"rollout tokens/s": tokens / elapsed, "episodes/s": len(generated) / elapsed, "rollout s": elapsed,
-            "start-up s": start_up, "tokens per episode": sum(len(ep.token_ids) for ep in generated) / len(generated),
-            "peak memory GB": peak_memory_gb()}
+    return {
+        "rollout tokens/s": tokens / elapsed,
+        "episodes/s": len(generated) / elapsed,
+        "rollout s": elapsed,
+        "start-up s": start_up,
+        "tokens per episode": sum(len(ep.token_ids) for ep in generated) / len(generated),
+        "peak memory GB": peak_memory_gb(),
+    }
 
 
-def train_steps(model_path: str, episodes: int, steps: int, folder: Path, *, async_steps: int = 0,
-                single_turn: bool = False) -> dict[str, float]:
+def train_steps(
+    model_path: str, episodes: int, steps: int, folder: Path, *, async_steps: int = 0, single_turn: bool = False
+) -> dict[str, float]:
     from agentrl.run.trainer import train
 
     cfg = config(model_path, episodes)
@@ -159,8 +182,11 @@ def train_steps(model_path: str, episodes: int, steps: int, folder: Path, *, asy
     cfg.train.async_steps = async_steps
     cfg.train.steps = cfg.train.checkpoint_every = steps
     run_dir = train(cfg, runs_dir=folder / "runs", config_base_dir=folder)
-    times = [json.loads(line)["time"] for line in (run_dir / "events.jsonl").read_text().splitlines()
-             if json.loads(line)["type"] == "metrics"]
+    times = [
+        json.loads(line)["time"]
+        for line in (run_dir / "events.jsonl").read_text().splitlines()
+        if json.loads(line)["type"] == "metrics"
+    ]
     per_step = (times[-1] - times[0]) / (len(times) - 1)
     return {"s a step after the first": per_step, "steps/min": 60 / per_step, "peak memory GB": peak_memory_gb()}
 
@@ -177,12 +203,24 @@ def trl(model_path: str, episodes: int, steps: int, folder: Path) -> dict[str, f
     load_smollm2(torch.float32)  # makes the transformers folder, once
     cfg = config(model_path, episodes)
     spec = folder / "trl.json"
-    spec.write_text(json.dumps({
-        "model_folder": str(cache_dir()), "topics": TASKS, "steps": steps, "episodes": episodes,
-        "group_size": cfg.rollout.group_size, "micro_batch_size": cfg.train.micro_batch_size,
-        "max_new_tokens": cfg.rollout.max_new_tokens, "temperature": cfg.rollout.temperature,
-        "lr": cfg.train.lr, "bf16_autocast": cfg.train.bf16_autocast, "kl_coef": cfg.algorithm.kl.coef,
-        "clip_eps": cfg.algorithm.clip_eps}))
+    spec.write_text(
+        json.dumps(
+            {
+                "model_folder": str(cache_dir()),
+                "topics": TASKS,
+                "steps": steps,
+                "episodes": episodes,
+                "group_size": cfg.rollout.group_size,
+                "micro_batch_size": cfg.train.micro_batch_size,
+                "max_new_tokens": cfg.rollout.max_new_tokens,
+                "temperature": cfg.rollout.temperature,
+                "lr": cfg.train.lr,
+                "bf16_autocast": cfg.train.bf16_autocast,
+                "kl_coef": cfg.algorithm.kl.coef,
+                "clip_eps": cfg.algorithm.clip_eps,
+            }
+        )
+    )
     return child(["--spec", str(spec)], python=str(trl_python), script=Path(__file__).with_name("trl_step.py"))
 
 
@@ -213,8 +251,12 @@ def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str
     started = time.perf_counter()
     metrics = learner.update(generated).metrics
     elapsed = time.perf_counter() - started
-    return {"learner tokens/s": sum(len(ep.token_ids) for ep in generated) / elapsed, "update s": elapsed,
-            "logprob gap": metrics["actor/logprob_gap"], "peak memory GB": peak_memory_gb()}
+    return {
+        "learner tokens/s": sum(len(ep.token_ids) for ep in generated) / elapsed,
+        "update s": elapsed,
+        "logprob gap": metrics["actor/logprob_gap"],
+        "peak memory GB": peak_memory_gb(),
+    }
 
 
 def child(args: list[str], python: str = sys.executable, script: Path = Path(__file__)) -> dict[str, float]:
@@ -231,8 +273,11 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=4, help="steps of each async_steps run (0: skip them)")
     parser.add_argument("--trl", action="store_true", help="also time TRL's GRPOTrainer on the single-turn workload")
     parser.add_argument("--only-trl", action="store_true", help="time only agentrl and TRL on the single-turn workload")
-    parser.add_argument("--phase", choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1",
-                                            "train-single", "trl"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--phase",
+        choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1", "train-single", "trl"],
+        help=argparse.SUPPRESS,
+    )
     parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -245,8 +290,14 @@ def main() -> None:
             if args.phase == "trl":
                 figures = trl(args.model, args.episodes, args.train_steps, Path(folder))
             else:
-                figures = train_steps(args.model, args.episodes, args.train_steps, Path(folder),
-                                      async_steps=int(args.phase == "train-1"), single_turn=args.phase == "train-single")
+                figures = train_steps(
+                    args.model,
+                    args.episodes,
+                    args.train_steps,
+                    Path(folder),
+                    async_steps=int(args.phase == "train-1"),
+                    single_turn=args.phase == "train-single",
+                )
         print(json.dumps(figures))
         return
     if args.phase:
@@ -261,35 +312,51 @@ def main() -> None:
             figures["hf engine"] = child([*common, "--phase", "hf", "--episodes-file", str(episodes_file)])
             figures["vllm engine"] = child([*common, "--phase", "vllm"])
             for phase in ("plain-learner", "learner"):
-                figures[phase.replace("-", " ")] = child([*common, "--phase", phase, "--episodes-file",
-                                                          str(episodes_file)])
+                figures[phase.replace("-", " ")] = child(
+                    [*common, "--phase", phase, "--episodes-file", str(episodes_file)]
+                )
             if args.train_steps > 1:
                 for async_steps in (0, 1):
                     figures[f"train, async {async_steps}"] = child([*common, *steps, "--phase", f"train-{async_steps}"])
         if (args.trl or args.only_trl) and args.train_steps > 1:
             figures["train, single turn"] = child([*common, *steps, "--phase", "train-single"])
             figures["trl"] = child([*common, *steps, "--phase", "trl"])
-    print(f"model {args.model}, {args.episodes} episodes a step, up to 64 new tokens a turn, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(
+        f"model {args.model}, {args.episodes} episodes a step, up to 64 new tokens a turn, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     for name, values in figures.items():
         print(f"  {name:18s} " + "  ".join(f"{key} {value:,.3g}" for key, value in values.items()))
     if "hf engine" in figures:
         hf, vllm = figures["hf engine"], figures["vllm engine"]
-        print(f"  vllm engine vs hf engine: rollout tokens/s {vllm['rollout tokens/s'] / hf['rollout tokens/s']:.2f}x, "
-              f"episodes/s {vllm['episodes/s'] / hf['episodes/s']:.2f}x")
+        print(
+            f"  vllm engine vs hf engine: rollout tokens/s {vllm['rollout tokens/s'] / hf['rollout tokens/s']:.2f}x, "
+            f"episodes/s {vllm['episodes/s'] / hf['episodes/s']:.2f}x"
+        )
         plain, ours = figures["plain learner"], figures["learner"]
-        print(f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
-              f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB")
-        print(f"  step (rollout + update): hf {hf['rollout s'] + ours['update s']:.1f} s, "
-              f"vllm {vllm['rollout s'] + ours['update s']:.1f} s (+ weight push, see perf/weight_sync_s)")
+        print(
+            f"  learner vs plain learner: {plain['update s'] / ours['update s']:.2f}x faster, "
+            f"peak memory {ours['peak memory GB']:.1f} GB vs {plain['peak memory GB']:.1f} GB"
+        )
+        print(
+            f"  step (rollout + update): hf {hf['rollout s'] + ours['update s']:.1f} s, "
+            f"vllm {vllm['rollout s'] + ours['update s']:.1f} s (+ weight push, see perf/weight_sync_s)"
+        )
     if "train, async 0" in figures:
         sequential, overlapped = figures["train, async 0"], figures["train, async 1"]
-        print(f"  train.async_steps 1 vs 0: {sequential['s a step after the first'] / overlapped['s a step after the first']:.2f}x "
-              "the steps per minute")
+        print(
+            f"  train.async_steps 1 vs 0: {sequential['s a step after the first'] / overlapped['s a step after the first']:.2f}x "
+            "the steps per minute"
+        )
     if "trl" in figures:
-        ours, theirs = figures["train, single turn"]["s a step after the first"], figures["trl"]["s a step after the first"]
-        print(f"  single turn, agentrl vs TRL GRPOTrainer: {ours:.1f} s vs {theirs:.1f} s a step "
-              f"(agentrl's step is {ours / theirs:.2f}x TRL's)")
+        ours, theirs = (
+            figures["train, single turn"]["s a step after the first"],
+            figures["trl"]["s a step after the first"],
+        )
+        print(
+            f"  single turn, agentrl vs TRL GRPOTrainer: {ours:.1f} s vs {theirs:.1f} s a step "
+            f"(agentrl's step is {ours / theirs:.2f}x TRL's)"
+        )
 
 
 if __name__ == "__main__":

@@ -38,13 +38,17 @@ def timed_run(steps: int, logging: list[str], folder: Path) -> dict[str, float]:
 
     Trackers.log_step, Trackers.__init__ = timed_log_step, timed_init
     try:
-        config = load_config(EXAMPLE, [f"train.steps={steps}", "train.checkpoint_every=1000", "rollout.engine=hf",
-                                       *logging])
+        config = load_config(
+            EXAMPLE, [f"train.steps={steps}", "train.checkpoint_every=1000", "rollout.engine=hf", *logging]
+        )
         train(config, runs_dir=folder / "runs", config_base_dir=EXAMPLE.parent)
     finally:
         Trackers.log_step, Trackers.__init__ = log_step, init
-    return {"start_s": opened[0], "per_step_ms_median": 1000 * statistics.median(step_times),
-            "per_step_ms_max": 1000 * max(step_times)}
+    return {
+        "start_s": opened[0],
+        "per_step_ms_median": 1000 * statistics.median(step_times),
+        "per_step_ms_max": 1000 * max(step_times),
+    }
 
 
 def main() -> None:
@@ -61,8 +65,15 @@ def main() -> None:
         }
         trackers["all three"] = [item for items in trackers.values() for item in items]
         for name, logging in trackers.items():
-            print(json.dumps({"trackers": name, **{k: round(v, 3) for k, v in
-                                                   timed_run(args.steps, logging, folder / name).items()}}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "trackers": name,
+                        **{k: round(v, 3) for k, v in timed_run(args.steps, logging, folder / name).items()},
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

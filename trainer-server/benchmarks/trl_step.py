@@ -54,22 +54,43 @@ def main() -> None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(spec["model_folder"], dtype=torch.float32, local_files_only=True)
     prompts = spec["episodes"] // spec["group_size"] * spec["steps"]
-    dataset = Dataset.from_list([{"prompt": single_turn_messages(spec["topics"][i % len(spec["topics"])])}
-                                 for i in range(prompts)])
+    dataset = Dataset.from_list(
+        [{"prompt": single_turn_messages(spec["topics"][i % len(spec["topics"])])} for i in range(prompts)]
+    )
     output = Path(os.environ.get("TMPDIR", "/tmp")) / f"trl-step-{os.getpid()}"
     config = GRPOConfig(
-        output_dir=str(output), report_to="none", save_strategy="no", logging_steps=1, seed=0,
-        max_steps=spec["steps"], num_generations=spec["group_size"],
+        output_dir=str(output),
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+        max_steps=spec["steps"],
+        num_generations=spec["group_size"],
         # one optimizer step per `episodes` completions, micro-batched as agentrl's learner is
         per_device_train_batch_size=spec["micro_batch_size"],
         gradient_accumulation_steps=spec["episodes"] // spec["micro_batch_size"],
-        max_completion_length=spec["max_new_tokens"], temperature=spec["temperature"],
-        learning_rate=spec["lr"], lr_scheduler_type="constant", warmup_steps=0,
-        bf16=spec["bf16_autocast"], use_cpu=not torch.cuda.is_available(), gradient_checkpointing=False,
-        beta=spec["kl_coef"], epsilon=spec["clip_eps"], shuffle_dataset=False, dataloader_num_workers=0)
+        max_completion_length=spec["max_new_tokens"],
+        temperature=spec["temperature"],
+        learning_rate=spec["lr"],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        bf16=spec["bf16_autocast"],
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=False,
+        beta=spec["kl_coef"],
+        epsilon=spec["clip_eps"],
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+    )
     clock = StepClock()
-    trainer = GRPOTrainer(model=model, reward_funcs=[completion_reward], args=config, processing_class=tokenizer,
-                          train_dataset=dataset, callbacks=[clock])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[completion_reward],
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=dataset,
+        callbacks=[clock],
+    )
     trainer.train()
     per_step = (clock.ends[-1] - clock.ends[0]) / (len(clock.ends) - 1)
     peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 2**20

@@ -87,8 +87,17 @@ class FailingToolsEnv(ToolEnv):
     """Every tool above, for the runs and workers that build their tools from an env."""
 
     def __init__(self, **args):
-        self.tools = [Boom(), Hang(), Garbage(), NotANumber(), Exits(), AsyncInterrupts(), AsyncBlocks(),
-                      EndsProcess(), Counter()]
+        self.tools = [
+            Boom(),
+            Hang(),
+            Garbage(),
+            NotANumber(),
+            Exits(),
+            AsyncInterrupts(),
+            AsyncBlocks(),
+            EndsProcess(),
+            Counter(),
+        ]
 
     def reset(self, task):
         return [{"role": "user", "content": task["q"]}]

@@ -14,11 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from websockets.sync.client import connect
-
 from agentrl.server.protocol import validator_for
-
 from conftest import EXAMPLE_CONFIG
+from websockets.sync.client import connect
 
 
 def example_config(**train: Any) -> dict:
@@ -36,7 +34,11 @@ class ServerProcess:
         self.runs_dir = runs_dir
         self.process = subprocess.Popen(
             [python, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(runs_dir), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+        )
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError(f"server did not start: {self.process.stderr.read()}")

@@ -5,14 +5,21 @@ import math
 
 import pytest
 import torch
-
 from agentrl.learning.algorithms import ALGORITHM_NAMES, get_algorithm
 from agentrl.learning.algorithms.base import Algorithm
-from agentrl.learning.algorithms.common import (aggregate, clipped_policy_loss, discounted_sum_backward, group_stats, kl_penalty,
-                                      pack_chains, returns_to_go, truncated_is_weights, unpack_chains)
+from agentrl.learning.algorithms.common import (
+    aggregate,
+    clipped_policy_loss,
+    discounted_sum_backward,
+    group_stats,
+    kl_penalty,
+    pack_chains,
+    returns_to_go,
+    truncated_is_weights,
+    unpack_chains,
+)
 from agentrl.learning.batch import TrainBatch
 from agentrl.run.config import AlgorithmConfig, ConfigError, load_config_dict
-
 from conftest import PROTOCOL
 
 # Positions: [prompt, turn-0 token, turn-0 token, tool token, turn-1 token]
@@ -79,8 +86,9 @@ def test_reinforce_pp_discounts_across_trained_tokens_and_normalises_globally():
     adv = advantages("reinforce_pp", batch, AlgorithmConfig())
     # G = [1.5, 1.5, 1]; mean 4/3; std sqrt(1/18)
     std = math.sqrt(1 / 18)
-    assert adv[0].tolist() == pytest.approx([0, (1.5 - 4 / 3) / std, (1.5 - 4 / 3) / std, 0, (1 - 4 / 3) / std],
-                                            abs=1e-4)
+    assert adv[0].tolist() == pytest.approx(
+        [0, (1.5 - 4 / 3) / std, (1.5 - 4 / 3) / std, 0, (1 - 4 / 3) / std], abs=1e-4
+    )
 
 
 def test_reinforce_pp_folds_kl_into_the_reward():
@@ -116,8 +124,12 @@ def test_ppo_gae_with_gamma_lambda_one_gives_returns_to_go():
 
 
 def test_ppo_value_loss_is_clipped_and_weighted():
-    losses = get_algorithm("ppo").extra_losses(AlgorithmConfig(vf_clip=0.2, vf_coef=0.3), values=torch.tensor([1.0]),
-                                               old_values=torch.tensor([0.0]), returns=torch.tensor([2.0]))
+    losses = get_algorithm("ppo").extra_losses(
+        AlgorithmConfig(vf_clip=0.2, vf_coef=0.3),
+        values=torch.tensor([1.0]),
+        old_values=torch.tensor([0.0]),
+        returns=torch.tensor([2.0]),
+    )
     weight, per_token = losses["loss/value"]
     assert weight == 0.3
     assert per_token.item() == pytest.approx(0.5 * (0.2 - 2.0) ** 2)  # the clipped value is further: it counts
@@ -145,9 +157,14 @@ def test_clipped_policy_loss_and_clip_higher():
     assert loss_high.tolist() == pytest.approx([-1.28, 0.8])
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("token-mean", 10 / 4), ("seq-mean-token-mean", (2 + 4) / 2), ("seq-mean-token-sum-norm", 10 / (2 * 4)),
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("token-mean", 10 / 4),
+        ("seq-mean-token-mean", (2 + 4) / 2),
+        ("seq-mean-token-sum-norm", 10 / (2 * 4)),
+    ],
+)
 def test_loss_aggregations(mode, expected):
     per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 7.0, 7.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])

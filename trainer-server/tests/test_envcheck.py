@@ -2,7 +2,7 @@ import json
 
 from agentrl.environment.check import check_env
 
-ENV = '''
+ENV = """
 from failing_tools import FailingToolsEnv  # the tests' folder is on sys.path
 
 
@@ -10,7 +10,7 @@ class EndsProcessOnCheck(FailingToolsEnv):
     def scripted_turns(self, task):
         return ['<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
                 '<tool_call>{"name": "counter", "arguments": {}}</tool_call>', "ok"]
-'''
+"""
 
 
 def test_env_check_reports_a_tool_that_ends_its_process_and_finishes_the_episode(tmp_path):
@@ -19,10 +19,12 @@ def test_env_check_reports_a_tool_that_ends_its_process_and_finishes_the_episode
     (tmp_path / "env.py").write_text(ENV)
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
     (tmp_path / "e.agentrl.yaml").write_text(
-        "env: {module: env.py, class_name: EndsProcessOnCheck}\ndata: {train: tasks.jsonl}\nrollout: {max_turns: 3}\n")
+        "env: {module: env.py, class_name: EndsProcessOnCheck}\ndata: {train: tasks.jsonl}\nrollout: {max_turns: 3}\n"
+    )
     diagnostics = check_env(tmp_path)
     [warning] = [d for d in diagnostics if d["message"].startswith("turn ")]
     assert warning["message"].startswith(
-        "turn 0: tool call failed: ends_process did not answer: the tool worker process ended (exit code 3)")
+        "turn 0: tool call failed: ends_process did not answer: the tool worker process ended (exit code 3)"
+    )
     assert warning["file"].endswith("failing_tools.py")  # the failing Tool's definition
     assert diagnostics[-1]["message"].startswith("scripted episode: 3 turn(s), status finished, reward 1")

@@ -5,8 +5,6 @@ import json
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from agentrl.cli.export import export
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights
@@ -14,16 +12,17 @@ from agentrl.run.config import resolve_paths
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import list_checkpoints
 from agentrl.run.trainer import train
-
 from conftest import EXAMPLE_CONFIG
 from test_train import example
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 PROMPT = "What is under key 3?"
 
 
 def trained_run(tmp_path, *overrides):
-    config = example("train.steps=2", "train.checkpoint_every=2", "train.batch_size=8", "train.micro_batch_size=8",
-                     *overrides)
+    config = example(
+        "train.steps=2", "train.checkpoint_every=2", "train.batch_size=8", "train.micro_batch_size=8", *overrides
+    )
     return config, train(config, runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent)
 
 
@@ -38,7 +37,7 @@ def greedy(model, tokenizer):
     ids = tokenizer(PROMPT, return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    return out[0, ids.shape[1]:].tolist()
+    return out[0, ids.shape[1] :].tolist()
 
 
 def test_a_checkpoint_is_a_save_pretrained_folder_and_the_export_generates_as_the_run_does(tmp_path):
@@ -57,8 +56,15 @@ def test_a_checkpoint_is_a_save_pretrained_folder_and_the_export_generates_as_th
     assert "Base model: `tiny`" in card and "step 2 of 2" in card and "Held-out score: not measured" in card
     # eval takes the exported folder as its checkpoint
     resolved = resolve_paths(config, EXAMPLE_CONFIG.parent)
-    evaluation = evaluate(resolved, resolved.data.train, limit=2, checkpoint=str(tmp_path / "out"), baseline=None,
-                          batch_size=2, runs_dir=tmp_path / "eval-runs")
+    evaluation = evaluate(
+        resolved,
+        resolved.data.train,
+        limit=2,
+        checkpoint=str(tmp_path / "out"),
+        baseline=None,
+        batch_size=2,
+        runs_dir=tmp_path / "eval-runs",
+    )
     assert evaluation.metrics["n"] == 2
 
 
@@ -73,8 +79,9 @@ def test_under_lora_the_adapter_alone_is_kept_and_exported_or_merged(tmp_path):
     expected = greedy(ours, tokenizer)
 
     assert export(run_dir, tmp_path / "adapter")["weights"] == "adapter"
-    base, _, _ = load_policy(config.model.model_copy(update={"lora": config.model.lora.model_copy(
-        update={"enabled": False})}), config.seed)
+    base, _, _ = load_policy(
+        config.model.model_copy(update={"lora": config.model.lora.model_copy(update={"enabled": False})}), config.seed
+    )
     assert greedy(PeftModel.from_pretrained(base, tmp_path / "adapter").eval(), tokenizer) == expected
 
     assert export(run_dir, tmp_path / "merged", merge_lora=True)["weights"] == "full"
@@ -100,9 +107,11 @@ def test_export_says_what_is_wrong(tmp_path, capsys):
     config, run_dir = trained_run(tmp_path)
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "file").write_text("x")
-    for args, message in ((["--step", "7"], "no checkpoint at step 7; it has [2]"),
-                          (["--merge-lora"], "this run trained every weight"),
-                          ([], "taken exists and is not empty")):
+    for args, message in (
+        (["--step", "7"], "no checkpoint at step 7; it has [2]"),
+        (["--merge-lora"], "this run trained every weight"),
+        ([], "taken exists and is not empty"),
+    ):
         out = tmp_path / "taken" if not args else tmp_path / "new"
         assert main(["export", str(run_dir), "--out", str(out), *args]) == 2
         assert message in capsys.readouterr().err

@@ -4,28 +4,35 @@ import json
 from dataclasses import replace
 
 import pytest
-
 import torch
-
-from agentrl.run import contract
-from agentrl.run.config import ConfigError, HealthConfig, load_config
-from agentrl.run.contract import HEALTH_CODES, HEALTH_SEVERITIES
-from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
-from agentrl.run.health import MAX_EXAMPLES, RULE_BY_CODE, RULES, History, HealthMonitor, StepEvidence, non_finite_event
-from agentrl.run.metrics import rollout_metrics
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import load_policy_weights
+from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
+from agentrl.run import contract
+from agentrl.run.config import ConfigError, HealthConfig, load_config
+from agentrl.run.contract import HEALTH_CODES, HEALTH_SEVERITIES
+from agentrl.run.health import MAX_EXAMPLES, RULE_BY_CODE, RULES, HealthMonitor, History, StepEvidence, non_finite_event
+from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, latest_status, read_events
-from agentrl.server.protocol import validator_for
 from agentrl.run.trainer import train
-
+from agentrl.server.protocol import validator_for
 from conftest import EXAMPLE_CONFIG
 
-HEALTHY = {"health/zero_variance_groups": 0.25, "reward/mean": 0.4, "tools/offered": 1.0, "tools/calls": 9.0,
-           "health/truncation_rate": 0.1, "episode/response_length_mean": 20.0, "actor/entropy": 2.0,
-           "actor/logprob_gap": 1e-7, "actor/kl_ref": 0.01, "health/tool_failure_rate": 0.1,
-           "tools/lookup/calls": 9.0, "tools/lookup/failure_rate": 0.1}
+HEALTHY = {
+    "health/zero_variance_groups": 0.25,
+    "reward/mean": 0.4,
+    "tools/offered": 1.0,
+    "tools/calls": 9.0,
+    "health/truncation_rate": 0.1,
+    "episode/response_length_mean": 20.0,
+    "actor/entropy": 2.0,
+    "actor/logprob_gap": 1e-7,
+    "actor/kl_ref": 0.01,
+    "health/tool_failure_rate": 0.1,
+    "tools/lookup/calls": 9.0,
+    "tools/lookup/failure_rate": 0.1,
+}
 FLAT = HEALTHY | {"health/zero_variance_groups": 1.0, "reward/mean": 0.0}
 
 
@@ -62,7 +69,9 @@ def test_one_bad_step_now_and_then_is_not_an_alert():
 
 
 def test_consecutive_steps_comes_from_the_config():
-    assert observe_all([HEALTHY, FLAT, FLAT, FLAT], HealthConfig(consecutive_steps=3)) == [(4, "zero_variance_groups", False)]
+    assert observe_all([HEALTHY, FLAT, FLAT, FLAT], HealthConfig(consecutive_steps=3)) == [
+        (4, "zero_variance_groups", False)
+    ]
 
 
 def trend(before, after, count=4):
@@ -71,30 +80,60 @@ def trend(before, after, count=4):
 
 # Each rule on a crafted sequence: the step its alert starts, and a close sequence of a healthy run that stays quiet.
 RULE_CASES = {
-    "zero_variance_groups": ([HEALTHY, FLAT, FLAT], 3,
-                             [HEALTHY | {"health/zero_variance_groups": 0.7}] * 4),
-    "no_tool_calls": ([HEALTHY | {"tools/calls": 0.0}] * 2, 2,
-                      [HEALTHY | {"tools/offered": 0.0, "tools/calls": 0.0}] * 4),  # an env without tools
-    "all_truncated": ([HEALTHY | {"health/truncation_rate": 1.0}] * 2, 2,
-                      [HEALTHY | {"health/truncation_rate": 0.3}] * 4),
-    "high_truncation": ([HEALTHY | {"health/truncation_rate": 0.6}] * 2, 2,
-                        [HEALTHY | {"health/truncation_rate": 0.4}] * 4),
-    "entropy_collapse": ([HEALTHY, HEALTHY | {"actor/entropy": 0.1}, HEALTHY | {"actor/entropy": 0.1}], 3,
-                         [HEALTHY | {"actor/entropy": 2.0 - 0.2 * step} for step in range(6)]),
+    "zero_variance_groups": ([HEALTHY, FLAT, FLAT], 3, [HEALTHY | {"health/zero_variance_groups": 0.7}] * 4),
+    "no_tool_calls": (
+        [HEALTHY | {"tools/calls": 0.0}] * 2,
+        2,
+        [HEALTHY | {"tools/offered": 0.0, "tools/calls": 0.0}] * 4,
+    ),  # an env without tools
+    "all_truncated": (
+        [HEALTHY | {"health/truncation_rate": 1.0}] * 2,
+        2,
+        [HEALTHY | {"health/truncation_rate": 0.3}] * 4,
+    ),
+    "high_truncation": (
+        [HEALTHY | {"health/truncation_rate": 0.6}] * 2,
+        2,
+        [HEALTHY | {"health/truncation_rate": 0.4}] * 4,
+    ),
+    "entropy_collapse": (
+        [HEALTHY, HEALTHY | {"actor/entropy": 0.1}, HEALTHY | {"actor/entropy": 0.1}],
+        3,
+        [HEALTHY | {"actor/entropy": 2.0 - 0.2 * step} for step in range(6)],
+    ),
     # Window 4: the last 4 steps' mean length against the 4 before, first measurable at step 8.
-    "response_length_explosion": (trend({}, {"episode/response_length_mean": 40.0}) + [
-                                      HEALTHY | {"episode/response_length_mean": 40.0}], 9,
-                                  trend({}, {"episode/response_length_mean": 40.0, "reward/mean": 0.6}) * 2),
-    "tool_failure_spike": (trend({}, {"tools/lookup/failure_rate": 0.8}), 6,
-                           trend({}, {"tools/lookup/failure_rate": 0.8, "tools/lookup/calls": 3.0})),  # too few calls
+    "response_length_explosion": (
+        trend({}, {"episode/response_length_mean": 40.0}) + [HEALTHY | {"episode/response_length_mean": 40.0}],
+        9,
+        trend({}, {"episode/response_length_mean": 40.0, "reward/mean": 0.6}) * 2,
+    ),
+    "tool_failure_spike": (
+        trend({}, {"tools/lookup/failure_rate": 0.8}),
+        6,
+        trend({}, {"tools/lookup/failure_rate": 0.8, "tools/lookup/calls": 3.0}),
+    ),  # too few calls
     "logprob_gap": ([HEALTHY | {"actor/logprob_gap": 0.2}] * 2, 2, [HEALTHY | {"actor/logprob_gap": 0.03}] * 4),
-    "kl_above_bound": ([HEALTHY | {"actor/kl_ref": 0.5}] * 2, 2,
-                       [{k: v for k, v in HEALTHY.items() if k != "actor/kl_ref"}] * 4),  # no reference, no verdict
+    "kl_above_bound": (
+        [HEALTHY | {"actor/kl_ref": 0.5}] * 2,
+        2,
+        [{k: v for k, v in HEALTHY.items() if k != "actor/kl_ref"}] * 4,
+    ),  # no reference, no verdict
     # Evaluated every 2 steps: at step 4 the training reward rose by 0.2 while the held-out score fell by 0.2.
-    "heldout_divergence": ([HEALTHY, HEALTHY | {"eval/reward": 0.5}, HEALTHY | {"reward/mean": 0.6},
-                            HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.3}], 4,
-                           [HEALTHY, HEALTHY | {"eval/reward": 0.5}, HEALTHY | {"reward/mean": 0.6},
-                            HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.6}]),
+    "heldout_divergence": (
+        [
+            HEALTHY,
+            HEALTHY | {"eval/reward": 0.5},
+            HEALTHY | {"reward/mean": 0.6},
+            HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.3},
+        ],
+        4,
+        [
+            HEALTHY,
+            HEALTHY | {"eval/reward": 0.5},
+            HEALTHY | {"reward/mean": 0.6},
+            HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.6},
+        ],
+    ),
 }
 
 
@@ -113,7 +152,9 @@ def test_each_rule_fires_on_its_pattern_and_stays_quiet_on_a_healthy_run(code):
 def test_each_alert_names_its_severity_cause_fix_and_figures(code):
     sequence, fires_at, _ = RULE_CASES[code]
     monitor = HealthMonitor()
-    events = [event for step, metrics in enumerate(sequence, 1) for event in monitor.observe(StepEvidence(step, metrics))]
+    events = [
+        event for step, metrics in enumerate(sequence, 1) for event in monitor.observe(StepEvidence(step, metrics))
+    ]
     [event] = events
     assert event["severity"] == "warning" and event["step"] == fires_at and not event["resolved"]
     assert f"since step {event['since_step']}" in event["message"] and event["fix"]
@@ -145,41 +186,72 @@ def test_a_held_out_alert_clears_at_the_next_evaluation_that_does_not_show_it():
 
 
 def episode(group, sample, *, reward=0.0, status="finished", length=4, failed_tool=None, logprob=-1.0):
-    turn = TurnRecord(index=0, assistant="", tool_calls=[ToolCallRecord(
-        id="c", name=failed_tool, arguments={}, raw="", error="boom")] if failed_tool else [])
-    return Episode(task_id=str(group), group=group, sample=sample, prompt_messages=[], tool_schemas=[],
-                   loss_mask=[1] * length, rollout_logprobs=[logprob] * length, turns=[turn], outcome_reward=reward,
-                   status=status)
+    turn = TurnRecord(
+        index=0,
+        assistant="",
+        tool_calls=[ToolCallRecord(id="c", name=failed_tool, arguments={}, raw="", error="boom")]
+        if failed_tool
+        else [],
+    )
+    return Episode(
+        task_id=str(group),
+        group=group,
+        sample=sample,
+        prompt_messages=[],
+        tool_schemas=[],
+        loss_mask=[1] * length,
+        rollout_logprobs=[logprob] * length,
+        turns=[turn],
+        outcome_reward=reward,
+        status=status,
+    )
 
 
 def test_the_trajectory_ids_name_episodes_that_show_the_problem():
-    episodes = [episode(0, 0, reward=1.0), episode(0, 1, reward=0.0, status="truncated", length=30),
-                episode(1, 0, failed_tool="lookup", logprob=-0.01), episode(1, 1, failed_tool="lookup", logprob=-0.02),
-                *[episode(group, sample) for group in range(2, 7) for sample in range(2)]]
+    episodes = [
+        episode(0, 0, reward=1.0),
+        episode(0, 1, reward=0.0, status="truncated", length=30),
+        episode(1, 0, failed_tool="lookup", logprob=-0.01),
+        episode(1, 1, failed_tool="lookup", logprob=-0.02),
+        *[episode(group, sample) for group in range(2, 7) for sample in range(2)],
+    ]
     evidence = StepEvidence(7, HEALTHY, episodes, {"logprob_gap": [0.0] * 13 + [0.9], "kl_ref": [0.3] + [0.0] * 13})
     by_code = {code: RULE_BY_CODE[code].judge for code in RULE_BY_CODE}
     history = History(first_entropy=50.0, recent=[{"reward": 0.4, "length": 20.0, "tools": {"lookup": [0.0, 9.0]}}] * 8)
     config = HealthConfig()
     zero = by_code["zero_variance_groups"](replace(evidence, metrics=FLAT), config, history)
     assert zero.trajectory_ids == ["7-1-0", "7-2-0", "7-3-0", "7-4-0", "7-5-0"]  # one per flat group, at most 5
-    truncated = by_code["high_truncation"](replace(evidence, metrics=HEALTHY | {"health/truncation_rate": 0.5}),
-                                           config, history)
+    truncated = by_code["high_truncation"](
+        replace(evidence, metrics=HEALTHY | {"health/truncation_rate": 0.5}), config, history
+    )
     assert truncated.trajectory_ids == ["7-0-1"]
-    spike = by_code["tool_failure_spike"](replace(evidence, metrics=HEALTHY | {"tools/lookup/failure_rate": 1.0}),
-                                          config, history)
+    spike = by_code["tool_failure_spike"](
+        replace(evidence, metrics=HEALTHY | {"tools/lookup/failure_rate": 1.0}), config, history
+    )
     assert spike.trajectory_ids == ["7-1-0"] and "'lookup' failed 100% of its 9 calls" in spike.explanation
     collapse = by_code["entropy_collapse"](evidence, config, history)
     assert collapse.trajectory_ids[:2] == ["7-1-0", "7-1-1"]  # the most certain episodes first
-    longest = by_code["response_length_explosion"](replace(evidence, metrics=HEALTHY | {
-        "episode/response_length_mean": 40.0}), config, History(recent=[{"reward": 0.4, "length": 20.0, "tools": {}}] * 4
-                                                                 + [{"reward": 0.4, "length": 40.0, "tools": {}}] * 3))
+    longest = by_code["response_length_explosion"](
+        replace(evidence, metrics=HEALTHY | {"episode/response_length_mean": 40.0}),
+        config,
+        History(
+            recent=[{"reward": 0.4, "length": 20.0, "tools": {}}] * 4
+            + [{"reward": 0.4, "length": 40.0, "tools": {}}] * 3
+        ),
+    )
     assert longest.trajectory_ids[0] == "7-0-1"
     gap = by_code["logprob_gap"](replace(evidence, metrics=HEALTHY | {"actor/logprob_gap": 0.1}), config, history)
     assert gap.trajectory_ids[0] == "7-6-1"
     kl = by_code["kl_above_bound"](replace(evidence, metrics=HEALTHY | {"actor/kl_ref": 0.3}), config, history)
     assert kl.trajectory_ids[0] == "7-0-0"
-    assert len(by_code["no_tool_calls"](replace(evidence, metrics=HEALTHY | {"tools/calls": 0.0}), config,
-                                        history).trajectory_ids) == MAX_EXAMPLES
+    assert (
+        len(
+            by_code["no_tool_calls"](
+                replace(evidence, metrics=HEALTHY | {"tools/calls": 0.0}), config, history
+            ).trajectory_ids
+        )
+        == MAX_EXAMPLES
+    )
 
 
 def test_a_non_finite_event_is_an_error_with_the_explanation():
@@ -198,12 +270,16 @@ def test_the_streaks_and_history_survive_a_checkpoint():
     restored.load_state_dict(state)
     assert restored.active == []  # a check since removed is forgotten
     assert restored.history == monitor.history
-    assert [(e["code"], e["since_step"]) for e in restored.observe(StepEvidence(2, FLAT))] == [("zero_variance_groups", 1)]
+    assert [(e["code"], e["since_step"]) for e in restored.observe(StepEvidence(2, FLAT))] == [
+        ("zero_variance_groups", 1)
+    ]
 
 
 def test_the_metrics_the_checks_read_count_offered_tools_and_no_groups_of_one():
-    episodes = [Episode(task_id=str(group), group=group, sample=0, prompt_messages=[],
-                        tool_schemas=[{"name": "lookup"}]) for group in range(4)]
+    episodes = [
+        Episode(task_id=str(group), group=group, sample=0, prompt_messages=[], tool_schemas=[{"name": "lookup"}])
+        for group in range(4)
+    ]
     metrics = rollout_metrics(episodes)
     assert metrics["tools/offered"] == 1.0 and metrics["tools/calls"] == 0.0
     assert metrics["health/zero_variance_groups"] == 0.0  # group_size 1 (PPO, REINFORCE++) is not a flat group
@@ -224,9 +300,17 @@ class NeverRewarded(LookupEnv):
 
 def never_rewarded(tmp_path, *overrides):
     (tmp_path / "never_rewarded.py").write_text(NEVER_REWARDED_ENV)
-    return load_config(EXAMPLE_CONFIG, [f"env.module={tmp_path / 'never_rewarded.py'}", "env.class_name=NeverRewarded",
-                                        "rollout.group_size=4", "train.batch_size=8", "train.micro_batch_size=8",
-                                        *overrides])
+    return load_config(
+        EXAMPLE_CONFIG,
+        [
+            f"env.module={tmp_path / 'never_rewarded.py'}",
+            "env.class_name=NeverRewarded",
+            "rollout.group_size=4",
+            "train.batch_size=8",
+            "train.micro_batch_size=8",
+            *overrides,
+        ],
+    )
 
 
 def health_events(run_dir):
@@ -234,10 +318,16 @@ def health_events(run_dir):
 
 
 def test_a_run_that_cannot_learn_warns_at_step_2_in_the_log_and_the_step_line(tmp_path, capsys):
-    run_dir = train(never_rewarded(tmp_path, "train.steps=2"), runs_dir=tmp_path / "runs",
-                    config_base_dir=EXAMPLE_CONFIG.parent, progress=True)
+    run_dir = train(
+        never_rewarded(tmp_path, "train.steps=2"),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=EXAMPLE_CONFIG.parent,
+        progress=True,
+    )
     events = health_events(run_dir)
-    assert ("zero_variance_groups", 2, 1, False) in [(e["code"], e["step"], e["since_step"], e["resolved"]) for e in events]
+    assert ("zero_variance_groups", 2, 1, False) in [
+        (e["code"], e["step"], e["since_step"], e["resolved"]) for e in events
+    ]
     for event in events:
         validator_for("healthEvent").validate(event)
     flat = next(e for e in events if e["code"] == "zero_variance_groups")
@@ -264,8 +354,13 @@ def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_tha
     """A reward too large for float32 (finite in Python, so no reward check stops it) makes the loss and the
     gradient non-finite at step 2: the step stops before the optimizer, with an error health event."""
     (tmp_path / "huge.py").write_text(HUGE_REWARD_ENV)
-    config = never_rewarded(tmp_path, "train.steps=3", "train.checkpoint_every=1", f"env.module={tmp_path / 'huge.py'}",
-                            "env.class_name=HugeFromStep2")
+    config = never_rewarded(
+        tmp_path,
+        "train.steps=3",
+        "train.checkpoint_every=1",
+        f"env.module={tmp_path / 'huge.py'}",
+        "env.class_name=HugeFromStep2",
+    )
     with pytest.raises(ValueError, match="step 2: the gradient norm is (nan|inf)"):
         train(config, runs_dir=tmp_path / "runs", run_id="huge", config_base_dir=EXAMPLE_CONFIG.parent, progress=True)
     run_dir = tmp_path / "runs" / "huge"
@@ -303,8 +398,14 @@ class HugeFromStep2(LookupEnv):
 
 
 def test_held_out_scores_join_the_metrics_every_eval_every_steps(tmp_path):
-    config = never_rewarded(tmp_path, "train.steps=4", "data.eval=tasks.jsonl", "train.eval_every=2",
-                            "train.eval_limit=5", "rollout.temperature=1.0")
+    config = never_rewarded(
+        tmp_path,
+        "train.steps=4",
+        "data.eval=tasks.jsonl",
+        "train.eval_every=2",
+        "train.eval_limit=5",
+        "rollout.temperature=1.0",
+    )
     run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent)
     metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(run_dir) if e["type"] == "metrics"}
     assert [step for step, values in metrics.items() if "eval/reward" in values] == [2, 4]

@@ -1,17 +1,19 @@
 import copy
 
 import torch
-
 from agentrl import StepResult
-from agentrl.run.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.batch import collate
 from agentrl.learning.learner import Learner
-from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
 from agentrl.rollout.engine import RolloutEngine
+from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
+from agentrl.run.config import load_config_dict
 
-BASE = {"env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"}, "data": {"train": "x.jsonl"},
-        "rollout": {"group_size": 2, "max_turns": 2, "max_new_tokens": 8, "max_context": 400}}
+BASE = {
+    "env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"},
+    "data": {"train": "x.jsonl"},
+    "rollout": {"group_size": 2, "max_turns": 2, "max_new_tokens": 8, "max_context": 400},
+}
 
 
 class KeepGoingEnv(LookupEnv):
@@ -56,21 +58,35 @@ def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_come_back_per_e
     for ep, advantages in zip(episodes, update.advantages):
         assert len(advantages) == len(ep.token_ids)
         assert all((a is None) == (m == 0) for a, m in zip(advantages, ep.loss_mask))
-    for name in ("loss/policy", "actor/entropy", "actor/clip_frac", "actor/grad_norm", "adv/std",
-                 "perf/train_tokens_per_s"):
+    for name in (
+        "loss/policy",
+        "actor/entropy",
+        "actor/clip_frac",
+        "actor/grad_norm",
+        "adv/std",
+        "perf/train_tokens_per_s",
+    ):
         assert name in metrics
 
 
 def test_ppo_with_kl_and_tool_token_ablation_runs(tiny):
     model, tokenizer = tiny
-    cfg = load_config_dict({**BASE, "train": {"batch_size": 4, "micro_batch_size": 2},
-                            "algorithm": {"name": "ppo", "kl": {"coef": 0.1}, "train_on_tool_tokens": True}})
+    cfg = load_config_dict(
+        {
+            **BASE,
+            "train": {"batch_size": 4, "micro_batch_size": 2},
+            "algorithm": {"name": "ppo", "kl": {"coef": 0.1}, "train_on_tool_tokens": True},
+        }
+    )
     episodes = episodes_for(model, tokenizer, cfg)
     update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
     assert {"loss/value", "loss/kl", "actor/kl_ref"} <= set(update.metrics)
     # the ablation trains on tool tokens too
-    assert any(a is not None and r == "tool"
-               for ep, advantages in zip(episodes, update.advantages) for a, r in zip(advantages, ep.token_roles))
+    assert any(
+        a is not None and r == "tool"
+        for ep, advantages in zip(episodes, update.advantages)
+        for a, r in zip(advantages, ep.token_roles)
+    )
 
 
 def test_shared_prefix_and_kept_positions_change_nothing(tiny):
@@ -133,15 +149,22 @@ def test_micro_batches_are_bucketed_by_length_and_results_come_back_in_row_order
 
 def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot():
     import pytest
+    from agentrl.learning.learner import check_vocabulary_logits
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GraniteConfig, GraniteForCausalLM
 
-    from agentrl.learning.learner import check_vocabulary_logits
-
-    small = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
+    small = {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+    }
     gemma = Gemma3ForCausalLM(Gemma3TextConfig(**small, final_logit_softcapping=5.0))
     check_vocabulary_logits(gemma, torch.device("cpu"))  # Gemma's final soft-capping is reproduced
-    granite = GraniteForCausalLM(GraniteConfig(**{k: v for k, v in small.items() if k != "head_dim"},
-                                               logits_scaling=4.0))
+    granite = GraniteForCausalLM(
+        GraniteConfig(**{k: v for k, v in small.items() if k != "head_dim"}, logits_scaling=4.0)
+    )
     with pytest.raises(ValueError, match="cannot reproduce the logits of model type 'granite'"):
         check_vocabulary_logits(granite, torch.device("cpu"))

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from agentrl.models.loading import load_policy
 from agentrl.models.smollm2 import cache_dir, load_smollm2
 from agentrl.run.config import ModelConfig, load_config_dict, model_source, resolve_paths
@@ -31,8 +30,13 @@ def test_each_kind_of_model_path_is_told_apart(tmp_path):
 
 
 def test_a_hub_id_stays_an_id_when_paths_are_resolved(tmp_path):
-    config = load_config_dict({"model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"},
-                               "env": {"module": "env.py", "class_name": "Env"}, "data": {"train": "tasks.jsonl"}})
+    config = load_config_dict(
+        {
+            "model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"},
+            "env": {"module": "env.py", "class_name": "Env"},
+            "data": {"train": "tasks.jsonl"},
+        }
+    )
     assert resolve_paths(config, tmp_path).model.path == "Qwen/Qwen2.5-0.5B-Instruct"
     (tmp_path / "weights" / "model").mkdir(parents=True)
     config.model.path = "weights/model"
@@ -60,12 +64,21 @@ def test_a_hub_id_in_the_local_hub_cache_loads_offline(tmp_path):
     snapshot.mkdir(parents=True)
     for file in cache_dir().iterdir():  # the Hub cache's snapshots are links too
         (snapshot / file.name).symlink_to(file)
-    probe = ("from agentrl.models.loading import load_policy; from agentrl.run.config import ModelConfig;"
-             "model, tokenizer, _ = load_policy(ModelConfig(path='agentrl-tests/smollm2'), seed=0);"
-             "print(float(model.get_input_embeddings().weight.double().sum()), tokenizer('hi').input_ids)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    probe = (
+        "from agentrl.models.loading import load_policy; from agentrl.run.config import ModelConfig;"
+        "model, tokenizer, _ = load_policy(ModelConfig(path='agentrl-tests/smollm2'), seed=0);"
+        "print(float(model.get_input_embeddings().weight.double().sum()), tokenizer('hi').input_ids)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     model, tokenizer = load_smollm2(torch.float32)
-    assert done.stdout.split(" ", 1) == [str(float(model.get_input_embeddings().weight.double().sum())),
-                                         f"{tokenizer('hi').input_ids}\n"]
+    assert done.stdout.split(" ", 1) == [
+        str(float(model.get_input_embeddings().weight.double().sum())),
+        f"{tokenizer('hi').input_ids}\n",
+    ]

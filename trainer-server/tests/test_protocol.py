@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-
 from agentrl.run.contract import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
@@ -15,7 +14,6 @@ from agentrl.run.contract import (
 from agentrl.server import protocol
 from agentrl.server.app import ServerOptions, TrainerServer
 from agentrl.server.protocol import METHODS, rpc_schema, validator_for
-
 from conftest import PROTOCOL
 
 VALID = json.loads((PROTOCOL / "examples" / "rpc" / "valid.json").read_text())
@@ -49,8 +47,13 @@ def test_server_handles_exactly_the_specified_and_documented_methods(tmp_path):
 
 
 def test_a_status_event_carries_the_run_info_it_sets_and_no_other_event_does():
-    status = {"runId": "r", "seq": 3, "time": 1.0, "type": "status",
-              "data": {"status": "running", "step": 1, "total_steps": 4}}
+    status = {
+        "runId": "r",
+        "seq": 3,
+        "time": 1.0,
+        "type": "status",
+        "data": {"status": "running", "step": 1, "total_steps": 4},
+    }
     run_info = {"status": "running", "step": 1, "totalSteps": 4, "message": None}
     log = {"runId": "r", "seq": 4, "time": 1.0, "type": "log", "data": {"level": "info", "message": "m"}}
     params = validator_for("run/event.params")
@@ -82,6 +85,9 @@ HAND_COPIES = {
 def test_no_python_source_spells_a_shared_name_set_by_hand(what):
     """Error codes and status sets come from agentrl.run.contract (the schema), never from a copy."""
     package = PROTOCOL.parent / "trainer-server" / "agentrl"
-    copies = [f"{path.relative_to(package)}: {match.group(0)}" for path in package.rglob("*.py")
-              for match in HAND_COPIES[what].finditer(path.read_text(encoding="utf-8"))]
+    copies = [
+        f"{path.relative_to(package)}: {match.group(0)}"
+        for path in package.rglob("*.py")
+        for match in HAND_COPIES[what].finditer(path.read_text(encoding="utf-8"))
+    ]
     assert copies == [], f"{what} written by hand; use agentrl.run.contract"

@@ -6,30 +6,44 @@ code and a message, never an internal error; the server must log no traceback an
 import base64
 import json
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
+from agentrl.run.trainer import train
 from agentrl.server import protocol as p
 from agentrl.server.protocol import rpc_schema
-from agentrl.run.trainer import train
-
 from conftest import EXAMPLE_CONFIG
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from server_harness import ServerProcess
 from test_train import example
 
-DOCUMENTED_ERRORS = {p.PARSE_ERROR, p.INVALID_REQUEST, p.METHOD_NOT_FOUND, p.INVALID_PARAMS, p.NOT_INITIALIZED,
-                     p.INCOMPATIBLE_PROTOCOL, p.MESSAGE_TOO_LARGE, p.RUN_NOT_FOUND, p.RUN_STATE_CONFLICT,
-                     p.CONFIG_INVALID, p.BUNDLE_REJECTED, p.BUNDLE_NOT_FOUND, p.TRAJECTORY_NOT_FOUND}
+DOCUMENTED_ERRORS = {
+    p.PARSE_ERROR,
+    p.INVALID_REQUEST,
+    p.METHOD_NOT_FOUND,
+    p.INVALID_PARAMS,
+    p.NOT_INITIALIZED,
+    p.INCOMPATIBLE_PROTOCOL,
+    p.MESSAGE_TOO_LARGE,
+    p.RUN_NOT_FOUND,
+    p.RUN_STATE_CONFLICT,
+    p.CONFIG_INVALID,
+    p.BUNDLE_REJECTED,
+    p.BUNDLE_NOT_FOUND,
+    p.TRAJECTORY_NOT_FOUND,
+}
 # server/shutdown would end the server under test, and each valid run/export loads the model in a child process
 # (seconds; tests/test_server.py attacks its params instead); everything else is fuzzed, state-changing methods included.
 FUZZED_METHODS = [method for method in p.METHODS if method not in ("server/shutdown", "run/export")]
 FRAMES_PER_EXAMPLE, EXAMPLES = 50, 110
 
 ANY_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 NUMBERS = st.integers(-5, 10**30)
 HOSTILE_TEXT = st.sampled_from(["", "../../etc/passwd", "²", "x" * 300, "~nouser/x", "\x00", "run-1", "0" * 5000])
 
@@ -39,13 +53,17 @@ def plausible(key: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
     by_key = {
         "runId": st.sampled_from([run_id, "no-such-run"]) | HOSTILE_TEXT,
         "id": st.sampled_from([trajectory_id, f"{run_id}:9:9:9"]) | HOSTILE_TEXT | st.text(max_size=20),
-        "since": NUMBERS, "step": NUMBERS, "limit": NUMBERS, "episodes": NUMBERS,
+        "since": NUMBERS,
+        "step": NUMBERS,
+        "limit": NUMBERS,
+        "episodes": NUMBERS,
         "cursor": NUMBERS.map(str) | HOSTILE_TEXT | st.text(max_size=20),
         "mode": st.sampled_from(["graceful", "immediate", "train", "try", "now", ""]),
         "sort": st.sampled_from(["reward", "-reward", "step", "nope"]) | st.text(max_size=8),
         "status": st.sampled_from(["finished", "error", "truncated", "nope"]),
         "archive": st.binary(max_size=300).map(lambda raw: base64.b64encode(raw).decode()) | st.text(max_size=30),
-        "name": HOSTILE_TEXT | st.text(max_size=20), "bundleId": HOSTILE_TEXT | st.text(max_size=70),
+        "name": HOSTILE_TEXT | st.text(max_size=20),
+        "bundleId": HOSTILE_TEXT | st.text(max_size=70),
         "config": st.dictionaries(st.sampled_from(["name", "env", "data", "model", "train"]), ANY_JSON, max_size=4),
         "protocolVersion": st.sampled_from(["1.0", "0.1", "2"]) | st.text(max_size=5),
     }
@@ -55,8 +73,14 @@ def plausible(key: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
 def params_for(method: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
     keys = rpc_schema()["$defs"][f"{method}.params"].get("properties", {})
     known = st.fixed_dictionaries({}, optional={key: plausible(key, run_id, trajectory_id) for key in keys})
-    return st.one_of(known, known.flatmap(lambda params: st.dictionaries(st.text(max_size=8), ANY_JSON, max_size=2)
-                                           .map(lambda extra: {**extra, **params})))
+    return st.one_of(
+        known,
+        known.flatmap(
+            lambda params: st.dictionaries(st.text(max_size=8), ANY_JSON, max_size=2).map(
+                lambda extra: {**extra, **params}
+            )
+        ),
+    )
 
 
 def test_schema_driven_fuzz_every_request_gets_a_documented_answer(tmp_path):
@@ -67,8 +91,9 @@ def test_schema_driven_fuzz_every_request_gets_a_documented_answer(tmp_path):
     client = server.client()
     counts = {"frames": 0, "results": 0, "errors": 0}
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(data=st.data())
     def batch(data):
         for _ in range(FRAMES_PER_EXAMPLE):

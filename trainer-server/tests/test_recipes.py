@@ -6,18 +6,23 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from agentrl import ToolCallOutcome
-from agentrl.recipes.answers import (exact_match, f1_score, final_answer_text, gsm8k_gold, normalize_answer,
-                                     parse_number, substring_match)
+from agentrl.environment.toolcall import get_format, schemas_by_name
+from agentrl.recipes.answers import (
+    exact_match,
+    f1_score,
+    final_answer_text,
+    gsm8k_gold,
+    normalize_answer,
+    parse_number,
+    substring_match,
+)
 from agentrl.recipes.arithmetic import tasks as arithmetic_tasks
 from agentrl.recipes.arithmetic.env import ArithmeticEnv
 from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
-from agentrl.environment.toolcall import get_format, schemas_by_name
-
 from conftest import REPO
 
 RECIPES = REPO / "trainer-server" / "agentrl" / "recipes"
@@ -29,38 +34,63 @@ INVENTED_FACT = "Quillon Varbeck: Quillon Varbeck (1843 – 1901) was a Moravian
 
 def write_foreign_hotpotqa(folder):
     """A HotpotQA-layout file whose paragraphs the bundled data lacks (an invented person)."""
-    record = {"_id": "invented-1", "question": INVENTED_QUESTION, "answer": "Zlatno", "type": "bridge",
-              "supporting_facts": [["Quillon Varbeck", 1]],
-              "context": [["Quillon Varbeck", ["Quillon Varbeck (1843 – 1901) was a Moravian instrument maker.",
-                                               " He was born in Zlatno."]],
-                          ["Glass harpsichord", ["The glass harpsichord was invented by Quillon Varbeck."]]]}
+    record = {
+        "_id": "invented-1",
+        "question": INVENTED_QUESTION,
+        "answer": "Zlatno",
+        "type": "bridge",
+        "supporting_facts": [["Quillon Varbeck", 1]],
+        "context": [
+            [
+                "Quillon Varbeck",
+                ["Quillon Varbeck (1843 – 1901) was a Moravian instrument maker.", " He was born in Zlatno."],
+            ],
+            ["Glass harpsichord", ["The glass harpsichord was invented by Quillon Varbeck."]],
+        ],
+    }
     path = folder / "foreign_hotpotqa.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     return path
 
 
-@pytest.mark.parametrize("expression, value", [
-    ("48 / 2", 24), ("48 + 24", 72), ("(3 + 4) * 2", 14), ("2 ** 10", 1024), ("7 // 2", 3), ("7 % 4", 3),
-    ("-5 + 2", -3), ("1,000 * 3", 3000), ("12 x 7", 84), ("$5 * 4", 20), ("0.1 + 0.2", 0.3), ("10 / 4", 2.5),
-])
+@pytest.mark.parametrize(
+    "expression, value",
+    [
+        ("48 / 2", 24),
+        ("48 + 24", 72),
+        ("(3 + 4) * 2", 14),
+        ("2 ** 10", 1024),
+        ("7 // 2", 3),
+        ("7 % 4", 3),
+        ("-5 + 2", -3),
+        ("1,000 * 3", 3000),
+        ("12 x 7", 84),
+        ("$5 * 4", 20),
+        ("0.1 + 0.2", 0.3),
+        ("10 / 4", 2.5),
+    ],
+)
 def test_calculator_evaluates_arithmetic(expression, value):
     assert calculate(expression) == value
 
 
-@pytest.mark.parametrize("expression, message", [
-    ("__import__('os').system('echo pwned')", "not Call"),
-    ("open('/etc/passwd')", "not Call"),
-    ("a + 1", "not Name"),
-    ("(1).__class__", "not Attribute"),
-    ("[1]", "not List"),
-    ("'a' * 3", "not Constant"),
-    ("9 ** 9 ** 9", "exponent"),
-    ("10 ** 40", "out of range"),
-    ("1 / 0", "division by zero"),
-    ("1 +", "not an arithmetic expression"),
-    ("1" * 300, "longer than 200"),
-    ("lambda: 1", "not Lambda"),
-])
+@pytest.mark.parametrize(
+    "expression, message",
+    [
+        ("__import__('os').system('echo pwned')", "not Call"),
+        ("open('/etc/passwd')", "not Call"),
+        ("a + 1", "not Name"),
+        ("(1).__class__", "not Attribute"),
+        ("[1]", "not List"),
+        ("'a' * 3", "not Constant"),
+        ("9 ** 9 ** 9", "exponent"),
+        ("10 ** 40", "out of range"),
+        ("1 / 0", "division by zero"),
+        ("1 +", "not an arithmetic expression"),
+        ("1" * 300, "longer than 200"),
+        ("lambda: 1", "not Lambda"),
+    ],
+)
 def test_calculator_rejects_everything_else(expression, message):
     with pytest.raises(CalculatorError, match=message):
         calculate(expression)
@@ -121,37 +151,50 @@ def test_a_foreign_files_paragraphs_become_searchable(tmp_path):
 
 
 def test_the_hugging_face_context_layout_is_read_too(tmp_path):
-    record = {"question": "q", "answer": "a",
-              "context": {"title": ["Quillon Varbeck"], "sentences": [["He was born", " in Zlatno."]]}}
+    record = {
+        "question": "q",
+        "answer": "a",
+        "context": {"title": ["Quillon Varbeck"], "sentences": [["He was born", " in Zlatno."]]},
+    }
     (tmp_path / "hf.jsonl").write_text(json.dumps(record) + "\n")
     assert paragraphs_of([tmp_path / "hf.jsonl"]) == ["Quillon Varbeck: He was born in Zlatno."]
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"question": "What is 2 + 2?", "answer": "4"}, 'has no "context" paragraphs'),
-    ({"question": "q", "answer": "a", "context": []}, 'has no "context" paragraphs'),
-    ({"question": "q", "answer": "a", "context": [["title only"]]}, r"not \[title, \[sentence, ...\]\]"),
-    ({"question": "q", "answer": "a", "context": {"title": ["t"], "sentences": []}}, "not lists of the same length"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"question": "What is 2 + 2?", "answer": "4"}, 'has no "context" paragraphs'),
+        ({"question": "q", "answer": "a", "context": []}, 'has no "context" paragraphs'),
+        ({"question": "q", "answer": "a", "context": [["title only"]]}, r"not \[title, \[sentence, ...\]\]"),
+        (
+            {"question": "q", "answer": "a", "context": {"title": ["t"], "sentences": []}},
+            "not lists of the same length",
+        ),
+    ],
+)
 def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, message):
     plain = tmp_path / "plain_qa.jsonl"
-    plain.write_text(json.dumps({"question": "q", "answer": "a", "context": [["t", ["s."]]]}) + "\n"
-                     + json.dumps(record) + "\n")
+    plain.write_text(
+        json.dumps({"question": "q", "answer": "a", "context": [["t", ["s."]]]}) + "\n" + json.dumps(record) + "\n"
+    )
     with pytest.raises(ValueError, match=f"{plain}:2: .*{message}"):
         MultiHopQAEnv(data_files=[*MULTIHOP_FILES, str(plain)])
 
 
 def test_the_eval_env_gets_the_data_files_in_use(tmp_path):
-    from agentrl.run.config import data_files_in_use, load_config, resolve_paths
     from agentrl.environment.loader import env_factory, load_env_class
+    from agentrl.run.config import data_files_in_use, load_config, resolve_paths
 
     recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     config = resolve_paths(load_config(recipe), recipe.parent)
     foreign = write_foreign_hotpotqa(tmp_path)
     assert data_files_in_use(config, str(foreign)) == [*MULTIHOP_FILES, str(foreign)]
     assert data_files_in_use(config, config.data.eval) == list(MULTIHOP_FILES)  # each file once
-    make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
-                           data_files_in_use(config, str(foreign)))
+    make_env = env_factory(
+        load_env_class(config.env.module, config.env.class_name),
+        config.env.args,
+        data_files_in_use(config, str(foreign)),
+    )
     assert INVENTED_FACT in make_env().index.paragraphs
     with pytest.raises(ValueError, match="env.args.data_files: agentrl passes MultiHopQAEnv"):
         env_factory(MultiHopQAEnv, {"data_files": ["x.jsonl"]}, MULTIHOP_FILES)
@@ -181,8 +224,14 @@ def test_multihop_reward_is_the_stated_answers_f1_plus_one_retrieval_reward():
     assert unstated.reward == 0.0 and unstated.breakdown["answered"] == 0.0 and unstated.final_answer is None
 
     def search(*passages, error=None):
-        return ToolCallOutcome(id="c", name="search", arguments={"query": "q"}, raw="<search>q</search>",
-                               result=None if error else list(passages), error=error)
+        return ToolCallOutcome(
+            id="c",
+            name="search",
+            arguments={"query": "q"},
+            raw="<search>q</search>",
+            result=None if error else list(passages),
+            error=error,
+        )
 
     assert env.step("", [search("Ed Wood: a 1994 film.")]).reward == 0.0  # searching alone earns nothing
     assert env.step("", [search(error="unclosed <search>")]).reward == 0.0  # and a failed call costs nothing
@@ -191,8 +240,13 @@ def test_multihop_reward_is_the_stated_answers_f1_plus_one_retrieval_reward():
     assert env.score("Answer: Tim Burton").breakdown["retrieved_answer"] == 1.0
     env.reset({"question": "Were Scott Derrickson and Ed Wood of the same nationality?", "answer": "yes"})
     assert env.step("", [search("Yes: a rock band.")]).reward == 0.0  # a yes/no answer is in any passage
-    assert env.score("Answer: yes").breakdown == {"em": 1.0, "f1": 1.0, "substring": 1.0, "answered": 1.0,
-                                                 "retrieved_answer": 0.0}
+    assert env.score("Answer: yes").breakdown == {
+        "em": 1.0,
+        "f1": 1.0,
+        "substring": 1.0,
+        "answered": 1.0,
+        "retrieved_answer": 0.0,
+    }
 
 
 def test_multihop_worked_example_is_shown_as_chat_turns_in_the_tag_format():
@@ -201,7 +255,10 @@ def test_multihop_worked_example_is_shown_as_chat_turns_in_the_tag_format():
     roles = [m["role"] for m in env.reset(task)]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
     messages = env.reset(task)
-    assert messages[2]["content"] == "<search>Eiffel Tower designer</search>" and messages[-2]["content"] == "Answer: Dijon"
+    assert (
+        messages[2]["content"] == "<search>Eiffel Tower designer</search>"
+        and messages[-2]["content"] == "Answer: Dijon"
+    )
     assert messages[-1]["content"] == task["question"]
     parsed = get_format("tags").parse(messages[2]["content"], "x", schemas_by_name([t.schema() for t in env.tools]))
     assert [(c.name, c.arguments) for c in parsed.calls] == [("search", {"query": "Eiffel Tower designer"})]
@@ -223,21 +280,47 @@ def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
     assert len(heldout) == 150 and len(train) == 117 and not set(train) & set(heldout)
 
 
-@pytest.mark.parametrize("recipe", ["arithmetic/arithmetic_grpo.agentrl.yaml", "gsm8k/gsm8k_grpo.agentrl.yaml",
-                                    "multihop/multihop_grpo.agentrl.yaml",
-                                    "multihop/multihop_ppo.agentrl.yaml"])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "arithmetic/arithmetic_grpo.agentrl.yaml",
+        "gsm8k/gsm8k_grpo.agentrl.yaml",
+        "multihop/multihop_grpo.agentrl.yaml",
+        "multihop/multihop_ppo.agentrl.yaml",
+    ],
+)
 def test_recipe_envs_pass_env_check(recipe):
-    done = subprocess.run([sys.executable, "-m", "agentrl.cli", "env", "check", str(RECIPES / recipe), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "env", "check", str(RECIPES / recipe), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "status finished" in json.loads(done.stdout)[-1]["message"]
 
 
 def test_eval_prints_one_json_line_of_metrics(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
-         "--set", "model.path=tiny", "--set", "rollout.max_new_tokens=8", "--limit", "2", "--runs-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "eval",
+            str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+            "--set",
+            "model.path=tiny",
+            "--set",
+            "rollout.max_new_tokens=8",
+            "--limit",
+            "2",
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     metrics = json.loads(done.stdout.strip().splitlines()[-1])
     assert metrics["n"] == 2 and set(metrics) == {"n", "reward", "em", "f1", "substring"}
@@ -248,10 +331,27 @@ def test_eval_prints_one_json_line_of_metrics(tmp_path):
 def test_eval_on_a_foreign_file_retrieves_from_its_paragraphs(tmp_path):
     foreign = write_foreign_hotpotqa(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
-         "--data", str(foreign), "--baseline", "naive-rag", "--set", "model.path=tiny",
-         "--set", "rollout.max_new_tokens=4", "--runs-dir", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "eval",
+            str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+            "--data",
+            str(foreign),
+            "--baseline",
+            "naive-rag",
+            "--set",
+            "model.path=tiny",
+            "--set",
+            "rollout.max_new_tokens=4",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     [run_dir] = list((tmp_path / "runs").iterdir())
     [record] = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
@@ -262,26 +362,40 @@ def test_eval_names_a_data_file_without_context(tmp_path):
     plain = tmp_path / "plain_qa.jsonl"
     plain.write_text(json.dumps({"question": "What is 2 + 2?", "answer": "4"}) + "\n")
     done = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "eval", str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
-         "--data", str(plain), "--set", "model.path=tiny", "--runs-dir", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "eval",
+            str(RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"),
+            "--data",
+            str(plain),
+            "--set",
+            "model.path=tiny",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and f"agentrl eval: {plain}:1: the record has no" in done.stderr
     assert not (tmp_path / "runs").exists()  # it failed before loading a model or creating a run
 
 
 def test_the_packaged_default_model_loads_and_chats(tmp_path, monkeypatch):
     import torch
-
     from agentrl.models.smollm2 import load_smollm2
 
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path))  # from the GGUF, then from the cache
     model, tokenizer = load_smollm2(torch.float32)
     assert sum(p.numel() for p in model.parameters()) > 100e6
     assert (tmp_path / "smollm2-135m-instruct-q4_1" / "config.json").is_file()
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Say hello."}], add_generation_prompt=True,
-                                        return_tensors="pt", return_dict=True)
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Say hello."}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     out = model.generate(**ids, max_new_tokens=8, do_sample=False)
-    assert tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    assert tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True).strip()
     again, _ = load_smollm2(torch.float32)
     assert torch.equal(next(again.parameters()), next(model.parameters()))
 
@@ -318,9 +432,24 @@ def test_the_demo_recipe_earns_reward_with_the_packaged_model(tmp_path):
     """The recipe smoke test: the real default model, greedy, on a few training problems, calls the
     calculator and solves some of them, so GRPO has a signal from the first step."""
     done = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "train", str(RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"),
-         "--rollout-only", "16", "--set", "rollout.temperature=0", "--runs-dir", str(tmp_path), "--quiet"],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "train",
+            str(RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"),
+            "--rollout-only",
+            "16",
+            "--set",
+            "rollout.temperature=0",
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     [run_dir] = list(tmp_path.iterdir())
     records = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
@@ -331,20 +460,72 @@ def test_the_demo_recipe_earns_reward_with_the_packaged_model(tmp_path):
 
 def test_demo_ends_with_its_json_line_and_learning_curve(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "demo", "--set", "model.path=tiny", "--set", "rollout.max_context=2000",
-         "--set", "rollout.group_size=2", "--set", "train.batch_size=4", "--set", "train.micro_batch_size=4",
-         "--steps", "2", "--eval-limit", "4", "--runs-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "demo",
+            "--set",
+            "model.path=tiny",
+            "--set",
+            "rollout.max_context=2000",
+            "--set",
+            "rollout.group_size=2",
+            "--set",
+            "train.batch_size=4",
+            "--set",
+            "train.micro_batch_size=4",
+            "--steps",
+            "2",
+            "--eval-limit",
+            "4",
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(line) >= {"recipe", "config", "run", "checkpoint", "n", "before", "after", "delta", "ci95",
-                         "train_wall_s", "learning_curve"}
+    assert set(line) >= {
+        "recipe",
+        "config",
+        "run",
+        "checkpoint",
+        "n",
+        "before",
+        "after",
+        "delta",
+        "ci95",
+        "train_wall_s",
+        "learning_curve",
+    }
     assert line["n"] == 4 and "accuracy" in line["before"] and line["ci95"][0] <= line["delta"] <= line["ci95"][1]
     assert Path(line["learning_curve"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     evaluated = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli", "eval", line["config"], "--checkpoint", line["checkpoint"],
-         "--data", str(RECIPES / "arithmetic" / "data" / "heldout.jsonl"), "--limit", "2", "--set", "model.path=tiny",
-         "--set", "rollout.max_context=2000", "--runs-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "eval",
+            line["config"],
+            "--checkpoint",
+            line["checkpoint"],
+            "--data",
+            str(RECIPES / "arithmetic" / "data" / "heldout.jsonl"),
+            "--limit",
+            "2",
+            "--set",
+            "model.path=tiny",
+            "--set",
+            "rollout.max_context=2000",
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["n"] == 2

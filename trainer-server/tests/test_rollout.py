@@ -1,15 +1,14 @@
 import pytest
 import torch
+from agentrl.environment.toolcall import get_format
+from agentrl.examples.lookup.env import LookupEnv
+from agentrl.learning.batch import collate
+from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
+from agentrl.run.config import RolloutConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrl.learning.batch import collate
-from agentrl.run.config import RolloutConfig
-from agentrl.examples.lookup.env import LookupEnv
-from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
-from agentrl.environment.toolcall import get_format
-
-TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,:{}\"<>/_\n", max_size=40)
+TEXT = st.text(alphabet='abcdefghijklmnopqrstuvwxyz0123456789 .,:{}"<>/_\n', max_size=40)
 
 
 @settings(max_examples=60, deadline=None)
@@ -118,7 +117,9 @@ def test_a_prompt_longer_than_the_context_is_truncated_before_generating(tiny):
 
 def test_every_prompt_longer_than_the_context_is_an_error_not_an_empty_run(tiny):
     engine, _ = _engine(tiny, max_context=50)
-    with pytest.raises(ValueError, match=r"every prompt is longer than rollout.max_context \(\d+ tokens or more.*max_context is 50"):
+    with pytest.raises(
+        ValueError, match=r"every prompt is longer than rollout.max_context \(\d+ tokens or more.*max_context is 50"
+    ):
         engine.run([{"key": "1"}], group_size=2, seed=0)
 
 
@@ -178,8 +179,9 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
     from agentrl.recipes.arithmetic.env import ArithmeticEnv
 
     model, tokenizer = tiny
-    cfg = RolloutConfig(max_turns=2, max_new_tokens=40, max_context=2000, tool_format="tags", stop_at_tool_call=True,
-                        temperature=0.0)
+    cfg = RolloutConfig(
+        max_turns=2, max_new_tokens=40, max_context=2000, tool_format="tags", stop_at_tool_call=True, temperature=0.0
+    )
     engine = RolloutEngine(model, tokenizer, lambda: ArithmeticEnv(examples=1), cfg, torch.device("cpu"))
     scripts = [engine.chat.encode("<calculator>6 * 7</calculator> = 40"), engine.chat.encode("Answer: 42")]
     position = {"turn": 0, "token": 0}
@@ -205,5 +207,8 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
     assert episode.turns[0].tool_calls[0].result == 42
     assert episode.reward_breakdown == {"accuracy": 1.0, "tool_use": 1.0, "answered": 1.0}
     text = tokenizer.decode(episode.token_ids)
-    assert "<calculator>6 * 7</calculator><|im_end|>\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\nAnswer: 42" in text
+    assert (
+        "<calculator>6 * 7</calculator><|im_end|>\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\nAnswer: 42"
+        in text
+    )
     episode.check_invariants()

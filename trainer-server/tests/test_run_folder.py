@@ -6,15 +6,13 @@ import json
 
 import jsonschema
 import yaml
-
 from agentrl.run.contract import EVENT_TYPES, load_schema, validator_for
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import EVENTS_FILE, read_events
+from agentrl.run.trainer import train
 from agentrl.server.app import _read_new_events
 from agentrl.server.protocol import validator_for as rpc_validator_for
 from agentrl.server.runs import RunManager
-from agentrl.run.trainer import train
-
 from conftest import EXAMPLE_CONFIG
 from test_health import never_rewarded
 
@@ -30,8 +28,15 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
     train(None, runs_dir=runs, resume_dir=trained)
     tried = train(config, runs_dir=runs, rollout_only_episodes=3, config_base_dir=EXAMPLE_CONFIG.parent)
     checkpoint = trained / "checkpoints" / "step-000002"
-    evaluated = evaluate(config, str(EXAMPLE_CONFIG.parent / config.data.train), limit=2, checkpoint=str(checkpoint), baseline=None, batch_size=2,
-                         runs_dir=runs).run_dir
+    evaluated = evaluate(
+        config,
+        str(EXAMPLE_CONFIG.parent / config.data.train),
+        limit=2,
+        checkpoint=str(checkpoint),
+        baseline=None,
+        batch_size=2,
+        runs_dir=runs,
+    ).run_dir
 
     run_config = jsonschema.Draft202012Validator(load_schema("run-config.schema.json"))
     written_types, modes = set(), set()

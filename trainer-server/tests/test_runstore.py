@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, last_seq, latest_status, list_run_dirs, read_events
@@ -28,7 +27,10 @@ def test_an_event_that_breaks_the_protocol_is_refused_before_it_is_written(tmp_p
     store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
     with pytest.raises(ValueError, match="unknown event type 'progress'; .* declares status, metrics, log"):
         store.append_event("progress", {"step": 1})
-    with pytest.raises(ValueError, match=r"a metrics event's data breaks rpc.schema.json at data/metrics/reward: 'high' is not of type 'number'"):
+    with pytest.raises(
+        ValueError,
+        match=r"a metrics event's data breaks rpc.schema.json at data/metrics/reward: 'high' is not of type 'number'",
+    ):
         store.append_event("metrics", {"step": 1, "metrics": {"reward": "high"}})
     with pytest.raises(ValueError, match="at data: 'total_steps' is a required property"):
         store.append_event("status", {"status": "running", "step": 1})
@@ -88,8 +90,10 @@ def test_rollout_health_signals():
     ok = ToolCallRecord(id="1", name="search", arguments={}, raw="r", result="x")
     bad = ToolCallRecord(id="2", name="search", arguments={}, raw="r", error="boom", error_kind="exception")
     episodes = [
-        episode(0, 1.0, calls=[ok, bad]), episode(0, 0.0, status="truncated", parse_error="bad json"),
-        episode(1, 0.5), episode(1, 0.5, tokens=8),
+        episode(0, 1.0, calls=[ok, bad]),
+        episode(0, 0.0, status="truncated", parse_error="bad json"),
+        episode(1, 0.5),
+        episode(1, 0.5, tokens=8),
     ]
     m = rollout_metrics(episodes)
     assert m["reward/mean"] == pytest.approx(0.5)

@@ -6,12 +6,10 @@ import time
 import zipfile
 
 import pytest
-
 from agentrl.learning.algorithms import ALGORITHM_NAMES
 from agentrl.run.runstore import read_events
-from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
-
 from conftest import EXAMPLE_CONFIG
+from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
 
 
 @pytest.fixture
@@ -56,7 +54,9 @@ def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
     info = again.request("run/get", {"runId": run_id})
     assert info["status"] == "completed" and info["step"] == 6 and "reward/mean" in info["latestMetrics"]
     frozen = again.request("run/config", {"runId": run_id})["config"]  # what the dashboard compares runs by
-    assert frozen["train"]["steps"] == 6 and frozen["algorithm"]["name"] == "grpo" and frozen["rollout"]["group_size"] == 8
+    assert (
+        frozen["train"]["steps"] == 6 and frozen["algorithm"]["name"] == "grpo" and frozen["rollout"]["group_size"] == 8
+    )
     assert again.call("run/config", {"runId": "nope"})["error"]["code"] == -32010
 
     # queries over the finished run
@@ -80,16 +80,22 @@ def test_run_export_writes_the_model_into_the_run_folder_and_says_what_is_missin
     client.request("run/subscribe", {"runId": run_id, "since": 0})
     client.events_until(run_id, is_final_status, timeout=300)
     exported = client.request("run/export", {"runId": run_id, "step": 1}, timeout=300)
-    assert exported == {"runId": run_id, "step": 1, "weights": "full",
-                        "path": str(server.runs_dir / run_id / "exports" / "step-000001")}
+    assert exported == {
+        "runId": run_id,
+        "step": 1,
+        "weights": "full",
+        "path": str(server.runs_dir / run_id / "exports" / "step-000001"),
+    }
     AutoModelForCausalLM.from_pretrained(exported["path"])  # transformers loads it as it is
     assert client.request("run/export", {"runId": run_id, "step": 1}, timeout=300) == exported  # again: the same
     latest = client.request("run/export", {"runId": run_id}, timeout=300)
     assert latest["step"] == 2
-    for params, code, message in (({"runId": run_id, "step": 7}, -32011, "no checkpoint at step 7"),
-                                  ({"runId": run_id, "mergeLora": True}, -32011, "no LoRA adapter to merge"),
-                                  ({"runId": ".."}, -32010, "no run '..'"),
-                                  ({"runId": run_id, "out": "/tmp/x"}, -32602, "out")):
+    for params, code, message in (
+        ({"runId": run_id, "step": 7}, -32011, "no checkpoint at step 7"),
+        ({"runId": run_id, "mergeLora": True}, -32011, "no LoRA adapter to merge"),
+        ({"runId": ".."}, -32010, "no run '..'"),
+        ({"runId": run_id, "out": "/tmp/x"}, -32602, "out"),
+    ):
         error = client.call("run/export", params, timeout=300)["error"]
         assert error["code"] == code and message in error["message"], error
     assert sorted(p.name for p in (server.runs_dir / run_id / "exports").iterdir()) == ["step-000001", "step-000002"]
@@ -181,8 +187,9 @@ def test_env_upload_check_and_start_from_bundle(server):
     assert checked["ok"] and "status finished" in checked["diagnostics"][-1]["message"]
     config = example_config()
     config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the bundle
-    run_id = client.request("run/start", {"config": config, "envBundle": uploaded["bundleId"], "mode": "try",
-                                          "episodes": 3})["runId"]
+    run_id = client.request(
+        "run/start", {"config": config, "envBundle": uploaded["bundleId"], "mode": "try", "episodes": 3}
+    )["runId"]
     client.request("run/subscribe", {"runId": run_id, "since": 0})
     events = client.events_until(run_id, is_final_status)
     assert events[-1]["data"]["status"] == "completed"
@@ -208,15 +215,19 @@ def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(ser
     client = server.client()
     config = example_config()
     config["env"]["module"], config["data"]["train"] = "env.py", "tasks.jsonl"  # relative to the config's folder
-    run_id = client.request("run/start", {"config": config, "configDir": str(EXAMPLE_CONFIG.parent), "mode": "try",
-                                          "episodes": 2})["runId"]
+    run_id = client.request(
+        "run/start", {"config": config, "configDir": str(EXAMPLE_CONFIG.parent), "mode": "try", "episodes": 2}
+    )["runId"]
     queued = client.request("run/get", {"runId": run_id})  # before the run's process has written run.json
     assert (queued["name"], queued["mode"], queued["createdAt"] != "") == (config["name"], "try", True)
     client.request("run/subscribe", {"runId": run_id, "since": 0})
     assert client.events_until(run_id, is_final_status)[-1]["data"]["status"] == "completed"
     assert client.request("run/get", {"runId": run_id})["name"] == config["name"]
-    for bad in ({"configDir": "relative/dir"}, {"configDir": str(tmp_path / "missing")},
-                {"configDir": str(EXAMPLE_CONFIG.parent), "envBundle": "0" * 64}):
+    for bad in (
+        {"configDir": "relative/dir"},
+        {"configDir": str(tmp_path / "missing")},
+        {"configDir": str(EXAMPLE_CONFIG.parent), "envBundle": "0" * 64},
+    ):
         response = client.call("run/start", {"config": config, **bad})
         assert response["error"]["code"] == -32602 and "configDir" in response["error"]["message"]
 

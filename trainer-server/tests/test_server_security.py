@@ -15,11 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect
-
 from agentrl.server.protocol import RpcError
 from server_harness import Client, ServerProcess, example_config
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +32,13 @@ def server(tmp_path_factory):
 def guarded(tmp_path_factory):
     token_file = tmp_path_factory.mktemp("tok") / "token"
     token_file.write_text("s3cret-token\n")
-    proc = ServerProcess(tmp_path_factory.mktemp("guarded") / "runs", "--token-file", str(token_file),
-                         "--allow-origin", "vscode-webview://trusted")
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("guarded") / "runs",
+        "--token-file",
+        str(token_file),
+        "--allow-origin",
+        "vscode-webview://trusted",
+    )
     yield proc
     proc.stop()
 
@@ -50,8 +54,13 @@ def test_a_loopback_server_without_a_token_generates_one_only_its_user_can_read(
 
 
 def serve(*args, env=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_a_token_on_the_command_line_is_refused_with_where_to_put_it():
@@ -68,9 +77,13 @@ def test_a_short_token_off_loopback_is_refused(tmp_path, token):
 
 
 def test_the_token_can_come_from_the_environment(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "AGENTRL_TOKEN": "from-the-environment-0123"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENTRL_TOKEN": "from-the-environment-0123"},
+    )
     try:
         ready = json.loads(proc.stdout.readline())
         assert "token_file" not in ready and not (tmp_path / ".serve-token").exists()
@@ -82,8 +95,12 @@ def test_the_token_can_come_from_the_environment(tmp_path):
 
 
 def test_non_loopback_bind_without_token_is_refused():
-    done = subprocess.run([sys.executable, "-m", "agentrl.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "refusing to bind 0.0.0.0 without a token" in done.stderr
     assert done.stdout == ""
 
@@ -102,11 +119,16 @@ def test_right_token_connects(guarded):
 
 def test_foreign_origin_is_rejected(server, guarded):
     with pytest.raises(InvalidStatus) as info:
-        connect(server.url, origin="https://evil.example", open_timeout=10,
-                additional_headers={"Authorization": f"Bearer {server.token}"})
+        connect(
+            server.url,
+            origin="https://evil.example",
+            open_timeout=10,
+            additional_headers={"Authorization": f"Bearer {server.token}"},
+        )
     assert info.value.response.status_code == 403
-    ok = Client(guarded.url, origin="vscode-webview://trusted",
-                additional_headers={"Authorization": "Bearer s3cret-token"})
+    ok = Client(
+        guarded.url, origin="vscode-webview://trusted", additional_headers={"Authorization": "Bearer s3cret-token"}
+    )
     ok.request("server/ping")
 
 
@@ -141,7 +163,7 @@ def zip_symlink():
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         info = zipfile.ZipInfo("link")
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         archive.writestr(info, "/etc/passwd")
     return buffer.getvalue()
 
@@ -163,7 +185,7 @@ def zip_lying_header():
     # patch the uncompressed size in the local header (offset 22) and the central directory
     data[22:26] = (10).to_bytes(4, "little")
     central = data.rfind(b"PK\x01\x02")
-    data[central + 24:central + 28] = (10).to_bytes(4, "little")
+    data[central + 24 : central + 28] = (10).to_bytes(4, "little")
     return bytes(data)
 
 
@@ -182,7 +204,7 @@ def zip_flags(data):
 def zip_method_99(data):
     data[8:10] = (99).to_bytes(2, "little")
     central = data.rfind(b"PK\x01\x02")
-    data[central + 10:central + 12] = (99).to_bytes(2, "little")
+    data[central + 10 : central + 12] = (99).to_bytes(2, "little")
     return bytes(data)
 
 
@@ -202,8 +224,10 @@ HOSTILE = {
     "deep path": (zip_of([("d/" * 2100 + "x.py", b"x")]), "2101 folder levels; at most 32"),
     "encrypted": (zip_patched("env.py", zip_flags), "'env.py' is encrypted"),
     "method 99": (zip_patched("env.py", zip_method_99), "compression method 99"),
-    "NUL in a zip name": (zip_patched("envXpy.py", lambda d: bytes(d.replace(b"envXpy", b"env\x00py"))),
-                          "NUL are not allowed"),
+    "NUL in a zip name": (
+        zip_patched("envXpy.py", lambda d: bytes(d.replace(b"envXpy", b"env\x00py"))),
+        "NUL are not allowed",
+    ),
     "dotdot": (zip_of([("../escape.py", b"x")]), "'..' would escape"),
     "nested dotdot": (zip_of([("a/../../escape.py", b"x")]), "'..' would escape"),
     "absolute": (zip_of([("/tmp/abs.py", b"x")]), "absolute paths are not allowed"),
@@ -285,8 +309,9 @@ def test_numbers_and_paths_python_cannot_read_get_their_documented_errors(server
     huge = "9" * 5000
     client.ws.send('{"jsonrpc": "2.0", "id": ' + huge + ', "method": "server/ping"}')
     assert json.loads(client.ws.recv(timeout=10))["error"]["code"] == -32700  # not a closed connection
-    client.ws.send('{"jsonrpc": "2.0", "id": 1, "method": "run/subscribe", "params": {"runId": "numbers", '
-                   '"since": ' + huge + '}}')
+    client.ws.send(
+        '{"jsonrpc": "2.0", "id": 1, "method": "run/subscribe", "params": {"runId": "numbers", "since": ' + huge + "}}"
+    )
     assert json.loads(client.ws.recv(timeout=10))["error"]["code"] == -32700
     for cursor in ("²", huge, "-1", ""):
         response = client.call("trajectory/query", {"runId": "numbers", "cursor": cursor})
@@ -352,8 +377,12 @@ def hostile_messages(rng):
     yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/stop", "params": {"runId": "x", "mode": "now"}}), -32602
     yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "run/get", "params": {"runId": "x" * 5000}}), -32602
     yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/ping", "params": {"a": "x" * (2 * 2**20)}}), -32004
-    yield json.dumps({"jsonrpc": "2.0", "id": 1, "method": "trajectory/query",
-                      "params": {"runId": "x", "cursor": "abc"}}), -32010
+    yield (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "trajectory/query", "params": {"runId": "x", "cursor": "abc"}}
+        ),
+        -32010,
+    )
     alphabet = '{}[]":,0123456789abcdefnulltrue\\ \x00\u2028é'
     methods = ["run/start", "run/get", "nope", "", "__proto__", "initialize", "trajectory/get", "env/check"]
     for i in range(1200):

@@ -1,7 +1,6 @@
 """Bootstrap confidence intervals: what the README's results and `agentrl demo` report."""
 
 import pytest
-
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 
 

@@ -1,7 +1,6 @@
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def test_tiny_checkpoint_round_trips(tmp_path):

@@ -4,20 +4,21 @@ import time
 
 import jsonschema
 import pytest
-
 from agentrl import Tool
 from agentrl.environment.loader import env_factory
 from agentrl.environment.tool import MAX_ABANDONED_CALLS, ParsedCall, execute_calls, run_in_thread
 from agentrl.environment.toolprocess import ToolWorker
-
 from failing_tools import AsyncBlocks, AsyncInterrupts, Boom, Exits, FailingToolsEnv, Garbage, Hang, NotANumber
 
 
 class Add(Tool):
     name = "add"
     description = "add two integers"
-    parameters = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                  "required": ["a", "b"]}
+    parameters = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
 
     def execute(self, a, b):
         return a + b
@@ -31,8 +32,10 @@ class AsyncHang(Tool):
         await asyncio.sleep(30)
 
 
-TOOLS = {t.name: t for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotANumber(), Exits(), AsyncInterrupts(),
-                             AsyncBlocks())}
+TOOLS = {
+    t.name: t
+    for t in (Add(), Boom(), Hang(), AsyncHang(), Garbage(), NotANumber(), Exits(), AsyncInterrupts(), AsyncBlocks())
+}
 
 
 def run(*calls, runner=run_in_thread):
@@ -58,25 +61,39 @@ def test_success_result_and_latency():
     assert out.latency_ms >= 0
 
 
-@pytest.mark.parametrize("call, kind, text", [
-    (ParsedCall("c", "nope", {}, "raw"), "unknown_tool", "unknown tool 'nope'; available tools: ablocks, add, ahang"),
-    (ParsedCall("c", "", None, "raw", error="tool call is not valid JSON"), "bad_json", "not valid JSON"),
-    (ParsedCall("c", "add", {"a": "x", "b": 1}, "raw"), "schema", "invalid arguments for add: a: 'x' is not of type"),
-    (ParsedCall("c", "add", {"a": 1}, "raw"), "schema", "'b' is a required property"),
-])
+@pytest.mark.parametrize(
+    "call, kind, text",
+    [
+        (
+            ParsedCall("c", "nope", {}, "raw"),
+            "unknown_tool",
+            "unknown tool 'nope'; available tools: ablocks, add, ahang",
+        ),
+        (ParsedCall("c", "", None, "raw", error="tool call is not valid JSON"), "bad_json", "not valid JSON"),
+        (
+            ParsedCall("c", "add", {"a": "x", "b": 1}, "raw"),
+            "schema",
+            "invalid arguments for add: a: 'x' is not of type",
+        ),
+        (ParsedCall("c", "add", {"a": 1}, "raw"), "schema", "'b' is a required property"),
+    ],
+)
 def test_every_bad_call_is_an_outcome(call, kind, text):
     [out] = run(call)
     assert out.error_kind == kind
     assert text in out.error
 
 
-@pytest.mark.parametrize("name, kind, text", [
-    ("boom", "exception", "boom raised RuntimeError: kaput"),
-    ("garbage", "bad_result", "garbage returned a value that is not JSON"),
-    ("nan", "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
-    ("exits", "exception", "exits tried to end the process (SystemExit: 7)"),
-    ("ainterrupts", "exception", "ainterrupts tried to end the process (KeyboardInterrupt)"),
-])
+@pytest.mark.parametrize(
+    "name, kind, text",
+    [
+        ("boom", "exception", "boom raised RuntimeError: kaput"),
+        ("garbage", "bad_result", "garbage returned a value that is not JSON"),
+        ("nan", "bad_result", "nan returned a value that is not JSON: it holds NaN or infinity"),
+        ("exits", "exception", "exits tried to end the process (SystemExit: 7)"),
+        ("ainterrupts", "exception", "ainterrupts tried to end the process (KeyboardInterrupt)"),
+    ],
+)
 def test_every_tool_failure_is_an_outcome(runner, name, kind, text):
     [out] = run(ParsedCall("c", name, {}, "raw"), runner=runner)
     assert out.error_kind == kind
@@ -123,7 +140,11 @@ def test_each_episode_keeps_its_own_tool_state_in_the_worker(tool_worker):
 
 def test_calls_of_one_turn_run_concurrently_and_keep_order():
     started = time.perf_counter()
-    outs = run(ParsedCall("a", "hang", {}, "r"), ParsedCall("b", "ahang", {}, "r"), ParsedCall("c", "add", {"a": 1, "b": 1}, "r"))
+    outs = run(
+        ParsedCall("a", "hang", {}, "r"),
+        ParsedCall("b", "ahang", {}, "r"),
+        ParsedCall("c", "add", {"a": 1, "b": 1}, "r"),
+    )
     assert [o.id for o in outs] == ["a", "b", "c"]
     assert time.perf_counter() - started < 1.0  # two 0.2 s timeouts overlapped
     assert outs[2].result == 2
@@ -131,14 +152,17 @@ def test_calls_of_one_turn_run_concurrently_and_keep_order():
 
 def test_invalid_parameter_schema_fails_at_class_definition():
     with pytest.raises(jsonschema.SchemaError):
+
         class Broken(Tool):  # noqa: F841
             name = "broken"
             parameters = {"type": "not-a-type"}
 
 
 def test_schema_is_openai_function_format():
-    assert Add().schema() == {"type": "function", "function": {
-        "name": "add", "description": "add two integers", "parameters": Add.parameters}}
+    assert Add().schema() == {
+        "type": "function",
+        "function": {"name": "add", "description": "add two integers", "parameters": Add.parameters},
+    }
 
 
 def test_hung_calls_do_not_pile_up_threads():
@@ -150,8 +174,10 @@ def test_hung_calls_do_not_pile_up_threads():
             time.sleep(3)
 
     before = threading.active_count()
-    outcomes = [asyncio.run(execute_calls([ParsedCall(str(i), "stuck", {}, "r")], {"stuck": Stuck()}, 5.0))[0]
-                for i in range(12)]
+    outcomes = [
+        asyncio.run(execute_calls([ParsedCall(str(i), "stuck", {}, "r")], {"stuck": Stuck()}, 5.0))[0]
+        for i in range(12)
+    ]
     assert threading.active_count() - before <= MAX_ABANDONED_CALLS
     assert all(o.error_kind == "timeout" for o in outcomes)
     refused = [o for o in outcomes if "not called" in o.error]

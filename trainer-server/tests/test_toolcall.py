@@ -1,7 +1,6 @@
 import pytest
-
-from agentrl.recipes.calculator import Calculator
 from agentrl.environment.toolcall import HermesFormat, TagFormat, get_format, schemas_by_name
+from agentrl.recipes.calculator import Calculator
 
 hermes = HermesFormat()
 tags = TagFormat()
@@ -15,13 +14,16 @@ def test_parses_several_calls_in_one_turn():
     assert turn.error is None
 
 
-@pytest.mark.parametrize("text, message", [
-    ('<tool_call>{"name": "a", "arguments": {</tool_call>', "not valid JSON"),
-    ('<tool_call>{"arguments": {}}</tool_call>', 'string "name"'),
-    ('<tool_call>{"name": "a", "arguments": [1]}</tool_call>', '"arguments" must be a JSON object'),
-    ('<tool_call>{"name": "a", "arguments": {}}', "unclosed <tool_call>"),
-    ('{"name": "a"}</tool_call>', "without an opening <tool_call>"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('<tool_call>{"name": "a", "arguments": {</tool_call>', "not valid JSON"),
+        ('<tool_call>{"arguments": {}}</tool_call>', 'string "name"'),
+        ('<tool_call>{"name": "a", "arguments": [1]}</tool_call>', '"arguments" must be a JSON object'),
+        ('<tool_call>{"name": "a", "arguments": {}}', "unclosed <tool_call>"),
+        ('{"name": "a"}</tool_call>', "without an opening <tool_call>"),
+    ],
+)
 def test_malformed_calls_become_errors_the_model_sees(text, message):
     turn = hermes.parse(text, "t", {})
     assert message in turn.error
@@ -34,8 +36,9 @@ def test_plain_answer_has_no_calls():
 
 
 def test_tag_calls_fill_the_single_string_parameter():
-    turn = tags.parse("Let me compute. <calculator> 24 * 37 </calculator> then <calculator>1+1</calculator>", "t1",
-                      CALCULATOR)
+    turn = tags.parse(
+        "Let me compute. <calculator> 24 * 37 </calculator> then <calculator>1+1</calculator>", "t1", CALCULATOR
+    )
     assert [(c.id, c.name, c.arguments, c.raw) for c in turn.calls] == [
         ("t1-0", "calculator", {"expression": "24 * 37"}, "<calculator> 24 * 37 </calculator>"),
         ("t1-1", "calculator", {"expression": "1+1"}, "<calculator>1+1</calculator>"),
@@ -56,9 +59,19 @@ def test_tag_format_describes_each_tool_and_where_calls_end():
 
 
 def test_tag_format_refuses_tools_it_cannot_express():
-    two_args = {"lookup": {"type": "function", "function": {
-        "name": "lookup", "description": "", "parameters": {"type": "object", "properties": {
-            "key": {"type": "string"}, "table": {"type": "string"}}}}}}
+    two_args = {
+        "lookup": {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"key": {"type": "string"}, "table": {"type": "string"}},
+                },
+            },
+        }
+    }
     with pytest.raises(ValueError, match=r"tool 'lookup' cannot be called with tool_format 'tags'.*\['key', 'table'\]"):
         tags.describe(two_args)
 

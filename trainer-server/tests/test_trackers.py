@@ -8,21 +8,27 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trackers.mlflow_tracker import mlflow_name
 from agentrl.run.trainer import train
-
 from conftest import EXAMPLE_CONFIG
 from test_health import never_rewarded
 
 
 def tracked_run(tmp_path, *logging):
     """Two steps of a run that cannot learn (a zero_variance_groups alert at step 2), evaluated at step 2."""
-    config = never_rewarded(tmp_path, "train.steps=2", "data.eval=tasks.jsonl", "train.eval_every=2",
-                            "train.eval_limit=4", "logging.trajectory_sample=3", *logging)
-    run_dir = train(config, runs_dir=tmp_path / "runs", run_id="tracked", config_base_dir=EXAMPLE_CONFIG.parent,
-                    progress=True)
+    config = never_rewarded(
+        tmp_path,
+        "train.steps=2",
+        "data.eval=tasks.jsonl",
+        "train.eval_every=2",
+        "train.eval_limit=4",
+        "logging.trajectory_sample=3",
+        *logging,
+    )
+    run_dir = train(
+        config, runs_dir=tmp_path / "runs", run_id="tracked", config_base_dir=EXAMPLE_CONFIG.parent, progress=True
+    )
     events = read_events(run_dir)
     metrics = {e["data"]["step"]: e["data"]["metrics"] for e in events if e["type"] == "metrics"}
     health = [e["data"] for e in events if e["type"] == "health"]
@@ -33,9 +39,13 @@ def tracked_run(tmp_path, *logging):
 def all_trackers(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("trackers")
     run_dir, events, metrics, health = tracked_run(
-        tmp_path, f"logging.tensorboard.log_dir={tmp_path / 'tb'}", "logging.wandb.project=agentrl-test",
-        "logging.wandb.mode=offline", f"logging.mlflow.tracking_uri={tmp_path / 'mlruns'}",
-        "logging.mlflow.experiment=agentrl-test")
+        tmp_path,
+        f"logging.tensorboard.log_dir={tmp_path / 'tb'}",
+        "logging.wandb.project=agentrl-test",
+        "logging.wandb.mode=offline",
+        f"logging.mlflow.tracking_uri={tmp_path / 'mlruns'}",
+        "logging.mlflow.experiment=agentrl-test",
+    )
     assert [e for e in events if e["type"] == "log" and e["data"]["level"] == "warning"] == []
     assert latest_status(events)["status"] == "completed"
     assert [event["code"] for event in health] == ["zero_variance_groups"] and "eval/reward" in metrics[2]
@@ -54,7 +64,9 @@ def test_tensorboard_event_files_hold_every_metric_the_config_health_and_traject
     assert [event.step for event in board.Scalars("eval/reward")] == [2]
 
     def texts(tag):
-        return [(event.step, event.tensor_proto.string_val[0].decode()) for event in board.Tensors(f"{tag}/text_summary")]
+        return [
+            (event.step, event.tensor_proto.string_val[0].decode()) for event in board.Tensors(f"{tag}/text_summary")
+        ]
 
     assert "name: lookup-tiny" in texts("config")[0][1] and "eval_every: 2" in texts("config")[0][1]
     [(step, alert)] = texts("health/zero_variance_groups")
@@ -77,11 +89,11 @@ def wandb_records(path):
     position, pending = 7, b""
     while position + header <= len(data):
         left = block - position % block
-        crc, length, kind = struct.unpack("<IHB", data[position:position + header]) if left >= header else (0, 0, 0)
+        crc, length, kind = struct.unpack("<IHB", data[position : position + header]) if left >= header else (0, 0, 0)
         if kind == 0:  # the zero padding that ends a block
             position += left
             continue
-        payload = data[position + header:position + header + length]
+        payload = data[position + header : position + header + length]
         assert zlib.crc32(payload, zlib.crc32(bytes([kind]))) == crc
         position += header + length
         pending += payload
@@ -185,8 +197,13 @@ def test_a_tracker_that_fails_mid_run_is_one_warning_and_is_dropped(tmp_path, mo
     store = tmp_path / "mlruns"
     monkeypatch.setenv("AGENTRL_TEST_MLFLOW_STORE", str(store))
     (tmp_path / "removes.py").write_text(STORE_REMOVING_ENV)
-    _, events, metrics, _ = tracked_run(tmp_path, f"logging.mlflow.tracking_uri={store}", "train.steps=3",
-                                        f"env.module={tmp_path / 'removes.py'}", "env.class_name=RemovesTheStoreAtStep2")
+    _, events, metrics, _ = tracked_run(
+        tmp_path,
+        f"logging.mlflow.tracking_uri={store}",
+        "train.steps=3",
+        f"env.module={tmp_path / 'removes.py'}",
+        "env.class_name=RemovesTheStoreAtStep2",
+    )
     [warning] = warnings_of(events)
     assert warning.startswith("logging.mlflow: stopped logging at step 2")
     assert capsys.readouterr().err.count("WARN logging.mlflow") == 1

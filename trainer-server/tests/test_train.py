@@ -9,12 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agentrl.run.config import load_config
 from agentrl.rollout.engine import RolloutEngine
+from agentrl.run.config import load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
-
 from conftest import EXAMPLE_CONFIG, PROTOCOL
 
 AGENTRL = [sys.executable, "-m", "agentrl.cli"]
@@ -74,11 +72,12 @@ def test_resume_gives_identical_trajectories_and_metrics(tmp_path):
     a, b = metrics_by_step(straight), metrics_by_step(halved)
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:
-        assert {k: v for k, v in a[step].items() if not k.startswith("perf/")} == \
-               {k: v for k, v in b[step].items() if not k.startswith("perf/")}
+        assert {k: v for k, v in a[step].items() if not k.startswith("perf/")} == {
+            k: v for k, v in b[step].items() if not k.startswith("perf/")
+        }
 
 
-FAILING_ENV = '''
+FAILING_ENV = """
 from agentrl import EpisodeScore, ToolEnv
 from failing_tools import Boom, Garbage, Hang  # the tests' folder is on sys.path
 
@@ -89,7 +88,7 @@ class FailingEnv(ToolEnv):
         return [{"role": "user", "content": task["q"]}]
     def score(self, final_text):
         return EpisodeScore(reward=float("ok" in final_text), breakdown={"ok": float("ok" in final_text)})
-'''
+"""
 
 SCRIPT = [
     '<tool_call>{"name": "boom", "arguments": {}}</tool_call><tool_call>{"name": "hang", "arguments": {}}</tool_call>'
@@ -105,7 +104,8 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
     (tmp_path / "f.agentrl.yaml").write_text(
         "env: {module: env.py, class_name: FailingEnv}\ndata: {train: tasks.jsonl}\n"
         "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 2000}\n"
-        "train: {steps: 1, batch_size: 2}\n")
+        "train: {steps: 1, batch_size: 2}\n"
+    )
 
     monkeypatch.setattr(RolloutEngine, "_generate", scripted(SCRIPT))
     run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
@@ -120,19 +120,24 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
     [record, _] = trajectories(run_dir)
     assert record["status"] == "finished" and record["stats"]["num_tool_errors"] == 5
 
-    overflow = train(load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=420"]),
-                     runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    overflow = train(
+        load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=420"]),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=tmp_path,
+    )
     assert metrics_by_step(overflow)[1]["health/truncation_rate"] == 1.0
     assert latest_status(read_events(overflow))["status"] == "completed"
 
 
 def scripted(turns):
     """A stand-in for the hf engine's sampling: turn N of every episode writes turns[N]."""
+
     def generate(self, contexts, limits, call_ends, generator, row_done):
         for row, (context, limit) in enumerate(zip(contexts, limits)):
             turn = sum(1 for t in self.tokenizer.decode(context).split("<|im_start|>assistant")) - 2
             ids = self.chat.encode(turns[turn])[: limit - 1] + [self.eos_id]
             row_done(row, ids, [-1.0] * len(ids), "eos")
+
     return generate
 
 
@@ -141,12 +146,19 @@ def test_a_tool_that_ends_its_process_fails_only_its_call_under_process_isolatio
     (tmp_path / "f.agentrl.yaml").write_text(
         "env: {module: failing_tools, class_name: FailingToolsEnv}\ndata: {train: tasks.jsonl}\n"
         "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 8000, tool_isolation: process}\n"
-        "train: {steps: 2, batch_size: 2}\n")
-    monkeypatch.setattr(RolloutEngine, "_generate", scripted([
-        '<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
-        '<tool_call>{"name": "counter", "arguments": {}}</tool_call>',
-        "ok",
-    ]))
+        "train: {steps: 2, batch_size: 2}\n"
+    )
+    monkeypatch.setattr(
+        RolloutEngine,
+        "_generate",
+        scripted(
+            [
+                '<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
+                '<tool_call>{"name": "counter", "arguments": {}}</tool_call>',
+                "ok",
+            ]
+        ),
+    )
     run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
     assert latest_status(read_events(run_dir))["status"] == "completed"
     assert [m["tools/errors/exception"] for m in metrics_by_step(run_dir).values()] == [2, 2]
@@ -177,13 +189,23 @@ class NonFiniteFromStep2(LookupEnv):
 def test_a_non_finite_reward_stops_the_step_or_is_dropped_and_counted(tmp_path, policy):
     (tmp_path / "env.py").write_text(NAN_ENV)
     (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"key": str(k)}) + "\n" for k in range(4)))
-    config = example("env.module=" + str(tmp_path / "env.py"), "env.class_name=NonFiniteFromStep2",
-                     "data.train=" + str(tmp_path / "tasks.jsonl"), "rollout.group_size=2", "train.batch_size=4",
-                     "train.micro_batch_size=4", "train.steps=3", "train.checkpoint_every=1",
-                     f"train.non_finite_rewards={policy}")
+    config = example(
+        "env.module=" + str(tmp_path / "env.py"),
+        "env.class_name=NonFiniteFromStep2",
+        "data.train=" + str(tmp_path / "tasks.jsonl"),
+        "rollout.group_size=2",
+        "train.batch_size=4",
+        "train.micro_batch_size=4",
+        "train.steps=3",
+        "train.checkpoint_every=1",
+        f"train.non_finite_rewards={policy}",
+    )
     if policy == "fail":
-        with pytest.raises(ValueError, match=r"step 2: episode 0/0 of task .*: the outcome reward is nan; "
-                                             r"the reward breakdown's 'bonus' is inf\. Nothing was updated"):
+        with pytest.raises(
+            ValueError,
+            match=r"step 2: episode 0/0 of task .*: the outcome reward is nan; "
+            r"the reward breakdown's 'bonus' is inf\. Nothing was updated",
+        ):
             train(config, runs_dir=tmp_path / "runs", run_id="nan")
         events = read_events(tmp_path / "runs" / "nan")
         failed = latest_status(events)
@@ -204,13 +226,17 @@ def test_a_nan_gradient_stops_before_the_optimizer_step(tiny):
     import copy
 
     import torch
-
     from agentrl.learning.learner import Learner, NonFiniteError
 
     model, tokenizer = tiny
     config = example("rollout.group_size=2", "train.batch_size=2")
-    engine = RolloutEngine(model, tokenizer, __import__("agentrl.examples.lookup.env", fromlist=["LookupEnv"]).LookupEnv,
-                           config.rollout, torch.device("cpu"))
+    engine = RolloutEngine(
+        model,
+        tokenizer,
+        __import__("agentrl.examples.lookup.env", fromlist=["LookupEnv"]).LookupEnv,
+        config.rollout,
+        torch.device("cpu"),
+    )
     episodes = engine.run([{"key": "1"}], group_size=2, seed=0)
     episodes[0].outcome_reward, episodes[1].outcome_reward = 0.0, 1.0
     broken = copy.deepcopy(model)
@@ -234,8 +260,12 @@ def test_a_try_run_builds_no_learner(tmp_path, monkeypatch):
 
 def test_cli_trains_the_example_quickly_and_validates(tmp_path, trajectory_validator):
     started = time.perf_counter()
-    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=3", "--runs-dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=3", "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     assert "step 3/3" in done.stderr
@@ -246,26 +276,52 @@ def test_cli_trains_the_example_quickly_and_validates(tmp_path, trajectory_valid
 
 
 def test_cli_config_error_names_key_value_and_allowed(tmp_path):
-    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "algorithm.name=a2c", "--set",
-                           "train.bogus=1"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "algorithm.name=a2c", "--set", "train.bogus=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "algorithm.name: Input should be 'grpo', 'ppo', 'reinforce_pp' or 'rloo' (got 'a2c')" in done.stderr
     assert "train.bogus: unknown key" in done.stderr
-    done = subprocess.run([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "rollout.group_size=3"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "rollout.group_size=3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "train.batch_size (16) must be divisible by rollout.group_size (3)" in done.stderr
 
 
 def test_schema_command_matches_the_committed_schema():
     done = subprocess.run([*AGENTRL, "schema"], capture_output=True, text=True, timeout=60, check=True)
     committed = (PROTOCOL / "schemas" / "run-config.schema.json").read_text()
-    assert json.loads(done.stdout) == json.loads(committed), "run `agentrl schema > protocol/schemas/run-config.schema.json`"
+    assert json.loads(done.stdout) == json.loads(committed), (
+        "run `agentrl schema > protocol/schemas/run-config.schema.json`"
+    )
 
 
 def test_sigterm_stops_gracefully_with_a_checkpoint(tmp_path):
-    proc = subprocess.Popen([*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "train.steps=500", "--set",
-                             "train.checkpoint_every=1000", "--runs-dir", str(tmp_path), "--run-id", "r", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *AGENTRL,
+            "train",
+            str(EXAMPLE_CONFIG),
+            "--set",
+            "train.steps=500",
+            "--set",
+            "train.checkpoint_every=1000",
+            "--runs-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run_dir = tmp_path / "r"
     deadline = time.time() + 60
     while time.time() < deadline and not any(e["type"] == "metrics" for e in read_events(run_dir)):
@@ -279,8 +335,9 @@ def test_sigterm_stops_gracefully_with_a_checkpoint(tmp_path):
 
 
 def test_env_check_cli(tmp_path):
-    done = subprocess.run([*AGENTRL, "env", "check", str(EXAMPLE_CONFIG.parent), "--json"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [*AGENTRL, "env", "check", str(EXAMPLE_CONFIG.parent), "--json"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     [info] = json.loads(done.stdout)
     assert "status finished, reward 2" in info["message"]

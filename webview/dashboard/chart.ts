@@ -46,18 +46,38 @@ export class MetricChart {
   private visible = true;
   /** The draw a chart out of view skipped, done when it comes into view. */
   private pending: (() => void) | undefined;
-  private readonly viewport = new IntersectionObserver(([entry]) => {
-    this.visible = entry.isIntersecting;
-    if (this.visible && this.pending) this.pending();
-  }, { rootMargin: '200px' });
+  private readonly viewport = new IntersectionObserver(
+    ([entry]) => {
+      this.visible = entry.isIntersecting;
+      if (this.visible && this.pending) this.pending();
+    },
+    { rootMargin: '200px' },
+  );
 
-  constructor(readonly spec: ChartSpec, private readonly onOpen: (runIndex: number, step: number) => void) {
+  constructor(
+    readonly spec: ChartSpec,
+    private readonly onOpen: (runIndex: number, step: number) => void,
+  ) {
     this.plotHost = h('div', {
-      class: 'plot', tabindex: 0, role: 'application', id: `chart-${spec.key.replace(/[^a-z0-9]+/gi, '-')}`,
+      class: 'plot',
+      tabindex: 0,
+      role: 'application',
+      id: `chart-${spec.key.replace(/[^a-z0-9]+/gi, '-')}`,
       'aria-label': `${spec.title} chart. Left and right arrows move between steps, Enter opens the replay at that step, plus and minus zoom, 0 shows every step.`,
     });
     this.summary = h('div', {});
-    this.element = h('section', { class: 'chart', 'data-chart': spec.key }, h('h3', { class: spec.title === spec.group ? 'visually-hidden' : undefined }, spec.title)  /* the group's heading says it already */, this.plotHost, this.range, this.summary);
+    this.element = h(
+      'section',
+      { class: 'chart', 'data-chart': spec.key },
+      h(
+        'h3',
+        { class: spec.title === spec.group ? 'visually-hidden' : undefined },
+        spec.title,
+      ) /* the group's heading says it already */,
+      this.plotHost,
+      this.range,
+      this.summary,
+    );
     this.plotHost.addEventListener('keydown', (event) => this.onKey(event));
     this.resize.observe(this.plotHost);
     this.viewport.observe(this.element);
@@ -85,7 +105,9 @@ export class MetricChart {
       this.plot?.destroy();
       this.shape = shape;
       this.plot = new uPlot(this.options(data, axis, theme), aligned, this.plotHost);
-      this.plot.over.addEventListener('mousedown', (event) => { this.pointerDownAt = event.clientX; });
+      this.plot.over.addEventListener('mousedown', (event) => {
+        this.pointerDownAt = event.clientX;
+      });
       this.plot.over.addEventListener('click', (event) => this.onClick(event));
     }
   }
@@ -97,7 +119,11 @@ export class MetricChart {
   }
 
   private options(data: ChartData, axis: XAxis, theme: ChartTheme): uPlot.Options {
-    const axisStyle = { stroke: theme.foreground, grid: { stroke: theme.grid, width: 1 }, ticks: { stroke: theme.grid, width: 1 } };
+    const axisStyle = {
+      stroke: theme.foreground,
+      grid: { stroke: theme.grid, width: 1 },
+      ticks: { stroke: theme.grid, width: 1 },
+    };
     const metrics = this.spec.metrics;
     return {
       width: this.width(),
@@ -107,24 +133,36 @@ export class MetricChart {
         // A fraction reads against its whole range; a flat series gets a unit around its value (uPlot's
         // default stretches an all-zero series to 0..100, which reads as a scale of percent).
         y: {
-          range: (_u: uPlot, min: number, max: number): uPlot.Range.MinMax => (this.spec.key.endsWith(':fraction')
-            ? [Math.min(0, min), Math.max(1, max)]
-            : min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)),
+          range: (_u: uPlot, min: number, max: number): uPlot.Range.MinMax =>
+            this.spec.key.endsWith(':fraction')
+              ? [Math.min(0, min), Math.max(1, max)]
+              : min === max
+                ? [min - 1, max + 1]
+                : uPlot.rangeNum(min, max, 0.1, true),
         },
       },
       cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },
       focus: { alpha: 0.35 },
       legend: { live: true },
       hooks: {
-        setScale: [(u, key) => {
-          const { min, max } = u.scales.x;
-          if (key === 'x' && min !== undefined && max !== undefined) {
-            this.range.textContent = `${axis === 'step' ? 'steps' : 'seconds'} ${formatNumber(min, 1)} to ${formatNumber(max, 1)} shown`;
-          }
-        }],
+        setScale: [
+          (u, key) => {
+            const { min, max } = u.scales.x;
+            if (key === 'x' && min !== undefined && max !== undefined) {
+              this.range.textContent = `${axis === 'step' ? 'steps' : 'seconds'} ${formatNumber(min, 1)} to ${formatNumber(max, 1)} shown`;
+            }
+          },
+        ],
       },
       // Steps are whole numbers: no tick at 1.5.
-      axes: [{ ...axisStyle, label: axis === 'step' ? 'step' : 'seconds since start', ...(axis === 'step' ? { incrs: STEP_TICKS } : {}) }, { ...axisStyle, size: 60 }],
+      axes: [
+        {
+          ...axisStyle,
+          label: axis === 'step' ? 'step' : 'seconds since start',
+          ...(axis === 'step' ? { incrs: STEP_TICKS } : {}),
+        },
+        { ...axisStyle, size: 60 },
+      ],
       series: [
         { label: axis === 'step' ? 'step' : 'seconds', value: (_u, v) => formatNumber(v, 1) },
         ...data.series.map((s) => ({
@@ -152,14 +190,26 @@ export class MetricChart {
   }
 
   private renderSummary(latest: LatestPoint[], runNames: string[]): void {
-    const rows = latest.map(({ series, step, value }) => h('tr', { 'data-series': series.label },
-      h('th', { scope: 'row' }, series.metric), h('td', {}, runNames[series.runIndex] ?? ''),
-      h('td', {}, step), h('td', { class: 'value' }, formatNumber(value, 4))));
+    const rows = latest.map(({ series, step, value }) =>
+      h(
+        'tr',
+        { 'data-series': series.label },
+        h('th', { scope: 'row' }, series.metric),
+        h('td', {}, runNames[series.runIndex] ?? ''),
+        h('td', {}, step),
+        h('td', { class: 'value' }, formatNumber(value, 4)),
+      ),
+    );
     clear(this.summary);
-    this.summary.append(h('table', { class: 'visually-hidden latest' },
-      h('caption', {}, `${this.spec.title}: latest values`),
-      h('thead', {}, h('tr', {}, ...['metric', 'run', 'step', 'value'].map((t) => h('th', { scope: 'col' }, t)))),
-      h('tbody', {}, ...rows)));
+    this.summary.append(
+      h(
+        'table',
+        { class: 'visually-hidden latest' },
+        h('caption', {}, `${this.spec.title}: latest values`),
+        h('thead', {}, h('tr', {}, ...['metric', 'run', 'step', 'value'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, ...rows),
+      ),
+    );
   }
 
   /** The point nearest to the cursor, over every series shown: its series and x index. */
@@ -167,7 +217,8 @@ export class MetricChart {
     const plot = this.plot;
     const data = this.data;
     const { left, top, idx } = plot?.cursor ?? {};
-    if (!plot || !data || idx === null || idx === undefined || left === undefined || top === undefined || left < 0) return undefined;
+    if (!plot || !data || idx === null || idx === undefined || left === undefined || top === undefined || left < 0)
+      return undefined;
     let best: { series: number; idx: number; distance: number } | undefined;
     data.ys.forEach((ys, s) => {
       if (!plot.series[s + 1].show) return;
@@ -220,8 +271,13 @@ export class MetricChart {
       Home: () => moveTo(0),
       End: () => moveTo(x.length - 1),
       Enter: () => this.open(this.nearestPoint()),
-      '+': () => zoom(0.5), '=': () => zoom(0.5), '-': () => zoom(2),
-      '0': () => { plot.setScale('x', { min: x[0], max: x[x.length - 1] }); moveTo(current); },
+      '+': () => zoom(0.5),
+      '=': () => zoom(0.5),
+      '-': () => zoom(2),
+      '0': () => {
+        plot.setScale('x', { min: x[0], max: x[x.length - 1] });
+        moveTo(current);
+      },
     };
     const action = keys[event.key];
     if (action) {

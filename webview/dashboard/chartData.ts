@@ -70,7 +70,11 @@ export function latestPoints(metrics: string[], runs: RunView[]): LatestPoint[] 
     for (const metric of metrics) {
       const series = timeline.metrics.get(metric);
       if (!series?.steps.length) continue;
-      points.push({ series: seriesInfo(metric, runIndex, runs.length, name), step: series.steps[series.steps.length - 1], value: series.values[series.values.length - 1] });
+      points.push({
+        series: seriesInfo(metric, runIndex, runs.length, name),
+        step: series.steps[series.steps.length - 1],
+        value: series.values[series.values.length - 1],
+      });
     }
   });
   return points;

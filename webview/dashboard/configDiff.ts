@@ -17,7 +17,8 @@ function flatten(value: unknown, prefix: string, into: Map<string, string>): Map
 export function configDiff(base: Record<string, unknown>, other: Record<string, unknown>): ConfigDifference[] {
   const a = flatten(base, '', new Map());
   const b = flatten(other, '', new Map());
-  return [...new Set([...a.keys(), ...b.keys()])].sort()
+  return [...new Set([...a.keys(), ...b.keys()])]
+    .sort()
     .filter((key) => a.get(key) !== b.get(key))
     .map((key) => ({ key, base: a.get(key), other: b.get(key) }));
 }

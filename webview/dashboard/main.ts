@@ -32,7 +32,10 @@ const RUN_LINE_STYLES = ['solid', 'dashed', 'dotted', 'dash-dot'];
 
 class DashboardApp {
   private readonly vscode = acquireVsCodeApi();
-  private readonly state: DashboardState = { ...DEFAULT_STATE, ...(this.vscode.getState() as Partial<DashboardState> | null) };
+  private readonly state: DashboardState = {
+    ...DEFAULT_STATE,
+    ...(this.vscode.getState() as Partial<DashboardState> | null),
+  };
   private runs: DashboardRun[] = [];
   private timelines: RunTimeline[] = [];
   private readonly charts = new Map<string, MetricChart>();
@@ -42,12 +45,19 @@ class DashboardApp {
   private readonly configPanel = h('div', { class: 'config-diff', id: 'config-diff' });
   private readonly alerts = h('div', {});
   private readonly chartsHost = h('div', { class: 'charts' });
-  private readonly configToggle = h('button', { id: 'toggle-config-diff', 'aria-controls': 'config-diff' }, 'config differences');
+  private readonly configToggle = h(
+    'button',
+    { id: 'toggle-config-diff', 'aria-controls': 'config-diff' },
+    'config differences',
+  );
 
   constructor(private readonly root: HTMLElement) {
     window.addEventListener('message', (event: MessageEvent<DashboardHostMessage>) => this.receive(event.data));
     // VS Code swaps the body's theme class when the user changes theme: the canvases re-read their colours.
-    new MutationObserver(() => { this.theme = readTheme(); this.queueDraw(); }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
+    new MutationObserver(() => {
+      this.theme = readTheme();
+      this.queueDraw();
+    }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
     this.root.append(this.toolbar(), this.configPanel, this.alerts, this.chartsHost);
     this.queueDraw();
     this.vscode.postMessage({ type: 'ready' });
@@ -68,22 +78,43 @@ class DashboardApp {
   }
 
   private toolbar(): HTMLElement {
-    const smoothing = h('input', { type: 'range', id: 'smoothing', min: 0, max: 0.99, step: 0.01, value: this.state.smoothing, 'aria-label': 'Smoothing (exponential moving average weight)' });
+    const smoothing = h('input', {
+      type: 'range',
+      id: 'smoothing',
+      min: 0,
+      max: 0.99,
+      step: 0.01,
+      value: this.state.smoothing,
+      'aria-label': 'Smoothing (exponential moving average weight)',
+    });
     const smoothingValue = h('output', { for: 'smoothing', id: 'smoothing-value' }, this.state.smoothing.toFixed(2));
     smoothing.addEventListener('input', () => {
       smoothingValue.textContent = Number(smoothing.value).toFixed(2);
       this.setState({ smoothing: Number(smoothing.value) });
     });
-    const axis = h('select', { id: 'x-axis', 'aria-label': 'X axis' },
+    const axis = h(
+      'select',
+      { id: 'x-axis', 'aria-label': 'X axis' },
       h('option', { value: 'step', selected: this.state.axis === 'step' }, 'x: step'),
-      h('option', { value: 'time', selected: this.state.axis === 'time' }, 'x: wall-clock'));
+      h('option', { value: 'time', selected: this.state.axis === 'time' }, 'x: wall-clock'),
+    );
     axis.addEventListener('change', () => this.setState({ axis: axis.value as XAxis }));
     this.configToggle.addEventListener('click', () => this.setState({ showConfigDiff: !this.state.showConfigDiff }));
-    return h('header', { class: 'dashboard-header' },
+    return h(
+      'header',
+      { class: 'dashboard-header' },
       this.legend,
-      h('div', { class: 'toolbar' },
-        h('label', { for: 'smoothing' }, 'smoothing '), smoothing, smoothingValue, axis, this.configToggle,
-        h('span', { class: 'hint' }, 'drag to zoom · double-click resets · click a point to open its replay')));
+      h(
+        'div',
+        { class: 'toolbar' },
+        h('label', { for: 'smoothing' }, 'smoothing '),
+        smoothing,
+        smoothingValue,
+        axis,
+        this.configToggle,
+        h('span', { class: 'hint' }, 'drag to zoom · double-click resets · click a point to open its replay'),
+      ),
+    );
   }
 
   private setState(change: Partial<DashboardState>): void {
@@ -112,18 +143,37 @@ class DashboardApp {
     this.drawLegend();
     this.drawConfigDiff();
     clear(this.alerts);
-    this.alerts.append(renderAlerts(this.timelines.map((t, runIndex) => ({ runIndex, runName: names[runIndex], entries: t.health })),
-      this.runs.length > 1, (runIndex, step) => this.openReplay(runIndex, step)));
+    this.alerts.append(
+      renderAlerts(
+        this.timelines.map((t, runIndex) => ({ runIndex, runName: names[runIndex], entries: t.health })),
+        this.runs.length > 1,
+        (runIndex, step) => this.openReplay(runIndex, step),
+      ),
+    );
     const views = this.timelines.map((timeline, i) => ({ name: names[i], timeline }));
     const specs = chartSpecs(new Set(this.timelines.flatMap((t) => [...t.metrics.keys()])));
     if (!specs.length) {
       clear(this.chartsHost);
-      this.chartsHost.append(h('p', { class: 'empty' }, this.runs.length ? 'No metrics yet: they appear after the first step.' : 'Waiting for runs…'));
+      this.chartsHost.append(
+        h(
+          'p',
+          { class: 'empty' },
+          this.runs.length ? 'No metrics yet: they appear after the first step.' : 'Waiting for runs…',
+        ),
+      );
     } else {
       this.layoutCharts(specs);
       for (const spec of specs) {
         const { axis, smoothing } = this.state;
-        this.charts.get(spec.key)!.update(() => buildChartData(spec.metrics, views, axis, smoothing), axis, this.theme, names, latestPoints(spec.metrics, views));
+        this.charts
+          .get(spec.key)!
+          .update(
+            () => buildChartData(spec.metrics, views, axis, smoothing),
+            axis,
+            this.theme,
+            names,
+            latestPoints(spec.metrics, views),
+          );
       }
     }
     // Each draw's duration, for the benchmark and for the tests that wait for a draw (test/browser/). uPlot
@@ -143,13 +193,22 @@ class DashboardApp {
       const grid = h('div', { class: 'chart-grid' });
       for (const spec of specs.filter((s) => s.group === group)) {
         let chart = this.charts.get(spec.key);
-        if (!chart) this.charts.set(spec.key, chart = new MetricChart(spec, (runIndex, step) => this.openReplay(runIndex, step)));
+        if (!chart)
+          this.charts.set(
+            spec.key,
+            (chart = new MetricChart(spec, (runIndex, step) => this.openReplay(runIndex, step))),
+          );
         grid.appendChild(chart.element);
       }
-      return h('section', { class: 'group', 'data-group': group, 'aria-label': `${group} metrics` }, h('h2', {}, group), grid);
+      return h(
+        'section',
+        { class: 'group', 'data-group': group, 'aria-label': `${group} metrics` },
+        h('h2', {}, group),
+        grid,
+      );
     });
     const focused = document.activeElement;
-    this.chartsHost.replaceChildren(...sections);  // moving a chart keeps its canvas; focus is given back
+    this.chartsHost.replaceChildren(...sections); // moving a chart keeps its canvas; focus is given back
     if (focused instanceof HTMLElement && this.chartsHost.contains(focused)) focused.focus();
   }
 
@@ -158,9 +217,19 @@ class DashboardApp {
     this.runs.forEach((run, i) => {
       const status = this.timelines[i].status;
       const progress = status ? `${status.status} · step ${status.step}/${status.total_steps}` : 'loading…';
-      this.legend.appendChild(h('span', { class: 'run', 'data-run': run.runId, title: run.runId },
-        h('span', { class: `line ${RUN_LINE_STYLES[i % RUN_LINE_STYLES.length]}`, 'aria-label': `${RUN_LINE_STYLES[i % RUN_LINE_STYLES.length]} lines`, role: 'img' }),
-        h('strong', {}, run.name), ` ${progress}`));
+      this.legend.appendChild(
+        h(
+          'span',
+          { class: 'run', 'data-run': run.runId, title: run.runId },
+          h('span', {
+            class: `line ${RUN_LINE_STYLES[i % RUN_LINE_STYLES.length]}`,
+            'aria-label': `${RUN_LINE_STYLES[i % RUN_LINE_STYLES.length]} lines`,
+            role: 'img',
+          }),
+          h('strong', {}, run.name),
+          ` ${progress}`,
+        ),
+      );
     });
   }
 
@@ -179,13 +248,30 @@ class DashboardApp {
       }
       const differences = configDiff(base.config, run.config).filter((d) => d.key !== 'name');
       if (!differences.length) {
-        this.configPanel.append(h('p', { class: 'same-config', 'data-run': run.runId }, `${title}: 0 differences (the same config apart from its name)`));
+        this.configPanel.append(
+          h(
+            'p',
+            { class: 'same-config', 'data-run': run.runId },
+            `${title}: 0 differences (the same config apart from its name)`,
+          ),
+        );
         continue;
       }
-      this.configPanel.append(h('table', { class: 'grid', 'data-run': run.runId },
-        h('caption', {}, `${title}: ${differences.length} difference${differences.length === 1 ? '' : 's'}`),
-        h('thead', {}, h('tr', {}, ...['key', base.name, run.name].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, ...differences.map((d) => h('tr', {}, h('td', {}, d.key), h('td', {}, d.base ?? '(absent)'), h('td', {}, d.other ?? '(absent)'))))));
+      this.configPanel.append(
+        h(
+          'table',
+          { class: 'grid', 'data-run': run.runId },
+          h('caption', {}, `${title}: ${differences.length} difference${differences.length === 1 ? '' : 's'}`),
+          h('thead', {}, h('tr', {}, ...['key', base.name, run.name].map((t) => h('th', { scope: 'col' }, t)))),
+          h(
+            'tbody',
+            {},
+            ...differences.map((d) =>
+              h('tr', {}, h('td', {}, d.key), h('td', {}, d.base ?? '(absent)'), h('td', {}, d.other ?? '(absent)')),
+            ),
+          ),
+        ),
+      );
     }
   }
 }

@@ -6,7 +6,14 @@ export const GROUPS = ['reward', 'actor', 'loss', 'adv', 'tool', 'health', 'perf
 export type MetricGroup = (typeof GROUPS)[number];
 
 const PREFIX_GROUP: Record<string, MetricGroup> = {
-  reward: 'reward', actor: 'actor', loss: 'loss', adv: 'adv', tool: 'tool', tools: 'tool', health: 'health', perf: 'perf',
+  reward: 'reward',
+  actor: 'actor',
+  loss: 'loss',
+  adv: 'adv',
+  tool: 'tool',
+  tools: 'tool',
+  health: 'health',
+  perf: 'perf',
 };
 
 export function metricGroup(name: string): MetricGroup {
@@ -39,9 +46,11 @@ export function chartSpecs(names: Iterable<string>): ChartSpec[] {
     const unit = metricUnit(name);
     const key = unit ? `${group}:${unit}` : group;
     let spec = specs.get(key);
-    if (!spec) specs.set(key, spec = { key, group, title: unit ? `${group} (${unit})` : group, metrics: [] });
+    if (!spec) specs.set(key, (spec = { key, group, title: unit ? `${group} (${unit})` : group, metrics: [] }));
     spec.metrics.push(name);
   }
   for (const spec of specs.values()) spec.metrics.sort();
-  return [...specs.values()].sort((a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group) || a.key.localeCompare(b.key));
+  return [...specs.values()].sort(
+    (a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group) || a.key.localeCompare(b.key),
+  );
 }

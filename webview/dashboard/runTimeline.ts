@@ -76,7 +76,7 @@ export class RunTimeline {
         const { step, metrics } = event.data;
         for (const [name, value] of Object.entries(metrics)) {
           let series = this.metrics.get(name);
-          if (!series) this.metrics.set(name, series = { steps: [], times: [], values: [] });
+          if (!series) this.metrics.set(name, (series = { steps: [], times: [], values: [] }));
           // Steps arrive in order; a step written twice (a resume already dropped the superseded one) keeps the later.
           let at = series.steps.length;
           while (at > 0 && series.steps[at - 1] > step) at--;

@@ -6,7 +6,8 @@ export function ema(values: number[], weight: number): number[] {
   let count = 0;
   for (let i = 0; i < values.length; i++) {
     const value = values[i];
-    if (!Number.isFinite(value)) {  // a NaN or infinite figure is shown as it is and does not poison the rest
+    if (!Number.isFinite(value)) {
+      // a NaN or infinite figure is shown as it is and does not poison the rest
       out[i] = value;
       continue;
     }

@@ -36,15 +36,15 @@ def without_repo_path(value):
 
 def main() -> None:
     import torch
-
     from agentrl.run.config import load_config
     from agentrl.run.trainer import train
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         for run_id, overrides in RUNS.items():
-            run_dir = train(load_config(EXAMPLE, overrides), runs_dir=Path(tmp), run_id=run_id,
-                            config_base_dir=EXAMPLE.parent)
+            run_dir = train(
+                load_config(EXAMPLE, overrides), runs_dir=Path(tmp), run_id=run_id, config_base_dir=EXAMPLE.parent
+            )
             (HERE / f"{run_id}.events.jsonl").write_text((run_dir / "events.jsonl").read_text())
             config = without_repo_path(yaml.safe_load((run_dir / "config.yaml").read_text()))
             (HERE / f"{run_id}.config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EXAMPLE = REPO / "trainer-server" / "agentrl" / "examples" / "lookup" / "lookup.agentrl.yaml"
 
-FAILING_ENV = '''
+FAILING_ENV = """
 import time
 from agentrl import EpisodeScore, Tool, ToolEnv
 
@@ -50,7 +50,7 @@ class FailingEnv(ToolEnv):
     def score(self, final_text):
         ok = "done" in final_text
         return EpisodeScore(reward=float(ok), breakdown={"done": float(ok)}, final_answer=final_text or None)
-'''
+"""
 
 SCRIPT = [
     '<tool_call>{"name": "echo", "arguments": {"text": "hello"}}</tool_call>'
@@ -81,8 +81,12 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        run_dir = train(load_config(EXAMPLE, ["train.steps=3", "train.lr=0.01"]), runs_dir=tmp_path / "runs",
-                        run_id="lookup-fixture", config_base_dir=EXAMPLE.parent)
+        run_dir = train(
+            load_config(EXAMPLE, ["train.steps=3", "train.lr=0.01"]),
+            runs_dir=tmp_path / "runs",
+            run_id="lookup-fixture",
+            config_base_dir=EXAMPLE.parent,
+        )
         lookup = read(run_dir, 3)
         write("lookup.trajectories.jsonl", lookup)
 
@@ -91,7 +95,8 @@ def main() -> None:
         (tmp_path / "f.agentrl.yaml").write_text(
             "env: {module: env.py, class_name: FailingEnv}\ndata: {train: tasks.jsonl}\n"
             "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 2000}\n"
-            "train: {steps: 1, batch_size: 2}\n")
+            "train: {steps: 1, batch_size: 2}\n"
+        )
 
         def scripted(self, contexts, limits, call_ends, generator, row_done):
             for row, (context, limit) in enumerate(zip(contexts, limits)):
@@ -100,10 +105,24 @@ def main() -> None:
                 row_done(row, ids, [-0.5] * len(ids), "eos")
 
         RolloutEngine._generate = scripted  # a scripted policy; everything else is the real trainer
-        finished = read(train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs",
-                              run_id="errors", config_base_dir=tmp_path), 1)
-        truncated = read(train(load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=520"]),
-                               runs_dir=tmp_path / "runs", run_id="overflow", config_base_dir=tmp_path), 1)
+        finished = read(
+            train(
+                load_config(tmp_path / "f.agentrl.yaml"),
+                runs_dir=tmp_path / "runs",
+                run_id="errors",
+                config_base_dir=tmp_path,
+            ),
+            1,
+        )
+        truncated = read(
+            train(
+                load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=520"]),
+                runs_dir=tmp_path / "runs",
+                run_id="overflow",
+                config_base_dir=tmp_path,
+            ),
+            1,
+        )
         write("tool-errors.trajectories.jsonl", [finished[0], {**truncated[0], "id": "1-0-9", "sample": 9}])
 
     hostile = json.loads(json.dumps(lookup[0]))
@@ -111,9 +130,18 @@ def main() -> None:
     hostile["group"] = 9
     hostile["turns"][0]["assistant"] = HOSTILE
     hostile["turns"][0]["observation"] = HOSTILE
-    hostile["turns"][0]["tool_calls"] = [{"id": "call-0-0", "name": "lookup<b>", "arguments": {"key": HOSTILE},
-                                          "raw": HOSTILE, "result": {"html": HOSTILE}, "error": HOSTILE,
-                                          "error_kind": "exception", "latency_ms": 1.0}]
+    hostile["turns"][0]["tool_calls"] = [
+        {
+            "id": "call-0-0",
+            "name": "lookup<b>",
+            "arguments": {"key": HOSTILE},
+            "raw": HOSTILE,
+            "result": {"html": HOSTILE},
+            "error": HOSTILE,
+            "error_kind": "exception",
+            "latency_ms": 1.0,
+        }
+    ]
     hostile["prompt"][-1]["content"] = HOSTILE
     hostile["tokens"]["text"][-1] = HOSTILE
     write("hostile.trajectories.jsonl", [hostile])

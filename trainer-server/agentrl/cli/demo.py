@@ -47,8 +47,9 @@ def plot_learning_curve(run_dir: Path, before: float, after: float, metric: str,
     xs = sorted(steps)
     figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
     axes.plot(xs, [steps[s]["reward/mean"] for s in xs], marker=".", label="training reward (sampled)")
-    axes.plot([0, xs[-1] if xs else 1], [before, after], marker="o", linestyle="--",
-              label=f"held-out {metric} (greedy)")
+    axes.plot(
+        [0, xs[-1] if xs else 1], [before, after], marker="o", linestyle="--", label=f"held-out {metric} (greedy)"
+    )
     axes.set_xlabel("step")
     axes.set_ylabel("reward / score")
     axes.set_ylim(0, 1)
@@ -80,11 +81,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     def held_out(checkpoint: Path | None) -> Any:
-        return evaluate(config, config.data.eval, limit=args.eval_limit, checkpoint=str(checkpoint) if checkpoint else None,
-                        baseline=None, batch_size=50, runs_dir=args.runs_dir)
+        return evaluate(
+            config,
+            config.data.eval,
+            limit=args.eval_limit,
+            checkpoint=str(checkpoint) if checkpoint else None,
+            baseline=None,
+            batch_size=50,
+            runs_dir=args.runs_dir,
+        )
 
-    print(f"demo: {config.name} on {config.model.path}; held-out: first {args.eval_limit} records of "
-          f"{config.data.eval}", file=sys.stderr)
+    print(
+        f"demo: {config.name} on {config.model.path}; held-out: first {args.eval_limit} records of {config.data.eval}",
+        file=sys.stderr,
+    )
     before = held_out(None)
     started = time.perf_counter()
     run_dir = train(config, runs_dir=args.runs_dir, config_base_dir=config_path.parent, progress=True)
@@ -104,19 +114,35 @@ def run(args: argparse.Namespace) -> int:
     for key in before.metrics:
         if key != "n":
             print(f"  {key:<12} {before.metrics[key]:>7.3f} {after.metrics[key]:>7.3f}", file=sys.stderr)
-    print(f"\n  {metric}: {before.metrics.get(metric, 0.0):.3f} -> {after.metrics.get(metric, 0.0):.3f}, "
-          f"change 95% CI [{ci95[0]:+.3f}, {ci95[1]:+.3f}] over {len(scores_after)} held-out tasks",
-          file=sys.stderr)
-    print(f"  training run:   {run_dir} ({train_wall_s:.0f} s)\n  learning curve: {curve}\n"
-          f"  eval runs:      {before.run_dir}\n                  {after.run_dir}\n"
-          f"  Replay: every *.trajectories.jsonl under these folders opens in the replay panel.", file=sys.stderr)
-    rounded = {"before": {k: round(v, 4) for k, v in before.metrics.items() if k != "n"},
-               "after": {k: round(v, 4) for k, v in after.metrics.items() if k != "n"}}
-    print(json.dumps({
-        "recipe": config.name, "config": str(config_path), "run": str(run_dir), "checkpoint": str(checkpoint),
-        "n": len(scores_after), **rounded,
-        "delta": round(after.metrics.get(metric, 0.0) - before.metrics.get(metric, 0.0), 4),
-        "ci95": [round(ci95[0], 4), round(ci95[1], 4)], "train_wall_s": round(train_wall_s, 1),
-        "learning_curve": str(curve),
-    }))
+    print(
+        f"\n  {metric}: {before.metrics.get(metric, 0.0):.3f} -> {after.metrics.get(metric, 0.0):.3f}, "
+        f"change 95% CI [{ci95[0]:+.3f}, {ci95[1]:+.3f}] over {len(scores_after)} held-out tasks",
+        file=sys.stderr,
+    )
+    print(
+        f"  training run:   {run_dir} ({train_wall_s:.0f} s)\n  learning curve: {curve}\n"
+        f"  eval runs:      {before.run_dir}\n                  {after.run_dir}\n"
+        f"  Replay: every *.trajectories.jsonl under these folders opens in the replay panel.",
+        file=sys.stderr,
+    )
+    rounded = {
+        "before": {k: round(v, 4) for k, v in before.metrics.items() if k != "n"},
+        "after": {k: round(v, 4) for k, v in after.metrics.items() if k != "n"},
+    }
+    print(
+        json.dumps(
+            {
+                "recipe": config.name,
+                "config": str(config_path),
+                "run": str(run_dir),
+                "checkpoint": str(checkpoint),
+                "n": len(scores_after),
+                **rounded,
+                "delta": round(after.metrics.get(metric, 0.0) - before.metrics.get(metric, 0.0), 4),
+                "ci95": [round(ci95[0], 4), round(ci95[1], 4)],
+                "train_wall_s": round(train_wall_s, 1),
+                "learning_curve": str(curve),
+            }
+        )
+    )
     return 0

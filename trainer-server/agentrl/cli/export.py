@@ -32,13 +32,17 @@ def _held_out_scores(run_dir: Path, step: int) -> dict[str, float]:
 
 def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
     scores = _held_out_scores(run_dir, step)
-    lines = [f"# {config.name}, step {step}", "",
-             f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on the environment "
-             f"`{config.env.class_name}` ({config.env.module}).", "",
-             f"- Base model: `{config.model.path}`",
-             f"- Weights: {kind}",
-             f"- Run: `{run_dir.name}`, checkpoint at step {step} of {config.train.steps}",
-             f"- Held-out score: {', '.join(f'{k} {v:.4f}' for k, v in scores.items()) if scores else 'not measured'}"]
+    lines = [
+        f"# {config.name}, step {step}",
+        "",
+        f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on the environment "
+        f"`{config.env.class_name}` ({config.env.module}).",
+        "",
+        f"- Base model: `{config.model.path}`",
+        f"- Weights: {kind}",
+        f"- Run: `{run_dir.name}`, checkpoint at step {step} of {config.train.steps}",
+        f"- Held-out score: {', '.join(f'{k} {v:.4f}' for k, v in scores.items()) if scores else 'not measured'}",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -9,14 +9,21 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="a *.agentrl.yaml run config (not needed with --resume)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config value, e.g. --set train.lr=1e-4 (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set train.lr=1e-4 (repeatable)",
+    )
     parser.add_argument("--max-steps", type=int, help="stop after this many steps of this invocation")
     parser.add_argument("--runs-dir", default="runs", help="folder holding one sub-folder per run (default: runs)")
     parser.add_argument("--run-id", help="name of the run folder (default: NAME-TIMESTAMP-RANDOM)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
-    parser.add_argument("--rollout-only", type=int, metavar="N",
-                        help="a Try run: N episodes with the base model, no updates")
+    parser.add_argument(
+        "--rollout-only", type=int, metavar="N", help="a Try run: N episodes with the base model, no updates"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar or step lines")
 
 
@@ -28,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    from agentrl.run.config import ConfigError, RunConfig, load_config
     from agentrl.environment.loader import EnvLoadError
+    from agentrl.run.config import ConfigError, RunConfig, load_config
 
     if not args.config and not args.resume:
         print("agentrl train: give a CONFIG file or --resume RUN_DIR", file=sys.stderr)

@@ -58,23 +58,28 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     except (FileNotFoundError, ConfigError) as err:
         return [_diagnostic("error", str(err), path)]
     try:
-        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
-                               data_files_in_use(config))
+        make_env = env_factory(
+            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+        )
         env = make_env()
         tools = env.tool_map()
     except (EnvLoadError, ValueError) as err:
         return [_diagnostic("error", str(err), config_path)]
     except Exception as err:  # noqa: BLE001 - the user's constructor
-        return [_diagnostic("error", f"{config.env.class_name}(**env.args) raised {type(err).__name__}: {err}",
-                            config.env.module)]
+        return [
+            _diagnostic(
+                "error", f"{config.env.class_name}(**env.args) raised {type(err).__name__}: {err}", config.env.module
+            )
+        ]
     found: list[dict[str, Any]] = []
     for tool in tools.values():
         file, line = _source_location(tool)
         if not tool.name:
             found.append(_diagnostic("error", f"{type(tool).__name__} has no name", file, line))
         if not tool.description:
-            found.append(_diagnostic("warning", f"tool {tool.name!r} has no description: the model sees none",
-                                     file, line))
+            found.append(
+                _diagnostic("warning", f"tool {tool.name!r} has no description: the model sees none", file, line)
+            )
     try:
         task = load_tasks(config.data.train, 1)[0]
     except (OSError, ValueError) as err:
@@ -95,12 +100,14 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
                 tool = tools.get(call.name)
                 file, line = _source_location(tool) if tool else (env_file, env_line)
                 found.append(_diagnostic("warning", f"turn {turn.index}: tool call failed: {call.error}", file, line))
-    found.append(_diagnostic(
-        "info",
-        f"scripted episode: {len(episode.turns)} turn(s), status {episode.status}, reward {episode.total_reward:g} "
-        f"(outcome {episode.outcome_reward:g}, breakdown {json.dumps(episode.reward_breakdown)})",
-        config_path,
-    ))
+    found.append(
+        _diagnostic(
+            "info",
+            f"scripted episode: {len(episode.turns)} turn(s), status {episode.status}, reward {episode.total_reward:g} "
+            f"(outcome {episode.outcome_reward:g}, breakdown {json.dumps(episode.reward_breakdown)})",
+            config_path,
+        )
+    )
     return found
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.run.config import env_module_is_file
 from agentrl.environment.env import ToolEnv
+from agentrl.run.config import env_module_is_file
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
 USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
@@ -87,7 +87,9 @@ def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: S
     kwargs = dict(args)
     if DATA_FILES_PARAMETER in inspect.signature(env_class).parameters:
         if DATA_FILES_PARAMETER in kwargs:
-            raise ValueError(f"env.args.{DATA_FILES_PARAMETER}: agentrl passes {env_class.__name__} the run's data "
-                             f"files itself; remove this key")
+            raise ValueError(
+                f"env.args.{DATA_FILES_PARAMETER}: agentrl passes {env_class.__name__} the run's data "
+                f"files itself; remove this key"
+            )
         kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
     return EnvFactory(env_class, kwargs)

@@ -102,8 +102,9 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
             return asyncio.run(tool.execute(**arguments))
         return tool.execute(**arguments)
     except (SystemExit, KeyboardInterrupt) as err:
-        raise ToolFailure(f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or "
-                          "raises") from None
+        raise ToolFailure(
+            f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or raises"
+        ) from None
 
 
 def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
@@ -128,8 +129,9 @@ def describe_exception(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float,
-                       run: ToolRunner = run_in_thread) -> ToolCallOutcome:
+async def execute_call(
+    call: ParsedCall, tools: dict[str, Tool], default_timeout_s: float, run: ToolRunner = run_in_thread
+) -> ToolCallOutcome:
     outcome = ToolCallOutcome(id=call.id, name=call.name, arguments=call.arguments, raw=call.raw)
     if call.error is not None:
         outcome.error, outcome.error_kind = call.error, "bad_json"
@@ -150,8 +152,13 @@ async def execute_call(call: ParsedCall, tools: dict[str, Tool], default_timeout
     with _abandoned_lock:
         still_running = _abandoned[tool.name]
     if still_running >= MAX_ABANDONED_CALLS:
-        outcome.error, outcome.error_kind = (f"{tool.name} not called: {still_running} earlier calls are still "
-                                             f"running past their {timeout_s:g} s timeout"), "timeout"
+        outcome.error, outcome.error_kind = (
+            (
+                f"{tool.name} not called: {still_running} earlier calls are still "
+                f"running past their {timeout_s:g} s timeout"
+            ),
+            "timeout",
+        )
         return outcome
     started = time.perf_counter()
     running = run(tool, arguments)

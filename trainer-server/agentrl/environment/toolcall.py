@@ -86,7 +86,9 @@ class HermesFormat:
         try:
             payload = json.loads(raw)
         except json.JSONDecodeError as err:
-            return ParsedCall(call_id, "", None, raw, error=f"tool call is not valid JSON ({err.msg} at char {err.pos})")
+            return ParsedCall(
+                call_id, "", None, raw, error=f"tool call is not valid JSON ({err.msg} at char {err.pos})"
+            )
         if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
             return ParsedCall(call_id, "", None, raw, error='tool call must be a JSON object with a string "name"')
         arguments = payload.get("arguments", {})
@@ -126,8 +128,10 @@ class TagFormat:
         function = schema["function"]
         properties = function.get("parameters", {}).get("properties", {})
         if len(properties) != 1 or next(iter(properties.values())).get("type") != "string":
-            raise ValueError(f"tool {function['name']!r} cannot be called with tool_format 'tags': it needs "
-                             f"exactly one string parameter, it has {sorted(properties) or 'none'}")
+            raise ValueError(
+                f"tool {function['name']!r} cannot be called with tool_format 'tags': it needs "
+                f"exactly one string parameter, it has {sorted(properties) or 'none'}"
+            )
         return next(iter(properties))
 
     def parse(self, text: str, id_prefix: str, tools: ToolSchemas) -> ParsedTurn:
@@ -137,17 +141,24 @@ class TagFormat:
         names = "|".join(re.escape(name) for name in tools)
         for index, match in enumerate(re.finditer(rf"<({names})>(.*?)(</\1>|$)", text, re.DOTALL)):
             name, body, closed = match.groups()
-            call = ParsedCall(f"{id_prefix}-{index}", name, {self.parameter_of(tools[name]): body.strip()}, match.group(0))
+            call = ParsedCall(
+                f"{id_prefix}-{index}", name, {self.parameter_of(tools[name]): body.strip()}, match.group(0)
+            )
             if not closed:
                 call.arguments, call.error = None, f"unclosed <{name}>: end the call with </{name}>"
             turn.calls.append(call)
         return _first_error(turn)
 
     def describe(self, tools: ToolSchemas) -> str:
-        lines = [f"<{name}>{self.parameter_of(schema)}</{name}>: {schema['function']['description']}"
-                 for name, schema in tools.items()]
-        return ("You can use tools. To use one, write its tag:\n" + "\n".join(lines)
-                + "\nThe result comes back in the next message.")
+        lines = [
+            f"<{name}>{self.parameter_of(schema)}</{name}>: {schema['function']['description']}"
+            for name, schema in tools.items()
+        ]
+        return (
+            "You can use tools. To use one, write its tag:\n"
+            + "\n".join(lines)
+            + "\nThe result comes back in the next message."
+        )
 
     def call_end(self, tools: ToolSchemas) -> list[str]:
         return [f"</{name}>" for name in tools]

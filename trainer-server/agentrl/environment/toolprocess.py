@@ -38,8 +38,13 @@ def _serve(connection: Any, make_env: Callable[[], ToolEnv]) -> None:
             try:
                 connection.send((call_id, kind, payload))
             except (pickle.PicklingError, TypeError, AttributeError) as err:  # pickled before anything is written
-                connection.send((call_id, _FAILED, f"returned a value that cannot leave the tool worker process: "
-                                                   f"{describe_exception(err)}"))
+                connection.send(
+                    (
+                        call_id,
+                        _FAILED,
+                        f"returned a value that cannot leave the tool worker process: {describe_exception(err)}",
+                    )
+                )
 
     def run(call_id: int, tool: Tool, arguments: dict[str, Any]) -> None:
         try:
@@ -63,8 +68,12 @@ def _serve(connection: Any, make_env: Callable[[], ToolEnv]) -> None:
                     tools_by_episode[episode] = make_env().tool_map()
                 tool = tools_by_episode[episode][name]
             except Exception as err:  # noqa: BLE001 - the user's constructor
-                answer(call_id, _FAILED, f"{name} could not be set up in the tool worker process: building the "
-                                         f"env raised {describe_exception(err)}")
+                answer(
+                    call_id,
+                    _FAILED,
+                    f"{name} could not be set up in the tool worker process: building the "
+                    f"env raised {describe_exception(err)}",
+                )
                 continue
             threading.Thread(target=run, args=(call_id, tool, arguments), name=f"tool-{name}", daemon=True).start()
         elif message[0] == "release":
@@ -151,14 +160,22 @@ class ToolWorker:
                 future.set_exception(ToolFailure(payload))
         process.join(timeout=5)
         code = process.exitcode
-        how = (f"exit code {code}" if code is not None and code >= 0 else
-               f"signal {-code}" if code is not None else "no exit code")
+        how = (
+            f"exit code {code}"
+            if code is not None and code >= 0
+            else f"signal {-code}"
+            if code is not None
+            else "no exit code"
+        )
         with self._lock:
             if self._process is process:
                 self._process = None  # the next call starts a new worker
             lost, self._pending = self._pending, {}
         in_flight = ", ".join(sorted({name for _, name in lost.values()}))
         for future, name in lost.values():
-            future.set_exception(ToolFailure(
-                f"{name} did not answer: the tool worker process ended ({how}) while these tools ran: {in_flight}. "
-                "A Tool returns or raises; it never ends its process"))
+            future.set_exception(
+                ToolFailure(
+                    f"{name} did not answer: the tool worker process ended ({how}) while these tools ran: {in_flight}. "
+                    "A Tool returns or raises; it never ends its process"
+                )
+            )

@@ -22,12 +22,18 @@ import torch
 from torch import nn
 
 from agentrl.learning.algorithms import get_algorithm
-from agentrl.learning.algorithms.common import aggregate, clipped_policy_loss, kl_penalty, masked_mean, truncated_is_weights
+from agentrl.learning.algorithms.common import (
+    aggregate,
+    clipped_policy_loss,
+    kl_penalty,
+    masked_mean,
+    truncated_is_weights,
+)
 from agentrl.learning.batch import TrainBatch, collate
-from agentrl.run.config import RunConfig
-from agentrl.rollout.episode import Episode
 from agentrl.models.loading import text_config
+from agentrl.rollout.episode import Episode
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
+from agentrl.run.config import RunConfig
 
 
 class NonFiniteError(ValueError):
@@ -61,9 +67,11 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
     finally:
         model.train(was_training)
     if not torch.allclose(own.float(), ours.float(), atol=1e-4, rtol=1e-4, equal_nan=True):
-        raise ValueError(f"the learner cannot reproduce the logits of model type {text_config(model).model_type!r}: "
-                         "its forward transforms the output head's logits in a way agentrl does not know "
-                         "(known: none, or Gemma's final soft-capping)")
+        raise ValueError(
+            f"the learner cannot reproduce the logits of model type {text_config(model).model_type!r}: "
+            "its forward transforms the output head's logits in a way agentrl does not know "
+            "(known: none, or Gemma's final soft-capping)"
+        )
 
 
 def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
@@ -143,18 +151,26 @@ class Learner:
         else:
             shared = 0
         positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
-        hidden = model.get_decoder()(input_ids=input_ids[:, shared:], attention_mask=attention,
-                                     position_ids=positions, past_key_values=past,
-                                     use_cache=past is not None).last_hidden_state  # [B, width - shared, H]
+        hidden = model.get_decoder()(
+            input_ids=input_ids[:, shared:],
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=past is not None,
+        ).last_hidden_state  # [B, width - shared, H]
         logits = vocabulary_logits(model, hidden[rows, targets - 1 - shared]).float() / self.temperature  # [N, V]
         normaliser = torch.logsumexp(logits, -1)
-        picked = logits.gather(-1, input_ids[rows, targets][:, None]).squeeze(-1) - normaliser  # log softmax at the target
+        picked = (
+            logits.gather(-1, input_ids[rows, targets][:, None]).squeeze(-1) - normaliser
+        )  # log softmax at the target
         # Entropy over the whole vocabulary needs a graph only when it is in the loss.
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
             entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = logZ - E_p[logit]
         shape = (len(batch), batch.input_ids.shape[1])
-        result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
-                  "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)}
+        result = {
+            "logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
+            "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy),
+        }
         if with_values:
             assert self.critic is not None
             result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
@@ -163,8 +179,12 @@ class Learner:
     def on_policy(self) -> bool:
         """Whether the weights that sampled are the weights this update starts from, and nothing but the training
         pass needs logprobs: then pi_old is the training pass's own (detached) logprobs."""
-        return (self.config.train.update_epochs == 1 and self.critic is None and self.config.algorithm.kl.coef == 0
-                and self.config.train.async_steps == 0)
+        return (
+            self.config.train.update_epochs == 1
+            and self.critic is None
+            and self.config.algorithm.kl.coef == 0
+            and self.config.train.async_steps == 0
+        )
 
     def behaviour_correction(self) -> bool:
         """Truncated importance weights for tokens sampled by other numbers than pi_old: another engine's kernels
@@ -250,17 +270,25 @@ class Learner:
                     from_training_pass.append(out["logprobs"].detach())
                 micro_old = from_training_pass[-1] if old_logprobs is None else old_logprobs[rows].to(self.device)
                 per_token, clipped = clipped_policy_loss(
-                    out["logprobs"], micro_old, advantages[rows].to(self.device),
-                    cfg.clip_eps, cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
+                    out["logprobs"],
+                    micro_old,
+                    advantages[rows].to(self.device),
+                    cfg.clip_eps,
+                    cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
                 )
                 parts = {}
                 if self.behaviour_correction():
-                    weights = truncated_is_weights(micro_old, micro.rollout_logprobs.to(self.device),
-                                                   micro.sampled_mask.to(self.device), cfg.rollout_is.cap)
+                    weights = truncated_is_weights(
+                        micro_old,
+                        micro.rollout_logprobs.to(self.device),
+                        micro.sampled_mask.to(self.device),
+                        cfg.rollout_is.cap,
+                    )
                     per_token = per_token * weights
                     parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
                     parts["actor/rollout_is_capped_frac"] = aggregate(
-                        (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm)
+                        (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm
+                    )
                 parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
                 parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
                 parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
@@ -271,9 +299,11 @@ class Learner:
                     parts["loss/kl"] = aggregate(per_token_kl, micro_mask, "token-mean", norm)
                     loss = loss + cfg.kl.coef * parts["loss/kl"]
                 extra_losses = self.algorithm.extra_losses(
-                    cfg, values=out.get("values"),
+                    cfg,
+                    values=out.get("values"),
                     old_values=None if old_values is None else old_values[rows].to(self.device),
-                    returns=None if targets.returns is None else targets.returns[rows].to(self.device))
+                    returns=None if targets.returns is None else targets.returns[rows].to(self.device),
+                )
                 for name, (weight, per_token_extra) in extra_losses.items():
                     parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", norm)
                     loss = loss + weight * parts[name]
@@ -286,8 +316,10 @@ class Learner:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
             if not math.isfinite(grad_norm):
                 losses = ", ".join(f"{name} {value:.4g}" for name, value in totals.items() if name.startswith("loss/"))
-                raise NonFiniteError(f"the gradient norm is {grad_norm} (losses: {losses}); the optimizer step was not "
-                                     "taken, so the weights are those of the last step")
+                raise NonFiniteError(
+                    f"the gradient norm is {grad_norm} (losses: {losses}); the optimizer step was not "
+                    "taken, so the weights are those of the last step"
+                )
             self.optimizer.step()
         assert old_logprobs is not None
         # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5).
@@ -297,13 +329,15 @@ class Learner:
         epochs = self.config.train.update_epochs
         metrics.update({name: total / epochs for name, total in totals.items()})
         trained = advantages[mask.bool()]
-        metrics.update({
-            "actor/grad_norm": grad_norm,
-            "adv/mean": float(trained.mean()) if trained.numel() else 0.0,
-            "adv/std": float(trained.std(unbiased=False)) if trained.numel() else 0.0,
-            "adv/min": float(trained.min()) if trained.numel() else 0.0,
-            "adv/max": float(trained.max()) if trained.numel() else 0.0,
-        })
+        metrics.update(
+            {
+                "actor/grad_norm": grad_norm,
+                "adv/mean": float(trained.mean()) if trained.numel() else 0.0,
+                "adv/std": float(trained.std(unbiased=False)) if trained.numel() else 0.0,
+                "adv/min": float(trained.min()) if trained.numel() else 0.0,
+                "adv/max": float(trained.max()) if trained.numel() else 0.0,
+            }
+        )
         elapsed = time.perf_counter() - started
         metrics["perf/train_time_s"] = elapsed
         metrics["perf/train_tokens_per_s"] = float(batch.attention_mask.sum()) * epochs / elapsed if elapsed else 0.0
@@ -312,8 +346,12 @@ class Learner:
         advantages_per_episode = []
         for row, episode in enumerate(episodes):
             n = len(episode.token_ids)
-            advantages_per_episode.append([float(a) if trained else None
-                                for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())])
+            advantages_per_episode.append(
+                [
+                    float(a) if trained else None
+                    for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())
+                ]
+            )
         return Update(metrics, advantages_per_episode, per_episode)
 
     def state_dict(self) -> dict[str, Any]:

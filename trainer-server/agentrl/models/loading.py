@@ -50,14 +50,16 @@ def _load_from_hub(model_id: str, dtype: torch.dtype, attn: str) -> tuple[Any, A
             raise FileNotFoundError(
                 f"model.path {model_id!r} is a Hugging Face Hub id that is not in this machine's Hub cache, and the "
                 f"Hub is switched off here (HF_HUB_OFFLINE): download it where the Hub is reachable "
-                f"(`hf download {model_id}`), or give a local folder") from None
+                f"(`hf download {model_id}`), or give a local folder"
+            ) from None
     try:
         return _pretrained(model_id, dtype, attn)
     except OSError as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise FileNotFoundError(
             f"model.path {model_id!r}: not in the local Hub cache and not fetched from the Hub ({reason}); "
-            f"download it (`hf download {model_id}`) or give a local folder") from None
+            f"download it (`hf download {model_id}`) or give a local folder"
+        ) from None
 
 
 def _load_path(path: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
@@ -70,7 +72,8 @@ def _load_path(path: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
         return _load_from_hub(path, dtype, attn)
     raise FileNotFoundError(
         f"model.path {path!r} does not exist; give a local model folder or .gguf file, a Hugging Face Hub id "
-        f"(namespace/name), or a built-in: {', '.join(BUILTIN_MODELS)}")
+        f"(namespace/name), or a built-in: {', '.join(BUILTIN_MODELS)}"
+    )
 
 
 def load_policy(cfg: ModelConfig, seed: int) -> tuple[Any, Any, torch.device]:

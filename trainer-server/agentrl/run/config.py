@@ -7,8 +7,8 @@ editor's language server validates `*.agentrl.yaml` files with that copy.
 
 from __future__ import annotations
 
-import re
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -65,7 +65,9 @@ class ModelConfig(_Section):
     tiny_layers: int = Field(2, ge=1, le=48, description="Layers of the 'tiny' model (ignored otherwise).")
     tiny_hidden: int = Field(64, ge=8, le=8192, description="Hidden size of the 'tiny' model (ignored otherwise).")
     tiny_head_dim: int = Field(
-        16, ge=8, le=256,
+        16,
+        ge=8,
+        le=256,
         description="Attention head size of the 'tiny' model (ignored otherwise); vLLM's CPU kernels need 32 or more.",
     )
 
@@ -90,7 +92,8 @@ class EnvConfig(_Section):
 class DataConfig(_Section):
     train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
     eval: str | None = Field(
-        None, description="Held-out JSON Lines file: `agentrl eval` reads it, and training scores it every train.eval_every steps."
+        None,
+        description="Held-out JSON Lines file: `agentrl eval` reads it, and training scores it every train.eval_every steps.",
     )
     shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
     limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
@@ -135,7 +138,7 @@ class RolloutConfig(_Section):
         "auto",
         description=(
             "How the model writes tool calls. auto: the chat template's convention, else hermes; hermes: "
-            "<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>; tags: <NAME>argument</NAME> "
+            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; tags: <NAME>argument</NAME> '
             "(Search-R1 style, for tools with one string parameter; easiest for small models)."
         ),
     )
@@ -228,7 +231,8 @@ class TrainConfig(_Section):
     )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
     eval_every: int = Field(
-        0, ge=0,
+        0,
+        ge=0,
         description=(
             "Every N steps, after the update, run the policy greedily (temperature 0, one sample per task) on "
             "data.eval and add its scores to the step's metrics as eval/reward, eval/n and eval/<breakdown key>; "
@@ -243,64 +247,100 @@ class HealthConfig(_Section):
     """When the trainer raises a `health` alert (agentrl/run/health.py; protocol/README.md lists the codes)."""
 
     consecutive_steps: int = Field(
-        2, ge=1, le=100,
-        description=("Steps in a row a per-step condition must hold before its alert starts, and be absent before "
-                     "it clears: one bad step can be sampling luck."),
+        2,
+        ge=1,
+        le=100,
+        description=(
+            "Steps in a row a per-step condition must hold before its alert starts, and be absent before "
+            "it clears: one bad step can be sampling luck."
+        ),
     )
     window: int = Field(
-        4, ge=1, le=1000,
-        description=("Steps the trend checks compare: response_length_explosion the last N steps with the N before, "
-                     "tool_failure_spike a tool's failure rate with its rate over the previous N steps."),
+        4,
+        ge=1,
+        le=1000,
+        description=(
+            "Steps the trend checks compare: response_length_explosion the last N steps with the N before, "
+            "tool_failure_spike a tool's failure rate with its rate over the previous N steps."
+        ),
     )
     zero_variance_share: float = Field(
-        0.75, gt=0.0, le=1.0,
+        0.75,
+        gt=0.0,
+        le=1.0,
         description="zero_variance_groups: share of a step's groups whose samples all earned the same reward.",
     )
     max_truncation_rate: float = Field(
-        0.5, gt=0.0, le=1.0,
+        0.5,
+        gt=0.0,
+        le=1.0,
         description="high_truncation: share of a step's episodes truncated (all of them is all_truncated).",
     )
     entropy_collapse_ratio: float = Field(
-        0.1, gt=0.0, lt=1.0,
+        0.1,
+        gt=0.0,
+        lt=1.0,
         description="entropy_collapse: actor/entropy below this fraction of the run's first-step entropy.",
     )
     length_growth: float = Field(
-        1.5, gt=1.0,
-        description=("response_length_explosion: mean response length of the last `window` steps over that of the "
-                     "`window` steps before, at or above which (with a flat reward) responses are exploding."),
+        1.5,
+        gt=1.0,
+        description=(
+            "response_length_explosion: mean response length of the last `window` steps over that of the "
+            "`window` steps before, at or above which (with a flat reward) responses are exploding."
+        ),
     )
     flat_reward_delta: float = Field(
-        0.02, ge=0.0, description="response_length_explosion: a reward rise this small counts as flat.",
+        0.02,
+        ge=0.0,
+        description="response_length_explosion: a reward rise this small counts as flat.",
     )
     tool_failure_jump: float = Field(
-        0.3, gt=0.0, le=1.0,
-        description=("tool_failure_spike: a tool's failure rate this much above its lowest over the previous `window` "
-                     "steps (0 until it has been called in `window` steps)."),
+        0.3,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "tool_failure_spike: a tool's failure rate this much above its lowest over the previous `window` "
+            "steps (0 until it has been called in `window` steps)."
+        ),
     )
     tool_failure_min_calls: int = Field(
-        4, ge=1, description="tool_failure_spike: calls of a tool in a step before its failure rate is judged.",
+        4,
+        ge=1,
+        description="tool_failure_spike: calls of a tool in a step before its failure rate is judged.",
     )
     max_logprob_gap: float = Field(
-        0.05, gt=0.0,
-        description=("logprob_gap: mean |rollout logprob - learner logprob| per sampled token (actor/logprob_gap); "
-                     "about 1e-7 in float32, up to 3e-2 with a bfloat16 vLLM engine."),
+        0.05,
+        gt=0.0,
+        description=(
+            "logprob_gap: mean |rollout logprob - learner logprob| per sampled token (actor/logprob_gap); "
+            "about 1e-7 in float32, up to 3e-2 with a bfloat16 vLLM engine."
+        ),
     )
     max_kl: float = Field(
-        0.1, gt=0.0, description="kl_above_bound: KL to the reference per trained token (actor/kl_ref, when kl.coef > 0).",
+        0.1,
+        gt=0.0,
+        description="kl_above_bound: KL to the reference per trained token (actor/kl_ref, when kl.coef > 0).",
     )
     eval_drop: float = Field(
-        0.05, gt=0.0,
+        0.05,
+        gt=0.0,
         description="heldout_divergence: fall of eval/reward from the previous evaluation that counts.",
     )
     reward_rise: float = Field(
-        0.05, gt=0.0,
-        description=("heldout_divergence: rise of the mean training reward between those evaluations (against the "
-                     "steps before the previous one) that counts."),
+        0.05,
+        gt=0.0,
+        description=(
+            "heldout_divergence: rise of the mean training reward between those evaluations (against the "
+            "steps before the previous one) that counts."
+        ),
     )
 
 
 class TensorBoardConfig(_Section):
-    log_dir: str = Field(..., description="Folder for TensorBoard event files (relative to this config); the run id is added.")
+    log_dir: str = Field(
+        ..., description="Folder for TensorBoard event files (relative to this config); the run id is added."
+    )
 
 
 class WandbConfig(_Section):
@@ -309,14 +349,18 @@ class WandbConfig(_Section):
     mode: Literal["online", "offline"] = Field(
         "online", description="offline writes the run under dir (upload later with `wandb sync`)."
     )
-    dir: str | None = Field(None, description="Folder for W&B's files (relative to this config); null = the run folder.")
+    dir: str | None = Field(
+        None, description="Folder for W&B's files (relative to this config); null = the run folder."
+    )
 
 
 class MlflowConfig(_Section):
     tracking_uri: str = Field(
         ...,
-        description=("MLflow tracking URI: http(s)://server, sqlite:///file.db (needs the full mlflow package), or a "
-                     "local folder (a folder store, relative to this config)."),
+        description=(
+            "MLflow tracking URI: http(s)://server, sqlite:///file.db (needs the full mlflow package), or a "
+            "local folder (a folder store, relative to this config)."
+        ),
     )
     experiment: str = Field("agentrl", min_length=1, description="MLflow experiment name (created when missing).")
 
@@ -330,7 +374,9 @@ class LoggingConfig(_Section):
     wandb: WandbConfig | None = Field(None, description="Log to Weights & Biases.")
     mlflow: MlflowConfig | None = Field(None, description="Log to MLflow.")
     trajectory_sample: int = Field(
-        4, ge=0, le=1000,
+        4,
+        ge=0,
+        le=1000,
         description="Trajectories per step logged as a table (W&B Table, MLflow table, TensorBoard text); 0 = none.",
     )
 
@@ -354,8 +400,10 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _check_cross_field(self) -> RunConfig:
         if self.train.async_steps and self.rollout.engine == "hf":
-            raise ValueError("train.async_steps: 1 needs a rollout engine with its own copy of the weights "
-                             "(rollout.engine: vllm or auto); the hf engine samples from the model being trained")
+            raise ValueError(
+                "train.async_steps: 1 needs a rollout engine with its own copy of the weights "
+                "(rollout.engine: vllm or auto); the hf engine samples from the model being trained"
+            )
         if self.train.eval_every and not self.data.eval:
             raise ValueError("train.eval_every needs data.eval: the held-out tasks to score")
         if self.train.batch_size % self.rollout.group_size:
@@ -434,7 +482,10 @@ def model_source(path: str, base_dir: Path) -> ModelSource:
     of the same spelling; a name that neither exists nor reads as namespace/name is a missing local path."""
     if path in BUILTIN_MODELS:
         return "builtin"
-    local = (base_dir / Path(path).expanduser()) if not Path(path).expanduser().is_absolute() else Path(path)
+    try:
+        local = base_dir / Path(path).expanduser()  # an absolute path stays itself
+    except RuntimeError:  # ~name of a user this machine does not have: a local path, missing here
+        return "missing"
     if local.exists():
         return "gguf" if local.is_file() and local.suffix == ".gguf" else "folder"
     return "hub" if HUB_ID.fullmatch(path) else "missing"
@@ -442,6 +493,7 @@ def model_source(path: str, base_dir: Path) -> ModelSource:
 
 def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     """Relative paths in a config are relative to its folder; the frozen copy holds absolute ones."""
+
     def absolute(key: str, value: str) -> str:
         try:
             path = Path(value).expanduser()
@@ -456,11 +508,15 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
     if resolved.logging.tensorboard:
-        resolved.logging.tensorboard.log_dir = absolute("logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir)
+        resolved.logging.tensorboard.log_dir = absolute(
+            "logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir
+        )
     if resolved.logging.wandb and resolved.logging.wandb.dir:
         resolved.logging.wandb.dir = absolute("logging.wandb.dir", resolved.logging.wandb.dir)
     if resolved.logging.mlflow and not urlparse(resolved.logging.mlflow.tracking_uri).scheme:
-        resolved.logging.mlflow.tracking_uri = absolute("logging.mlflow.tracking_uri", resolved.logging.mlflow.tracking_uri)
+        resolved.logging.mlflow.tracking_uri = absolute(
+            "logging.mlflow.tracking_uri", resolved.logging.mlflow.tracking_uri
+        )
     if model_source(resolved.model.path, base_dir) not in ("builtin", "hub"):
         resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved

@@ -63,7 +63,9 @@ HEALTH_SEVERITIES: tuple[str, ...] = tuple(_RPC_DEFS["healthSeverity"]["enum"])
 
 # Each event type's `data` validator, from the members of rpc.schema.json's runEvent (one member per type).
 _EVENT_DATA: dict[str, jsonschema.Draft202012Validator] = {
-    member["properties"]["type"]["const"]: validator_for("rpc.schema.json", member["properties"]["data"]["$ref"].split("/")[-1])
+    member["properties"]["type"]["const"]: validator_for(
+        "rpc.schema.json", member["properties"]["data"]["$ref"].split("/")[-1]
+    )
     for member in _RPC_DEFS["runEvent"]["oneOf"]
 }
 EVENT_TYPES: tuple[str, ...] = tuple(_EVENT_DATA)
@@ -75,7 +77,9 @@ def check_event(event_type: str, data: dict[str, Any]) -> None:
     fails where it is written."""
     validator = _EVENT_DATA.get(event_type)
     if validator is None:
-        raise ValueError(f"unknown event type {event_type!r}; rpc.schema.json#/$defs/runEvent declares {', '.join(EVENT_TYPES)}")
+        raise ValueError(
+            f"unknown event type {event_type!r}; rpc.schema.json#/$defs/runEvent declares {', '.join(EVENT_TYPES)}"
+        )
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         where = "/".join(["data", *map(str, error.absolute_path)])

@@ -22,14 +22,19 @@ UNTRAINED_BASELINE = "base-tool-call"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a *.agentrl.yaml run config (its model, env and limits)")
-    parser.add_argument("--checkpoint", help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N) or a folder "
-                                             "`agentrl export` wrote")
+    parser.add_argument(
+        "--checkpoint",
+        help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N) or a folder `agentrl export` wrote",
+    )
     parser.add_argument("--data", help="JSON Lines file in the dataset's own layout (default: the config's data.eval)")
     parser.add_argument("--limit", type=int, help="only the first N records")
-    parser.add_argument("--baseline", metavar="NAME",
-                        help=f"{UNTRAINED_BASELINE}: the untrained model with the env's tools; any other name is "
-                             "the env's own baseline, e.g. naive-rag (multi-hop QA: retrieve once, then answer) "
-                             "or no-tool (arithmetic: answer without the calculator)")
+    parser.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help=f"{UNTRAINED_BASELINE}: the untrained model with the env's tools; any other name is "
+        "the env's own baseline, e.g. naive-rag (multi-hop QA: retrieve once, then answer) "
+        "or no-tool (arithmetic: answer without the calculator)",
+    )
     parser.add_argument("--batch-size", type=int, default=8, help="episodes generated together (default 8)")
     parser.add_argument("--runs-dir", default="runs", help="where the eval's run folder goes (default: runs)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -42,15 +47,23 @@ class Evaluation:
     per_task: list[dict[str, float]]  # in the data file's order: each episode's reward and breakdown
 
 
-def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str | None, baseline: str | None,
-             batch_size: int, runs_dir: str | Path) -> Evaluation:
+def evaluate(
+    config: Any,
+    data_path: str,
+    *,
+    limit: int | None,
+    checkpoint: str | None,
+    baseline: str | None,
+    batch_size: int,
+    runs_dir: str | Path,
+) -> Evaluation:
 
-    from agentrl.run.config import data_files_in_use
     from agentrl.environment.loader import env_factory, load_env_class
-    from agentrl.rollout.episode import record_episodes
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.engine import make_rollout_engine
+    from agentrl.rollout.episode import record_episodes
+    from agentrl.run.config import data_files_in_use
     from agentrl.run.runstore import RunStore, new_run_id
     from agentrl.run.tasks import load_tasks
 
@@ -59,8 +72,9 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
     env_args = dict(config.env.args)
     if baseline and baseline != UNTRAINED_BASELINE:
         env_args["baseline"] = baseline
-    make_env = env_factory(load_env_class(config.env.module, config.env.class_name), env_args,
-                           data_files_in_use(config, data_path))
+    make_env = env_factory(
+        load_env_class(config.env.module, config.env.class_name), env_args, data_files_in_use(config, data_path)
+    )
     make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
     model, tokenizer, device = load_policy(config.model, config.seed)
@@ -69,9 +83,19 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
     tasks = load_tasks(data_path, limit)
     engine = make_rollout_engine(model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size)
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")
-    store = RunStore.create(Path(runs_dir), new_run_id(name), config.model_dump(mode="json"),
-                            {"name": name, "mode": "eval", "data": str(data_path), "checkpoint": checkpoint,
-                             "baseline": baseline, "engine": engine.description})
+    store = RunStore.create(
+        Path(runs_dir),
+        new_run_id(name),
+        config.model_dump(mode="json"),
+        {
+            "name": name,
+            "mode": "eval",
+            "data": str(data_path),
+            "checkpoint": checkpoint,
+            "baseline": baseline,
+            "engine": engine.description,
+        },
+    )
     episodes = []
     try:
         for start in range(0, len(tasks), batch_size):
@@ -83,21 +107,22 @@ def evaluate(config: Any, data_path: str, *, limit: int | None, checkpoint: str 
     finally:
         engine.close()
     record_episodes(store, 0, episodes, tokenizer)
-    metrics: dict[str, float] = {"n": float(len(episodes)),
-                                 "reward": sum(e.total_reward for e in episodes) / len(episodes)}
+    metrics: dict[str, float] = {
+        "n": float(len(episodes)),
+        "reward": sum(e.total_reward for e in episodes) / len(episodes),
+    }
     for key in METRIC_KEYS:
         values = [e.reward_breakdown[key] for e in episodes if key in e.reward_breakdown]
         if values:
             metrics[key] = sum(values) / len(values)
     store.append_event("metrics", {"step": 0, "metrics": metrics})
     store.append_event("status", {"status": "completed", "step": 0, "total_steps": 0}, durable=True)
-    return Evaluation(metrics, store.run_dir,
-                      [{"reward": e.total_reward, **e.reward_breakdown} for e in episodes])
+    return Evaluation(metrics, store.run_dir, [{"reward": e.total_reward, **e.reward_breakdown} for e in episodes])
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.run.config import ConfigError, load_config, resolve_paths
     from agentrl.environment.loader import EnvLoadError
+    from agentrl.run.config import ConfigError, load_config, resolve_paths
 
     try:
         config_path = Path(args.config)
@@ -107,8 +132,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data = args.data or config.data.eval or config.data.train
     try:
-        result = evaluate(config, data, limit=args.limit, checkpoint=args.checkpoint,
-                          baseline=args.baseline, batch_size=args.batch_size, runs_dir=args.runs_dir)
+        result = evaluate(
+            config,
+            data,
+            limit=args.limit,
+            checkpoint=args.checkpoint,
+            baseline=args.baseline,
+            batch_size=args.batch_size,
+            runs_dir=args.runs_dir,
+        )
     except (EnvLoadError, ValueError, FileNotFoundError, TypeError) as err:
         print(f"agentrl eval: {err}", file=sys.stderr)
         return 2

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.rollout.episode import Episode, trajectory_id
 from agentrl.run.config import HealthConfig
 from agentrl.run.contract import HEALTH_CODES
-from agentrl.rollout.episode import Episode, trajectory_id
 
 # A few trajectories to open in the replay beside an alert, not the whole step.
 MAX_EXAMPLES = 5
@@ -76,20 +76,31 @@ class History:
     def remember(self, step: int, metrics: dict[str, float], window: int) -> None:
         if self.first_entropy is None and "actor/entropy" in metrics:
             self.first_entropy = metrics["actor/entropy"]
-        self.recent = [*self.recent, {"reward": metrics["reward/mean"],
-                                      "length": metrics["episode/response_length_mean"],
-                                      "tools": tool_figures(metrics)}][-2 * window:]
+        self.recent = [
+            *self.recent,
+            {
+                "reward": metrics["reward/mean"],
+                "length": metrics["episode/response_length_mean"],
+                "tools": tool_figures(metrics),
+            },
+        ][-2 * window :]
         self.rewards_since_eval.append(metrics["reward/mean"])
         if "eval/reward" in metrics:
-            self.last_eval = {"step": step, "score": metrics["eval/reward"],
-                              "train_reward": statistics.fmean(self.rewards_since_eval)}
+            self.last_eval = {
+                "step": step,
+                "score": metrics["eval/reward"],
+                "train_reward": statistics.fmean(self.rewards_since_eval),
+            }
             self.rewards_since_eval = []
 
 
 def tool_figures(metrics: dict[str, float]) -> dict[str, list[float]]:
     """{tool name: [failure rate, calls]} from the step's `tools/<name>/...` metrics."""
-    return {key[len("tools/"):-len("/failure_rate")]: [value, metrics[key.replace("/failure_rate", "/calls")]]
-            for key, value in metrics.items() if key.startswith("tools/") and key.endswith("/failure_rate")}
+    return {
+        key[len("tools/") : -len("/failure_rate")]: [value, metrics[key.replace("/failure_rate", "/calls")]]
+        for key, value in metrics.items()
+        if key.startswith("tools/") and key.endswith("/failure_rate")
+    }
 
 
 @dataclass(frozen=True)
@@ -124,21 +135,25 @@ def _zero_variance(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
     for episode in ev.episodes:
         rewards.setdefault(episode.group, []).append(episode.total_reward)
     flat = {group for group, values in rewards.items() if len(values) > 1 and max(values) - min(values) < 1e-9}
-    return Finding(f"{m['health/zero_variance_groups']:.0%} of this step's groups (mean reward {m['reward/mean']:.3f}) "
-                   "gave every sample of the prompt the same reward, so their advantages are zero and the update "
-                   "learns nothing from them",
-                   {"health/zero_variance_groups": m["health/zero_variance_groups"], "reward/mean": m["reward/mean"]},
-                   ev.one_per_group(lambda episode: episode.group in flat))
+    return Finding(
+        f"{m['health/zero_variance_groups']:.0%} of this step's groups (mean reward {m['reward/mean']:.3f}) "
+        "gave every sample of the prompt the same reward, so their advantages are zero and the update "
+        "learns nothing from them",
+        {"health/zero_variance_groups": m["health/zero_variance_groups"], "reward/mean": m["reward/mean"]},
+        ev.one_per_group(lambda episode: episode.group in flat),
+    )
 
 
 def _no_tool_calls(ev: StepEvidence, _: HealthConfig, __: History) -> Verdict:
     m = ev.metrics
     if not (m["tools/offered"] > 0 and m["tools/calls"] == 0):
         return False
-    return Finding(f"the env offers {m['tools/offered']:.0f} tool(s) but no episode of this step tried a call, so "
-                   "there is no tool use for the reward to reinforce",
-                   {"tools/offered": m["tools/offered"], "tools/calls": m["tools/calls"]},
-                   ev.one_per_group(lambda _: True))
+    return Finding(
+        f"the env offers {m['tools/offered']:.0f} tool(s) but no episode of this step tried a call, so "
+        "there is no tool use for the reward to reinforce",
+        {"tools/offered": m["tools/offered"], "tools/calls": m["tools/calls"]},
+        ev.one_per_group(lambda _: True),
+    )
 
 
 def _truncated_ids(ev: StepEvidence) -> list[str]:
@@ -148,18 +163,25 @@ def _truncated_ids(ev: StepEvidence) -> list[str]:
 def _all_truncated(ev: StepEvidence, _: HealthConfig, __: History) -> Verdict:
     if ev.metrics["health/truncation_rate"] < 1.0:
         return False
-    return Finding("every episode of this step ran out of turns or context before it ended, so what is scored is a "
-                   "cut-off episode, not an answer",
-                   {"health/truncation_rate": ev.metrics["health/truncation_rate"]}, _truncated_ids(ev))
+    return Finding(
+        "every episode of this step ran out of turns or context before it ended, so what is scored is a "
+        "cut-off episode, not an answer",
+        {"health/truncation_rate": ev.metrics["health/truncation_rate"]},
+        _truncated_ids(ev),
+    )
 
 
 def _high_truncation(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
     rate = ev.metrics["health/truncation_rate"]
     if not cfg.max_truncation_rate <= rate < 1.0:  # all of them is all_truncated's alert
         return False
-    return Finding(f"{rate:.0%} of this step's episodes ran out of turns or context (threshold "
-                   f"{cfg.max_truncation_rate:.0%}): their reward scores a cut-off episode, which teaches the policy "
-                   "little about finishing", {"health/truncation_rate": rate}, _truncated_ids(ev))
+    return Finding(
+        f"{rate:.0%} of this step's episodes ran out of turns or context (threshold "
+        f"{cfg.max_truncation_rate:.0%}): their reward scores a cut-off episode, which teaches the policy "
+        "little about finishing",
+        {"health/truncation_rate": rate},
+        _truncated_ids(ev),
+    )
 
 
 def _mean_sampled_logprob(episode: Episode) -> float:
@@ -173,29 +195,38 @@ def _entropy_collapse(ev: StepEvidence, cfg: HealthConfig, history: History) -> 
         return None  # the first step sets the reference
     if entropy >= cfg.entropy_collapse_ratio * history.first_entropy:
         return False
-    return Finding(f"the policy's entropy is {entropy:.4f} nats per token, below {cfg.entropy_collapse_ratio:.0%} of "
-                   f"its first step's {history.first_entropy:.4f}: the samples of a group become the same, so they "
-                   "stop differing in reward and exploration ends",
-                   {"actor/entropy": entropy},
-                   ev.ranked(_mean_sampled_logprob))  # the most certain episodes: what the policy collapsed onto
+    return Finding(
+        f"the policy's entropy is {entropy:.4f} nats per token, below {cfg.entropy_collapse_ratio:.0%} of "
+        f"its first step's {history.first_entropy:.4f}: the samples of a group become the same, so they "
+        "stop differing in reward and exploration ends",
+        {"actor/entropy": entropy},
+        ev.ranked(_mean_sampled_logprob),
+    )  # the most certain episodes: what the policy collapsed onto
 
 
 def _response_length_explosion(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
-    steps = [*history.recent, {"reward": ev.metrics["reward/mean"], "length": ev.metrics["episode/response_length_mean"]}]
+    steps = [
+        *history.recent,
+        {"reward": ev.metrics["reward/mean"], "length": ev.metrics["episode/response_length_mean"]},
+    ]
     if len(steps) < 2 * cfg.window:
         return None
-    earlier, later = steps[-2 * cfg.window:-cfg.window], steps[-cfg.window:]
+    earlier, later = steps[-2 * cfg.window : -cfg.window], steps[-cfg.window :]
     length_before = statistics.fmean(s["length"] for s in earlier)
     length_now = statistics.fmean(s["length"] for s in later)
     reward_change = statistics.fmean(s["reward"] for s in later) - statistics.fmean(s["reward"] for s in earlier)
     if length_now < cfg.length_growth * max(length_before, 1e-9) or reward_change >= cfg.flat_reward_delta:
         return False
-    return Finding(f"responses grew from {length_before:.1f} to {length_now:.1f} tokens on average over the last "
-                   f"{cfg.window} steps against the {cfg.window} before, while the mean reward changed by "
-                   f"{reward_change:+.3f}: the policy spends tokens that earn nothing (rambling, repeated calls)",
-                   {"episode/response_length_mean": ev.metrics["episode/response_length_mean"],
-                    "reward/mean": ev.metrics["reward/mean"]},
-                   ev.ranked(lambda episode: episode.response_length))
+    return Finding(
+        f"responses grew from {length_before:.1f} to {length_now:.1f} tokens on average over the last "
+        f"{cfg.window} steps against the {cfg.window} before, while the mean reward changed by "
+        f"{reward_change:+.3f}: the policy spends tokens that earn nothing (rambling, repeated calls)",
+        {
+            "episode/response_length_mean": ev.metrics["episode/response_length_mean"],
+            "reward/mean": ev.metrics["reward/mean"],
+        },
+        ev.ranked(lambda episode: episode.response_length),
+    )
 
 
 def _tool_failure_spike(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
@@ -206,20 +237,31 @@ def _tool_failure_spike(ev: StepEvidence, cfg: HealthConfig, history: History) -
         # Its lowest rate over the previous `window` steps, counting the steps before the run began (or before the
         # tool was first called) as 0: a tool that fails from the start spikes too, and one step's failures do not
         # raise the baseline the next step is judged against.
-        before = [step["tools"][name][0] for step in history.recent[-cfg.window:]
-                  if step["tools"].get(name, [0.0, 0.0])[1] > 0]
+        before = [
+            step["tools"][name][0]
+            for step in history.recent[-cfg.window :]
+            if step["tools"].get(name, [0.0, 0.0])[1] > 0
+        ]
         baseline = min(before) if len(before) == cfg.window else 0.0
         if rate - baseline >= cfg.tool_failure_jump:
             spikes.append((name, rate, baseline, calls))
     if not spikes:
         return False
     failing = {name for name, *_ in spikes}
-    return Finding("; ".join(f"tool {name!r} failed {rate:.0%} of its {calls:.0f} calls, against {baseline:.0%} over "
-                             f"at best over the previous {cfg.window} steps" for name, rate, baseline, calls in spikes)
-                   + ": the model reads errors instead of results, and learns to avoid the tool or to misuse it",
-                   {f"tools/{name}/failure_rate": rate for name, rate, *_ in spikes},
-                   ev.one_per_group(lambda episode: any(call.error is not None and call.name in failing
-                                                        for turn in episode.turns for call in turn.tool_calls)))
+    return Finding(
+        "; ".join(
+            f"tool {name!r} failed {rate:.0%} of its {calls:.0f} calls, against {baseline:.0%} over "
+            f"at best over the previous {cfg.window} steps"
+            for name, rate, baseline, calls in spikes
+        )
+        + ": the model reads errors instead of results, and learns to avoid the tool or to misuse it",
+        {f"tools/{name}/failure_rate": rate for name, rate, *_ in spikes},
+        ev.one_per_group(
+            lambda episode: any(
+                call.error is not None and call.name in failing for turn in episode.turns for call in turn.tool_calls
+            )
+        ),
+    )
 
 
 def _logprob_gap(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
@@ -228,10 +270,13 @@ def _logprob_gap(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
         return None  # one step behind, the gap is mostly the update's own change, which the importance weights correct
     if gap <= cfg.max_logprob_gap:
         return False
-    return Finding(f"the rollout engine's logprobs differ from the learner's by {gap:.3g} per sampled token (tolerance "
-                   f"{cfg.max_logprob_gap:g}): the update treats the samples as on-policy when the engine sampled "
-                   "from other numbers (another dtype, other weights, another chat template)",
-                   {"actor/logprob_gap": gap}, ev.highest("logprob_gap"))
+    return Finding(
+        f"the rollout engine's logprobs differ from the learner's by {gap:.3g} per sampled token (tolerance "
+        f"{cfg.max_logprob_gap:g}): the update treats the samples as on-policy when the engine sampled "
+        "from other numbers (another dtype, other weights, another chat template)",
+        {"actor/logprob_gap": gap},
+        ev.highest("logprob_gap"),
+    )
 
 
 def _kl_above_bound(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
@@ -240,9 +285,12 @@ def _kl_above_bound(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
         return None  # no reference policy (algorithm.kl.coef 0)
     if kl <= cfg.max_kl:
         return False
-    return Finding(f"the KL to the reference policy is {kl:.4f} per trained token (bound {cfg.max_kl:g}): the policy "
-                   "has moved far from where it started, which often means it found a way to game the reward",
-                   {"actor/kl_ref": kl}, ev.highest("kl_ref"))
+    return Finding(
+        f"the KL to the reference policy is {kl:.4f} per trained token (bound {cfg.max_kl:g}): the policy "
+        "has moved far from where it started, which often means it found a way to game the reward",
+        {"actor/kl_ref": kl},
+        ev.highest("kl_ref"),
+    )
 
 
 def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -> Verdict:
@@ -256,64 +304,123 @@ def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -
     train_change, score_change = train_now - previous["train_reward"], score - previous["score"]
     if not (score_change <= -cfg.eval_drop and train_change >= cfg.reward_rise):
         return False
-    return Finding(f"the held-out score fell from {previous['score']:.3f} at step {previous['step']:.0f} to {score:.3f} "
-                   "while the training reward rose "
-                   f"by {train_change:+.3f} over the same steps: the policy is fitting the training tasks, or a flaw "
-                   "of the reward, rather than the skill",
-                   {"eval/reward": score, "reward/mean": ev.metrics["reward/mean"]},
-                   ev.ranked(lambda episode: episode.total_reward))  # what the training reward now pays for
+    return Finding(
+        f"the held-out score fell from {previous['score']:.3f} at step {previous['step']:.0f} to {score:.3f} "
+        "while the training reward rose "
+        f"by {train_change:+.3f} over the same steps: the policy is fitting the training tasks, or a flaw "
+        "of the reward, rather than the skill",
+        {"eval/reward": score, "reward/mean": ev.metrics["reward/mean"]},
+        ev.ranked(lambda episode: episode.total_reward),
+    )  # what the training reward now pays for
 
 
 RULES = (
-    Rule("zero_variance_groups", "zero reward variance in most groups", "warning",
-         "raise rollout.temperature or rollout.group_size so samples differ, make the tasks easier, or give partial "
-         "credit in the reward so a near miss scores above a failure",
-         _zero_variance, ("health/zero_variance_groups", "reward/mean")),
-    Rule("no_tool_calls", "no tool calls", "warning",
-         "show the call format in the prompt (a worked example: a call and its result), or set rollout.tool_format to "
-         "one the model knows (auto follows its chat template, hermes is <tool_call>{json}</tool_call>); the replay "
-         "shows what the model writes instead",
-         _no_tool_calls, ("tools/offered", "tools/calls")),
-    Rule("all_truncated", "every episode truncated", "warning",
-         "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context (the replay shows where episodes "
-         "stop), or have the ToolEnv end an episode (done=True) once it is answered",
-         _all_truncated, ("health/truncation_rate",)),
-    Rule("high_truncation", "many episodes truncated", "warning",
-         "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context, or end episodes in the ToolEnv "
-         "(done=True) once answered; the listed trajectories show where they stop",
-         _high_truncation, ("health/truncation_rate",)),
-    Rule("entropy_collapse", "policy entropy collapsed", "warning",
-         "lower train.lr, add algorithm.entropy_coef (e.g. 0.001) or a KL penalty (algorithm.kl.coef), raise "
-         "rollout.temperature, or use clip-higher (algorithm.clip_eps_high, e.g. 0.28)",
-         _entropy_collapse, ("actor/entropy",)),
-    Rule("response_length_explosion", "responses growing, reward flat", "warning",
-         "lower rollout.max_new_tokens or rollout.max_turns, check the reward does not pay for length or for every "
-         "call (a process reward per call invites repeated calls), or use algorithm.loss_agg token-mean",
-         _response_length_explosion, ("episode/response_length_mean", "reward/mean")),
-    Rule("tool_failure_spike", "tool failures spiked", "warning",
-         "open the listed trajectories: a Tool raising or timing out (rollout.tool_timeout_s), or the model writing "
-         "arguments the Tool's parameters schema rejects; fix the Tool or show the call format in the prompt",
-         _tool_failure_spike, ("health/tool_failure_rate",)),
-    Rule("logprob_gap", "rollout and learner logprobs differ", "warning",
-         "set rollout.vllm_dtype: policy, or turn on algorithm.rollout_is to correct for the gap; a gap far above "
-         "1e-2 means the engine runs other weights or another chat template than the learner",
-         _logprob_gap, ("actor/logprob_gap",)),
-    Rule("kl_above_bound", "KL to the reference above its bound", "warning",
-         "raise algorithm.kl.coef, lower train.lr, and read the listed trajectories for reward hacking",
-         _kl_above_bound, ("actor/kl_ref",)),
-    Rule("non_finite", "non-finite reward, loss or gradient", "error",
-         "make the env's rewards finite (or set train.non_finite_rewards: drop); for a NaN loss or gradient lower "
-         "train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
-         None),
-    Rule("heldout_divergence", "training reward up, held-out score down", "warning",
-         "stop at the checkpoint with the best held-out score, check the reward for a shortcut the listed "
-         "trajectories take, or train on more varied tasks",
-         _heldout_divergence, ("eval/reward", "reward/mean"), per_evaluation=True),
+    Rule(
+        "zero_variance_groups",
+        "zero reward variance in most groups",
+        "warning",
+        "raise rollout.temperature or rollout.group_size so samples differ, make the tasks easier, or give partial "
+        "credit in the reward so a near miss scores above a failure",
+        _zero_variance,
+        ("health/zero_variance_groups", "reward/mean"),
+    ),
+    Rule(
+        "no_tool_calls",
+        "no tool calls",
+        "warning",
+        "show the call format in the prompt (a worked example: a call and its result), or set rollout.tool_format to "
+        "one the model knows (auto follows its chat template, hermes is <tool_call>{json}</tool_call>); the replay "
+        "shows what the model writes instead",
+        _no_tool_calls,
+        ("tools/offered", "tools/calls"),
+    ),
+    Rule(
+        "all_truncated",
+        "every episode truncated",
+        "warning",
+        "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context (the replay shows where episodes "
+        "stop), or have the ToolEnv end an episode (done=True) once it is answered",
+        _all_truncated,
+        ("health/truncation_rate",),
+    ),
+    Rule(
+        "high_truncation",
+        "many episodes truncated",
+        "warning",
+        "raise rollout.max_new_tokens, rollout.max_turns or rollout.max_context, or end episodes in the ToolEnv "
+        "(done=True) once answered; the listed trajectories show where they stop",
+        _high_truncation,
+        ("health/truncation_rate",),
+    ),
+    Rule(
+        "entropy_collapse",
+        "policy entropy collapsed",
+        "warning",
+        "lower train.lr, add algorithm.entropy_coef (e.g. 0.001) or a KL penalty (algorithm.kl.coef), raise "
+        "rollout.temperature, or use clip-higher (algorithm.clip_eps_high, e.g. 0.28)",
+        _entropy_collapse,
+        ("actor/entropy",),
+    ),
+    Rule(
+        "response_length_explosion",
+        "responses growing, reward flat",
+        "warning",
+        "lower rollout.max_new_tokens or rollout.max_turns, check the reward does not pay for length or for every "
+        "call (a process reward per call invites repeated calls), or use algorithm.loss_agg token-mean",
+        _response_length_explosion,
+        ("episode/response_length_mean", "reward/mean"),
+    ),
+    Rule(
+        "tool_failure_spike",
+        "tool failures spiked",
+        "warning",
+        "open the listed trajectories: a Tool raising or timing out (rollout.tool_timeout_s), or the model writing "
+        "arguments the Tool's parameters schema rejects; fix the Tool or show the call format in the prompt",
+        _tool_failure_spike,
+        ("health/tool_failure_rate",),
+    ),
+    Rule(
+        "logprob_gap",
+        "rollout and learner logprobs differ",
+        "warning",
+        "set rollout.vllm_dtype: policy, or turn on algorithm.rollout_is to correct for the gap; a gap far above "
+        "1e-2 means the engine runs other weights or another chat template than the learner",
+        _logprob_gap,
+        ("actor/logprob_gap",),
+    ),
+    Rule(
+        "kl_above_bound",
+        "KL to the reference above its bound",
+        "warning",
+        "raise algorithm.kl.coef, lower train.lr, and read the listed trajectories for reward hacking",
+        _kl_above_bound,
+        ("actor/kl_ref",),
+    ),
+    Rule(
+        "non_finite",
+        "non-finite reward, loss or gradient",
+        "error",
+        "make the env's rewards finite (or set train.non_finite_rewards: drop); for a NaN loss or gradient lower "
+        "train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
+        None,
+    ),
+    Rule(
+        "heldout_divergence",
+        "training reward up, held-out score down",
+        "warning",
+        "stop at the checkpoint with the best held-out score, check the reward for a shortcut the listed "
+        "trajectories take, or train on more varied tasks",
+        _heldout_divergence,
+        ("eval/reward", "reward/mean"),
+        per_evaluation=True,
+    ),
 )
 RULE_BY_CODE = {rule.code: rule for rule in RULES}
 if tuple(RULE_BY_CODE) != HEALTH_CODES:
-    raise RuntimeError(f"agentrl/run/health.py's rules {tuple(RULE_BY_CODE)} are not rpc.schema.json's health codes "
-                       f"{HEALTH_CODES}: a code is declared once, in the schema, and each has exactly one rule")
+    raise RuntimeError(
+        f"agentrl/run/health.py's rules {tuple(RULE_BY_CODE)} are not rpc.schema.json's health codes "
+        f"{HEALTH_CODES}: a code is declared once, in the schema, and each has exactly one rule"
+    )
 
 
 @dataclass
@@ -352,28 +459,46 @@ class HealthMonitor:
                 streak.held, streak.absent = streak.held + 1, 0
                 if not streak.active and streak.held >= needed:
                     streak.active = True
-                    events.append(_event(rule, streak.since_step, evidence.step, resolved=False,
-                                         message=f"{rule.title} since step {streak.since_step}: {verdict.explanation}",
-                                         metrics=verdict.metrics, trajectory_ids=verdict.trajectory_ids))
+                    events.append(
+                        _event(
+                            rule,
+                            streak.since_step,
+                            evidence.step,
+                            resolved=False,
+                            message=f"{rule.title} since step {streak.since_step}: {verdict.explanation}",
+                            metrics=verdict.metrics,
+                            trajectory_ids=verdict.trajectory_ids,
+                        )
+                    )
             else:
                 streak.held = 0
                 if streak.active:
                     streak.absent += 1
                     if streak.absent >= needed:
                         streak.active = False
-                        events.append(_event(
-                            rule, streak.since_step, evidence.step, resolved=True,
-                            message=f"{rule.title}: resolved (not seen for {needed} "
-                                    f"{'evaluation' if rule.per_evaluation else 'step'}{'s' if needed > 1 else ''})",
-                            metrics={name: evidence.metrics[name] for name in rule.reads if name in evidence.metrics},
-                            trajectory_ids=[]))
+                        events.append(
+                            _event(
+                                rule,
+                                streak.since_step,
+                                evidence.step,
+                                resolved=True,
+                                message=f"{rule.title}: resolved (not seen for {needed} "
+                                f"{'evaluation' if rule.per_evaluation else 'step'}{'s' if needed > 1 else ''})",
+                                metrics={
+                                    name: evidence.metrics[name] for name in rule.reads if name in evidence.metrics
+                                },
+                                trajectory_ids=[],
+                            )
+                        )
         self.history.remember(evidence.step, evidence.metrics, self.config.window)
         return events
 
     # A checkpoint holds the streaks and the history, so a resumed run reports exactly the events an unbroken one would.
     def state_dict(self) -> dict[str, Any]:
-        return {"health": {code: vars(streak).copy() for code, streak in self._streaks.items()},
-                "health_history": vars(self.history).copy()}
+        return {
+            "health": {code: vars(streak).copy() for code, streak in self._streaks.items()},
+            "health_history": vars(self.history).copy(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for code, values in state.get("health", {}).items():  # checkpoints from before health checks have none
@@ -387,11 +512,29 @@ def non_finite_event(step: int, explanation: str) -> dict[str, Any]:
     reported at once, since the run stops. No trajectory ids: that step's trajectories are not written (a
     non-finite reward cannot be stored as JSON); `explanation` names the episode when one is to blame."""
     rule = RULE_BY_CODE["non_finite"]
-    return _event(rule, step, step, resolved=False, message=f"{rule.title}: {explanation}", metrics={},
-                  trajectory_ids=[])
+    return _event(
+        rule, step, step, resolved=False, message=f"{rule.title}: {explanation}", metrics={}, trajectory_ids=[]
+    )
 
 
-def _event(rule: Rule, since_step: int, step: int, *, resolved: bool, message: str, metrics: dict[str, float],
-           trajectory_ids: list[str]) -> dict[str, Any]:
-    return {"code": rule.code, "severity": rule.severity, "resolved": resolved, "step": step, "since_step": since_step,
-            "message": message, "fix": rule.fix, "metrics": metrics, "trajectory_ids": trajectory_ids}
+def _event(
+    rule: Rule,
+    since_step: int,
+    step: int,
+    *,
+    resolved: bool,
+    message: str,
+    metrics: dict[str, float],
+    trajectory_ids: list[str],
+) -> dict[str, Any]:
+    return {
+        "code": rule.code,
+        "severity": rule.severity,
+        "resolved": resolved,
+        "step": step,
+        "since_step": since_step,
+        "message": message,
+        "fix": rule.fix,
+        "metrics": metrics,
+        "trajectory_ids": trajectory_ids,
+    }

@@ -13,7 +13,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 
-def bootstrap_ci(values: list[float], *, resamples: int = 10_000, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: list[float], *, resamples: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """The percentile bootstrap interval of mean(values): tasks resampled with replacement."""
     if not values:
         raise ValueError("need at least one score to bootstrap")
@@ -16,8 +17,9 @@ def bootstrap_ci(values: list[float], *, resamples: int = 10_000, seed: int = 0,
     return means[int(tail * resamples)], means[min(resamples - 1, int((1.0 - tail) * resamples))]
 
 
-def paired_bootstrap_ci(before: list[float], after: list[float], *, resamples: int = 10_000, seed: int = 0,
-                        level: float = 0.95) -> tuple[float, float]:
+def paired_bootstrap_ci(
+    before: list[float], after: list[float], *, resamples: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """The percentile bootstrap interval of mean(after - before) over tasks scored both ways.
 
     Tasks are resampled with replacement, each keeping its own pair of scores, so the interval reflects

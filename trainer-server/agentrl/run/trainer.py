@@ -25,12 +25,12 @@ from typing import Any
 import torch
 import yaml
 
-from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
-from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
 from agentrl.environment.loader import env_factory, load_env_class
-from agentrl.rollout.episode import Episode, record_episodes
-from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.learning.learner import Learner, NonFiniteError
+from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
+from agentrl.rollout.episode import Episode, record_episodes
+from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
+from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
 from agentrl.run.tasks import load_tasks
@@ -80,18 +80,27 @@ class _Run:
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
-        make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args,
-                               data_files_in_use(config))
+        make_env = env_factory(
+            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+        )
         self.tasks = load_tasks(config.data.train, config.data.limit)
-        self.engine = make_rollout_engine(self.model, self.tokenizer, make_env, config.rollout, self.device,
-                                          concurrent_episodes=config.train.batch_size)
+        self.engine = make_rollout_engine(
+            self.model,
+            self.tokenizer,
+            make_env,
+            config.rollout,
+            self.device,
+            concurrent_episodes=config.train.batch_size,
+        )
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         if progress:
             print(f"rollout engine: {self.engine.description}", file=sys.stderr)
         if config.train.async_steps and self.engine.shares_policy_weights:
             self.engine.close()
-            raise ValueError(f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
-                             f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})")
+            raise ValueError(
+                f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
+                f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})"
+            )
         self.health = HealthMonitor(config.health)
         self.eval_tasks = load_tasks(config.data.eval, config.train.eval_limit) if config.train.eval_every else []
         self.trackers: Trackers | None = None  # training runs only (train() opens them)
@@ -102,8 +111,9 @@ class _Run:
         """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
         return Learner(self.model, self.tokenizer, self.config, self.device)
 
-    def record(self, step: int, episodes: list[Episode],
-               advantages: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+    def record(
+        self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None
+    ) -> list[dict[str, Any]]:
         return record_episodes(self.store, step, episodes, self.tokenizer, advantages)
 
     def warn(self, message: str) -> None:
@@ -115,17 +125,20 @@ class _Run:
         def write(folder: Path) -> None:
             save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
             torch.save(self.learner.state_dict(), folder / "learner.pt")
-            (folder / "state.json").write_text(json.dumps({"step": step, "seq": self.store.last_seq + 1,
-                                                           **self.health.state_dict()}))
+            (folder / "state.json").write_text(
+                json.dumps({"step": step, "seq": self.store.last_seq + 1, **self.health.state_dict()})
+            )
 
         path = self.store.save_checkpoint(step, write, self.config.train.keep_checkpoints)
-        self.store.append_event("checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))},
-                                durable=True)
+        self.store.append_event(
+            "checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))}, durable=True
+        )
 
     def restore(self, checkpoint: Path) -> int:
         load_policy_weights(self.model, checkpoint)
-        self.learner.load_state_dict(torch.load(checkpoint / "learner.pt", map_location=self.device,
-                                                weights_only=False))
+        self.learner.load_state_dict(
+            torch.load(checkpoint / "learner.pt", map_location=self.device, weights_only=False)
+        )
         state = json.loads((checkpoint / "state.json").read_text())
         self.health.load_state_dict(state)
         self.completed_step = int(state["step"])
@@ -138,11 +151,14 @@ def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -
 
 
 def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
-    return (f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
-            f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
-            f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
-            + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
-            + f"{metrics['perf/step_time_s']:.1f}s" + "".join(f"  WARN {code}" for code in warnings))
+    return (
+        f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
+        f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
+        f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
+        + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
+        + f"{metrics['perf/step_time_s']:.1f}s"
+        + "".join(f"  WARN {code}" for code in warnings)
+    )
 
 
 def _health_text(event: dict[str, Any]) -> str:
@@ -176,8 +192,12 @@ def train(
     else:
         config = resolve_paths(config, Path(config_base_dir or Path.cwd()).resolve())
         mode = "try" if rollout_only_episodes else "train"
-        store = RunStore.create(Path(runs_dir), run_id or new_run_id(config.name),
-                                config.model_dump(mode="json"), {"name": config.name, "mode": mode})
+        store = RunStore.create(
+            Path(runs_dir),
+            run_id or new_run_id(config.name),
+            config.model_dump(mode="json"),
+            {"name": config.name, "mode": mode},
+        )
     total = 0 if rollout_only_episodes else config.train.steps
     step = 0
     store.write_pid()
@@ -190,17 +210,27 @@ def train(
             if resume_dir is not None and checkpoint is not None:
                 step = run.restore(checkpoint)
                 resumed_seq = json.loads((checkpoint / "state.json").read_text())["seq"]
-                _status(store, "running", step, total,
-                        message=f"resumed from checkpoint at step {step}; events from seq {resumed_seq} "
-                                f"up to this one belong to work after that checkpoint and are superseded",
-                        superseded_from_seq=resumed_seq)
+                _status(
+                    store,
+                    "running",
+                    step,
+                    total,
+                    message=f"resumed from checkpoint at step {step}; events from seq {resumed_seq} "
+                    f"up to this one belong to work after that checkpoint and are superseded",
+                    superseded_from_seq=resumed_seq,
+                )
             if rollout_only_episodes:
                 _try_episodes(run, rollout_only_episodes)
                 _status(store, "completed", 0, 0)
                 return store.run_dir
             last = min(total, step + max_steps) if max_steps is not None else total
-            run.trackers = Trackers(config.logging, run_id=store.run_id, run_dir=str(store.run_dir),
-                                    resolved_config=config.model_dump(mode="json"), warn=run.warn)
+            run.trackers = Trackers(
+                config.logging,
+                run_id=store.run_id,
+                run_dir=str(store.run_dir),
+                resolved_config=config.model_dump(mode="json"),
+                warn=run.warn,
+            )
             step = _train_steps(run, step, last, total, stop)
             latest = store.latest_checkpoint()
             if step > 0 and (latest is None or latest.name != f"step-{step:06d}"):
@@ -220,8 +250,11 @@ def train(
 
 
 def _try_episodes(run: _Run, count: int) -> None:
-    episodes = run.engine.run(run.tasks[:count] if len(run.tasks) >= count else
-                              [run.tasks[i % len(run.tasks)] for i in range(count)], 1, run.config.seed)
+    episodes = run.engine.run(
+        run.tasks[:count] if len(run.tasks) >= count else [run.tasks[i % len(run.tasks)] for i in range(count)],
+        1,
+        run.config.seed,
+    )
     run.record(0, episodes)
     run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.engine.last_stats})
 
@@ -240,8 +273,12 @@ def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[lis
         raise NonFiniteError(
             f"step {step}: episode {episode.group}/{episode.sample} of task {episode.task_id!r}: {'; '.join(found)}"
             f"{more}. Nothing was updated and the last checkpoint stands. Make the env's rewards finite"
-            + (", or set train.non_finite_rewards: drop to leave such episodes out" if policy == "fail" else
-               "; every episode of the step had one, so there was nothing left to train on"))
+            + (
+                ", or set train.non_finite_rewards: drop to leave such episodes out"
+                if policy == "fail"
+                else "; every episode of the step had one, so there was nothing left to train on"
+            )
+        )
     return kept, len(bad)
 
 
@@ -253,7 +290,7 @@ def evaluate_heldout(run: _Run) -> dict[str, float]:
     episodes: list[Episode] = []
     with run.engine.greedy():
         for start in range(0, len(run.eval_tasks), cfg.train.batch_size):  # the engine is sized for a batch
-            episodes += run.engine.run(run.eval_tasks[start:start + cfg.train.batch_size], 1, seed=cfg.seed)
+            episodes += run.engine.run(run.eval_tasks[start : start + cfg.train.batch_size], 1, seed=cfg.seed)
     metrics = {"eval/n": float(len(episodes)), "eval/reward": sum(e.total_reward for e in episodes) / len(episodes)}
     for key in dict.fromkeys(key for episode in episodes for key in episode.reward_breakdown):
         values = [episode.reward_breakdown[key] for episode in episodes if key in episode.reward_breakdown]
@@ -281,8 +318,15 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
 
     cfg = run.config
     per_step = cfg.train.batch_size // cfg.rollout.group_size
-    bar = tqdm(total=total, initial=step, desc=cfg.name, unit="step", file=sys.stderr, disable=not run.progress,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=total,
+        initial=step,
+        desc=cfg.name,
+        unit="step",
+        file=sys.stderr,
+        disable=not run.progress,
+        dynamic_ncols=True,
+    )
 
     def rollout(at_step: int) -> tuple[list[Episode], dict[str, float]]:
         tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
@@ -322,8 +366,11 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             records = run.record(step, episodes, update.advantages)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
-            health_events = run.health.observe(StepEvidence(step, metrics, episodes, update.per_episode,
-                                                            rollouts_one_step_behind=bool(cfg.train.async_steps)))
+            health_events = run.health.observe(
+                StepEvidence(
+                    step, metrics, episodes, update.per_episode, rollouts_one_step_behind=bool(cfg.train.async_steps)
+                )
+            )
             for event in health_events:
                 run.store.append_event("health", event)
             assert run.trackers is not None
@@ -337,8 +384,11 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 for event in health_events:
                     bar.write(_health_text(event), file=sys.stderr)
                 if dropped:
-                    bar.write(f"  WARN dropped {dropped} episode(s) with a non-finite reward "
-                              "(train.non_finite_rewards: drop)", file=sys.stderr)
+                    bar.write(
+                        f"  WARN dropped {dropped} episode(s) with a non-finite reward "
+                        "(train.non_finite_rewards: drop)",
+                        file=sys.stderr,
+                    )
     finally:
         if prefetcher is not None:
             # A stop or a failure leaves the prefetched step unused; its rollouts finish first (the engine is shared).

@@ -61,8 +61,9 @@ def make_request_check(options: ServerOptions, open_connections: Any) -> Any:
     def check(connection: ServerConnection, request: Request) -> Response | None:
         if open_connections() >= options.max_connections:
             log.warning("refused a connection: %d are open, the limit", options.max_connections)
-            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE,
-                                      f"{options.max_connections} connections are open, the server's limit\n")
+            return connection.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE, f"{options.max_connections} connections are open, the server's limit\n"
+            )
         headers: Headers = request.headers
         repeated = [name for name in ("Origin", "Authorization") if len(headers.get_all(name)) > 1]
         if repeated:
@@ -160,9 +161,14 @@ class TrainerServer:
     async def serve_forever(self, on_listening: Any) -> None:
         self.runs.recover()
         async with serve(
-            self.connection_handler, self.options.host, self.options.port,
+            self.connection_handler,
+            self.options.host,
+            self.options.port,
             process_request=make_request_check(self.options, lambda: self.open_connections),
-            max_size=MAX_MESSAGE_BYTES, max_queue=MAX_QUEUED_FRAMES, ping_interval=20, ping_timeout=20,
+            max_size=MAX_MESSAGE_BYTES,
+            max_queue=MAX_QUEUED_FRAMES,
+            ping_interval=20,
+            ping_timeout=20,
         ) as server:
             self.server = server
             port = next(iter(server.sockets)).getsockname()[1]
@@ -195,18 +201,30 @@ class TrainerServer:
             return _error(None, p.PARSE_ERROR, f"parse error: {err}")
         if isinstance(message, list):
             return _error(None, p.INVALID_REQUEST, "batch requests are not supported; send one request per frame")
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+        if (
+            not isinstance(message, dict)
+            or message.get("jsonrpc") != "2.0"
+            or not isinstance(message.get("method"), str)
+        ):
             request_id = message.get("id") if isinstance(message, dict) else None
-            return _error(_valid_id(request_id), p.INVALID_REQUEST,
-                          'invalid request: expected an object with "jsonrpc": "2.0" and a string "method"')
+            return _error(
+                _valid_id(request_id),
+                p.INVALID_REQUEST,
+                'invalid request: expected an object with "jsonrpc": "2.0" and a string "method"',
+            )
         request_id = message.get("id")
         if "id" in message and not _is_valid_id(request_id):
             return _error(None, p.INVALID_REQUEST, "invalid request: id must be a string or an integer")
         is_notification = "id" not in message
         method = message["method"]
         if method != "env/upload" and len(raw) > MAX_REQUEST_BYTES:
-            return None if is_notification else _error(request_id, p.MESSAGE_TOO_LARGE,
-                                                        f"request of {len(raw)} bytes over the {MAX_REQUEST_BYTES} limit")
+            return (
+                None
+                if is_notification
+                else _error(
+                    request_id, p.MESSAGE_TOO_LARGE, f"request of {len(raw)} bytes over the {MAX_REQUEST_BYTES} limit"
+                )
+            )
         params = message.get("params", {})
         try:
             handler = self.handlers.get(method)
@@ -229,16 +247,22 @@ class TrainerServer:
     async def initialize(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         major = params["protocolVersion"].split(".")[0]
         if major != p.PROTOCOL_VERSION.split(".")[0]:
-            raise p.RpcError(p.INCOMPATIBLE_PROTOCOL,
-                             f"client speaks protocol {params['protocolVersion']}, this server {p.PROTOCOL_VERSION}; "
-                             f"update the extension or the trainer so their major versions match")
+            raise p.RpcError(
+                p.INCOMPATIBLE_PROTOCOL,
+                f"client speaks protocol {params['protocolVersion']}, this server {p.PROTOCOL_VERSION}; "
+                f"update the extension or the trainer so their major versions match",
+            )
         client.initialized = True
         return {
             "serverVersion": __version__,
             "protocolVersion": p.PROTOCOL_VERSION,
-            "capabilities": {"algorithms": list(ALGORITHM_NAMES), "tryRuns": True,
-                             "envUpload": True, "maxMessageBytes": MAX_MESSAGE_BYTES,
-                             "maxBundleBytes": MAX_ARCHIVE_BYTES},
+            "capabilities": {
+                "algorithms": list(ALGORITHM_NAMES),
+                "tryRuns": True,
+                "envUpload": True,
+                "maxMessageBytes": MAX_MESSAGE_BYTES,
+                "maxBundleBytes": MAX_ARCHIVE_BYTES,
+            },
             "devices": await asyncio.to_thread(describe_devices),
         }
 
@@ -254,8 +278,10 @@ class TrainerServer:
                 raise p.RpcError(p.INVALID_PARAMS, "run/start: give configDir or envBundle, not both")
             folder = Path(params["configDir"])
             if not folder.is_absolute() or not folder.is_dir():
-                raise p.RpcError(p.INVALID_PARAMS,
-                                 f"run/start: configDir {params['configDir']!r} is not an absolute folder on the server's machine")
+                raise p.RpcError(
+                    p.INVALID_PARAMS,
+                    f"run/start: configDir {params['configDir']!r} is not an absolute folder on the server's machine",
+                )
             return folder
         return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
 
@@ -289,21 +315,29 @@ class TrainerServer:
             exports = run_dir / "exports"
             staging = exports / f".tmp-{secrets.token_hex(4)}"
             command = [sys.executable, "-m", "agentrl.cli", "export", str(run_dir), "--out", str(staging)]
-            command += [*(["--step", str(params["step"])] if "step" in params else []), *(["--merge-lora"] if merge else [])]
-            process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
-                                                           stderr=asyncio.subprocess.PIPE)
+            command += [
+                *(["--step", str(params["step"])] if "step" in params else []),
+                *(["--merge-lora"] if merge else []),
+            ]
+            process = await asyncio.create_subprocess_exec(
+                *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
             try:
                 out, err = await asyncio.wait_for(process.communicate(), timeout=EXPORT_TIMEOUT_S)
             except TimeoutError:
                 process.kill()
                 await asyncio.to_thread(shutil.rmtree, staging, True)
-                raise p.RpcError(p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s") from None
+                raise p.RpcError(
+                    p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s"
+                ) from None
             if process.returncode != 0:
                 await asyncio.to_thread(shutil.rmtree, staging, True)
                 said = err.decode(errors="replace").strip().splitlines()
                 reason = said[-1].removeprefix("agentrl export: ") if said else f"exit code {process.returncode}"
-                raise p.RpcError(p.RUN_STATE_CONFLICT if process.returncode == 2 else p.INTERNAL_ERROR,
-                                 f"cannot export {run_id}: {reason}")
+                raise p.RpcError(
+                    p.RUN_STATE_CONFLICT if process.returncode == 2 else p.INTERNAL_ERROR,
+                    f"cannot export {run_id}: {reason}",
+                )
             result = json.loads(out.decode().strip().splitlines()[-1])
             final = exports / f"step-{result['step']:06d}{suffix}"
             if final.exists():  # exported before: the same checkpoint gives the same files
@@ -320,7 +354,8 @@ class TrainerServer:
         if previous is not None:
             previous.cancel()
         client.subscriptions[run_id] = asyncio.get_running_loop().create_task(
-            self._stream(client, run_id, run_dir, since))
+            self._stream(client, run_id, run_dir, since)
+        )
         return {"runId": run_id, "lastSeq": await asyncio.to_thread(last_seq, run_dir)}
 
     async def _stream(self, client: Client, run_id: str, run_dir: Path, since: int) -> None:
@@ -408,8 +443,16 @@ class TrainerServer:
         folder = self.bundles.path(params["bundleId"])
         # The user's code runs in a child process, never in the server.
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentrl.cli", "env", "check", str(folder), "--json",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "env",
+            "check",
+            str(folder),
+            "--json",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout=300)
         except TimeoutError:
@@ -419,11 +462,18 @@ class TrainerServer:
             diagnostics = json.loads(out)
         except json.JSONDecodeError:
             said = err.decode(errors="replace").strip()[-2000:]
-            how = (f"exited with code {process.returncode}" if process.returncode >= 0
-                   else f"was killed by signal {-process.returncode}")
-            diagnostics = [{"severity": "error",
-                            "message": f"env check {how} before reporting (the env's code may have ended the "
-                                       f"process, e.g. os._exit)" + (f": {said}" if said else "")}]
+            how = (
+                f"exited with code {process.returncode}"
+                if process.returncode >= 0
+                else f"was killed by signal {-process.returncode}"
+            )
+            diagnostics = [
+                {
+                    "severity": "error",
+                    "message": f"env check {how} before reporting (the env's code may have ended the "
+                    f"process, e.g. os._exit)" + (f": {said}" if said else ""),
+                }
+            ]
         return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
 
     async def ping(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -435,7 +485,9 @@ class TrainerServer:
         return {}
 
 
-_EVENT_PREFIX = re.compile(rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", ')  # how RunStore.append_event begins every line
+_EVENT_PREFIX = re.compile(
+    rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", '
+)  # how RunStore.append_event begins every line
 
 
 def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int]:
@@ -477,7 +529,9 @@ def _decode_cursor(cursor: str | None) -> int:
         return 0
     start = _ascii_int(cursor)
     if start is None:
-        raise p.RpcError(p.INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: pass back the nextCursor of a previous page")
+        raise p.RpcError(
+            p.INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: pass back the nextCursor of a previous page"
+        )
     return start
 
 

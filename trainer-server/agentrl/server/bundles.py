@@ -142,8 +142,10 @@ def _extract_zip(data: bytes, dest: Path) -> int:
             if info.flag_bits & 0x1:
                 raise _reject(f"{info.filename!r} is encrypted; bundles cannot carry passwords")
             if info.compress_type not in READABLE_ZIP_METHODS:
-                raise _reject(f"{info.filename!r} uses compression method {info.compress_type}; use stored, "
-                              "deflate, bzip2 or lzma")
+                raise _reject(
+                    f"{info.filename!r} uses compression method {info.compress_type}; use stored, "
+                    "deflate, bzip2 or lzma"
+                )
             member = _member(info.filename, info.file_size, info.is_dir(), partial(archive.open, info))
             if member is not None:
                 members.append(member)
@@ -196,8 +198,10 @@ class BundleStore:
         self.root.mkdir(parents=True, exist_ok=True)
         stored = self.stored_bytes()
         if stored >= MAX_STORE_BYTES:
-            raise _reject(f"the server's bundle store holds {stored} bytes, its limit is {MAX_STORE_BYTES}; "
-                          f"remove old bundles from {self.root}")
+            raise _reject(
+                f"the server's bundle store holds {stored} bytes, its limit is {MAX_STORE_BYTES}; "
+                f"remove old bundles from {self.root}"
+            )
         staging = self.root / f".tmp-{uuid.uuid4().hex}"
         staging.mkdir()
         try:

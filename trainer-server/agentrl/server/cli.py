@@ -15,16 +15,28 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8765, help="port; 0 picks a free one (default: 8765)")
-    parser.add_argument("--token-file", help=f"the token every connection must present ('Authorization: Bearer "
-                        f"TOKEN'), read from this file; or set {TOKEN_ENV}. Without either, a fresh token is "
-                        "generated into RUNS_DIR/.serve-token, readable by you only")
+    parser.add_argument(
+        "--token-file",
+        help=f"the token every connection must present ('Authorization: Bearer "
+        f"TOKEN'), read from this file; or set {TOKEN_ENV}. Without either, a fresh token is "
+        "generated into RUNS_DIR/.serve-token, readable by you only",
+    )
     parser.add_argument("--token", help=argparse.SUPPRESS)  # refused with a reason: see run()
     parser.add_argument("--runs-dir", default="runs", help="folder of run folders (default: runs)")
     parser.add_argument("--bundles-dir", help="where uploaded env bundles live (default: RUNS_DIR/../bundles)")
-    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                        help="a browser Origin allowed to connect (repeatable); none by default")
-    parser.add_argument("--max-connections", type=int, default=32,
-                        help="connections open at once; more are refused with HTTP 503 (default: 32)")
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed to connect (repeatable); none by default",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=32,
+        help="connections open at once; more are refused with HTTP 503 (default: 32)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -47,8 +59,10 @@ def serve_token(args: argparse.Namespace, runs_dir: Path) -> tuple[str, Path | N
     """The token connections must present, and the file it was generated into when none was given: like
     Jupyter, a server never runs without one, since any local user could otherwise upload code and run it."""
     if args.token is not None:
-        raise ValueError(f"--token puts the token in every local user's process list; put it in a file "
-                         f"(--token-file FILE) or the {TOKEN_ENV} environment variable")
+        raise ValueError(
+            f"--token puts the token in every local user's process list; put it in a file "
+            f"(--token-file FILE) or the {TOKEN_ENV} environment variable"
+        )
     if args.token_file:
         try:
             token = Path(args.token_file).read_text(encoding="utf-8").strip()
@@ -60,13 +74,17 @@ def serve_token(args: argparse.Namespace, runs_dir: Path) -> tuple[str, Path | N
         token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
         if not is_loopback(args.host) and len(token) < MIN_REMOTE_TOKEN_LENGTH:
-            raise ValueError(f"refusing to bind {args.host} with a token of {len(token)} characters: anyone who "
-                             f"can reach it could guess it and run code on this machine; use at least "
-                             f"{MIN_REMOTE_TOKEN_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+            raise ValueError(
+                f"refusing to bind {args.host} with a token of {len(token)} characters: anyone who "
+                f"can reach it could guess it and run code on this machine; use at least "
+                f"{MIN_REMOTE_TOKEN_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+            )
         return token, None
     if not is_loopback(args.host):
-        raise ValueError(f"refusing to bind {args.host} without a token you chose: anyone who can reach it could "
-                         f"run code on this machine. Pass --token-file FILE or set {TOKEN_ENV}, or bind 127.0.0.1.")
+        raise ValueError(
+            f"refusing to bind {args.host} without a token you chose: anyone who can reach it could "
+            f"run code on this machine. Pass --token-file FILE or set {TOKEN_ENV}, or bind 127.0.0.1."
+        )
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / GENERATED_TOKEN_FILE
     path.unlink(missing_ok=True)  # a fresh token each start; O_EXCL below then refuses a planted file or link
@@ -81,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
 
     from agentrl.server.app import ServerOptions, TrainerServer
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     runs_dir = Path(args.runs_dir).resolve()
     try:
         token, generated_in = serve_token(args, runs_dir)
@@ -90,12 +109,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentrl serve: {err}", file=sys.stderr)
         return 2
     if generated_in is not None:
-        print(f"agentrl serve: no token given; connections must present the one generated in {generated_in} "
-              "(readable by you only)", file=sys.stderr)
+        print(
+            f"agentrl serve: no token given; connections must present the one generated in {generated_in} "
+            "(readable by you only)",
+            file=sys.stderr,
+        )
     options = ServerOptions(
-        host=args.host, port=args.port, runs_dir=runs_dir,
+        host=args.host,
+        port=args.port,
+        runs_dir=runs_dir,
         bundles_dir=Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir.parent / "bundles",
-        token=token, allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
+        token=token,
+        allowed_origins=tuple(args.allow_origin),
+        max_connections=args.max_connections,
     )
 
     def on_listening(port: int) -> None:

@@ -13,8 +13,8 @@ import logging
 import os
 import signal
 import sys
-from datetime import UTC, datetime
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,12 @@ STDERR_TAIL_BYTES = 20_000
 def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
     """The RunInfo fields a status event's data sets (rpc.schema.json#/$defs/statusRunInfo): run/get's, and what
     a status event's run/event carries, so a client never maps the stored event itself."""
-    return {"status": status["status"], "step": status.get("step", 0), "totalSteps": status.get("total_steps", 0),
-            "message": status.get("message")}
+    return {
+        "status": status["status"],
+        "step": status.get("step", 0),
+        "totalSteps": status.get("total_steps", 0),
+        "message": status.get("message"),
+    }
 
 
 def pid_alive(pid: int) -> bool:
@@ -90,11 +94,17 @@ class RunManager:
                 self.live[run_dir.name] = RunProcess(run_dir.name, adopted_pid=pid)
                 asyncio.get_running_loop().create_task(self._watch_adopted(run_dir.name, pid))
                 continue
-            RunStore(run_dir).append_event("status", {
-                "status": "interrupted", "step": status.get("step", 0), "total_steps": status.get("total_steps", 0),
-                "message": "the run's process ended without finishing (server or machine restart); resume it "
-                           "to continue from its last checkpoint",
-            }, durable=True)
+            RunStore(run_dir).append_event(
+                "status",
+                {
+                    "status": "interrupted",
+                    "step": status.get("step", 0),
+                    "total_steps": status.get("total_steps", 0),
+                    "message": "the run's process ended without finishing (server or machine restart); resume it "
+                    "to continue from its last checkpoint",
+                },
+                durable=True,
+            )
             (run_dir / PID_FILE).unlink(missing_ok=True)
 
     # --- queries ------------------------------------------------------------------------------
@@ -112,7 +122,9 @@ class RunManager:
         for event in reverse_events(path):  # the log's tail holds what a RunInfo shows; a long log is not read
             last = last or event["seq"]
             status = status or (event["data"] if event["type"] == "status" else None)
-            metrics = metrics if metrics is not None else (event["data"]["metrics"] if event["type"] == "metrics" else None)
+            metrics = (
+                metrics if metrics is not None else (event["data"]["metrics"] if event["type"] == "metrics" else None)
+            )
             if status is not None and metrics is not None:
                 break
         queued = self.live[run_id].queued_meta if run_id in self.live else None
@@ -157,23 +169,36 @@ class RunManager:
         if mode == "try":
             args += ["--rollout-only", str(episodes or 4)]
         await self._spawn(run_id, args)
-        self.live[run_id].queued_meta = {"name": parsed.name, "mode": mode, "created_at": datetime.now(UTC).isoformat(),
-                                         "total_steps": parsed.train.steps if mode == "train" else 0}
+        self.live[run_id].queued_meta = {
+            "name": parsed.name,
+            "mode": mode,
+            "created_at": datetime.now(UTC).isoformat(),
+            "total_steps": parsed.train.steps if mode == "train" else 0,
+        }
         return run_id
 
     async def resume(self, run_id: str) -> None:
         info = self.info(run_id)
         if run_id in self.live or info["status"] not in RESUMABLE_RUN_STATUSES:
-            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}; only a stopped, interrupted or "
-                                               f"failed run can be resumed")
+            raise RpcError(
+                RUN_STATE_CONFLICT,
+                f"run {run_id} is {info['status']}; only a stopped, interrupted or failed run can be resumed",
+            )
         if info["mode"] == "try":
             raise RpcError(RUN_STATE_CONFLICT, "a Try run has nothing to resume; start a new one")
         if not info["hasCheckpoint"]:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no checkpoint to resume from")
         # Said before the process starts, so a resume that dies early still ends with a status.
         RunStore(self.run_dir(run_id)).append_event(
-            "status", {"status": "queued", "step": info["step"], "total_steps": info["totalSteps"],
-                       "message": "resume requested"}, durable=True)
+            "status",
+            {
+                "status": "queued",
+                "step": info["step"],
+                "total_steps": info["totalSteps"],
+                "message": "resume requested",
+            },
+            durable=True,
+        )
         await self._spawn(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
 
     async def stop(self, run_id: str, mode: str) -> str:
@@ -197,8 +222,13 @@ class RunManager:
         stderr_path = logs / f"{run_id}.stderr.log"
         with stderr_path.open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "agentrl.cli", *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=stderr,
+                sys.executable,
+                "-m",
+                "agentrl.cli",
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=stderr,
                 start_new_session=True,  # runs outlive the server and its terminal's signals
             )
         self.live[run_id] = RunProcess(run_id, process=process, stderr_path=stderr_path)
@@ -224,23 +254,34 @@ class RunManager:
             (run_dir / PID_FILE).unlink(missing_ok=True)
         log.info("run %s ended (exit %s)", run_id, exit_code)
 
-    def _record_unfinished_end(self, run_dir: Path, status: dict[str, Any], proc: RunProcess | None,
-                               exit_code: int | None) -> None:
+    def _record_unfinished_end(
+        self, run_dir: Path, status: dict[str, Any], proc: RunProcess | None, exit_code: int | None
+    ) -> None:
         base = {"step": status.get("step", 0), "total_steps": status.get("total_steps", 0)}
         if proc is not None and proc.stop_mode == "immediate":
-            data = {"status": "stopped", **base,
-                    "message": "stopped immediately; work since the last checkpoint is discarded on resume"}
+            data = {
+                "status": "stopped",
+                **base,
+                "message": "stopped immediately; work since the last checkpoint is discarded on resume",
+            }
         elif proc is not None and proc.stop_mode == "graceful":
-            data = {"status": "stopped", **base,
-                    "message": "stopped before the trainer had started its first step; nothing was lost"}
+            data = {
+                "status": "stopped",
+                **base,
+                "message": "stopped before the trainer had started its first step; nothing was lost",
+            }
         else:
             tail = ""
             if proc is not None and proc.stderr_path is not None and proc.stderr_path.exists():
                 with proc.stderr_path.open("rb") as log_file:  # the tail only: a log can be gigabytes
                     log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))
                     tail = log_file.read().decode("utf-8", "replace")
-            data = {"status": "failed", **base, "message": f"the run's process exited with code {exit_code}",
-                    "traceback": tail}
+            data = {
+                "status": "failed",
+                **base,
+                "message": f"the run's process exited with code {exit_code}",
+                "traceback": tail,
+            }
         RunStore(run_dir).append_event("status", data, durable=True)
 
 
@@ -249,4 +290,3 @@ def _read_pid(run_dir: Path) -> int | None:
         return int((run_dir / PID_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
-

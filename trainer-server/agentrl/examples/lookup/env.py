@@ -12,7 +12,9 @@ from typing import Any
 
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
 
-TABLE = {str(k): v for k, v in enumerate(["red", "blue", "green", "gold", "pink", "gray", "teal", "lime", "navy", "plum"])}
+TABLE = {
+    str(k): v for k, v in enumerate(["red", "blue", "green", "gold", "pink", "gray", "teal", "lime", "navy", "plum"])
+}
 
 
 class Lookup(Tool):
@@ -32,7 +34,7 @@ class Lookup(Tool):
 
 
 def correct_call(key: str) -> str:
-    return f'<tool_call>{json.dumps({"name": "lookup", "arguments": {"key": key}})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': 'lookup', 'arguments': {'key': key}})}</tool_call>"
 
 
 def call_credit(text: str, target: str) -> float:

@@ -34,13 +34,25 @@ class Algorithm(ABC):
         return None
 
     @abstractmethod
-    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
-                           kl: torch.Tensor | None = None) -> Advantages:
+    def compute_advantages(
+        self,
+        batch: TrainBatch,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None = None,
+        kl: torch.Tensor | None = None,
+    ) -> Advantages:
         """Per-token advantages from the batch's per-token rewards. `values`: the critic's V_t before the update
         (with a critic); `kl`: the per-token KL to the reference (when algorithm.kl.coef > 0)."""
 
-    def extra_losses(self, cfg: AlgorithmConfig, *, values: torch.Tensor | None, old_values: torch.Tensor | None,
-                     returns: torch.Tensor | None) -> dict[str, tuple[float, torch.Tensor]]:
+    def extra_losses(
+        self,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None,
+        old_values: torch.Tensor | None,
+        returns: torch.Tensor | None,
+    ) -> dict[str, tuple[float, torch.Tensor]]:
         """Loss terms beside the policy's, for one micro-batch: metric name -> (weight, loss per token); the
         learner averages each over the trained tokens. `values`: the critic's in this pass, `old_values` before
         the update, `returns` from `compute_advantages` (each None without a critic)."""

@@ -68,7 +68,8 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Te
     """Per row: mean and (population) std of `values` over the rows of its group."""
     _, index = group_ids.unique(return_inverse=True)
     count = torch.zeros(int(index.max()) + 1 if len(index) else 0, dtype=values.dtype).index_add_(
-        0, index, torch.ones_like(values))
+        0, index, torch.ones_like(values)
+    )
     mean = torch.zeros_like(count).index_add_(0, index, values) / count
     variance = torch.zeros_like(count).index_add_(0, index, (values - mean[index]) ** 2) / count
     return mean[index], variance.sqrt()[index]
@@ -89,8 +90,9 @@ def clipped_policy_loss(
     return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
 
 
-def truncated_is_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, sampled: torch.Tensor,
-                         cap: float) -> torch.Tensor:
+def truncated_is_weights(
+    old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, sampled: torch.Tensor, cap: float
+) -> torch.Tensor:
     """Per-token w_t = min(pi_old(a_t) / pi_rollout(a_t), cap) on sampled tokens, 1 elsewhere (truncated importance
     sampling): pi_old is what the learner computes for the weights that sampled, pi_rollout what the engine's own
     kernels reported while sampling. No gradient flows through w."""

@@ -22,8 +22,14 @@ from agentrl.run.config import AlgorithmConfig
 
 
 class GRPO(Algorithm):
-    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
-                           kl: torch.Tensor | None = None) -> Advantages:
+    def compute_advantages(
+        self,
+        batch: TrainBatch,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None = None,
+        kl: torch.Tensor | None = None,
+    ) -> Advantages:
         mask = batch.train_mask
         to_go = returns_to_go(batch.token_rewards, mask)  # G_i,t
         _, std = group_stats(episode_returns(batch.token_rewards), batch.group_ids)  # std_g(R)

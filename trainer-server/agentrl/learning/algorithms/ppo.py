@@ -42,8 +42,14 @@ class PPO(Algorithm):
     def make_critic(self, hidden_size: int) -> ValueHead:
         return ValueHead(hidden_size)
 
-    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
-                           kl: torch.Tensor | None = None) -> Advantages:
+    def compute_advantages(
+        self,
+        batch: TrainBatch,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None = None,
+        kl: torch.Tensor | None = None,
+    ) -> Advantages:
         if values is None:
             raise ValueError("PPO needs the critic's values")
         mask = batch.train_mask  # the advantage mask: each row's trained tokens, in order, are one chain
@@ -54,8 +60,14 @@ class PPO(Algorithm):
         advantages = unpack_chains(discounted_sum_backward(deltas, cfg.gamma * cfg.lam), order, mask)  # A_k
         return Advantages(advantages, returns=(advantages + values) * mask)  # returns_k = A_k + V_k
 
-    def extra_losses(self, cfg: AlgorithmConfig, *, values: torch.Tensor | None, old_values: torch.Tensor | None,
-                     returns: torch.Tensor | None) -> dict[str, tuple[float, torch.Tensor]]:
+    def extra_losses(
+        self,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None,
+        old_values: torch.Tensor | None,
+        returns: torch.Tensor | None,
+    ) -> dict[str, tuple[float, torch.Tensor]]:
         assert values is not None and old_values is not None and returns is not None  # the critic's, see make_critic
         clipped = old_values + torch.clamp(values - old_values, -cfg.vf_clip, cfg.vf_clip)  # clip(V, V_old +- vf_clip)
         per_token = 0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)

@@ -23,8 +23,14 @@ from agentrl.run.config import AlgorithmConfig
 class ReinforcePP(Algorithm):
     kl_in_reward = True  # r'_t below holds the KL penalty: the learner adds no KL loss
 
-    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
-                           kl: torch.Tensor | None = None) -> Advantages:
+    def compute_advantages(
+        self,
+        batch: TrainBatch,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None = None,
+        kl: torch.Tensor | None = None,
+    ) -> Advantages:
         rewards = batch.token_rewards
         if kl is not None and cfg.kl.coef > 0:
             rewards = rewards - cfg.kl.coef * kl * batch.train_mask  # r'_t = r_t - beta * kl_t

@@ -18,8 +18,14 @@ from agentrl.run.config import AlgorithmConfig
 
 
 class RLOO(Algorithm):
-    def compute_advantages(self, batch: TrainBatch, cfg: AlgorithmConfig, *, values: torch.Tensor | None = None,
-                           kl: torch.Tensor | None = None) -> Advantages:
+    def compute_advantages(
+        self,
+        batch: TrainBatch,
+        cfg: AlgorithmConfig,
+        *,
+        values: torch.Tensor | None = None,
+        kl: torch.Tensor | None = None,
+    ) -> Advantages:
         rewards = batch.token_rewards
         episode_return = episode_returns(rewards)  # R_j
         baseline = torch.zeros_like(episode_return)

@@ -51,8 +51,10 @@ class ArithmeticEnv(ToolEnv):
         for question, expression, result in self.examples:
             messages.append({"role": "user", "content": question})
             if self.with_tool:
-                messages += [{"role": "assistant", "content": f"<calculator>{expression}</calculator>"},
-                             {"role": "tool", "content": str(result)}]
+                messages += [
+                    {"role": "assistant", "content": f"<calculator>{expression}</calculator>"},
+                    {"role": "tool", "content": str(result)},
+                ]
             messages.append({"role": "assistant", "content": f"Answer: {result}"})
         return [*messages, {"role": "user", "content": task["question"]}]
 
@@ -66,8 +68,11 @@ class ArithmeticEnv(ToolEnv):
         correct = predicted is not None and abs(predicted - self.gold) < 1e-6
         return EpisodeScore(
             reward=float(correct),
-            breakdown={"accuracy": float(correct), "tool_use": float(self.tool_successes > 0),
-                       "answered": float(answer is not None)},
+            breakdown={
+                "accuracy": float(correct),
+                "tool_use": float(self.tool_successes > 0),
+                "answered": float(answer is not None),
+            },
             final_answer=answer,
         )
 

@@ -50,11 +50,16 @@ class GSM8KCalculatorEnv(ToolEnv):
         correct = predicted is not None and abs(predicted - gold) < 1e-6
         return EpisodeScore(
             reward=float(correct) + FORMAT_REWARD * float(answer is not None),
-            breakdown={"accuracy": float(correct), "format": float(answer is not None),
-                       "tool_use": float(self.tool_successes > 0)},
+            breakdown={
+                "accuracy": float(correct),
+                "format": float(answer is not None),
+                "tool_use": float(self.tool_successes > 0),
+            },
             final_answer=answer,
         )
 
     def scripted_turns(self, task: dict[str, Any]) -> list[str]:
-        return ['<tool_call>{"name": "calculator", "arguments": {"expression": "48 / 2 + 48"}}</tool_call>',
-                f"Answer: {gsm8k_gold(task['answer'])}"]
+        return [
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "48 / 2 + 48"}}</tool_call>',
+            f"Answer: {gsm8k_gold(task['answer'])}",
+        ]

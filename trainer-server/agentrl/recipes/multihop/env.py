@@ -45,17 +45,23 @@ NAIVE_RAG_PROMPT = "Answer the question using the passages. End with a line 'Ans
 # The worked example: (query, the paragraph it finds) per hop, then the answer.
 EXAMPLE_QUESTION = "In which city was the designer of the Eiffel Tower born?"
 EXAMPLE_HOPS = [
-    ("Eiffel Tower designer", "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris. It is named "
-     "after the engineer Gustave Eiffel, whose company designed and built the tower."),
-    ("Gustave Eiffel birthplace", "Gustave Eiffel: Alexandre Gustave Eiffel (born 15 December 1832 in Dijon) was a "
-     "French civil engineer."),
+    (
+        "Eiffel Tower designer",
+        "Eiffel Tower: The Eiffel Tower is a wrought-iron lattice tower in Paris. It is named "
+        "after the engineer Gustave Eiffel, whose company designed and built the tower.",
+    ),
+    (
+        "Gustave Eiffel birthplace",
+        "Gustave Eiffel: Alexandre Gustave Eiffel (born 15 December 1832 in Dijon) was a French civil engineer.",
+    ),
 ]
 EXAMPLE_ANSWER = "Dijon"
 
 
 class MultiHopQAEnv(ToolEnv):
-    def __init__(self, top_k: int = 3, baseline: str | None = None, examples: int = 0, *,
-                 data_files: Sequence[str], **args: Any) -> None:
+    def __init__(
+        self, top_k: int = 3, baseline: str | None = None, examples: int = 0, *, data_files: Sequence[str], **args: Any
+    ) -> None:
         if baseline not in (None, "naive-rag"):
             raise ValueError(f"unknown baseline {baseline!r} for multi-hop QA; known: naive-rag")
         if examples not in (0, 1):
@@ -76,13 +82,27 @@ class MultiHopQAEnv(ToolEnv):
         if self.naive_rag:
             passages = self.index.search(question, self.top_k)
             self.retrieved_gold = self.holds_the_answer(passages)
-            example = [] if not self.examples else [
-                {"role": "user", "content": self.naive_rag_question(EXAMPLE_QUESTION, [p for _, p in EXAMPLE_HOPS])},
-                {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"}]
-            return [{"role": "system", "content": NAIVE_RAG_PROMPT}, *example,
-                    {"role": "user", "content": self.naive_rag_question(question, passages)}]
-        return [{"role": "system", "content": TOOL_PROMPT}, *self.worked_example(),
-                {"role": "user", "content": question}]
+            example = (
+                []
+                if not self.examples
+                else [
+                    {
+                        "role": "user",
+                        "content": self.naive_rag_question(EXAMPLE_QUESTION, [p for _, p in EXAMPLE_HOPS]),
+                    },
+                    {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"},
+                ]
+            )
+            return [
+                {"role": "system", "content": NAIVE_RAG_PROMPT},
+                *example,
+                {"role": "user", "content": self.naive_rag_question(question, passages)},
+            ]
+        return [
+            {"role": "system", "content": TOOL_PROMPT},
+            *self.worked_example(),
+            {"role": "user", "content": question},
+        ]
 
     @staticmethod
     def naive_rag_question(question: str, passages: list[str]) -> str:
@@ -95,15 +115,16 @@ class MultiHopQAEnv(ToolEnv):
             return []
         messages: list[dict[str, Any]] = [{"role": "user", "content": EXAMPLE_QUESTION}]
         for query, paragraph in EXAMPLE_HOPS:
-            messages += [{"role": "assistant", "content": f"<search>{query}</search>"},
-                         {"role": "tool", "content": paragraph}]
+            messages += [
+                {"role": "assistant", "content": f"<search>{query}</search>"},
+                {"role": "tool", "content": paragraph},
+            ]
         return [*messages, {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"}]
 
     def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
         if not calls:
             return StepResult(messages=[], done=True)
-        messages = [{"role": "tool", "content": "Error: " + c.error if c.error else "\n".join(c.result)}
-                    for c in calls]
+        messages = [{"role": "tool", "content": "Error: " + c.error if c.error else "\n".join(c.result)} for c in calls]
         found = self.holds_the_answer([p for c in calls if not c.error for p in c.result])
         reward = RETRIEVAL_REWARD if found and not self.retrieved_gold else 0.0
         self.retrieved_gold |= found
@@ -118,11 +139,20 @@ class MultiHopQAEnv(ToolEnv):
         if answer is None:
             em = f1 = sub = 0.0
         else:
-            em, f1, sub = exact_match(answer, self.gold), f1_score(answer, self.gold), substring_match(answer, self.gold)
+            em, f1, sub = (
+                exact_match(answer, self.gold),
+                f1_score(answer, self.gold),
+                substring_match(answer, self.gold),
+            )
         return EpisodeScore(
             reward=f1,
-            breakdown={"em": em, "f1": f1, "substring": sub, "answered": float(answer is not None),
-                       "retrieved_answer": float(self.retrieved_gold)},
+            breakdown={
+                "em": em,
+                "f1": f1,
+                "substring": sub,
+                "answered": float(answer is not None),
+                "retrieved_answer": float(self.retrieved_gold),
+            },
             final_answer=answer,
         )
 

@@ -45,11 +45,18 @@ def _context_of(record: Any, where: str) -> list[list[Any]]:
             raise ValueError(f"{where}: context.title and context.sentences are not lists of the same length")
         context = [list(pair) for pair in zip(titles, sentences, strict=True)]
     if not context:
-        raise ValueError(f"{where}: the record has no \"context\" paragraphs; the search corpus is built from the "
-                         f"context of every data file the run reads ({CONTEXT_LAYOUT})")
+        raise ValueError(
+            f'{where}: the record has no "context" paragraphs; the search corpus is built from the '
+            f"context of every data file the run reads ({CONTEXT_LAYOUT})"
+        )
     for entry in context:
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], list) and all(isinstance(s, str) for s in entry[1])):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], list)
+            and all(isinstance(s, str) for s in entry[1])
+        ):
             raise ValueError(f"{where}: a context entry is not [title, [sentence, ...]] ({CONTEXT_LAYOUT})")
     return context
 

@@ -17,8 +17,18 @@ from typing import Any, Protocol
 from agentrl.run.config import LoggingConfig
 
 # The columns of the trajectory table every tracker writes, and the record field each comes from.
-TRAJECTORY_COLUMNS = ("id", "step", "task_id", "status", "reward", "num_turns", "num_tool_calls", "num_tool_errors",
-                      "response_tokens", "transcript")
+TRAJECTORY_COLUMNS = (
+    "id",
+    "step",
+    "task_id",
+    "status",
+    "reward",
+    "num_turns",
+    "num_tool_calls",
+    "num_tool_errors",
+    "response_tokens",
+    "transcript",
+)
 # A transcript cell is for reading at a glance; the replay panel has the whole episode.
 TRANSCRIPT_CHARS = 2000
 
@@ -55,16 +65,35 @@ def trajectory_rows(records: list[dict[str, Any]], count: int) -> list[list[Any]
         return []
     stride = max(1, len(records) // count)
     chosen = records[::stride][:count]
-    return [[record["id"], record["step"], record["task_id"], record["status"], record["reward"],
-             record["stats"]["num_turns"], record["stats"]["num_tool_calls"], record["stats"]["num_tool_errors"],
-             record["stats"]["response_tokens"], transcript(record)] for record in chosen]
+    return [
+        [
+            record["id"],
+            record["step"],
+            record["task_id"],
+            record["status"],
+            record["reward"],
+            record["stats"]["num_turns"],
+            record["stats"]["num_tool_calls"],
+            record["stats"]["num_tool_errors"],
+            record["stats"]["response_tokens"],
+            transcript(record),
+        ]
+        for record in chosen
+    ]
 
 
 class Trackers:
     """Every tracker the config turns on, as one. `warn(message)` reports a tracker that failed (once per tracker)."""
 
-    def __init__(self, config: LoggingConfig, *, run_id: str, run_dir: str, resolved_config: dict[str, Any],
-                 warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        config: LoggingConfig,
+        *,
+        run_id: str,
+        run_dir: str,
+        resolved_config: dict[str, Any],
+        warn: Callable[[str], None],
+    ) -> None:
         self.config = config
         self._warn = warn
         self._trackers: list[Tracker] = []
@@ -85,8 +114,10 @@ class Trackers:
             try:
                 self._trackers.append(open_tracker())
             except ImportError as err:
-                self._warn(f"logging.{name}: the {name} library is not installed ({err}); install the extra "
-                           f"`pip install 'agentrl[{name}]'`. The run goes on without it")
+                self._warn(
+                    f"logging.{name}: the {name} library is not installed ({err}); install the extra "
+                    f"`pip install 'agentrl[{name}]'`. The run goes on without it"
+                )
             except Exception as err:  # whatever the tracker raises, training goes on
                 self._warn(f"logging.{name}: could not start ({type(err).__name__}: {err}). The run goes on without it")
 
@@ -94,8 +125,9 @@ class Trackers:
     def names(self) -> list[str]:
         return [tracker.name for tracker in self._trackers]
 
-    def log_step(self, step: int, metrics: dict[str, float], health_events: list[dict[str, Any]],
-                 records: list[dict[str, Any]]) -> None:
+    def log_step(
+        self, step: int, metrics: dict[str, float], health_events: list[dict[str, Any]], records: list[dict[str, Any]]
+    ) -> None:
         """One step's results: its metrics (with eval/... when it evaluated), its health events, a sample of its
         trajectory records."""
         rows = trajectory_rows(records, self.config.trajectory_sample)
@@ -109,8 +141,10 @@ class Trackers:
                     tracker.log_trajectories(step, rows)
             except Exception as err:  # a tracker that fails is dropped, the run goes on
                 self._trackers.remove(tracker)
-                self._warn(f"logging.{tracker.name}: stopped logging at step {step} ({type(err).__name__}: {err}). "
-                           "The run goes on without it")
+                self._warn(
+                    f"logging.{tracker.name}: stopped logging at step {step} ({type(err).__name__}: {err}). "
+                    "The run goes on without it"
+                )
                 with contextlib.suppress(Exception):  # its failure is reported above, once; closing is best effort
                     tracker.close()
 

@@ -53,8 +53,9 @@ class MlflowTracker:
         experiment = self.client.get_experiment_by_name(config.experiment)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(config.experiment)
         # A resumed agentrl run continues its MLflow run, found by its tag.
-        found = self.client.search_runs([experiment_id], filter_string=f"tags.`{RUN_ID_TAG}` = '{run_id}'",
-                                        max_results=1)
+        found = self.client.search_runs(
+            [experiment_id], filter_string=f"tags.`{RUN_ID_TAG}` = '{run_id}'", max_results=1
+        )
         if found:
             self.run_id = found[0].info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
@@ -62,14 +63,14 @@ class MlflowTracker:
             self.run_id = self.client.create_run(experiment_id, run_name=run_id, tags={RUN_ID_TAG: run_id}).info.run_id
             params = [Param(mlflow_name(key), value) for key, value in _flatten(resolved_config).items()]
             for start in range(0, len(params), 100):  # log_batch takes at most 100 parameters
-                self.client.log_batch(self.run_id, params=params[start:start + 100])
+                self.client.log_batch(self.run_id, params=params[start : start + 100])
             self.client.log_dict(self.run_id, resolved_config, "config.json")
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         now = int(time.time() * 1000)
         batch = [self.Metric(mlflow_name(name), value, now, step) for name, value in metrics.items()]
         for start in range(0, len(batch), 1000):  # log_batch takes at most 1000 metrics
-            self.client.log_batch(self.run_id, metrics=batch[start:start + 1000])
+            self.client.log_batch(self.run_id, metrics=batch[start : start + 1000])
 
     def log_health(self, step: int, event: dict[str, Any]) -> None:
         state = "resolved" if event["resolved"] else event["severity"]
@@ -77,8 +78,9 @@ class MlflowTracker:
 
     def log_trajectories(self, step: int, rows: list[list[Any]]) -> None:
         # A JSON table artifact ({"columns", "data"}); mlflow.log_table would need pandas for the same.
-        self.client.log_dict(self.run_id, {"columns": list(TRAJECTORY_COLUMNS), "data": rows},
-                             f"trajectories/step-{step:06d}.json")
+        self.client.log_dict(
+            self.run_id, {"columns": list(TRAJECTORY_COLUMNS), "data": rows}, f"trajectories/step-{step:06d}.json"
+        )
 
     def close(self) -> None:
         self.client.set_terminated(self.run_id)

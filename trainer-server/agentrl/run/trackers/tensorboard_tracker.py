@@ -36,9 +36,13 @@ class TensorBoardTracker:
 
     def log_health(self, step: int, event: dict[str, Any]) -> None:
         state = "resolved" if event["resolved"] else event["severity"]
-        self.writer.add_text(f"health/{event['code']}", f"**{state}**: {event['message']}\n\nfix: {event['fix']}\n\n"
-                             f"trajectories: {', '.join(event['trajectory_ids']) or 'none'}\n\n"
-                             f"```json\n{json.dumps(event['metrics'])}\n```", step)
+        self.writer.add_text(
+            f"health/{event['code']}",
+            f"**{state}**: {event['message']}\n\nfix: {event['fix']}\n\n"
+            f"trajectories: {', '.join(event['trajectory_ids']) or 'none'}\n\n"
+            f"```json\n{json.dumps(event['metrics'])}\n```",
+            step,
+        )
 
     def log_trajectories(self, step: int, rows: list[list[Any]]) -> None:
         header = "| " + " | ".join(TRAJECTORY_COLUMNS) + " |\n|" + "---|" * len(TRAJECTORY_COLUMNS)

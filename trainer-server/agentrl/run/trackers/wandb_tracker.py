@@ -23,11 +23,19 @@ class WandbTracker:
 
         self.wandb = wandb
         # The run id is W&B's id too, so a resumed agentrl run continues the same W&B run.
-        self.run = wandb.init(project=config.project, entity=config.entity, mode=config.mode, dir=config.dir or run_dir,
-                              id=_NOT_IN_RUN_ID.sub("-", run_id), name=run_id, config=resolved_config,
-                              resume="allow", reinit="create_new",
-                              # A tracker must not hold up training: give up on a server that does not answer.
-                              settings=wandb.Settings(init_timeout=30, silent=True))
+        self.run = wandb.init(
+            project=config.project,
+            entity=config.entity,
+            mode=config.mode,
+            dir=config.dir or run_dir,
+            id=_NOT_IN_RUN_ID.sub("-", run_id),
+            name=run_id,
+            config=resolved_config,
+            resume="allow",
+            reinit="create_new",
+            # A tracker must not hold up training: give up on a server that does not answer.
+            settings=wandb.Settings(init_timeout=30, silent=True),
+        )
         # Health events accumulate in one table, logged whole each time it grows (W&B tables are immutable).
         self.health_rows: list[list[Any]] = []
 
@@ -35,10 +43,20 @@ class WandbTracker:
         self.run.log(metrics, step=step)
 
     def log_health(self, step: int, event: dict[str, Any]) -> None:
-        self.health_rows.append([step, event["code"], event["severity"], event["resolved"], event["message"],
-                                 event["fix"], ", ".join(event["trajectory_ids"])])
-        self.run.log({"health/events": self.wandb.Table(columns=list(HEALTH_COLUMNS), data=self.health_rows)},
-                     step=step)
+        self.health_rows.append(
+            [
+                step,
+                event["code"],
+                event["severity"],
+                event["resolved"],
+                event["message"],
+                event["fix"],
+                ", ".join(event["trajectory_ids"]),
+            ]
+        )
+        self.run.log(
+            {"health/events": self.wandb.Table(columns=list(HEALTH_COLUMNS), data=self.health_rows)}, step=step
+        )
         if not event["resolved"]:
             self.run.summary[f"health/{event['code']}"] = event["message"]
 
