@@ -5,13 +5,7 @@
 import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import {
-  ENDED_RUN_STATUSES,
-  ErrorCode,
-  RESUMABLE_RUN_STATUSES,
-  type RunInfo,
-  type RunStartParams,
-} from '../protocol/generated/rpc';
+import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { packEnvFolder } from './envBundle';
 import { registerGuardedCommand } from './guardedCommand';
@@ -29,7 +23,7 @@ import {
   workspaceRoot,
 } from './settings';
 import { toolProblems } from './toolProblems';
-import type { TrainerConnection } from './trainerConnection';
+import type { RunHandle, TrainerConnection } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 
 export interface RunCommandDeps {
@@ -66,8 +60,10 @@ export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
       await deps.connection.refresh();
       return true;
     }),
-    register(Commands.startTraining, 'Start Training', (target?: vscode.Uri | string) =>
-      startRun(deps, target, 'train'),
+    register(
+      Commands.startTraining,
+      'Start Training',
+      async (target?: vscode.Uri | string) => (await startRun(deps, target, 'train'))?.runId,
     ),
     register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) =>
       tryEnvironment(deps, target, toolProblems),
@@ -200,7 +196,7 @@ async function startRun(
   deps: RunCommandDeps,
   target: vscode.Uri | string | undefined,
   mode: 'train' | 'try',
-): Promise<string | undefined> {
+): Promise<RunHandle | undefined> {
   if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
   const configUri = await pickConfig(target, mode === 'try' ? 'Try Environment' : 'Start Training');
   if (!configUri) return undefined;
@@ -229,11 +225,11 @@ async function startRun(
     );
     params.envBundle = uploaded.bundleId;
   }
-  const { runId } = await deps.connection.request('run/start', params);
+  const run = await deps.connection.startRun(params);
+  const { runId } = run;
   deps.log.info(
     `Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`,
   );
-  await deps.connection.adopt(runId);
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   if (mode === 'train') {
     const name = deps.connection.model.run(runId)?.name ?? runId;
@@ -241,40 +237,7 @@ async function startRun(
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
   }
-  return runId;
-}
-
-/** Resolves when the run reaches a final status (or the user cancels the wait). */
-function waitForEnd(
-  deps: RunCommandDeps,
-  runId: string,
-  cancel: vscode.CancellationToken,
-): Promise<RunInfo['status'] | undefined> {
-  return new Promise((resolve) => {
-    const check = (): boolean => {
-      const status = deps.connection.model.run(runId)?.status;
-      if (status && ENDED_RUN_STATUSES.has(status)) {
-        done(status);
-        return true;
-      }
-      return false;
-    };
-    const subscriptions: vscode.Disposable[] = [];
-    const done = (status: RunInfo['status'] | undefined): void => {
-      subscriptions.forEach((s) => s.dispose());
-      resolve(status);
-    };
-    subscriptions.push(
-      deps.connection.onRunEvent((event) => {
-        if (event.runId === runId && event.type === 'status') check();
-      }),
-      deps.connection.onDidChangeState((state) => {
-        if (state === 'idle' || state === 'closed') done(undefined);
-      }),
-      cancel.onCancellationRequested(() => done(undefined)),
-    );
-    check();
-  });
+  return run;
 }
 
 async function tryEnvironment(
@@ -284,8 +247,9 @@ async function tryEnvironment(
 ): Promise<string | undefined> {
   const configUri = await pickConfig(target, 'Try Environment');
   if (!configUri) return undefined;
-  const runId = await startRun(deps, configUri, 'try');
-  if (!runId) return undefined;
+  const run = await startRun(deps, configUri, 'try');
+  if (!run) return undefined;
+  const { runId } = run;
   const status = await vscode.window.withProgress(
     {
       location: vscode.ProgressLocation.Notification,
@@ -294,10 +258,13 @@ async function tryEnvironment(
     },
     async (progress, cancel) => {
       progress.report({ message: `${tryEpisodes()} episodes with the base model, no updates` });
-      cancel.onCancellationRequested(
-        () => void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined),
+      const cancelled = new Promise<undefined>((resolve) =>
+        cancel.onCancellationRequested(() => {
+          void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined);
+          resolve(undefined);
+        }),
       );
-      return waitForEnd(deps, runId, cancel);
+      return Promise.race([run.ended, cancelled]);
     },
   );
   if (!status) return runId;
@@ -329,8 +296,10 @@ async function reportToolErrors(
 ): Promise<number> {
   problems.clear();
   const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
-  const records = await Promise.all(
-    page.items.map((summary) => deps.connection.request('trajectory/get', { runId, id: summary.id })),
+  // through the connection's cache: the replay panel opened next shows these without fetching them again
+  const records = await deps.connection.records.get(
+    runId,
+    page.items.map((summary) => summary.id),
   );
   const sources = readdirSync(envFolder)
     .filter((f) => f.endsWith('.py'))

@@ -6,10 +6,19 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
-import type { HealthEvent, InitializeResult, RpcMethods, RunEventParams } from '../protocol/generated/rpc';
+import {
+  ENDED_RUN_STATUSES,
+  type HealthEvent,
+  type InitializeResult,
+  type RpcMethods,
+  type RunEventParams,
+  type RunInfo,
+  type RunStartParams,
+} from '../protocol/generated/rpc';
 import { startLocalServer, type LocalServer } from './localServer';
 import { describeHealth, RunsModel } from './runsModel';
 import { TrainerClient, type ConnectionState } from './trainerClient';
+import { TrajectoryCache } from './trajectoryCache';
 import { webSocketFactory } from './webSocket';
 
 export type ServerKind = 'local' | 'remote';
@@ -18,6 +27,12 @@ export interface HealthAlert {
   runId: string;
   runName: string;
   alert: HealthEvent;
+}
+
+/** A run this client started: its id, and its end (its final status; undefined if the connection ends first). */
+export interface RunHandle {
+  runId: string;
+  ended: Promise<RunInfo['status'] | undefined>;
 }
 
 export interface TrainerConnectionDeps {
@@ -29,6 +44,10 @@ export interface TrainerConnectionDeps {
 
 export class TrainerConnection implements vscode.Disposable {
   readonly model = new RunsModel();
+  /** Trajectory records fetched so far: every reader of records goes through it. */
+  readonly records = new TrajectoryCache(
+    async (runId, ids) => (await this.request('trajectory/get', { runId, ids })).records,
+  );
   private client: TrainerClient | undefined;
   private localServer: LocalServer | undefined;
   private kindValue: ServerKind | undefined;
@@ -134,6 +153,7 @@ export class TrainerConnection implements vscode.Disposable {
       await server.stop(5000);
     }
     this.model.clear();
+    this.records.clear();
     this.announceAfter.clear();
     this.deps.onDevices(null);
     this.stateEmitter.fire('idle');
@@ -145,6 +165,34 @@ export class TrainerConnection implements vscode.Disposable {
     for (const run of runs) if (!this.announceAfter.has(run.runId)) this.announceAfter.set(run.runId, run.lastSeq);
     this.model.setRuns(runs);
     await Promise.all(runs.filter((r) => this.model.isActive(r.runId)).map((r) => this.follow(r.runId)));
+  }
+
+  /** Starts a run and follows it from its first event; the handle's `ended` settles when it reaches a final status. */
+  async startRun(params: RunStartParams): Promise<RunHandle> {
+    const { runId } = await this.request('run/start', params);
+    await this.adopt(runId);
+    return { runId, ended: this.ended(runId) };
+  }
+
+  private ended(runId: string): Promise<RunInfo['status'] | undefined> {
+    return new Promise((resolve) => {
+      const finalStatus = (): RunInfo['status'] | undefined => {
+        const status = this.model.run(runId)?.status;
+        return status && ENDED_RUN_STATUSES.has(status) ? status : undefined;
+      };
+      const done = (status: RunInfo['status'] | undefined): void => {
+        events.dispose();
+        states.dispose();
+        resolve(status);
+      };
+      const events = this.onRunEvent((event) => {
+        if (event.runId === runId && event.type === 'status' && finalStatus()) done(finalStatus());
+      });
+      const states = this.onDidChangeState((state) => {
+        if (state === 'idle' || state === 'closed') done(undefined);
+      });
+      if (finalStatus()) done(finalStatus());
+    });
   }
 
   /** Registers a run this client just started: shown at once, followed from its first event. */
@@ -186,6 +234,7 @@ export class TrainerConnection implements vscode.Disposable {
     });
     client.onRunEvent((event) => {
       this.model.applyEvent(event);
+      if (event.type === 'trajectory') this.records.forget(event.runId, event.data.id);
       if (event.seq > (this.announceAfter.get(event.runId) ?? 0)) this.announce(event);
       this.runEventEmitter.fire(event);
     });

@@ -96,10 +96,13 @@ export async function generateRpcTypes() {
       .filter(([name]) => !envelopes.has(name))
       .map(([name, def]) => [name, { ...def, title: typeName(name) }]),
   );
-  // The trajectory record has its own generated file; refer to it instead of inlining a second copy.
-  for (const def of Object.values(defs)) {
-    if (def.$ref === 'trajectory.schema.json') Object.assign(def, { $ref: undefined, tsType: 'TrajectoryRecord' });
-  }
+  // The trajectory record has its own generated file; refer to it (at any depth) instead of inlining a second copy.
+  const referToTrajectoryRecord = (node) => {
+    if (!node || typeof node !== 'object') return;
+    if (node.$ref === 'trajectory.schema.json') Object.assign(node, { $ref: undefined, tsType: 'TrajectoryRecord' });
+    Object.values(node).forEach(referToTrajectoryRecord);
+  };
+  Object.values(defs).forEach(referToTrajectoryRecord);
   // The run event unions are written by runEventUnions; the compiled types refer to them by name.
   const unions = ['runEvent', 'run/event.params'];
   for (const name of unions) delete defs[name];

@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES, type RpcMethods, type RunEventParams } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
+import type { TrajectoryCache } from '../trajectoryCache';
 import { webviewHtml } from '../webviewHtml';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
@@ -16,6 +17,8 @@ export interface ReplayTrainer {
   /** Streams the run's events to onRunEvent (idempotent). */
   follow(runId: string): Promise<void>;
   readonly onRunEvent: vscode.Event<RunEventParams>;
+  /** Trajectory records by id, fetched once per connection (trajectoryCache.ts). */
+  readonly records: Pick<TrajectoryCache, 'get'>;
 }
 
 export interface ReplayDeps {
@@ -96,7 +99,7 @@ async function openRun(
       ids.push(...page.items.map((item) => item.id));
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
-    return Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id })));
+    return trainer.records.get(runId, ids);
   };
   const seen = new Set<string>();
   const pending: string[] = [];
@@ -121,7 +124,7 @@ async function openRun(
     flushing = true;
     const ids = pending.splice(0);
     try {
-      const records = await Promise.all(ids.map((id) => trainer.request('trajectory/get', { runId, id })));
+      const records = await trainer.records.get(runId, ids);
       post(panel.webview, { type: 'append', records });
     } catch (err) {
       deps.log.error(`replay: could not fetch new trajectories of ${runId}: ${(err as Error).message}`);

@@ -47,7 +47,6 @@ export type HealthCode =
  * error: the run stopped (it cannot go on); warning: it goes on, but is unlikely to learn as it should.
  */
 export type HealthSeverity = "warning" | "error";
-export type TrajectoryGetResult = TrajectoryRecord;
 
 export interface RpcDefinitions {
   runStatus?: RunStatus;
@@ -370,9 +369,22 @@ export interface TrajectoryQueryResult {
   total: number;
   nextCursor: string | null;
 }
+/**
+ * The records of several trajectories in one request: `ids` (at most 1,000), or every trajectory of a `step`; exactly one of the two (-32602 otherwise). A resumed run's superseded trajectories are written again; the latest record of an id is the one returned.
+ */
 export interface TrajectoryGetParams {
   runId: string;
-  id: string;
+  /**
+   * @maxItems 1000
+   */
+  ids?: string[];
+  step?: number;
+}
+export interface TrajectoryGetResult {
+  /**
+   * In the order of `ids`, or of the step file.
+   */
+  records: TrajectoryRecord[];
 }
 export interface EnvUploadParams {
   name: string;
@@ -487,7 +499,7 @@ export type RunEventParams =
       data: HealthEvent;
     };
 
-export const PROTOCOL_VERSION = '1.0';
+export const PROTOCOL_VERSION = '2.0';
 
 /** A process is, or is about to be, at work on the run: it is followed live and can be stopped. */
 export const ACTIVE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["queued", "running", "stopping"]);

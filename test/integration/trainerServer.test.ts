@@ -5,7 +5,7 @@ import { strict as assert } from 'node:assert';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ENDED_RUN_STATUSES, ErrorCode, type RunEventParams } from '../../protocol/generated/rpc';
+import { ENDED_RUN_STATUSES, ErrorCode, PROTOCOL_VERSION, type RunEventParams } from '../../protocol/generated/rpc';
 import { packEnvFolder } from '../../extension/envBundle';
 import { startLocalServer, type LocalServer, type LogSink } from '../../extension/localServer';
 import { readRunConfig } from '../../extension/runConfig';
@@ -86,7 +86,7 @@ describe('the extension client against the real trainer server', function () {
   it('starts `agentrl serve` on a free loopback port and initializes with the devices', async () => {
     assert.match(server.url, /^ws:\/\/127\.0\.0\.1:\d+$/);
     const result = await client.connect();
-    assert.equal(result.protocolVersion, '1.0');
+    assert.equal(result.protocolVersion, PROTOCOL_VERSION);
     assert.ok(result.devices.cpu.cores >= 1);
     assert.ok(
       lines.some((l) => l.startsWith('info [server]')),
@@ -113,8 +113,14 @@ describe('the extension client against the real trainer server', function () {
     assert.equal(events.filter((e) => e.type === 'trajectory').length, 3);
     const page = await client.request('trajectory/query', { runId, limit: 10 });
     assert.equal(page.total, 3);
-    const record = await client.request('trajectory/get', { runId, id: page.items[0].id });
-    assert.equal(record.run_id, runId);
+    const { records } = await client.request('trajectory/get', { runId, ids: [page.items[2].id, page.items[0].id] });
+    assert.deepEqual(
+      records.map((r) => [r.run_id, r.id]),
+      [
+        [runId, page.items[2].id],
+        [runId, page.items[0].id],
+      ],
+    );
   });
 
   it('uploads an env folder as a bundle the server accepts, checks it and trains from it', async () => {

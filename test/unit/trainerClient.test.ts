@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { ErrorCode } from '../../protocol/generated/rpc';
+import { ErrorCode, PROTOCOL_VERSION } from '../../protocol/generated/rpc';
 import { TrainerClient, TrainerRequestError, type SocketHandlers, type Timers } from '../../extension/trainerClient';
 
 /** Timers that run only when the test advances the clock. */
@@ -75,7 +75,7 @@ class FakeSocket {
 
 const INITIALIZED = {
   serverVersion: '0.1.0',
-  protocolVersion: '1.0',
+  protocolVersion: PROTOCOL_VERSION,
   capabilities: {},
   devices: { cpu: { name: 'cpu', cores: 2 }, gpus: [] },
 };
@@ -118,7 +118,7 @@ describe('TrainerClient', () => {
     await accept();
     assert.deepEqual(await connected, INITIALIZED);
     assert.equal(sockets[0].sent[0].method, 'initialize');
-    assert.equal(sockets[0].sent[0].params.protocolVersion, '1.0');
+    assert.equal(sockets[0].sent[0].params.protocolVersion, PROTOCOL_VERSION);
     assert.deepEqual(states, ['connecting', 'connected']);
     assert.deepEqual(client.server, INITIALIZED);
   });

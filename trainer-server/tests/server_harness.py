@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentrl.server.protocol import validator_for
+from agentrl.server.protocol import PROTOCOL_VERSION, validator_for
 from conftest import EXAMPLE_CONFIG
 from websockets.sync.client import connect
 
@@ -73,7 +73,7 @@ class Client:
         self.notifications: list[dict] = []
         self.pending_methods: dict[int, str] = {}
         if initialize:
-            self.request("initialize", {"protocolVersion": "1.0", "clientInfo": {"name": "pytest"}})
+            self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientInfo": {"name": "pytest"}})
 
     def _receive(self, timeout: float) -> dict:
         message = json.loads(self.ws.recv(timeout=timeout))

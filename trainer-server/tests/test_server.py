@@ -28,10 +28,10 @@ def test_listening_line_and_initialize(server):
     client = server.client(initialize=False)
     early = client.call("run/list")
     assert early["error"]["code"] == -32002 and "initialize first" in early["error"]["message"]
-    wrong = client.call("initialize", {"protocolVersion": "2.0"})
-    assert wrong["error"]["code"] == -32003 and "protocol 2.0" in wrong["error"]["message"]
-    result = client.request("initialize", {"protocolVersion": "1.0"})
-    assert result["protocolVersion"] == "1.0" and result["devices"]["cpu"]["cores"] >= 1
+    wrong = client.call("initialize", {"protocolVersion": "3.0"})
+    assert wrong["error"]["code"] == -32003 and "protocol 3.0" in wrong["error"]["message"]
+    result = client.request("initialize", {"protocolVersion": "2.0"})
+    assert result["protocolVersion"] == "2.0" and result["devices"]["cpu"]["cores"] >= 1
     assert result["capabilities"]["algorithms"] == list(ALGORITHM_NAMES)
     assert client.request("run/list") == {"runs": []}
 
@@ -66,9 +66,17 @@ def test_disconnect_and_reconnect_with_since_loses_and_doubles_nothing(server):
     assert rewards == sorted(rewards, reverse=True)
     step3 = again.request("trajectory/query", {"runId": run_id, "step": 3, "limit": 1000})
     assert step3["total"] == 16 and {i["step"] for i in step3["items"]} == {3}
-    record = again.request("trajectory/get", {"runId": run_id, "id": page["items"][0]["id"]})
+    wanted = [page["items"][0]["id"], page["items"][1]["id"]]
+    records = again.request("trajectory/get", {"runId": run_id, "ids": wanted})["records"]
+    assert [r["id"] for r in records] == wanted  # several in one request, in the order asked
+    record = records[0]
     assert record["id"] == page["items"][0]["id"] and len(record["tokens"]["ids"]) > 0
-    missing = again.call("trajectory/get", {"runId": run_id, "id": "99-0-0"})
+    whole_step = again.request("trajectory/get", {"runId": run_id, "step": 3})["records"]
+    assert sorted(r["id"] for r in whole_step) == sorted(i["id"] for i in step3["items"])
+    for params in ({"runId": run_id}, {"runId": run_id, "step": 3, "ids": wanted}):
+        assert again.call("trajectory/get", params)["error"]["code"] == -32602
+    missing = again.call("trajectory/get", {"runId": run_id, "ids": [wanted[0], "99-0-0"]})
+    assert "'99-0-0'" in missing["error"]["message"]
     assert missing["error"]["code"] == -32030
 
 

@@ -317,7 +317,7 @@ def test_numbers_and_paths_python_cannot_read_get_their_documented_errors(server
         response = client.call("trajectory/query", {"runId": "numbers", "cursor": cursor})
         assert response["error"]["code"] == -32602 and "invalid cursor" in response["error"]["message"], cursor[:40]
     for trajectory_id, code in (("²-0-0", -32030), ("9" * 30 + "-0-0", -32030), (huge + "-0-0", -32602)):
-        response = client.call("trajectory/get", {"runId": "numbers", "id": trajectory_id})
+        response = client.call("trajectory/get", {"runId": "numbers", "ids": [trajectory_id]})
         assert response["error"]["code"] == code, trajectory_id[:40]
     config = example_config()
     config["model"]["path"] = "~no-such-user-here/model"

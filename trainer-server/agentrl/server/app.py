@@ -29,6 +29,7 @@ from agentrl.run.runstore import EVENTS_FILE, last_seq, read_events, trajectory_
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.runs import RunManager, status_run_info
+from agentrl.server.trajectory_index import TrajectoryIndex
 
 log = logging.getLogger("agentrl.server")
 
@@ -135,6 +136,7 @@ class TrainerServer:
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
         self.export_slot = asyncio.Semaphore(1)
+        self.trajectory_index = TrajectoryIndex()
         self.open_connections = 0
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()
@@ -422,16 +424,31 @@ class TrainerServer:
         return await asyncio.to_thread(self._trajectory_get, params)
 
     def _trajectory_get(self, params: dict[str, Any]) -> dict[str, Any]:
-        run_dir = self.runs.run_dir(params["runId"])
-        step = _ascii_int(params["id"].split("-", 1)[0])
+        ids, step = params.get("ids"), params.get("step")
+        if (ids is None) == (step is None):
+            raise p.RpcError(p.INVALID_PARAMS, "trajectory/get takes either ids or a step, not both or neither")
+        trajectories = self.runs.run_dir(params["runId"]) / "trajectories"
         if step is not None:
-            path = run_dir / "trajectories" / trajectory_file_name(step)
+            path = trajectories / trajectory_file_name(step)
+            return {"records": self.trajectory_index.all_records(path) if path.is_file() else []}
+        by_step: dict[int, list[str]] = {}
+        for trajectory_id in ids:  # an id starts with its step: "3-0-1"
+            step_of_id = _ascii_int(trajectory_id.split("-", 1)[0])
+            if step_of_id is not None:
+                by_step.setdefault(step_of_id, []).append(trajectory_id)
+        found: dict[str, dict[str, Any]] = {}
+        for step_of_ids, wanted in by_step.items():
+            path = trajectories / trajectory_file_name(step_of_ids)
             if path.is_file():
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    record = json.loads(line)
-                    if record["id"] == params["id"]:
-                        return record
-        raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {params['runId']} has no trajectory {params['id']!r}")
+                found.update(self.trajectory_index.records(path, wanted))
+        missing = [trajectory_id for trajectory_id in dict.fromkeys(ids) if trajectory_id not in found]
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise p.RpcError(
+                p.TRAJECTORY_NOT_FOUND,
+                f"run {params['runId']} has no trajectory {', '.join(map(repr, missing[:5]))}{more}",
+            )
+        return {"records": [found[trajectory_id] for trajectory_id in ids]}
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         async with self.upload_slots:  # one per connection already: a connection's requests run in turn
