@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from agentrl.rollout.engine import RolloutEngine
+from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.config import load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
@@ -98,7 +99,7 @@ SCRIPT = [
 ]
 
 
-def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkeypatch):
+def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path):
     (tmp_path / "env.py").write_text(FAILING_ENV)
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
     (tmp_path / "f.agentrl.yaml").write_text(
@@ -107,8 +108,12 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
         "train: {steps: 1, batch_size: 2}\n"
     )
 
-    monkeypatch.setattr(RolloutEngine, "_generate", scripted(SCRIPT))
-    run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    run_dir = train(
+        load_config(tmp_path / "f.agentrl.yaml"),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=tmp_path,
+        policy=ScriptedPolicy(SCRIPT),
+    )
     metrics = metrics_by_step(run_dir)[1]
     assert metrics["tools/errors/exception"] == 2  # boom raised once per episode
     assert metrics["tools/errors/timeout"] == 2
@@ -124,42 +129,29 @@ def test_tool_failures_malformed_calls_and_overflow_are_counted(tmp_path, monkey
         load_config(tmp_path / "f.agentrl.yaml", ["rollout.max_context=420"]),
         runs_dir=tmp_path / "runs",
         config_base_dir=tmp_path,
+        policy=ScriptedPolicy(SCRIPT),
     )
     assert metrics_by_step(overflow)[1]["health/truncation_rate"] == 1.0
     assert latest_status(read_events(overflow))["status"] == "completed"
 
 
-def scripted(turns):
-    """A stand-in for the hf engine's sampling: turn N of every episode writes turns[N]."""
-
-    def generate(self, contexts, limits, call_ends, generator, row_done):
-        for row, (context, limit) in enumerate(zip(contexts, limits)):
-            turn = sum(1 for t in self.tokenizer.decode(context).split("<|im_start|>assistant")) - 2
-            ids = self.chat.encode(turns[turn])[: limit - 1] + [self.eos_id]
-            row_done(row, ids, [-1.0] * len(ids), "eos")
-
-    return generate
-
-
-def test_a_tool_that_ends_its_process_fails_only_its_call_under_process_isolation(tmp_path, monkeypatch):
+def test_a_tool_that_ends_its_process_fails_only_its_call_under_process_isolation(tmp_path):
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
     (tmp_path / "f.agentrl.yaml").write_text(
         "env: {module: failing_tools, class_name: FailingToolsEnv}\ndata: {train: tasks.jsonl}\n"
         "rollout: {group_size: 2, max_turns: 3, max_new_tokens: 200, max_context: 8000, tool_isolation: process}\n"
         "train: {steps: 2, batch_size: 2}\n"
     )
-    monkeypatch.setattr(
-        RolloutEngine,
-        "_generate",
-        scripted(
-            [
-                '<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
-                '<tool_call>{"name": "counter", "arguments": {}}</tool_call>',
-                "ok",
-            ]
-        ),
+    policy = ScriptedPolicy(
+        [
+            '<tool_call>{"name": "ends_process", "arguments": {}}</tool_call>',
+            '<tool_call>{"name": "counter", "arguments": {}}</tool_call>',
+            "ok",
+        ]
     )
-    run_dir = train(load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    run_dir = train(
+        load_config(tmp_path / "f.agentrl.yaml"), runs_dir=tmp_path / "runs", config_base_dir=tmp_path, policy=policy
+    )
     assert latest_status(read_events(run_dir))["status"] == "completed"
     assert [m["tools/errors/exception"] for m in metrics_by_step(run_dir).values()] == [2, 2]
     for record in trajectories(run_dir):

@@ -74,7 +74,7 @@ def write(name: str, records: list[dict]) -> None:
 
 def main() -> None:
     import torch
-    from agentrl.rollout.engine import RolloutEngine
+    from agentrl.rollout.scripted import ScriptedPolicy
     from agentrl.run.config import load_config
     from agentrl.run.trainer import train
 
@@ -98,19 +98,14 @@ def main() -> None:
             "train: {steps: 1, batch_size: 2}\n"
         )
 
-        def scripted(self, contexts, limits, call_ends, generator, row_done):
-            for row, (context, limit) in enumerate(zip(contexts, limits)):
-                turn = self.tokenizer.decode(context).count("<|im_start|>assistant") - 1
-                ids = self.chat.encode(SCRIPT[min(turn, len(SCRIPT) - 1)])[: limit - 1] + [self.eos_id]
-                row_done(row, ids, [-0.5] * len(ids), "eos")
-
-        RolloutEngine._generate = scripted  # a scripted policy; everything else is the real trainer
+        policy = ScriptedPolicy(SCRIPT, logprob=-0.5)  # everything but the assistant's text is the real trainer
         finished = read(
             train(
                 load_config(tmp_path / "f.agentrl.yaml"),
                 runs_dir=tmp_path / "runs",
                 run_id="errors",
                 config_base_dir=tmp_path,
+                policy=policy,
             ),
             1,
         )
@@ -120,6 +115,7 @@ def main() -> None:
                 runs_dir=tmp_path / "runs",
                 run_id="overflow",
                 config_base_dir=tmp_path,
+                policy=policy,
             ),
             1,
         )

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -31,6 +31,9 @@ from agentrl.environment.toolprocess import ToolWorker
 from agentrl.rollout.episode import Episode, TurnRecord
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
 from agentrl.run.config import RolloutConfig
+
+if TYPE_CHECKING:
+    from agentrl.rollout.scripted import ScriptedPolicy
 
 _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
 # How a row's turn ended: the model's end-of-turn token, a closed tool call (rollout.stop_at_tool_call),
@@ -250,9 +253,14 @@ def make_rollout_engine(
     rollout_cfg: RolloutConfig,
     device: torch.device,
     concurrent_episodes: int,
+    policy: ScriptedPolicy | None = None,
 ) -> RolloutEngine:
     """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
-    model, else hf). `engine.description` says which one it is."""
+    model, else hf); with a scripted `policy`, the hf engine writing its turns. `engine.description` says which."""
+    if policy is not None:
+        from agentrl.rollout.scripted import ScriptedRolloutEngine
+
+        return ScriptedRolloutEngine(model, tokenizer, env_factory, rollout_cfg, device, policy=policy)
     if rollout_cfg.engine != "hf":
         from agentrl.rollout import vllm_engine
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
@@ -35,6 +35,9 @@ from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
 from agentrl.run.tasks import load_tasks
 from agentrl.run.trackers import Trackers
+
+if TYPE_CHECKING:
+    from agentrl.rollout.scripted import ScriptedPolicy
 
 
 def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
@@ -73,7 +76,7 @@ def _graceful_signals(stop: threading.Event) -> Iterator[None]:
 class _Run:
     """Everything a run holds while it trains."""
 
-    def __init__(self, config: RunConfig, store: RunStore, progress: bool) -> None:
+    def __init__(self, config: RunConfig, store: RunStore, progress: bool, policy: ScriptedPolicy | None) -> None:
         from agentrl.models.loading import load_policy
         from agentrl.rollout.engine import make_rollout_engine, vllm_unavailable_reason
 
@@ -91,6 +94,7 @@ class _Run:
             config.rollout,
             self.device,
             concurrent_episodes=config.train.batch_size,
+            policy=policy,
         )
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         if progress:
@@ -181,8 +185,10 @@ def train(
     config_base_dir: str | Path | None = None,
     stop_event: threading.Event | None = None,
     progress: bool = False,
+    policy: ScriptedPolicy | None = None,
 ) -> Path:
-    """Train (or, with rollout_only_episodes, just roll out) and return the run folder."""
+    """Train (or, with rollout_only_episodes, just roll out) and return the run folder. `policy` scripts the
+    assistant's turns instead of sampling them (agentrl/rollout/scripted.py)."""
     stop = stop_event or threading.Event()
     if resume_dir is not None:
         store = RunStore(Path(resume_dir))
@@ -205,7 +211,7 @@ def train(
     try:
         with _graceful_signals(stop):
             _status(store, "running", 0, total)
-            run = _Run(config, store, progress)
+            run = _Run(config, store, progress, policy)
             checkpoint = store.latest_checkpoint()
             if resume_dir is not None and checkpoint is not None:
                 step = run.restore(checkpoint)
