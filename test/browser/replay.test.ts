@@ -193,17 +193,50 @@ describe('replay panel in Chromium', function () {
   });
 
   for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
-    it(`takes screenshots in ${theme}`, async () => {
+    it(`draws the run, an episode's errors and its tokens legibly in ${theme}, with screenshots`, async () => {
       const page = await openReplay(browser, toolErrors, theme);
+      assert.deepEqual(
+        await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id'))),
+        toolErrors.map((r) => r.id),
+      );
+      assert.ok((await contrast(page, 'body')) >= 4.5, 'body text against its background (WCAG AA)');
       await page.screenshot({ path: join(SCREENSHOTS, `runs-${theme}.png`) });
       await page.click(`tr[data-id="${toolErrors[0].id}"]`);
       await page.keyboard.press('t');
       await page.keyboard.press('e');
+      const errors = await page.locator('.error-text').allTextContents();
+      assert.ok(
+        errors.some((text) => text.includes('kaput')),
+        `the boom tool's error is shown: ${errors.join(' | ')}`,
+      );
+      const errorContrast = await contrast(page, '.error-text');
+      assert.ok(errorContrast >= 4.5, `error text against its background: ${errorContrast.toFixed(2)} (WCAG AA: 4.5)`);
       await page.screenshot({ path: join(SCREENSHOTS, `episode-${theme}.png`) });
       await page.click('#view-tokens');
       await page.locator('.token[data-index]').first().waitFor();
+      assert.equal(await page.locator('.token[data-index]').count(), toolErrors[0].tokens.ids.length);
       await page.screenshot({ path: join(SCREENSHOTS, `tokens-${theme}.png`) });
       await page.close();
     });
   }
 });
+
+/** WCAG contrast ratio of an element's text colour against the first opaque background at or above it. */
+async function contrast(page: Page, selector: string): Promise<number> {
+  const { color, backgrounds } = await page
+    .locator(selector)
+    .first()
+    .evaluate((element) => {
+      const found: string[] = [];
+      for (let node: Element | null = element; node; node = node.parentElement) {
+        found.push(getComputedStyle(node).backgroundColor);
+      }
+      return { color: getComputedStyle(element).color, backgrounds: found };
+    });
+  const rgba = (css: string): number[] => (css.match(/[\d.]+/g) ?? []).map(Number);
+  const linear = (c: number): number => (c / 255 <= 0.03928 ? c / 255 / 12.92 : ((c / 255 + 0.055) / 1.055) ** 2.4);
+  const luminance = ([r, g, b]: number[]): number => 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+  const background = backgrounds.map(rgba).find(([, , , alpha = 1]) => alpha > 0) ?? [255, 255, 255];
+  const [lighter, darker] = [luminance(rgba(color)), luminance(background)].sort((x, y) => y - x);
+  return (lighter + 0.05) / (darker + 0.05);
+}
