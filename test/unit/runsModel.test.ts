@@ -1,4 +1,6 @@
 import { strict as assert } from 'node:assert';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type {
   HealthEvent,
   RunEventParams,
@@ -220,4 +222,42 @@ describe('RunsModel timeline (what the Run Dashboard draws from)', () => {
     assert.equal(model.timeline('lookup-1').length, 3);
     assert.deepEqual(model.timeline('unknown'), []);
   });
+});
+
+describe('RunsModel fed the stream a real server sent (protocol/examples/run-logs/*.run-events.jsonl)', () => {
+  const recorded = (runId: string) => {
+    const dir = join(__dirname, '..', '..', 'protocol', 'examples', 'run-logs');
+    const events = readFileSync(join(dir, `${runId}.run-events.jsonl`), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as RunEventParams);
+    const info = JSON.parse(readFileSync(join(dir, `${runId}.run-info.json`), 'utf8')) as RunInfo;
+    return { events, info };
+  };
+
+  for (const runId of ['lookup-lr-high', 'lookup-lr-low']) {
+    it(`${runId}: folding the stream from seq 1 ends where the server's run/get says the run is`, () => {
+      const { events, info } = recorded(runId);
+      const model = new RunsModel();
+      model.setRuns([{ ...info, status: 'queued', step: 0, latestMetrics: {}, lastSeq: 0, hasCheckpoint: false }]);
+      events.forEach((e) => model.applyEvent(e));
+      assert.deepEqual(model.run(runId), info);
+      const trajectories = events.filter((e) => e.type === 'trajectory');
+      assert.equal(model.trajectories(runId).length, trajectories.length);
+      const steps = new Set(model.trajectories(runId).map((t) => t.step));
+      assert.equal(steps.size, info.totalSteps, 'trajectories of every step');
+      const lastMetrics = events.filter((e) => e.type === 'metrics').at(-1)!;
+      assert.equal(lastMetrics.type === 'metrics' && lastMetrics.data.step, info.step);
+      assert.match(
+        model.description({ kind: 'run', runId }),
+        new RegExp(`^completed · ${info.step}/${info.totalSteps} · reward `),
+      );
+      const inForce = new Map<string, boolean>();
+      for (const e of events) if (e.type === 'health') inForce.set(e.data.code, !e.data.resolved);
+      assert.deepEqual(
+        model.healthAlerts(runId).map((a) => a.code),
+        [...inForce].filter(([, active]) => active).map(([code]) => code),
+      );
+    });
+  }
 });
