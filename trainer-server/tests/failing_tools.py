@@ -1,4 +1,5 @@
-"""Tools that fail in each way a run must survive; shared by the tool and train-loop tests."""
+"""Tools that fail in each way a run must survive: the one copy the tool, train-loop and env-check tests and the
+replay fixtures' recorder (protocol/examples/trajectories/make_fixtures.py) use."""
 
 import os
 import sys
@@ -9,6 +10,7 @@ from agentrl import EpisodeScore, Tool, ToolEnv
 
 class Boom(Tool):
     name = "boom"
+    description = "always raises"
     parameters = {"type": "object", "properties": {}}
 
     def execute(self):
@@ -17,10 +19,22 @@ class Boom(Tool):
 
 class Hang(Tool):
     name = "hang"
+    description = "never returns"
     timeout_s = 0.2
 
     def execute(self):
         time.sleep(5)  # far past its timeout, and short enough not to pile up threads across tests
+
+
+class Echo(Tool):
+    """Works, when called as its schema says: the replay shows a schema error beside a good call."""
+
+    name = "echo"
+    description = "returns its text"
+    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    def execute(self, text):
+        return text
 
 
 class Garbage(Tool):

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,29 +19,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EXAMPLE = REPO / "trainer-server" / "agentrl" / "examples" / "lookup" / "lookup.agentrl.yaml"
 
+# The tools are the tests' own (trainer-server/tests/failing_tools.py, on sys.path while this runs).
 FAILING_ENV = """
-import time
-from agentrl import EpisodeScore, Tool, ToolEnv
-
-class Boom(Tool):
-    name = "boom"
-    description = "always raises"
-    def execute(self):
-        raise RuntimeError("kaput")
-
-class Hang(Tool):
-    name = "hang"
-    description = "never returns"
-    timeout_s = 0.2
-    def execute(self):
-        time.sleep(5)
-
-class Echo(Tool):
-    name = "echo"
-    description = "returns its text"
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    def execute(self, text):
-        return text
+from agentrl import EpisodeScore, ToolEnv
+from failing_tools import Boom, Echo, Hang
 
 class FailingEnv(ToolEnv):
     def __init__(self, **args):
@@ -79,6 +61,7 @@ def main() -> None:
     from agentrl.run.trainer import train
 
     torch.set_num_threads(1)
+    sys.path.insert(0, str(REPO / "trainer-server" / "tests"))  # failing_tools, for FAILING_ENV
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         run_dir = train(
