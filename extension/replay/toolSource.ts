@@ -16,11 +16,12 @@ export function parseTrajectories(text: string): { records: TrajectoryRecord[]; 
   return { records, errors };
 }
 
-/** The 0-based line that defines the Tool called `toolName`: its `name = "..."` line, else `class <Name>(Tool)`. */
+/** The 0-based line that defines the Tool called `toolName`: its `name = "..."` line (or `@tool(name="...")`), else
+ * `class <Name>(Tool)`, else the `def` of a function decorated with `@tool`. */
 export function findToolDefinition(source: string, toolName: string): number | undefined {
   const lines = source.split('\n');
   const escaped = toolName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const nameLine = new RegExp(`^\\s*name\\s*(:\\s*\\w+\\s*)?=\\s*["']${escaped}["']`);
+  const nameLine = new RegExp(`^\\s*(@(\\w+\\.)?tool\\(.*\\b)?name\\s*(:\\s*\\w+\\s*)?=\\s*["']${escaped}["']`);
   const byName = lines.findIndex((l) => nameLine.test(l));
   if (byName >= 0) return byName;
   const className = toolName
@@ -29,5 +30,8 @@ export function findToolDefinition(source: string, toolName: string): number | u
     .join('');
   const classLine = new RegExp(`^\\s*class\\s+(${escaped}|${className})\\s*\\(\\s*(\\w+\\.)?Tool\\s*\\)`, 'i');
   const byClass = lines.findIndex((l) => classLine.test(l));
-  return byClass >= 0 ? byClass : undefined;
+  if (byClass >= 0) return byClass;
+  const functionLine = new RegExp(`^\\s*(async\\s+)?def\\s+${escaped}\\s*\\(`);
+  const byFunction = lines.findIndex((l, i) => functionLine.test(l) && /^\s*@(\w+\.)?tool\b/.test(lines[i - 1] ?? ''));
+  return byFunction >= 0 ? byFunction : undefined;
 }

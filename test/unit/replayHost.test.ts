@@ -28,6 +28,26 @@ describe('replay host helpers', () => {
     assert.equal(findToolDefinition('name = "a.b"\n', 'a+b'), undefined, 'the name is matched literally');
   });
 
+  it('finds a function Tool (`@tool`) by its def, or by the name its decorator gives it', () => {
+    const source = [
+      'from agentrl import tool',
+      '',
+      '@tool',
+      'async def search(query: str) -> str:',
+      '    return query',
+      '',
+      '@tool(name="add_numbers", timeout_s=2)',
+      'def add(a: int, b: int) -> int:',
+      '    return a + b',
+      '',
+      'def helper(x: int) -> int:',
+      '    return x',
+    ].join('\n');
+    assert.equal(findToolDefinition(source, 'search'), 3);
+    assert.equal(findToolDefinition(source, 'add_numbers'), 6);
+    assert.equal(findToolDefinition(source, 'helper'), undefined, 'an undecorated function is not a Tool');
+  });
+
   it('reads every fixture and reports bad lines by number instead of dropping them silently', () => {
     const text = readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', 'lookup.trajectories.jsonl'), 'utf8');
     const good = parseTrajectories(text);
