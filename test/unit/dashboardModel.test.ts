@@ -111,7 +111,9 @@ describe('Run Dashboard data model', () => {
       assert.equal(t.latestStep, last.data.step);
       for (const [name, value] of Object.entries(last.data.metrics)) assert.equal(values(t, name)?.at(-1), value);
       assert.equal(t.status?.status, 'completed');
-      assert.deepEqual(t.health.map((h) => h.alert.code).sort(), ['all_truncated', 'zero_variance_groups']);
+      const recorded = events.filter((e) => e.type === 'health').map((e) => e.data.code);
+      assert.ok(recorded.length > 0, 'the recorded run raised health alerts');
+      assert.deepEqual(t.health.map((h) => h.alert.code).sort(), recorded.sort());
     });
   });
 
