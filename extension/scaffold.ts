@@ -67,19 +67,27 @@ function checkTools(tools: string[]): void {
   if (new Set(tools).size !== tools.length) throw new Error('Tool names must be distinct.');
 }
 
-/** The values env.py.tmpl and run.agentrl.yaml.tmpl need for a ToolEnv over `tools` (name -> class). */
-function envValues(
-  envName: string,
-  envModule: string,
-  tools: Array<{ name: string; cls: string }>,
-): Record<string, string> {
+/** A Tool tools.py defines: the name the model calls, the Python name env.py imports, and how env.py lists it. */
+export interface ParsedTool {
+  name: string;
+  symbol: string;
+  kind: ToolKind;
+}
+
+/** A Tool class (`class Search(Tool)`) or a function decorated with `@tool`. */
+export type ToolKind = 'class' | 'function';
+
+const instance = (tool: ParsedTool): string => (tool.kind === 'class' ? `${tool.symbol}()` : tool.symbol);
+
+/** The values env.py.tmpl and run.agentrl.yaml.tmpl need for a ToolEnv over `tools`. */
+function envValues(envName: string, envModule: string, tools: ParsedTool[]): Record<string, string> {
   return {
     envName,
     envClass: envClassName(envName),
     envModule,
     firstToolName: tools[0].name,
-    toolImports: tools.map((t) => t.cls).join(', '),
-    toolInstances: tools.map((t) => `${t.cls}()`).join(', '),
+    toolImports: tools.map((t) => t.symbol).join(', '),
+    toolInstances: tools.map(instance).join(', '),
   };
 }
 
@@ -89,12 +97,12 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   if (problem) throw new Error(problem);
   checkTools(spec.tools);
   const read = reader(templatesDir);
-  const tools = spec.tools.map((name) => ({ name, cls: pascalCase(name) }));
+  const tools = spec.tools.map((name): ParsedTool => ({ name, symbol: pascalCase(name), kind: 'class' }));
   const values = {
     ...envValues(spec.name, 'env.py', tools),
     ...modelValues(spec.model),
     toolClasses: tools
-      .map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.cls, toolName: t.name }))
+      .map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.symbol, toolName: t.name }))
       .join('\n')
       .trimEnd(),
   };
@@ -108,16 +116,23 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   ]);
 }
 
-/** The Tools a tools.py defines, in order: `class <Cls>(Tool)` with its `name = "..."`. */
-export function parseTools(toolsPy: string): Array<{ name: string; cls: string }> {
-  const tools: Array<{ name: string; cls: string }> = [];
-  const classPattern = /^class\s+(\w+)\s*\(\s*Tool\s*\)\s*:/gm;
-  for (const match of toolsPy.matchAll(classPattern)) {
+/** The Tools a tools.py defines, in order: `class <Cls>(Tool)` with its `name = "..."`, and `@tool` functions
+ * (named by the function, or by the decorator's `name=`). */
+export function parseTools(toolsPy: string): ParsedTool[] {
+  const found: Array<{ at: number; tool: ParsedTool }> = [];
+  for (const match of toolsPy.matchAll(/^class\s+(\w+)\s*\(\s*Tool\s*\)\s*:/gm)) {
     const body = toolsPy.slice(match.index! + match[0].length);
     const name = /^\s+name\s*(?::\s*\w+\s*)?=\s*["']([^"']+)["']/m.exec(body.split(/^\S/m)[0]);
-    tools.push({ cls: match[1], name: name?.[1] ?? match[1].toLowerCase() });
+    found.push({
+      at: match.index!,
+      tool: { symbol: match[1], name: name?.[1] ?? match[1].toLowerCase(), kind: 'class' },
+    });
   }
-  return tools;
+  for (const match of toolsPy.matchAll(/^@tool(\(.*\))?\s*\n(?:async\s+)?def\s+(\w+)\s*\(/gm)) {
+    const named = /\bname\s*=\s*["']([^"']+)["']/.exec(match[1] ?? '');
+    found.push({ at: match.index!, tool: { symbol: match[2], name: named?.[1] ?? match[2], kind: 'function' } });
+  }
+  return found.sort((a, b) => a.at - b.at).map((f) => f.tool);
 }
 
 export interface AddedTool {
@@ -127,24 +142,42 @@ export interface AddedTool {
 }
 
 /** New Tool: appends a Tool class to tools.py and registers it in env.py (its import and `self.tools = [...]`). */
-export function addTool(toolName: string, toolsPy: string, envPy: string, templatesDir: string): AddedTool {
+export function addTool(
+  toolName: string,
+  toolsPy: string,
+  envPy: string,
+  templatesDir: string,
+  kind: ToolKind = 'class',
+): AddedTool {
   const problem = validateToolName(toolName);
   if (problem) throw new Error(problem);
-  const existing = parseTools(toolsPy);
-  const cls = pascalCase(toolName);
-  if (existing.some((t) => t.name === toolName || t.cls === cls))
-    throw new Error(`tools.py already defines a Tool named "${toolName}" (class ${cls}).`);
-  const toolClass = fill(reader(templatesDir)('tool-class.py.tmpl'), { toolClass: cls, toolName }).trimEnd();
-  const nextToolsPy = `${toolsPy.trimEnd()}\n\n\n${toolClass}\n`;
+  const added: ParsedTool = { name: toolName, symbol: kind === 'class' ? pascalCase(toolName) : toolName, kind };
+  const clash = parseTools(toolsPy).find((t) => t.name === toolName || t.symbol === added.symbol);
+  if (clash) throw new Error(`tools.py already defines a Tool named "${clash.name}" (${clash.kind} ${clash.symbol}).`);
+  const template = kind === 'class' ? 'tool-class.py.tmpl' : 'tool-function.py.tmpl';
+  const code = fill(reader(templatesDir)(template), { toolClass: added.symbol, toolName }).trimEnd();
+  // a function Tool needs the decorator imported beside Tool
+  const imports =
+    kind === 'function'
+      ? toolsPy.replace(/^from agentrl import ([\w, ]+)$/m, (line, names: string) =>
+          names
+            .split(',')
+            .map((n) => n.trim())
+            .includes('tool')
+            ? line
+            : `from agentrl import ${names.trim()}, tool`,
+        )
+      : toolsPy;
+  const nextToolsPy = `${imports.trimEnd()}\n\n\n${code}\n`;
   const importLine = /^from tools import ([\w, ]+)$/m;
   const toolList = /^(\s+self\.tools = \[)([^\]\n]*)(\])$/m;
   if (!importLine.test(envPy) || !toolList.test(envPy)) return { toolsPy: nextToolsPy, envPy: undefined };
   const nextEnvPy = envPy
-    .replace(importLine, (_, names: string) => `from tools import ${names.trim()}, ${cls}`)
+    .replace(importLine, (_, names: string) => `from tools import ${names.trim()}, ${added.symbol}`)
     .replace(
       toolList,
       (_, open: string, items: string, close: string) =>
-        `${open}${items.trim() ? `${items.trim()}, ` : ''}${cls}()${close}`,
+        `${open}${items.trim() ? `${items.trim()}, ` : ''}${instance(added)}${close}`,
     );
   return { toolsPy: nextToolsPy, envPy: nextEnvPy };
 }
@@ -154,7 +187,8 @@ export function renderToolEnv(name: string, toolsPy: string, model: string, temp
   const problem = validateEnvName(name);
   if (problem) throw new Error(problem);
   const tools = parseTools(toolsPy);
-  if (tools.length === 0) throw new Error('tools.py defines no Tool classes (class Name(Tool)); add a Tool first.');
+  if (tools.length === 0)
+    throw new Error('tools.py defines no Tools (class Name(Tool), or a function under @tool); add a Tool first.');
   const module = `${name.replace(/-/g, '_')}_env.py`;
   const values = { ...envValues(name, module, tools), ...modelValues(model) };
   const read = reader(templatesDir);

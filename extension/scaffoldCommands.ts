@@ -7,7 +7,15 @@ import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import { Commands } from './commands';
 import { registerGuardedCommand } from './guardedCommand';
-import { addTool, parseTools, renderEnvironment, renderToolEnv, validateEnvName, validateToolName } from './scaffold';
+import {
+  addTool,
+  parseTools,
+  renderEnvironment,
+  renderToolEnv,
+  validateEnvName,
+  validateToolName,
+  type ToolKind,
+} from './scaffold';
 import { findRunConfigs } from './settings';
 
 /** `model`: the run config's model.path; without it, the embedded default model. */
@@ -17,9 +25,11 @@ export interface NewEnvironmentArgs {
   parent: string;
   model?: string;
 }
+/** `kind`: a Tool class (the default) or a function under `@tool`. */
 export interface NewToolArgs {
   folder: string;
   name: string;
+  kind?: ToolKind;
 }
 export interface NewToolEnvArgs {
   folder: string;
@@ -93,8 +103,30 @@ async function newTool(
   log: vscode.LogOutputChannel,
   args?: NewToolArgs,
 ): Promise<string | undefined> {
-  const folder = args?.folder ?? (await pickEnvFolder('New Tool (1/2)'));
+  const folder = args?.folder ?? (await pickEnvFolder('New Tool (1/3)'));
   if (!folder) return undefined;
+  const kind =
+    args?.kind ??
+    (args
+      ? 'class'
+      : (
+          await vscode.window.showQuickPick(
+            [
+              {
+                label: 'Python class',
+                description: 'class Name(Tool) with execute(); full control',
+                toolKind: 'class' as const,
+              },
+              {
+                label: 'Python function',
+                description: '@tool on a typed function: the schema comes from its hints',
+                toolKind: 'function' as const,
+              },
+            ],
+            { title: 'New Tool (2/3)', placeHolder: 'How to write the Tool', ignoreFocusOut: true },
+          )
+        )?.toolKind);
+  if (!kind) return undefined;
   const toolsPath = join(folder, 'tools.py');
   const envPath = join(folder, 'env.py');
   const toolsPy = readFileSync(toolsPath, 'utf8');
@@ -102,14 +134,14 @@ async function newTool(
   const name =
     args?.name ??
     (await vscode.window.showInputBox({
-      title: 'New Tool (2/2)',
+      title: 'New Tool (3/3)',
       prompt: 'Tool name, as the model calls it',
       ignoreFocusOut: true,
       validateInput: (v) =>
         validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
     }));
   if (!name) return undefined;
-  const added = addTool(name, toolsPy, existsSync(envPath) ? readFileSync(envPath, 'utf8') : '', templatesDir);
+  const added = addTool(name, toolsPy, existsSync(envPath) ? readFileSync(envPath, 'utf8') : '', templatesDir, kind);
   writeFileSync(toolsPath, added.toolsPy);
   if (added.envPy !== undefined) writeFileSync(envPath, added.envPy);
   else
@@ -121,7 +153,7 @@ async function newTool(
   const line = document
     .getText()
     .split('\n')
-    .findIndex((l) => l.includes(`name = "${name}"`));
+    .findIndex((l) => l.includes(kind === 'class' ? `name = "${name}"` : `def ${name}(`));
   await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
   return toolsPath;
 }

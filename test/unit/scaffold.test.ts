@@ -95,8 +95,8 @@ describe('scaffold: New Tool and New ToolEnv', () => {
   it('adds a Tool to tools.py and registers it in env.py', () => {
     const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
     assert.deepEqual(parseTools(added.toolsPy), [
-      { cls: 'Echo', name: 'echo' },
-      { cls: 'WordCount', name: 'word_count' },
+      { symbol: 'Echo', name: 'echo', kind: 'class' },
+      { symbol: 'WordCount', name: 'word_count', kind: 'class' },
     ]);
     assert.match(added.envPy!, /^from tools import Echo, WordCount$/m);
     assert.match(added.envPy!, /self\.tools = \[Echo\(\), WordCount\(\)\]/);
@@ -109,19 +109,43 @@ describe('scaffold: New Tool and New ToolEnv', () => {
     assert.equal(edited.envPy, undefined, 'an env.py without the generated lines is left alone (the user is told)');
   });
 
+  it('adds a function Tool under @tool, imports the decorator, and lists the function itself in env.py', () => {
+    const added = addTool('shout', env.get('tools.py')!, env.get('env.py')!, TEMPLATES, 'function');
+    assert.match(added.toolsPy, /^from agentrl import Tool, tool$/m);
+    assert.match(added.toolsPy, /^@tool\ndef shout\(input: str\) -> str:$/m);
+    assert.deepEqual(parseTools(added.toolsPy).at(-1), { symbol: 'shout', name: 'shout', kind: 'function' });
+    assert.match(added.envPy!, /^from tools import Echo, shout$/m);
+    assert.match(added.envPy!, /self\.tools = \[Echo\(\), shout\]/);
+    const again = addTool('more', added.toolsPy, added.envPy!, TEMPLATES, 'function');
+    assert.equal(
+      again.toolsPy.match(/^from agentrl import .*$/m)![0],
+      'from agentrl import Tool, tool',
+      'imported once',
+    );
+    assert.throws(
+      () => addTool('shout', added.toolsPy, added.envPy!, TEMPLATES),
+      /already defines a Tool named "shout" \(function shout\)/,
+    );
+    assert.deepEqual(
+      parseTools('@tool(name="add_numbers", timeout_s=2)\nasync def add(a: int) -> int:\n    return a\n'),
+      [{ symbol: 'add', name: 'add_numbers', kind: 'function' }],
+    );
+  });
+
   it("writes a second ToolEnv over the folder's Tools with its own run config", () => {
     const files = renderToolEnv('strict-qa', env.get('tools.py')!, 'tiny', TEMPLATES);
     assert.deepEqual([...files.keys()], ['strict_qa_env.py', 'strict-qa.agentrl.yaml']);
     assert.match(files.get('strict_qa_env.py')!, /class StrictQaEnv\(ToolEnv\)/);
     assert.match(files.get('strict-qa.agentrl.yaml')!, /module: strict_qa_env\.py\n\s+class_name: StrictQaEnv/);
-    assert.throws(() => renderToolEnv('x', '"""no tools"""', 'tiny', TEMPLATES), /defines no Tool classes/);
+    assert.throws(() => renderToolEnv('x', '"""no tools"""', 'tiny', TEMPLATES), /defines no Tools/);
   });
 
-  it('the env with an added Tool and a second ToolEnv still passes `agentrl env check`', function () {
+  it('the env with an added class Tool, a function Tool and a second ToolEnv still passes `agentrl env check`', function () {
     this.timeout(120_000);
     const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-more-'));
     for (const [file, content] of env) writeFileSync(join(dir, file), content);
-    const added = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
+    const withClass = addTool('word_count', env.get('tools.py')!, env.get('env.py')!, TEMPLATES);
+    const added = addTool('shout', withClass.toolsPy, withClass.envPy!, TEMPLATES, 'function');
     writeFileSync(join(dir, 'tools.py'), added.toolsPy);
     writeFileSync(join(dir, 'env.py'), added.envPy!);
     for (const [file, content] of renderToolEnv('strict-qa', added.toolsPy, 'tiny', TEMPLATES))
