@@ -36,8 +36,9 @@ export interface RunCommandDeps {
 const EXPORT_TIMEOUT_MS = 30 * 60_000;
 
 type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
-/** Export Model's answers, for callers that ask no questions: `destination` is a folder on this machine. */
-type ExportTarget = { runId: string; mergeLora?: boolean; destination?: string } | RunsTreeNode;
+/** Export Model's answers, for callers that ask no questions: `destination` is a folder on this machine; without
+ * `step`, the latest checkpoint. A step node of the Runs view exports that step's checkpoint. */
+type ExportTarget = { runId: string; step?: number; mergeLora?: boolean; destination?: string } | RunsTreeNode;
 
 export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
   const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
@@ -395,6 +396,7 @@ async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise
   const runId = await pickRun(deps, target, 'Export Model', () => true);
   if (!runId) return undefined;
   const given = target && !('kind' in target) ? target : undefined;
+  const step = target && 'kind' in target && target.kind === 'step' ? target.step : given?.step;
   const name = deps.connection.model.run(runId)?.name ?? runId;
   const mergeLora =
     given?.mergeLora ??
@@ -427,7 +429,7 @@ async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise
   if (local && !destination) return undefined;
   const exported = await vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: `Agent RL: exporting ${name}` },
-    () => deps.connection.request('run/export', { runId, mergeLora }, EXPORT_TIMEOUT_MS),
+    () => deps.connection.request('run/export', { runId, mergeLora, ...(step ? { step } : {}) }, EXPORT_TIMEOUT_MS),
   );
   const kind = exported.weights === 'adapter' ? 'LoRA adapter' : 'model';
   if (!destination) {

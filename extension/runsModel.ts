@@ -26,6 +26,8 @@ interface RunState {
   health: Map<number, HealthEvent>;
   /** Status, metrics and health events in seq order (the stream delivers each once, in order). */
   timeline: TimelineEvent[];
+  /** Steps the run wrote a checkpoint at (older ones may since have been pruned, train.keep_checkpoints). */
+  checkpoints: Set<number>;
 }
 
 /** The events the Run Dashboard draws: what a run's charts, status and alerts are folded from. */
@@ -61,6 +63,7 @@ export class RunsModel {
         trajectories: streamed?.trajectories ?? new Map(),
         health: streamed?.health ?? new Map(),
         timeline: streamed?.timeline ?? [],
+        checkpoints: streamed?.checkpoints ?? new Set(),
       });
     }
     this.changed(undefined);
@@ -70,7 +73,14 @@ export class RunsModel {
   upsertRun(info: RunInfo): void {
     const state = this.runs.get(info.runId);
     if (state) state.info = info;
-    else this.runs.set(info.runId, { info, trajectories: new Map(), health: new Map(), timeline: [] });
+    else
+      this.runs.set(info.runId, {
+        info,
+        trajectories: new Map(),
+        health: new Map(),
+        timeline: [],
+        checkpoints: new Set(),
+      });
     this.changed(info.runId);
   }
 
@@ -100,6 +110,7 @@ export class RunsModel {
         break;
       case 'checkpoint':
         state.info.hasCheckpoint = true;
+        state.checkpoints.add(event.data.step);
         break;
       case 'health':
         state.health.set(event.seq, event.data);
@@ -144,6 +155,11 @@ export class RunsModel {
       else inForce.set(event.code, event);
     }
     return [...inForce.values()];
+  }
+
+  /** Whether the run wrote a checkpoint at this step (Export Model offers it). */
+  hasCheckpointAt(runId: string, step: number): boolean {
+    return this.runs.get(runId)?.checkpoints.has(step) ?? false;
   }
 
   isActive(runId: string): boolean {
@@ -223,6 +239,7 @@ export class RunsModel {
           `reward ${formatNumber(mean(items.map((t) => t.reward)))}`,
           `${items.length} episodes`,
           errors ? `${errors} tool errors` : undefined,
+          this.hasCheckpointAt(node.runId, node.step) ? 'checkpoint' : undefined,
         ]
           .filter(Boolean)
           .join(' · ');

@@ -79,6 +79,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
       case 'step':
         item.iconPath = new vscode.ThemeIcon('layers');
         item.id = `step:${node.runId}:${node.step}`;
+        item.contextValue = model.hasCheckpointAt(node.runId, node.step) ? 'step.checkpoint' : 'step';
         break;
       case 'group':
         item.iconPath = new vscode.ThemeIcon('symbol-array');

@@ -133,6 +133,13 @@ describe('training on a local trainer server', function () {
     assert.equal(folder, join(destination, 'train-env-step-2'));
     for (const file of ['config.json', 'model.safetensors', 'tokenizer.json', 'README.md'])
       assert.ok(existsSync(join(folder!, file)), `the export has ${file}`);
+    const first = await vscode.commands.executeCommand<string | undefined>('agentRl.exportModel', {
+      runId: trainedRunId,
+      step: 1,
+      mergeLora: false,
+      destination,
+    });
+    assert.equal(first, join(destination, 'train-env-step-1'), "a chosen checkpoint (a step row's Export Model)");
   });
 
   it('agentRl.tryEnvironment runs episodes with no updates and opens their replay', async () => {

@@ -254,6 +254,17 @@ describe('RunsModel fed the stream a real server sent (protocol/examples/run-log
       );
       const inForce = new Map<string, boolean>();
       for (const e of events) if (e.type === 'health') inForce.set(e.data.code, !e.data.resolved);
+      const checkpointed = new Set(events.flatMap((e) => (e.type === 'checkpoint' ? [e.data.step] : [])));
+      assert.ok(checkpointed.size > 0, 'the recorded run wrote checkpoints');
+      for (const node of model.children({ kind: 'run', runId })) {
+        if (node.kind !== 'step') continue;
+        assert.equal(model.hasCheckpointAt(runId, node.step), checkpointed.has(node.step), `step ${node.step}`);
+        assert.equal(
+          model.description(node).endsWith(' · checkpoint'),
+          checkpointed.has(node.step),
+          `step ${node.step}`,
+        );
+      }
       assert.deepEqual(
         model.healthAlerts(runId).map((a) => a.code),
         [...inForce].filter(([, active]) => active).map(([code]) => code),
