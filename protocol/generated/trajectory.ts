@@ -52,6 +52,12 @@ export interface TrajectoryRecord {
    * OpenAI-format function schemas of the env's tools.
    */
   tools: {}[];
+  /**
+   * Which of `tools` come from an MCP server (the run config's env.mcp_servers): tool name -> server name. Absent when none does.
+   */
+  tool_servers?: {
+    [k: string]: string;
+  };
   turns: Turn[];
   stats: {
     num_turns: number;

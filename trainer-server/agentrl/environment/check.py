@@ -11,7 +11,11 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrl.environment.loader import EnvFactory
+    from agentrl.run.config import RunConfig
 
 CONFIG_GLOB = "*.agentrl.yaml"
 
@@ -47,10 +51,7 @@ def _source_location(obj: Any) -> tuple[str | None, int | None]:
 def check_env(path: str | Path) -> list[dict[str, Any]]:
     """Diagnostics `{severity: error|warning|info, message, file?, line?}`; no error means usable."""
     from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
-    from agentrl.environment.toolprocess import ToolWorker
-    from agentrl.rollout.engine import run_scripted_episode
     from agentrl.run.config import ConfigError, data_files_in_use, load_config, resolve_paths
-    from agentrl.run.tasks import load_tasks
 
     try:
         config_path = _find_config(Path(path))
@@ -59,11 +60,29 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
         return [_diagnostic("error", str(err), path)]
     try:
         make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+            load_env_class(config.env.module, config.env.class_name),
+            config.env.args,
+            data_files_in_use(config),
+            config.env.mcp_servers,
         )
+    except (EnvLoadError, ValueError) as err:
+        return [_diagnostic("error", str(err), config_path)]
+    try:
+        return _check_env(config, config_path, make_env)
+    finally:
+        make_env.close()
+
+
+def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> list[dict[str, Any]]:
+    from agentrl.environment.mcp import McpTool, McpUnavailableError
+    from agentrl.environment.toolprocess import ToolWorker
+    from agentrl.rollout.engine import run_scripted_episode
+    from agentrl.run.tasks import load_tasks
+
+    try:
         env = make_env()
         tools = env.tool_map()
-    except (EnvLoadError, ValueError) as err:
+    except (McpUnavailableError, ValueError) as err:
         return [_diagnostic("error", str(err), config_path)]
     except Exception as err:  # noqa: BLE001 - the user's constructor
         return [
@@ -72,7 +91,16 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
             )
         ]
     found: list[dict[str, Any]] = []
+    for server in config.env.mcp_servers:
+        listed = [tool.name for tool in tools.values() if isinstance(tool, McpTool) and tool.server == server.name]
+        found.append(
+            _diagnostic(
+                "info", f'MCP server "{server.name}": {len(listed)} tool(s): {", ".join(listed) or "none"}', config_path
+            )
+        )
     for tool in tools.values():
+        if isinstance(tool, McpTool):
+            continue  # its server's listing above; it has no source here
         file, line = _source_location(tool)
         if not tool.name:
             found.append(_diagnostic("error", f"{type(tool).__name__} has no name", file, line))
@@ -98,7 +126,10 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
         for call in turn.tool_calls:
             if call.error:
                 tool = tools.get(call.name)
-                file, line = _source_location(tool) if tool else (env_file, env_line)
+                if isinstance(tool, McpTool):
+                    file, line = str(config_path), None
+                else:
+                    file, line = _source_location(tool) if tool else (env_file, env_line)
                 found.append(_diagnostic("warning", f"turn {turn.index}: tool call failed: {call.error}", file, line))
     found.append(
         _diagnostic(

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.environment.env import ToolEnv
-from agentrl.run.config import env_module_is_file
+from agentrl.environment.mcp import McpServers
+from agentrl.run.config import McpServerConfig, env_module_is_file
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
 USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
@@ -61,15 +62,23 @@ def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -
 
 
 class EnvFactory:
-    """One new env per call: `env_class(**kwargs)`. It pickles as where its class comes from (a module name, or
-    the file it was loaded from) and its arguments, so a worker process (rollout.tool_isolation: process) builds
-    the same envs."""
+    """One new env per call: `env_class(**kwargs)`, offered the tools of the config's MCP servers beside its own
+    (`mcp`, started on first use; `close()` stops them). It pickles as where its class comes from (a module name,
+    or the file it was loaded from) and its arguments, so a worker process (rollout.tool_isolation: process)
+    builds the same envs; the MCP servers stay with this process, which makes their calls (toolprocess.py)."""
 
-    def __init__(self, env_class: type[ToolEnv], kwargs: Mapping[str, Any]) -> None:
+    def __init__(self, env_class: type[ToolEnv], kwargs: Mapping[str, Any], mcp: McpServers | None = None) -> None:
         self.env_class, self.kwargs = env_class, dict(kwargs)
+        self.mcp = mcp if mcp is not None else McpServers([])
 
     def __call__(self) -> ToolEnv:
-        return self.env_class(**self.kwargs)
+        env = self.env_class(**self.kwargs)
+        if self.mcp:
+            env.tools = [*env.tools, *self.mcp.tools(tool.name for tool in env.tools)]
+        return env
+
+    def close(self) -> None:
+        self.mcp.close()
 
     def __getstate__(self) -> dict[str, Any]:
         module = self.env_class.__module__
@@ -78,12 +87,20 @@ class EnvFactory:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.env_class, self.kwargs = load_env_class(state["source"], state["class_name"]), state["kwargs"]
+        self.mcp = McpServers([])
 
 
-def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: Sequence[str]) -> EnvFactory:
+def env_factory(
+    env_class: type[ToolEnv],
+    args: Mapping[str, Any],
+    data_files: Sequence[str],
+    mcp_servers: Sequence[McpServerConfig] = (),
+    mcp_log_dir: str | Path | None = None,
+) -> EnvFactory:
     """`env_class(**args)` per call, where args are the config's `env.args`. An env whose `__init__` declares a
     `data_files` parameter also receives every data file the run or evaluation reads (data.train, data.eval,
-    eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on."""
+    eval's --data), e.g. to build a retrieval corpus that covers whatever it is evaluated on. `mcp_servers` is
+    the config's `env.mcp_servers`; each stdio server's stderr goes to `mcp_log_dir`/mcp-NAME.log when given."""
     kwargs = dict(args)
     if DATA_FILES_PARAMETER in inspect.signature(env_class).parameters:
         if DATA_FILES_PARAMETER in kwargs:
@@ -92,4 +109,4 @@ def env_factory(env_class: type[ToolEnv], args: Mapping[str, Any], data_files: S
                 f"files itself; remove this key"
             )
         kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
-    return EnvFactory(env_class, kwargs)
+    return EnvFactory(env_class, kwargs, McpServers(mcp_servers, mcp_log_dir))

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrl.environment.env import ToolEnv
-from agentrl.environment.tool import Tool, ToolFailure, describe_exception, invoke_tool
+from agentrl.environment.mcp import McpTool
+from agentrl.environment.tool import Tool, ToolFailure, describe_exception, invoke_tool, run_in_thread
 
 # How the worker answers one call: (call id, kind, payload).
 _RESULT = "result"  # payload: the value the Tool returned
@@ -100,7 +101,15 @@ class ToolWorker:
         return next(self._episode_ids)
 
     def runner(self, episode: int) -> Callable[[Tool, dict[str, Any]], concurrent.futures.Future[Any]]:
-        return lambda tool, arguments: self._submit(episode, tool.name, arguments)
+        """An MCP server's tool already runs in a process of its own, which the trainer's connection to it
+        watches (environment/mcp.py), so its calls stay here; every other Tool's go to the worker."""
+
+        def run(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
+            if isinstance(tool, McpTool):
+                return run_in_thread(tool, arguments)
+            return self._submit(episode, tool.name, arguments)
+
+        return run
 
     def release(self, episodes: list[int]) -> None:
         """These episodes ended: the worker drops their env instances."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from agentrl.environment.env import ToolEnv
+from agentrl.environment.mcp import McpTool
 from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
 from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
 from agentrl.environment.toolprocess import ToolWorker
@@ -144,6 +145,7 @@ def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live
     try:
         live.tools = env.tool_map()
         episode.tool_schemas = [t.schema() for t in env.tools]
+        episode.tool_servers = {t.name: t.server for t in env.tools if isinstance(t, McpTool)}
         live.tool_schemas = schemas_by_name(episode.tool_schemas)
         episode.prompt_messages = list(env.reset(task))
     except Exception as err:  # noqa: BLE001 - a broken env ends this episode, not the run

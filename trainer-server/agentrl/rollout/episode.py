@@ -67,6 +67,7 @@ class Episode:
     status: EpisodeStatus = "finished"
     status_reason: str | None = None  # e.g. max_turns, max_context, env_error
     final_answer: str | None = None
+    tool_servers: dict[str, str] = field(default_factory=dict)  # MCP tools only: tool name -> server name
 
     @property
     def process_rewards(self) -> list[float]:
@@ -138,6 +139,7 @@ class Episode:
             "final_answer": self.final_answer,
             "prompt": self.prompt_messages,
             "tools": self.tool_schemas,
+            **({"tool_servers": dict(self.tool_servers)} if self.tool_servers else {}),
             "turns": [
                 {
                     "index": t.index,

@@ -77,6 +77,51 @@ def env_module_is_file(module: str) -> bool:
     return module.endswith(".py") or "/" in module or "\\" in module
 
 
+class McpServerConfig(_Section):
+    """One MCP server whose tools join the ToolEnv's own: a stdio server (`command`, `args`, `env`, `cwd`) or a
+    streamable HTTP one (`url`, `headers`)."""
+
+    name: str = Field(
+        ...,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="Names the server in errors and metrics; its tools become server__tool where names collide.",
+    )
+    command: str | None = Field(None, min_length=1, description="stdio server: the program to start (e.g. 'python').")
+    args: list[str] = Field(default_factory=list, description="stdio server: the program's arguments.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="stdio server: environment variables on top of PATH, HOME and the like."
+    )
+    cwd: str | None = Field(
+        None, description="stdio server: its working folder, relative to this config (default: the config's folder)."
+    )
+    url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="Streamable HTTP server: its endpoint (e.g. http://127.0.0.1:8000/mcp).",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Streamable HTTP server: headers sent with every request."
+    )
+    timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="A call unanswered this long is a timeout error; the server is restarted for the next episode.",
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"mcp server {self.name!r}: give either command (a stdio server) or url (a streamable HTTP server)"
+            )
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError(f"mcp server {self.name!r}: args, env and cwd are for stdio servers (command), not url")
+        if self.command is not None and self.headers:
+            raise ValueError(f"mcp server {self.name!r}: headers are for streamable HTTP servers (url), not command")
+        return self
+
+
 class EnvConfig(_Section):
     module: str = Field(
         ...,
@@ -87,6 +132,17 @@ class EnvConfig(_Section):
     )
     class_name: str = Field(..., description="The ToolEnv subclass to instantiate from that module.")
     args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the ToolEnv constructor.")
+    mcp_servers: list[McpServerConfig] = Field(
+        default_factory=list,
+        description="MCP servers whose tools every episode is offered beside the ToolEnv's own Tools.",
+    )
+
+    @model_validator(mode="after")
+    def _unique_server_names(self) -> EnvConfig:
+        names = [server.name for server in self.mcp_servers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"env.mcp_servers: each server needs its own name; {names} repeats one")
+        return self
 
 
 class DataConfig(_Section):
@@ -504,6 +560,9 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     resolved = config.model_copy(deep=True)
     if env_module_is_file(resolved.env.module):
         resolved.env.module = absolute("env.module", resolved.env.module)
+    for index, server in enumerate(resolved.env.mcp_servers):
+        if server.command is not None:
+            server.cwd = absolute(f"env.mcp_servers[{index}].cwd", server.cwd or ".")
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)

@@ -73,7 +73,10 @@ def evaluate(
     if baseline and baseline != UNTRAINED_BASELINE:
         env_args["baseline"] = baseline
     make_env = env_factory(
-        load_env_class(config.env.module, config.env.class_name), env_args, data_files_in_use(config, data_path)
+        load_env_class(config.env.module, config.env.class_name),
+        env_args,
+        data_files_in_use(config, data_path),
+        config.env.mcp_servers,
     )
     make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
@@ -106,6 +109,7 @@ def evaluate(
             print(f"eval: {len(episodes)}/{len(tasks)} ({engine.description})", file=sys.stderr, flush=True)
     finally:
         engine.close()
+        make_env.close()
     record_episodes(store, 0, episodes, tokenizer)
     metrics: dict[str, float] = {
         "n": float(len(episodes)),

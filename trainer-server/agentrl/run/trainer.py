@@ -83,14 +83,18 @@ class _Run:
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
-        make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+        self.make_env = env_factory(
+            load_env_class(config.env.module, config.env.class_name),
+            config.env.args,
+            data_files_in_use(config),
+            config.env.mcp_servers,
+            mcp_log_dir=store.run_dir,
         )
         self.tasks = load_tasks(config.data.train, config.data.limit)
         self.engine = make_rollout_engine(
             self.model,
             self.tokenizer,
-            make_env,
+            self.make_env,
             config.rollout,
             self.device,
             concurrent_episodes=config.train.batch_size,
@@ -109,6 +113,19 @@ class _Run:
         self.eval_tasks = load_tasks(config.data.eval, config.train.eval_limit) if config.train.eval_every else []
         self.trackers: Trackers | None = None  # training runs only (train() opens them)
         self.completed_step = 0  # the last step whose update and events are recorded
+
+    def rollout_stats(self) -> dict[str, float]:
+        """The engine's figures for the rollout just run, and the MCP servers restarted during it."""
+        stats = dict(self.engine.last_stats)
+        if self.make_env.mcp:
+            stats["tools/mcp_restarts"] = float(self.make_env.mcp.take_restarts())
+        return stats
+
+    def close(self) -> None:
+        self.engine.close()
+        self.make_env.close()
+        if self.trackers is not None:
+            self.trackers.close()
 
     @functools.cached_property
     def learner(self) -> Learner:
@@ -248,9 +265,7 @@ def train(
         raise
     finally:
         if run is not None:
-            run.engine.close()
-            if run.trackers is not None:
-                run.trackers.close()
+            run.close()
         store.clear_pid()
     return store.run_dir
 
@@ -262,7 +277,7 @@ def _try_episodes(run: _Run, count: int) -> None:
         run.config.seed,
     )
     run.record(0, episodes)
-    run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.engine.last_stats})
+    run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.rollout_stats()})
 
 
 def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[list[Episode], int]:
@@ -337,7 +352,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     def rollout(at_step: int) -> tuple[list[Episode], dict[str, float]]:
         tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
         episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step)
-        return episodes, dict(run.engine.last_stats)
+        return episodes, run.rollout_stats()
 
     prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") if cfg.train.async_steps else None
     prefetched: Future[tuple[list[Episode], dict[str, float]]] | None = None
