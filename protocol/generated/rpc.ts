@@ -244,9 +244,7 @@ export interface ToolOutcome {
   /**
    * The Tool's raw result, any JSON value; null when it failed.
    */
-  result: {
-    [k: string]: unknown;
-  };
+  result: null | boolean | number | string | unknown[] | {};
   error: string | null;
   errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
   latencyMs: number;
@@ -424,6 +422,9 @@ export interface ToolRerunParams {
    */
   call: number;
 }
+/**
+ * The call's tool name and recorded arguments, the timeout the re-run had, and two outcomes: `recorded` (what the trajectory stored) and `rerun` (what the current code did).
+ */
 export interface ToolRerunResult {
   runId: string;
   trajectoryId: string;
@@ -436,41 +437,15 @@ export interface ToolRerunResult {
   /**
    * The recorded arguments it ran with.
    */
-  arguments: {};
+  arguments: {
+    [k: string]: unknown;
+  };
   /**
    * The timeout the re-run had (the Tool's timeout_s, else the run's rollout.tool_timeout_s); null when no Tool of that name exists now.
    */
   timeoutS: number | null;
-  recorded: ToolOutcome1;
-  rerun: ToolOutcome2;
-}
-/**
- * The outcome stored in the trajectory.
- */
-export interface ToolOutcome1 {
-  /**
-   * The Tool's raw result, any JSON value; null when it failed.
-   */
-  result: {
-    [k: string]: unknown;
-  };
-  error: string | null;
-  errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
-  latencyMs: number;
-}
-/**
- * The outcome of the current code.
- */
-export interface ToolOutcome2 {
-  /**
-   * The Tool's raw result, any JSON value; null when it failed.
-   */
-  result: {
-    [k: string]: unknown;
-  };
-  error: string | null;
-  errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
-  latencyMs: number;
+  recorded: ToolOutcome;
+  rerun: ToolOutcome;
 }
 export interface EnvUploadParams {
   name: string;
