@@ -2,6 +2,7 @@
 // protocol/webview-messages.ts, and keeps what the user looks at in the webview state.
 import type {
   HostToWebviewMessage,
+  ToolCallAddress,
   ToolRerunMessage,
   TrajectoryRecord,
   WebviewToHostMessage,
@@ -30,7 +31,7 @@ class ReplayApp {
   private live = false;
   private runStatus: string | undefined;
   private playTimer: number | undefined;
-  /** Re-runs of tool calls by `trajectoryId/turn/call`: 'running' until the host answers, then its reply. */
+  /** Re-runs of tool calls by `runId/trajectoryId/turn/call` (a file may hold several runs' trajectories): 'running' until the host answers, then its reply. */
   private readonly reruns = new Map<string, 'running' | ToolRerunMessage['reply']>();
 
   constructor(private readonly root: HTMLElement) {
@@ -51,7 +52,7 @@ class ReplayApp {
       this.live = message.live;
       this.runStatus = message.runStatus;
     } else if (message.type === 'toolRerun') {
-      this.reruns.set(rerunKey(message.trajectoryId, message.turn, message.call), message.reply);
+      this.reruns.set(rerunKey(message), message.reply);
     } else if (message.type === 'append') {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
@@ -226,11 +227,12 @@ class ReplayApp {
           }),
         openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
         rerunToolCall: (turn, call) => {
-          this.reruns.set(rerunKey(record.id, turn, call), 'running');
+          this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), 'running');
           this.vscode.postMessage({ type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn, call });
           this.render();
         },
-        rerunOf: (turn, call) => this.reruns.get(rerunKey(record.id, turn, call)),
+        rerunOf: (turn, call) =>
+          this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
       });
     } else if (this.state.view === 'tokens') {
       body = renderTokenView(record, { compact: false });
@@ -246,8 +248,8 @@ class ReplayApp {
   }
 }
 
-function rerunKey(trajectoryId: string, turn: number, call: number): string {
-  return `${trajectoryId}/${turn}/${call}`;
+function rerunKey(address: ToolCallAddress): string {
+  return `${address.runId}/${address.trajectoryId}/${address.turn}/${address.call}`;
 }
 
 new ReplayApp(document.getElementById('app') ?? document.body);
