@@ -1,9 +1,9 @@
 // Messages between the replay panel's host (extension/) and its webview (webview/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
-import type { RunStatus } from './generated/rpc';
+import type { RunStatus, ToolRerunResult } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
 
-export type { TrajectoryRecord };
+export type { TrajectoryRecord, ToolRerunResult };
 
 /** Webview → host, once its listener is installed: "send me what to show". */
 export interface ReadyMessage {
@@ -41,5 +41,26 @@ export interface OpenToolSourceMessage {
   toolName: string;
 }
 
-export type HostToWebviewMessage = LoadMessage | AppendMessage | RunStatusMessage;
-export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage;
+/** Which recorded tool call: the trajectory's run, its id, the turn's index and the call's index in that turn. */
+export interface ToolCallAddress {
+  runId: string;
+  trajectoryId: string;
+  turn: number;
+  call: number;
+}
+
+/** Webview → host, from a tool call's "Re-run with current code": run it again through the trainer (`tool/rerun`).
+ * It names the call only: the trainer reads the tool and its arguments from the run's trajectory. */
+export interface RerunToolCallMessage extends ToolCallAddress {
+  type: 'rerunToolCall';
+}
+
+/** Host → webview, answering `rerunToolCall`: the recorded and the new outcome, or why it did not run (an untrusted
+ * workspace, no trainer connected, the trainer's refusal or error), in words to show as they are. */
+export interface ToolRerunMessage extends ToolCallAddress {
+  type: 'toolRerun';
+  reply: { ok: true; result: ToolRerunResult } | { ok: false; message: string };
+}
+
+export type HostToWebviewMessage = LoadMessage | AppendMessage | RunStatusMessage | ToolRerunMessage;
+export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage | RerunToolCallMessage;

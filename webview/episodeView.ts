@@ -1,7 +1,8 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
-import type { TrajectoryRecord } from '../protocol/webview-messages';
+import type { ToolRerunMessage, TrajectoryRecord } from '../protocol/webview-messages';
 import { formatNumber, h, icon, pretty } from './dom';
+import { lineDiff } from './lineDiff';
 import type { InspectorTab, UiState } from './state';
 import { buildSteps, type JumpTarget, type Step } from './steps';
 import { renderTokenView } from './tokenView';
@@ -13,6 +14,95 @@ export interface EpisodeActions {
   setSpeed: (ms: number) => void;
   setTab: (tab: InspectorTab) => void;
   openToolSource: (toolName: string) => void;
+  rerunToolCall: (turn: number, call: number) => void;
+  /** Where the re-run of that call stands: undefined before any, 'running' until the host answers. */
+  rerunOf: (turn: number, call: number) => 'running' | ToolRerunMessage['reply'] | undefined;
+}
+
+type ToolCall = TrajectoryRecord['turns'][number]['tool_calls'][number];
+interface Outcome {
+  result: unknown;
+  error: string | null;
+  error_kind: ToolCall['error_kind'];
+}
+
+/** An outcome as the panel shows it, recorded or re-run alike: the error with its kind, else the result. */
+function outcomeText(outcome: Outcome): string {
+  return outcome.error ? `${outcome.error_kind}: ${outcome.error}` : pretty(outcome.result);
+}
+
+function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: EpisodeActions): HTMLElement {
+  const state = actions.rerunOf(turn, callIndex);
+  const unparsed = call.arguments === null;
+  const button = h(
+    'button',
+    {
+      id: 'rerun-tool-call',
+      disabled: unparsed || state === 'running',
+      title: unparsed
+        ? 'This call did not parse: there are no arguments to run it with'
+        : `Run ${call.name} again with its current code and the recorded arguments, on the connected trainer`,
+    },
+    icon('debug-rerun'),
+    state === 'running' ? ' Re-running…' : ' Re-run with current code',
+  );
+  button.addEventListener('click', () => actions.rerunToolCall(turn, callIndex));
+  const shown: Array<HTMLElement | null> = [];
+  if (state && state !== 'running' && !state.ok) shown.push(h('p', { class: 'error-text rerun-error' }, state.message));
+  if (state && state !== 'running' && state.ok) {
+    const { recorded, rerun, timeoutS } = state.result;
+    const before = outcomeText({ result: recorded.result, error: recorded.error, error_kind: recorded.errorKind });
+    const after = outcomeText({ result: rerun.result, error: rerun.error, error_kind: rerun.errorKind });
+    const diff = lineDiff(before, after);
+    const changed = diff.some((line) => line.kind !== 'same');
+    shown.push(
+      h(
+        'div',
+        { class: 'pair rerun-pair' },
+        h(
+          'div',
+          { class: 'recorded' },
+          h('h4', {}, `Recorded · ${formatNumber(recorded.latencyMs, 1)} ms`),
+          h('pre', { class: recorded.error ? 'error-text' : 'json' }, before),
+        ),
+        h(
+          'div',
+          { class: 'current' },
+          h(
+            'h4',
+            {},
+            `Current code · ${formatNumber(rerun.latencyMs, 1)} ms`,
+            timeoutS === null ? '' : ` (timeout ${formatNumber(timeoutS, 1)} s)`,
+          ),
+          h('pre', { class: rerun.error ? 'error-text' : 'json' }, after),
+        ),
+      ),
+      h(
+        'p',
+        { class: `rerun-verdict ${changed ? 'changed' : 'same'}` },
+        changed ? 'The outcome changed:' : 'Same outcome as recorded.',
+      ),
+      changed
+        ? h(
+            'pre',
+            { class: 'diff', 'aria-label': 'Line diff, recorded to current' },
+            ...diff.map((line) =>
+              h(
+                'span',
+                { class: `diff-line diff-${line.kind}` },
+                `${line.kind === 'added' ? '+' : line.kind === 'removed' ? '-' : ' '} ${line.text}`,
+              ),
+            ),
+          )
+        : null,
+    );
+  }
+  return h(
+    'section',
+    { class: 'rerun', 'aria-label': 'Re-run with current code' },
+    button,
+    h('div', { class: 'rerun-result', 'aria-live': 'polite' }, ...shown),
+  );
 }
 
 function stepList(steps: Step[], current: number, actions: EpisodeActions): HTMLElement {
@@ -104,9 +194,7 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
           'div',
           { class: 'happened' },
           h('h4', {}, 'What happened (Tool result)'),
-          call.error
-            ? h('pre', { class: 'error-text' }, `${call.error_kind}: ${call.error}`)
-            : h('pre', { class: 'json' }, pretty(call.result)),
+          h('pre', { class: call.error ? 'error-text' : 'json' }, outcomeText(call)),
         ),
         h(
           'div',
@@ -124,6 +212,7 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
           ),
         ),
       ),
+      rerunSection(call, turn.index, step.callIndex!, actions),
     );
   }
   if (step.kind === 'prompt')

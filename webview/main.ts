@@ -1,6 +1,12 @@
 // The replay panel's browser app. It talks to its host only through the typed messages of
 // protocol/webview-messages.ts, and keeps what the user looks at in the webview state.
-import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../protocol/webview-messages';
+import type {
+  HostToWebviewMessage,
+  ToolCallAddress,
+  ToolRerunMessage,
+  TrajectoryRecord,
+  WebviewToHostMessage,
+} from '../protocol/webview-messages';
 import { clear, h } from './dom';
 import { renderEpisode } from './episodeView';
 import { renderGroup } from './groupView';
@@ -25,6 +31,8 @@ class ReplayApp {
   private live = false;
   private runStatus: string | undefined;
   private playTimer: number | undefined;
+  /** Re-runs of tool calls by `runId/trajectoryId/turn/call` (a file may hold several runs' trajectories): 'running' until the host answers, then its reply. */
+  private readonly reruns = new Map<string, 'running' | ToolRerunMessage['reply']>();
 
   constructor(private readonly root: HTMLElement) {
     window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => this.receive(event.data));
@@ -43,6 +51,8 @@ class ReplayApp {
     } else if (message.type === 'runStatus') {
       this.live = message.live;
       this.runStatus = message.runStatus;
+    } else if (message.type === 'toolRerun') {
+      this.reruns.set(rerunKey(message), message.reply);
     } else if (message.type === 'append') {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
@@ -216,6 +226,13 @@ class ReplayApp {
             s.inspectorTab = tab;
           }),
         openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
+        rerunToolCall: (turn, call) => {
+          this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), 'running');
+          this.vscode.postMessage({ type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn, call });
+          this.render();
+        },
+        rerunOf: (turn, call) =>
+          this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
       });
     } else if (this.state.view === 'tokens') {
       body = renderTokenView(record, { compact: false });
@@ -229,6 +246,10 @@ class ReplayApp {
     this.root.append(header, body);
     if (focusedId) document.getElementById(focusedId)?.focus();
   }
+}
+
+function rerunKey(address: ToolCallAddress): string {
+  return `${address.runId}/${address.trajectoryId}/${address.turn}/${address.call}`;
 }
 
 new ReplayApp(document.getElementById('app') ?? document.body);

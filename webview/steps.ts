@@ -15,6 +15,8 @@ export interface Step {
   icon: string;
   turn: number;
   call?: ToolCall;
+  /** The call's index in its turn's tool_calls (a tool step's). */
+  callIndex?: number;
   turnRecord?: Turn;
 }
 
@@ -30,17 +32,18 @@ export function buildSteps(record: TrajectoryRecord): Step[] {
       label: `Turn ${turn.index + 1}: assistant${cut ? ` (${turn.finish_reason})` : ''}`,
       turnRecord: turn,
     });
-    for (const call of turn.tool_calls) {
+    turn.tool_calls.forEach((call, callIndex) => {
       steps.push({
         kind: 'tool',
         status: call.error ? 'error' : 'normal',
         icon: call.error ? 'error' : 'tools',
         turn: turn.index,
         call,
+        callIndex,
         turnRecord: turn,
         label: `${call.name || '(unparsed call)'}${call.error_kind ? ` — ${call.error_kind}` : ''}`,
       });
-    }
+    });
     if (turn.observation !== null || turn.process_reward !== 0 || turn.done) {
       steps.push({
         kind: 'observation',

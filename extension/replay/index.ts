@@ -7,13 +7,18 @@ import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } fro
 import { Commands } from '../commands';
 import type { TrajectoryCache } from '../trajectoryCache';
 import { webviewHtml } from '../webviewHtml';
+import { relayToolRerun } from './toolRerun';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
 
 /** What the replay host needs from a connected trainer (TrainerConnection has it). */
 export interface ReplayTrainer {
-  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params']): Promise<RpcMethods[M]['result']>;
+  request<M extends keyof RpcMethods>(
+    method: M,
+    params: RpcMethods[M]['params'],
+    timeoutMs?: number,
+  ): Promise<RpcMethods[M]['result']>;
   /** Streams the run's events to onRunEvent (idempotent). */
   follow(runId: string): Promise<void>;
   readonly onRunEvent: vscode.Event<RunEventParams>;
@@ -205,6 +210,16 @@ function connect(
       case 'openToolSource':
         await openToolSource(message.toolName, deps);
         return;
+      case 'rerunToolCall': {
+        // A file's records name their run too: any trainer that has the run can re-run its calls.
+        const reply = await relayToolRerun(message, {
+          isTrusted: () => vscode.workspace.isTrusted,
+          trainer: () => deps.trainer?.(),
+        });
+        if (!reply.reply.ok) deps.log.info(`replay: re-run of ${message.trajectoryId}: ${reply.reply.message}`);
+        post(webview, reply);
+        return;
+      }
     }
   });
   webview.html = webviewHtml(webview, webviewRoot, 'main', 'Trajectory replay');

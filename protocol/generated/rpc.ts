@@ -27,7 +27,9 @@ export type ErrorCode =
   | -32012
   | -32020
   | -32021
-  | -32030;
+  | -32030
+  | -32040
+  | -32041;
 /**
  * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
@@ -63,6 +65,7 @@ export interface RpcDefinitions {
   healthSeverity?: HealthSeverity;
   healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
+  toolOutcome?: ToolOutcome;
   "initialize.params"?: InitializeParams;
   "initialize.result"?: InitializeResult;
   "run/start.params"?: RunStartParams;
@@ -86,6 +89,8 @@ export interface RpcDefinitions {
   "trajectory/query.result"?: TrajectoryQueryResult;
   "trajectory/get.params"?: TrajectoryGetParams;
   "trajectory/get.result"?: TrajectoryGetResult;
+  "tool/rerun.params"?: ToolRerunParams;
+  "tool/rerun.result"?: ToolRerunResult;
   "env/upload.params"?: EnvUploadParams;
   "env/upload.result"?: EnvUploadResult;
   "env/check.params"?: EnvCheckParams;
@@ -232,6 +237,18 @@ export interface Diagnostic {
   file?: string;
   line?: number;
 }
+/**
+ * How one execution of a tool call ended: the Tool's raw result, or the error the model read (error_kind as in trajectory.schema.json's toolCall), and how long it took.
+ */
+export interface ToolOutcome {
+  /**
+   * The Tool's raw result, any JSON value; null when it failed.
+   */
+  result: null | boolean | number | string | unknown[] | {};
+  error: string | null;
+  errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
+  latencyMs: number;
+}
 export interface InitializeParams {
   protocolVersion: string;
   clientInfo?: {
@@ -249,6 +266,10 @@ export interface InitializeResult {
     envUpload?: boolean;
     maxMessageBytes?: number;
     maxBundleBytes?: number;
+    /**
+     * tool/rerun is allowed on this server (loopback, or started with --allow-tool-rerun); when false it answers -32040.
+     */
+    toolRerun?: boolean;
     [k: string]: unknown;
   };
   devices: {
@@ -385,6 +406,46 @@ export interface TrajectoryGetResult {
    * In the order of `ids`, or of the step file.
    */
   records: TrajectoryRecord[];
+}
+/**
+ * Run one recorded tool call again with the current code of its Tool: the server reads the call (tool name and arguments) from the run's trajectory record, builds the env from the run's frozen config as training does, and executes the call in a child process with the Tool's timeout. The client names the call; it never supplies the arguments.
+ */
+export interface ToolRerunParams {
+  runId: string;
+  trajectoryId: string;
+  /**
+   * The turn's index in the record's turns.
+   */
+  turn: number;
+  /**
+   * The call's index in that turn's tool_calls.
+   */
+  call: number;
+}
+/**
+ * The call's tool name and recorded arguments, the timeout the re-run had, and two outcomes: `recorded` (what the trajectory stored) and `rerun` (what the current code did).
+ */
+export interface ToolRerunResult {
+  runId: string;
+  trajectoryId: string;
+  turn: number;
+  call: number;
+  /**
+   * The tool the call named.
+   */
+  name: string;
+  /**
+   * The recorded arguments it ran with.
+   */
+  arguments: {
+    [k: string]: unknown;
+  };
+  /**
+   * The timeout the re-run had (the Tool's timeout_s, else the run's rollout.tool_timeout_s); null when no Tool of that name exists now.
+   */
+  timeoutS: number | null;
+  recorded: ToolOutcome;
+  rerun: ToolOutcome;
 }
 export interface EnvUploadParams {
   name: string;
@@ -538,6 +599,10 @@ export const ErrorCode = {
   BUNDLE_NOT_FOUND: -32021,
   /** trajectory not found */
   TRAJECTORY_NOT_FOUND: -32030,
+  /** tool re-run refused: the server is not bound to loopback and was not started with --allow-tool-rerun */
+  TOOL_RERUN_NOT_ALLOWED: -32040,
+  /** tool re-run could not run the call: the run's env could not be built from its config with the current code, or the re-run process ended before the call started (the message says which, with the error) */
+  TOOL_RERUN_FAILED: -32041,
 } as const;
 
 /** Client -> server requests: method -> its params and result. */
@@ -554,6 +619,7 @@ export interface RpcMethods {
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };
   'trajectory/query': { params: TrajectoryQueryParams; result: TrajectoryQueryResult };
   'trajectory/get': { params: TrajectoryGetParams; result: TrajectoryGetResult };
+  'tool/rerun': { params: ToolRerunParams; result: ToolRerunResult };
   'env/upload': { params: EnvUploadParams; result: EnvUploadResult };
   'env/check': { params: EnvCheckParams; result: EnvCheckResult };
   'server/ping': { params: ServerPingParams; result: ServerPingResult };

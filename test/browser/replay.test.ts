@@ -192,6 +192,75 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it('re-runs a tool call through the host and shows the new outcome beside the recorded one, with a diff', async () => {
+    const page = await openReplay(browser, toolErrors);
+    const record = toolErrors[0];
+    await page.click(`tr[data-id="${record.id}"]`);
+    await page.keyboard.press('t');
+    await page.keyboard.press('t'); // the second call of turn 1: boom, which raised
+    const boom = record.turns[0].tool_calls[1];
+    assert.equal(boom.name, 'boom');
+    await page.focus('#rerun-tool-call');
+    await page.keyboard.press('Enter'); // keyboard reachable: a button in the inspector
+    const posted = await page.evaluate(() =>
+      (window as unknown as { __posted: Array<{ type: string }> }).__posted.filter((m) => m.type === 'rerunToolCall'),
+    );
+    assert.deepEqual(posted, [
+      { type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn: 0, call: 1 },
+    ]);
+    assert.match((await page.textContent('#rerun-tool-call')) ?? '', /Re-running/);
+    assert.equal(await page.isDisabled('#rerun-tool-call'), true, 'one re-run at a time per call');
+
+    const fixed = { status: 'ok', lines: ['first', '<b>not markup</b>'] };
+    const address = { runId: record.run_id, trajectoryId: record.id, turn: 0, call: 1 };
+    await page.evaluate((m) => window.postMessage(m, '*'), {
+      type: 'toolRerun',
+      ...address,
+      reply: {
+        ok: true,
+        result: {
+          ...address,
+          name: 'boom',
+          arguments: {},
+          timeoutS: 5,
+          recorded: { result: null, error: boom.error, errorKind: boom.error_kind, latencyMs: boom.latency_ms },
+          rerun: { result: fixed, error: null, errorKind: null, latencyMs: 12.5 },
+        },
+      },
+    });
+    await page.locator('.rerun-pair').waitFor();
+    const recorded = (await page.textContent('.rerun-pair .recorded')) ?? '';
+    const current = (await page.textContent('.rerun-pair .current')) ?? '';
+    assert.match(recorded, new RegExp(`Recorded · ${boom.latency_ms.toFixed(1)} ms`));
+    assert.ok(recorded.includes(`exception: ${boom.error}`), recorded);
+    assert.match(current, /Current code · 12\.5 ms \(timeout 5 s\)/);
+    assert.ok(current.includes(JSON.stringify(fixed, null, 2)), current);
+    assert.match((await page.textContent('.rerun-verdict')) ?? '', /changed/);
+    const removed = await page.locator('.diff-removed').allTextContents();
+    const added = await page.locator('.diff-added').allTextContents();
+    assert.deepEqual(removed, [`- exception: ${boom.error}`]);
+    assert.ok(added.includes('+     "<b>not markup</b>"'), added.join(' | '));
+    assert.equal(await page.locator('.rerun b, .rerun script').count(), 0, 'tool output is text, never HTML');
+    assert.equal(await page.isDisabled('#rerun-tool-call'), false);
+    await page.screenshot({ path: join(SCREENSHOTS, 'rerun-vscode-light.png') });
+
+    await page.keyboard.press('t'); // hang: the trainer refuses this one
+    await page.click('#rerun-tool-call');
+    await page.evaluate((m) => window.postMessage(m, '*'), {
+      type: 'toolRerun',
+      runId: record.run_id,
+      trajectoryId: record.id,
+      turn: 0,
+      call: 2,
+      reply: { ok: false, message: 'The trainer server refused: restart it with --allow-tool-rerun' },
+    });
+    await page.locator('.rerun-error').waitFor();
+    assert.match((await page.textContent('.rerun-error')) ?? '', /--allow-tool-rerun/);
+    for (let i = 0; i < 3; i++) await page.keyboard.press('t'); // echo, nope, then the call that did not parse
+    assert.equal(await page.isDisabled('#rerun-tool-call'), true, 'an unparsed call has no arguments to run');
+    await page.close();
+  });
+
   for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
     it(`draws the run, an episode's errors and its tokens legibly in ${theme}, with screenshots`, async () => {
       const page = await openReplay(browser, toolErrors, theme);

@@ -1,6 +1,6 @@
 // The extension's client against the real Python trainer server (`agentrl serve` from the repo's .venv):
 // local start with a token file, a try run with configDir, an uploaded env bundle, streaming across a
-// dropped connection, a refused token, and a graceful stop of the server.
+// dropped connection, a refused token, the replay's tool re-run relay, and a graceful stop of the server.
 import { strict as assert } from 'node:assert';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { ENDED_RUN_STATUSES, ErrorCode, PROTOCOL_VERSION, type RunEventParams } from '../../protocol/generated/rpc';
 import { packEnvFolder } from '../../extension/envBundle';
 import { startLocalServer, type LocalServer, type LogSink } from '../../extension/localServer';
+import { relayToolRerun } from '../../extension/replay/toolRerun';
 import { readRunConfig } from '../../extension/runConfig';
 import { TrainerClient, TrainerRequestError, type SocketHandlers } from '../../extension/trainerClient';
 import { webSocketFactory } from '../../extension/webSocket';
@@ -88,6 +89,7 @@ describe('the extension client against the real trainer server', function () {
     const result = await client.connect();
     assert.equal(result.protocolVersion, PROTOCOL_VERSION);
     assert.ok(result.devices.cpu.cores >= 1);
+    assert.equal(result.capabilities.toolRerun, true, 'a loopback server allows re-running tool calls');
     assert.ok(
       lines.some((l) => l.startsWith('info [server]')),
       "the server's stderr is forwarded by level",
@@ -121,6 +123,13 @@ describe('the extension client against the real trainer server', function () {
         [runId, page.items[0].id],
       ],
     );
+    // The replay's Re-run relay reaches tool/rerun, and a call the trajectory does not have is named in the reply.
+    const rerun = await relayToolRerun(
+      { type: 'rerunToolCall', runId, trajectoryId: records[0].id, turn: 99, call: 0 },
+      { isTrusted: () => true, trainer: () => client },
+    );
+    assert.ok(!rerun.reply.ok);
+    assert.match(rerun.reply.message, new RegExp(`trajectory ${records[0].id} has no call 0 in turn 99`));
   });
 
   it('uploads an env folder as a bundle the server accepts, checks it and trains from it', async () => {

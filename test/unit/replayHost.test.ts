@@ -1,7 +1,17 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { ErrorCode, type ToolRerunResult } from '../../protocol/generated/rpc';
+import type { RerunToolCallMessage } from '../../protocol/webview-messages';
+import {
+  NOT_CONNECTED_MESSAGE,
+  relayToolRerun,
+  TOOL_RERUN_TIMEOUT_MS,
+  type ToolRerunTrainer,
+  UNTRUSTED_MESSAGE,
+} from '../../extension/replay/toolRerun';
 import { findToolDefinition, parseTrajectories } from '../../extension/replay/toolSource';
+import { TrainerRequestError } from '../../extension/trainerClient';
 
 const ROOT = resolve(__dirname, '..', '..');
 
@@ -56,5 +66,85 @@ describe('replay host helpers', () => {
     const bad = parseTrajectories(`${text.split('\n')[0]}\n{oops\n`);
     assert.equal(bad.records.length, 1);
     assert.match(bad.errors[0], /^line 2: /);
+  });
+});
+
+describe('replay host: re-run a tool call', () => {
+  const message: RerunToolCallMessage = {
+    type: 'rerunToolCall',
+    runId: 'run-1',
+    trajectoryId: '3-0-1',
+    turn: 0,
+    call: 1,
+  };
+  const result: ToolRerunResult = {
+    runId: 'run-1',
+    trajectoryId: '3-0-1',
+    turn: 0,
+    call: 1,
+    name: 'lookup',
+    arguments: { key: '3' },
+    timeoutS: 5,
+    recorded: { result: 'gold', error: null, errorKind: null, latencyMs: 0.4 },
+    rerun: { result: 'GOLD', error: null, errorKind: null, latencyMs: 0.3 },
+  };
+
+  function trainer(answer: () => Promise<unknown>) {
+    const requests: Array<{ method: string; params: unknown; timeoutMs?: number }> = [];
+    return {
+      requests,
+      request: ((method: string, params: unknown, timeoutMs?: number) => {
+        requests.push({ method, params, timeoutMs });
+        return answer();
+      }) as ToolRerunTrainer['request'],
+    };
+  }
+
+  it('relays the call, named by its place only, to tool/rerun and the result back to the panel', async () => {
+    const connected = trainer(async () => result);
+    const reply = await relayToolRerun(message, { isTrusted: () => true, trainer: () => connected });
+    assert.deepEqual(connected.requests, [
+      {
+        method: 'tool/rerun',
+        params: { runId: 'run-1', trajectoryId: '3-0-1', turn: 0, call: 1 },
+        timeoutMs: TOOL_RERUN_TIMEOUT_MS,
+      },
+    ]);
+    assert.deepEqual(reply, {
+      type: 'toolRerun',
+      runId: 'run-1',
+      trajectoryId: '3-0-1',
+      turn: 0,
+      call: 1,
+      reply: { ok: true, result },
+    });
+  });
+
+  it('refuses in an untrusted workspace without asking the trainer, and says why without one', async () => {
+    const connected = trainer(async () => result);
+    const untrusted = await relayToolRerun(message, { isTrusted: () => false, trainer: () => connected });
+    assert.deepEqual(untrusted.reply, { ok: false, message: UNTRUSTED_MESSAGE });
+    assert.equal(connected.requests.length, 0, 'no code runs for an untrusted workspace');
+    const alone = await relayToolRerun(message, { isTrusted: () => true, trainer: () => undefined });
+    assert.deepEqual(alone.reply, { ok: false, message: NOT_CONNECTED_MESSAGE });
+  });
+
+  it("shows the trainer's refusal and errors in words", async () => {
+    const refusing = trainer(async () => {
+      throw new TrainerRequestError(
+        'tool/rerun',
+        ErrorCode.TOOL_RERUN_NOT_ALLOWED,
+        'this server listens on 0.0.0.0, not loopback; restart it with `agentrl serve --allow-tool-rerun`',
+      );
+    });
+    const refused = await relayToolRerun(message, { isTrusted: () => true, trainer: () => refusing });
+    assert.ok(!refused.reply.ok);
+    assert.match(refused.reply.message, /^The trainer server refused: .*--allow-tool-rerun/);
+    const old = trainer(async () => {
+      throw new TrainerRequestError('tool/rerun', ErrorCode.METHOD_NOT_FOUND, "method not found: 'tool/rerun'");
+    });
+    const outdated = await relayToolRerun(message, { isTrusted: () => true, trainer: () => old });
+    assert.ok(!outdated.reply.ok);
+    assert.match(outdated.reply.message, /older than tool\/rerun/);
   });
 });

@@ -29,6 +29,8 @@ DOCUMENTED_ERRORS = {
     p.BUNDLE_REJECTED,
     p.BUNDLE_NOT_FOUND,
     p.TRAJECTORY_NOT_FOUND,
+    p.TOOL_RERUN_NOT_ALLOWED,
+    p.TOOL_RERUN_FAILED,
 }
 # server/shutdown would end the server under test, and each valid run/export loads the model in a child process
 # (seconds; tests/test_server.py attacks its params instead); everything else is fuzzed, state-changing methods included.
@@ -53,6 +55,9 @@ def plausible(key: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
     by_key = {
         "runId": st.sampled_from([run_id, "no-such-run"]) | HOSTILE_TEXT,
         "id": st.sampled_from([trajectory_id, f"{run_id}:9:9:9"]) | HOSTILE_TEXT | st.text(max_size=20),
+        "trajectoryId": st.sampled_from([trajectory_id, "9-9-9"]) | HOSTILE_TEXT,
+        "turn": st.integers(-1, 3) | NUMBERS,
+        "call": st.integers(-1, 3) | NUMBERS,
         "since": NUMBERS,
         "step": NUMBERS,
         "limit": NUMBERS,

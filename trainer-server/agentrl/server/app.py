@@ -25,10 +25,11 @@ from websockets.http11 import Request, Response
 
 from agentrl import __version__
 from agentrl.learning.algorithms import ALGORITHM_NAMES
-from agentrl.run.runstore import EVENTS_FILE, last_seq, read_events, trajectory_file_name
+from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.runs import RunManager, status_run_info
+from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
 
 log = logging.getLogger("agentrl.server")
@@ -50,6 +51,8 @@ class ServerOptions:
     token: str | None
     allowed_origins: tuple[str, ...] = ()
     max_connections: int = 32
+    # tool/rerun runs the user's Tool code on this machine at a client's request: on loopback, or when asked for.
+    tool_rerun_allowed: bool = False
 
 
 def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
@@ -121,6 +124,7 @@ class Client:
 
 
 MAX_CONCURRENT_UPLOADS = 2
+MAX_CONCURRENT_RERUNS = 2  # each is a child process building the user's env
 # An export loads the whole model: one at a time, and never longer than this.
 EXPORT_TIMEOUT_S = 1800
 # Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
@@ -136,6 +140,7 @@ class TrainerServer:
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
         self.export_slot = asyncio.Semaphore(1)
+        self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
         self.trajectory_index = TrajectoryIndex()
         self.open_connections = 0
         self.server: Server | None = None
@@ -153,6 +158,7 @@ class TrainerServer:
             "run/unsubscribe": self.run_unsubscribe,
             "trajectory/query": self.trajectory_query,
             "trajectory/get": self.trajectory_get,
+            "tool/rerun": self.tool_rerun,
             "env/upload": self.env_upload,
             "env/check": self.env_check,
             "server/ping": self.ping,
@@ -264,6 +270,7 @@ class TrainerServer:
                 "envUpload": True,
                 "maxMessageBytes": MAX_MESSAGE_BYTES,
                 "maxBundleBytes": MAX_ARCHIVE_BYTES,
+                "toolRerun": self.options.tool_rerun_allowed,
             },
             "devices": await asyncio.to_thread(describe_devices),
         }
@@ -449,6 +456,37 @@ class TrainerServer:
                 f"run {params['runId']} has no trajectory {', '.join(map(repr, missing[:5]))}{more}",
             )
         return {"records": [found[trajectory_id] for trajectory_id in ids]}
+
+    async def tool_rerun(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """The recorded call, read from the run's trajectory (a client names a call, never its arguments), run
+        again with the current code in a child process (rpc.md, `tool/rerun`)."""
+        if not self.options.tool_rerun_allowed:
+            raise p.RpcError(
+                p.TOOL_RERUN_NOT_ALLOWED,
+                f"tool/rerun runs a Tool's code on the server's machine, and this server listens on "
+                f"{self.options.host}, not loopback; restart it with `agentrl serve --allow-tool-rerun` to allow it",
+            )
+        run_id, trajectory_id = params["runId"], params["trajectoryId"]
+        record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [trajectory_id]}))["records"][
+            0
+        ]
+        call = recorded_call(record, params["turn"], params["call"])
+        config_path = self.runs.run_dir(run_id) / CONFIG_FILE
+        if not config_path.is_file():
+            raise p.RpcError(p.RUN_STATE_CONFLICT, f"run {run_id} has no frozen config to build its env from")
+        async with self.rerun_slots:
+            rerun, timeout_s = await rerun_call(config_path, call)
+        return {
+            "runId": run_id,
+            "trajectoryId": trajectory_id,
+            "turn": params["turn"],
+            "call": params["call"],
+            "name": call["name"],
+            "arguments": call["arguments"],
+            "timeoutS": timeout_s,
+            "recorded": wire_outcome(call),
+            "rerun": rerun,
+        }
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         async with self.upload_slots:  # one per connection already: a connection's requests run in turn

@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=32,
         help="connections open at once; more are refused with HTTP 503 (default: 32)",
     )
+    parser.add_argument(
+        "--allow-tool-rerun",
+        action="store_true",
+        help="allow tool/rerun (the replay's 'Re-run with current code' runs a Tool's code on this machine) when "
+        "bound to an address other than loopback; on loopback it is always allowed",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -122,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         token=token,
         allowed_origins=tuple(args.allow_origin),
         max_connections=args.max_connections,
+        tool_rerun_allowed=is_loopback(args.host) or args.allow_tool_rerun,
     )
 
     def on_listening(port: int) -> None:

@@ -1,0 +1,63 @@
+// The replay host's relay for "Re-run with current code": a webview's `rerunToolCall` becomes the trainer's
+// `tool/rerun`, and every way it can fail becomes words the panel shows. No `vscode` import: the workspace's trust
+// and the trainer are injected, so the relay is tested without an editor.
+import { ErrorCode, type RpcMethods } from '../../protocol/generated/rpc';
+import type { RerunToolCallMessage, ToolRerunMessage } from '../../protocol/webview-messages';
+import { TrainerRequestError } from '../trainerClient';
+
+/** Building the env on the trainer may take up to 120 s before the Tool's own timeout starts (toolrerun.py). */
+export const TOOL_RERUN_TIMEOUT_MS = 180_000;
+
+/** The part of a trainer connection the relay uses. */
+export interface ToolRerunTrainer {
+  request<M extends keyof RpcMethods>(
+    method: M,
+    params: RpcMethods[M]['params'],
+    timeoutMs?: number,
+  ): Promise<RpcMethods[M]['result']>;
+}
+
+export interface ToolRerunDeps {
+  /** vscode.workspace.isTrusted: a re-run executes the workspace's Tool code. */
+  isTrusted: () => boolean;
+  /** The connected trainer, else undefined. */
+  trainer: () => ToolRerunTrainer | undefined;
+}
+
+export const UNTRUSTED_MESSAGE =
+  'Re-running a tool call runs the Tool code of this workspace, which is not trusted. ' +
+  'Trust the workspace (Manage Workspace Trust) to re-run; replaying works without trust.';
+export const NOT_CONNECTED_MESSAGE =
+  'Not connected to a trainer server: run "Agent RL: Start Local Server" or "Agent RL: Connect to Server", then re-run.';
+
+export async function relayToolRerun(message: RerunToolCallMessage, deps: ToolRerunDeps): Promise<ToolRerunMessage> {
+  const address = { runId: message.runId, trajectoryId: message.trajectoryId, turn: message.turn, call: message.call };
+  const refuse = (text: string): ToolRerunMessage => ({
+    type: 'toolRerun',
+    ...address,
+    reply: { ok: false, message: text },
+  });
+  if (!deps.isTrusted()) return refuse(UNTRUSTED_MESSAGE);
+  const trainer = deps.trainer();
+  if (!trainer) return refuse(NOT_CONNECTED_MESSAGE);
+  try {
+    const result = await trainer.request('tool/rerun', address, TOOL_RERUN_TIMEOUT_MS);
+    return { type: 'toolRerun', ...address, reply: { ok: true, result } };
+  } catch (err) {
+    return refuse(describeFailure(err as Error));
+  }
+}
+
+function describeFailure(err: Error): string {
+  if (!(err instanceof TrainerRequestError)) return err.message;
+  switch (err.code) {
+    case ErrorCode.TOOL_RERUN_NOT_ALLOWED:
+      return `The trainer server refused: ${err.message}`;
+    case ErrorCode.RUN_NOT_FOUND:
+      return `The connected trainer server does not have this run: ${err.message}`;
+    case ErrorCode.METHOD_NOT_FOUND:
+      return 'The connected trainer server is older than tool/rerun; update agentrl on it to re-run tool calls.';
+    default:
+      return err.message;
+  }
+}

@@ -1,0 +1,74 @@
+"""`python -m agentrl.environment.rerun`: one recorded tool call, run again with the current code of its Tool.
+
+The server's `tool/rerun` starts this in a fresh process for every re-run, so the env's modules are imported from
+disk anew (an edited Tool runs as edited) and the user's code never runs inside the server. The env is built from
+the run's frozen config through the same factory as training, and the call goes through the same `execute_call` as
+a rollout's (argument validation, the Tool's timeout, every failure an error the model would read). As in a tool
+worker process (`rollout.tool_isolation: process`), the env is built fresh and never reset.
+
+Reads one JSON object on stdin: `{config, id, name, arguments, raw}` (config: the run's frozen config.yaml).
+Writes JSON lines on what was its stdout: `{"ready": {"timeout_s": ...}}` once the env is built, then
+`{"outcome": {result, error, error_kind, latency_ms}}`; or `{"setup_error": MESSAGE}` when the env cannot be
+built. The Tool's own prints go to stderr, so they cannot be mistaken for an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import IO, Any
+
+from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
+from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
+from agentrl.run.config import ConfigError, data_files_in_use, load_config
+
+
+def _say(channel: IO[str], message: dict[str, Any]) -> None:
+    channel.write(json.dumps(message, allow_nan=False) + "\n")
+    channel.flush()
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the user's code may print; only we write answers
+    sys.stdout = sys.stderr
+    request = json.loads(sys.stdin.read())
+    try:
+        config = load_config(request["config"])
+        make_env = env_factory(
+            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+        )
+    except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
+        _say(answers, {"setup_error": str(err)})
+        os._exit(0)
+    try:
+        tools = make_env().tool_map()
+    except Exception as err:  # noqa: BLE001 - the user's constructor
+        _say(answers, {"setup_error": f"{config.env.class_name}(**env.args) raised {describe_exception(err)}"})
+        os._exit(0)
+    tool = tools.get(request["name"])
+    default_timeout_s = config.rollout.tool_timeout_s
+    timeout_s = None if tool is None else (tool.timeout_s if tool.timeout_s is not None else default_timeout_s)
+    _say(answers, {"ready": {"timeout_s": timeout_s}})
+    call = ParsedCall(id=request["id"], name=request["name"], arguments=request["arguments"], raw=request["raw"])
+    outcome = asyncio.run(execute_call(call, tools, default_timeout_s))
+    _say(
+        answers,
+        {
+            "outcome": {
+                "result": outcome.result,
+                "error": outcome.error,
+                "error_kind": outcome.error_kind,
+                "latency_ms": outcome.latency_ms,
+            }
+        },
+    )
+    # Not a normal exit: a call past its timeout still holds its thread, and the user's code may have registered
+    # exit handlers that wait for threads of its own (a ThreadPoolExecutor does); the answer is already out.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

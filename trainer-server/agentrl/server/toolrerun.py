@@ -1,0 +1,120 @@
+"""`tool/rerun`: a recorded tool call, run again with the current code of its Tool, in a child process
+(`agentrl.environment.rerun`), so the server's event loop only waits on pipes and the user's code never runs here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agentrl.server import protocol as p
+
+# Building the env may import heavy modules or index a corpus; past this the re-run is given up.
+SETUP_TIMEOUT_S = 120.0
+# After the Tool's own timeout, how long the child may take to report it (its timeout is enforced in there).
+REPORT_GRACE_S = 10.0
+STDERR_TAIL_BYTES = 4000
+
+
+def recorded_call(record: dict[str, Any], turn: int, call: int) -> dict[str, Any]:
+    """The trajectory record's call `call` of turn `turn`, which must have parsed (no arguments to run otherwise)."""
+    turns = record["turns"]
+    if turn >= len(turns) or call >= len(turns[turn]["tool_calls"]):
+        has = f"{len(turns)} turns" + (
+            f", {len(turns[turn]['tool_calls'])} calls in turn {turn}" if turn < len(turns) else ""
+        )
+        raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"trajectory {record['id']} has no call {call} in turn {turn} ({has})")
+    found = turns[turn]["tool_calls"][call]
+    if found["arguments"] is None:
+        raise p.RpcError(
+            p.INVALID_PARAMS,
+            f"call {call} of turn {turn} did not parse ({found['error_kind']}): there are no arguments to run it with",
+        )
+    return found
+
+
+def wire_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """A stored outcome (snake_case, as the trajectory keeps it) as `$defs/toolOutcome`."""
+    return {
+        "result": outcome["result"],
+        "error": outcome["error"],
+        "errorKind": outcome["error_kind"],
+        "latencyMs": outcome["latency_ms"],
+    }
+
+
+async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentrl.environment.rerun",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    stderr_tail = bytearray()
+
+    async def drain_stderr() -> None:  # a Tool that prints a lot must not fill the pipe and stall
+        assert process.stderr is not None
+        while chunk := await process.stderr.read(1 << 16):
+            stderr_tail.extend(chunk)
+            del stderr_tail[:-STDERR_TAIL_BYTES]
+
+    draining = asyncio.get_running_loop().create_task(drain_stderr())
+    try:
+        request = {"config": str(config_path), **{key: call[key] for key in ("id", "name", "arguments", "raw")}}
+        process.stdin.write(json.dumps(request).encode())
+        await process.stdin.drain()
+        process.stdin.close()
+        ready = await _answer(process, SETUP_TIMEOUT_S)
+        if ready is None:
+            raise p.RpcError(
+                p.TOOL_RERUN_FAILED, await _ended("before the call started", process, draining, stderr_tail)
+            )
+        if "setup_error" in ready:
+            raise p.RpcError(p.TOOL_RERUN_FAILED, f"cannot build the env with the current code: {ready['setup_error']}")
+        timeout_s = ready["ready"]["timeout_s"]
+        started = time.perf_counter()
+        try:
+            answer = await _answer(process, (timeout_s or 0.0) + REPORT_GRACE_S)
+        except TimeoutError:  # the Tool held the whole process (e.g. native code that never releases the GIL)
+            return _failed(f"{call['name']} timed out after {timeout_s:g} s", "timeout", started), timeout_s
+        if answer is None:
+            said = await _ended("while it ran", process, draining, stderr_tail)
+            message = f"{call['name']} did not answer: {said}. A Tool returns or raises; it never ends its process"
+            return _failed(message, "exception", started), timeout_s
+        return wire_outcome(answer["outcome"]), timeout_s
+    except TimeoutError:
+        raise p.RpcError(p.TOOL_RERUN_FAILED, f"building the env took longer than {SETUP_TIMEOUT_S:g} s") from None
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        await draining
+
+
+async def _answer(process: asyncio.subprocess.Process, timeout_s: float) -> dict[str, Any] | None:
+    """The child's next answer line, or None when it ended without one."""
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), timeout_s)
+    return json.loads(line) if line.strip() else None
+
+
+async def _ended(
+    when: str, process: asyncio.subprocess.Process, draining: asyncio.Task[None], stderr_tail: bytearray
+) -> str:
+    """How the child ended, with the last line it wrote on stderr (a traceback's, usually)."""
+    code = await process.wait()
+    await draining
+    how = f"exit code {code}" if code >= 0 else f"signal {-code}"
+    said = stderr_tail.decode(errors="replace").strip().splitlines()
+    return f"the re-run process ended ({how}) {when}" + (f": {said[-1]}" if said else "")
+
+
+def _failed(message: str, kind: str, started: float) -> dict[str, Any]:
+    return {"result": None, "error": message, "errorKind": kind, "latencyMs": (time.perf_counter() - started) * 1000.0}

@@ -1,0 +1,189 @@
+"""`tool/rerun` against a live server: a recorded call runs again with the current code of its Tool (edited on disk
+after the run), with the Tool's timeout, in a child process that never blocks the server; refused off loopback
+unless the server was started with --allow-tool-rerun; bad params get documented errors."""
+
+import json
+import threading
+import time
+
+import pytest
+from agentrl.rollout.scripted import ScriptedPolicy
+from agentrl.run.config import load_config
+from agentrl.run.trainer import train
+from agentrl.server import protocol as p
+from server_harness import ServerProcess
+
+ENV_SOURCE = """
+import os
+import time
+
+from agentrl import EpisodeScore, Tool, ToolEnv
+
+TABLE = {"3": "gold"}
+
+
+class Lookup(Tool):
+    name = "lookup"
+    description = "Return the value stored under a key."
+    parameters = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
+    timeout_s = 1.5
+
+    def execute(self, key):
+        print("a Tool that prints must not confuse the re-run")
+        BODY
+
+
+class LookupEnv(ToolEnv):
+    def __init__(self, **args):
+        self.tools = [Lookup()]
+
+    def reset(self, task):
+        return [{"role": "user", "content": "key " + task["key"]}]
+
+    def score(self, final_text):
+        return EpisodeScore(reward=0.0)
+"""
+RECORDED_BODY = "return TABLE[key]"
+CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "3"}}</tool_call>'
+UNPARSED = "<tool_call>{not json</tool_call>"
+
+
+def write_env(folder, body):
+    (folder / "env.py").write_text(ENV_SOURCE.replace("BODY", body))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A Try run whose episodes call lookup("3") once, then write a call that does not parse."""
+    folder = tmp_path_factory.mktemp("env")
+    write_env(folder, RECORDED_BODY)
+    (folder / "tasks.jsonl").write_text(json.dumps({"key": "3"}) + "\n")
+    (folder / "rerun.agentrl.yaml").write_text(
+        "name: rerun\nmodel: {path: tiny}\nenv: {module: env.py, class_name: LookupEnv}\n"
+        "data: {train: tasks.jsonl}\nrollout: {group_size: 1, max_turns: 3, max_new_tokens: 24, tool_timeout_s: 5}\n"
+    )
+    runs_dir = folder / "runs"
+    run_dir = train(
+        load_config(folder / "rerun.agentrl.yaml"),
+        runs_dir=runs_dir,
+        rollout_only_episodes=1,
+        config_base_dir=folder,
+        policy=ScriptedPolicy([CALL, UNPARSED, "done"]),
+    )
+    record = json.loads(next((run_dir / "trajectories").glob("*.jsonl")).read_text().splitlines()[0])
+    assert record["turns"][0]["tool_calls"][0]["result"] == "gold"
+    yield folder, runs_dir, run_dir.name, record["id"]
+    write_env(folder, RECORDED_BODY)
+
+
+@pytest.fixture(scope="module")
+def server(recorded):
+    running = ServerProcess(recorded[1])
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(server, recorded):
+    connected = server.client()
+    yield connected
+    connected.close()
+    write_env(recorded[0], RECORDED_BODY)
+
+
+def rerun(client, recorded, turn=0, call=0, **extra):
+    _, _, run_id, trajectory_id = recorded
+    return client.call(
+        "tool/rerun", {"runId": run_id, "trajectoryId": trajectory_id, "turn": turn, "call": call, **extra}, timeout=60
+    )
+
+
+def test_rerun_gives_the_recorded_result_then_an_edited_tools_new_one(server, recorded, client):
+    assert client.request("initialize", {"protocolVersion": p.PROTOCOL_VERSION})["capabilities"]["toolRerun"] is True
+    same = rerun(client, recorded)["result"]
+    assert same["name"] == "lookup" and same["arguments"] == {"key": "3"} and same["timeoutS"] == 1.5
+    assert same["recorded"]["result"] == same["rerun"]["result"] == "gold"
+    assert same["rerun"]["error"] is None and same["rerun"]["latencyMs"] >= 0
+
+    write_env(recorded[0], "return TABLE[key].upper() + '!'")  # the Tool edited after the run
+    edited = rerun(client, recorded)["result"]
+    assert edited["rerun"] == {
+        "result": "GOLD!",
+        "error": None,
+        "errorKind": None,
+        "latencyMs": edited["rerun"]["latencyMs"],
+    }
+    assert edited["recorded"] == same["recorded"], "the recorded outcome is the trajectory's, untouched"
+
+    write_env(recorded[0], "raise ValueError('the store is down')")
+    failed = rerun(client, recorded)["result"]["rerun"]
+    assert failed["errorKind"] == "exception" and failed["error"] == "lookup raised ValueError: the store is down"
+
+
+def test_rerun_times_out_with_the_tools_timeout_and_never_blocks_the_server(server, recorded, client):
+    write_env(recorded[0], "time.sleep(60)")
+    answered: dict = {}
+    thread = threading.Thread(target=lambda: answered.update(rerun(client, recorded)))
+    started = time.perf_counter()
+    thread.start()
+    time.sleep(0.5)
+    other = server.client()
+    ping_started = time.perf_counter()
+    other.request("server/ping")
+    assert time.perf_counter() - ping_started < 1.0, "the re-run must not hold the server's event loop"
+    other.close()
+    thread.join(timeout=30)
+    outcome = answered["result"]["rerun"]
+    assert outcome["errorKind"] == "timeout" and outcome["error"] == "lookup timed out after 1.5 s"
+    assert 1500 <= outcome["latencyMs"] < 5000 and time.perf_counter() - started < 15
+
+
+def test_a_tool_that_ends_the_process_or_an_env_that_no_longer_imports(server, recorded, client):
+    write_env(recorded[0], "os._exit(3)")
+    ended = rerun(client, recorded)["result"]["rerun"]
+    assert ended["errorKind"] == "exception"
+    assert "the re-run process ended (exit code 3) while it ran" in ended["error"]
+
+    write_env(recorded[0], "return (")  # a syntax error: the env cannot be built now
+    broken = rerun(client, recorded)["error"]
+    assert broken["code"] == p.TOOL_RERUN_FAILED
+    assert "cannot build the env with the current code" in broken["message"] and "SyntaxError" in broken["message"]
+
+
+def test_bad_params_get_documented_errors(server, recorded, client):
+    _, _, run_id, trajectory_id = recorded
+    no_call = rerun(client, recorded, turn=0, call=5)["error"]
+    assert no_call["code"] == p.TRAJECTORY_NOT_FOUND and "has no call 5 in turn 0" in no_call["message"]
+    assert rerun(client, recorded, turn=40)["error"]["code"] == p.TRAJECTORY_NOT_FOUND
+    unparsed = rerun(client, recorded, turn=1)["error"]
+    assert unparsed["code"] == p.INVALID_PARAMS and "did not parse (bad_json)" in unparsed["message"]
+    spoofed = rerun(client, recorded, arguments={"key": "4"})["error"]
+    assert spoofed["code"] == p.INVALID_PARAMS, "arguments come from the trajectory, never from the client"
+    params = {"turn": 0, "call": 0}
+    assert client.call("tool/rerun", {"runId": "nope", "trajectoryId": trajectory_id, **params})["error"]["code"] == (
+        p.RUN_NOT_FOUND
+    )
+    missing = client.call("tool/rerun", {"runId": run_id, "trajectoryId": "9-9-9", **params})["error"]
+    assert missing["code"] == p.TRAJECTORY_NOT_FOUND
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_off_loopback_it_is_refused_unless_the_server_allows_it(recorded, tmp_path, allowed):
+    token_file = tmp_path / "token"
+    token_file.write_text("a-token-of-more-than-16-characters\n")
+    extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-tool-rerun"] if allowed else [])]
+    remote = ServerProcess(recorded[1], *extra)
+    remote.token = token_file.read_text().strip()
+    client = remote.client(initialize=False)
+    try:
+        capabilities = client.request("initialize", {"protocolVersion": p.PROTOCOL_VERSION})["capabilities"]
+        assert capabilities["toolRerun"] is allowed
+        answer = rerun(client, recorded)
+        if allowed:
+            assert answer["result"]["rerun"]["result"] == "gold"
+        else:
+            assert answer["error"]["code"] == p.TOOL_RERUN_NOT_ALLOWED
+            assert "--allow-tool-rerun" in answer["error"]["message"] and "0.0.0.0" in answer["error"]["message"]
+    finally:
+        client.close()
+        remote.stop()
