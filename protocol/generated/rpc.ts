@@ -29,7 +29,8 @@ export type ErrorCode =
   | -32021
   | -32030
   | -32040
-  | -32041;
+  | -32041
+  | -32042;
 /**
  * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
@@ -95,6 +96,8 @@ export interface RpcDefinitions {
   "env/upload.result"?: EnvUploadResult;
   "env/check.params"?: EnvCheckParams;
   "env/check.result"?: EnvCheckResult;
+  "mcp/listTools.params"?: McpListToolsParams;
+  "mcp/listTools.result"?: McpListToolsResult;
   "server/ping.params"?: ServerPingParams;
   "server/ping.result"?: ServerPingResult;
   "server/shutdown.params"?: ServerShutdownParams;
@@ -463,6 +466,29 @@ export interface EnvCheckResult {
   ok: boolean;
   diagnostics: Diagnostic[];
 }
+/**
+ * Start one MCP server as a run would (an env.mcp_servers entry), list its tools, and stop it: what the editor's New Tool > From an MCP server shows before it writes the entry into a run config. The server program runs on the trainer's machine, where runs would start it.
+ */
+export interface McpListToolsParams {
+  /**
+   * One env.mcp_servers entry, as run-config.schema.json's McpServerConfig defines it (the trainer checks it with that definition: -32602 names what is wrong). A stdio server's relative cwd is relative to the trainer server's working folder.
+   */
+  server: {};
+}
+export interface McpListToolsResult {
+  /**
+   * The entry's name.
+   */
+  server: string;
+  tools: {
+    name: string;
+    description: string;
+    /**
+     * The tool's input JSON Schema, as the server lists it.
+     */
+    parameters: {};
+  }[];
+}
 export interface ServerPingParams {}
 export interface ServerPingResult {
   time: number;
@@ -603,6 +629,8 @@ export const ErrorCode = {
   TOOL_RERUN_NOT_ALLOWED: -32040,
   /** tool re-run could not run the call: the run's env could not be built from its config with the current code, or the re-run process ended before the call started (the message says which, with the error) */
   TOOL_RERUN_FAILED: -32041,
+  /** an MCP server could not be started or would not list its tools (the message names the server and says why) */
+  MCP_SERVER_UNAVAILABLE: -32042,
 } as const;
 
 /** Client -> server requests: method -> its params and result. */
@@ -622,6 +650,7 @@ export interface RpcMethods {
   'tool/rerun': { params: ToolRerunParams; result: ToolRerunResult };
   'env/upload': { params: EnvUploadParams; result: EnvUploadResult };
   'env/check': { params: EnvCheckParams; result: EnvCheckResult };
+  'mcp/listTools': { params: McpListToolsParams; result: McpListToolsResult };
   'server/ping': { params: ServerPingParams; result: ServerPingResult };
   'server/shutdown': { params: ServerShutdownParams; result: ServerShutdownResult };
 }

@@ -17,6 +17,8 @@ from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.config import ConfigError, McpServerConfig, load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
+from agentrl.server import protocol as p
+from server_harness import ServerProcess
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 
@@ -263,3 +265,25 @@ def test_a_streamable_http_server_is_reached_by_url(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_server_lists_an_mcp_servers_tools_for_the_editor_and_says_why_one_cannot_start(tmp_path):
+    server = ServerProcess(tmp_path / "runs")
+    client = server.client()
+    try:
+        entry = {"name": "math", "command": sys.executable, "args": [str(SERVER)], "timeout_s": 20}
+        listed = client.request("mcp/listTools", {"server": entry}, timeout=60)
+        assert listed["server"] == "math"
+        assert [tool["name"] for tool in listed["tools"]] == ["add", "shout", "divide", "crash", "hang", "pid"]
+        assert listed["tools"][0]["parameters"]["required"] == ["a", "b"]
+
+        gone = client.call("mcp/listTools", {"server": {"name": "gone", "command": "/nonexistent/mcp-server"}})
+        assert gone["error"]["code"] == p.MCP_SERVER_UNAVAILABLE
+        assert gone["error"]["message"].startswith('env.mcp_servers: server "gone" could not start')
+        both = client.call("mcp/listTools", {"server": {"name": "x", "command": "a", "url": "http://127.0.0.1:1/mcp"}})
+        assert both["error"]["code"] == p.INVALID_PARAMS and "give either command" in both["error"]["message"]
+        unnamed = client.call("mcp/listTools", {"server": {"command": "a"}})
+        assert unnamed["error"] == {"code": p.INVALID_PARAMS, "message": "server.name: Field required"}
+    finally:
+        client.close()
+        server.stop()

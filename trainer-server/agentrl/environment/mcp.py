@@ -298,3 +298,16 @@ class McpServers:
             for log in self._logs:
                 log.close()
             self._logs.clear()
+
+
+def list_server_tools(config: McpServerConfig) -> list[dict[str, Any]]:
+    """One server started on its own, its tools as it names them ({name, description, parameters}), then stopped:
+    the server's `mcp/listTools`, for the editor's New Tool > From an MCP server."""
+    servers = McpServers([config])
+    try:
+        return [
+            {"name": tool.remote_name, "description": tool.description, "parameters": tool.parameters}
+            for tool in servers.tools()
+        ]
+    finally:
+        servers.close()

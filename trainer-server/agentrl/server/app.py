@@ -18,13 +18,16 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
+from agentrl.environment.mcp import McpUnavailableError, list_server_tools
 from agentrl.learning.algorithms import ALGORITHM_NAMES
+from agentrl.run.config import McpServerConfig
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
@@ -161,6 +164,7 @@ class TrainerServer:
             "tool/rerun": self.tool_rerun,
             "env/upload": self.env_upload,
             "env/check": self.env_check,
+            "mcp/listTools": self.mcp_list_tools,
             "server/ping": self.ping,
             "server/shutdown": self.shutdown,
         }
@@ -530,6 +534,19 @@ class TrainerServer:
                 }
             ]
         return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
+
+    async def mcp_list_tools(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            entry = McpServerConfig.model_validate(params["server"])
+        except pydantic.ValidationError as err:
+            problem = err.errors()[0]
+            where = ".".join(str(part) for part in ("server", *problem["loc"]))
+            raise p.RpcError(p.INVALID_PARAMS, f"{where}: {problem['msg']}") from None
+        try:
+            tools = await asyncio.to_thread(list_server_tools, entry)
+        except McpUnavailableError as err:
+            raise p.RpcError(p.MCP_SERVER_UNAVAILABLE, str(err)) from None
+        return {"server": entry.name, "tools": tools}
 
     async def ping(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"time": time.time()}
