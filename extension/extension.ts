@@ -8,11 +8,14 @@ import { registerDashboard } from './dashboard';
 import { registerHealthDiagnostics } from './healthDiagnostics';
 import { startLanguageClient, type LanguageClientHandle } from './languageClient';
 import { registerReplay } from './replay';
-import { registerRunCommands } from './runCommands';
+import { ensureConnected, registerRunCommands } from './runCommands';
 import { registerRunsView } from './runsView';
 import { registerScaffoldCommands } from './scaffoldCommands';
 import { registerStatusBar } from './statusBar';
 import { TrainerConnection } from './trainerConnection';
+
+// The trainer gives a server 60 s to start and list its tools.
+const MCP_LIST_TIMEOUT_MS = 75_000;
 
 let languageClient: LanguageClientHandle | undefined;
 let connection: TrainerConnection | undefined;
@@ -34,7 +37,13 @@ export function activate(context: vscode.ExtensionContext): void {
     registerStatusBar(trainer),
     registerHealthDiagnostics(trainer, log),
     registerRunCommands({ context, log, connection: trainer }),
-    registerScaffoldCommands(join(context.extensionPath, 'extension', 'templates'), log),
+    registerScaffoldCommands(join(context.extensionPath, 'extension', 'templates'), log, async (server) => {
+      // The server's program runs on the trainer's machine, as it would in a run: a trusted workspace only.
+      if (!vscode.workspace.isTrusted)
+        throw new Error("Listing an MCP server's tools starts its program; trust this workspace first.");
+      await ensureConnected({ context, log, connection: trainer });
+      return trainer.request('mcp/listTools', { server }, MCP_LIST_TIMEOUT_MS);
+    }),
     vscode.commands.registerCommand(Commands.showLogs, () => log.show()),
     registerDashboard(context, { log, trainer: () => (trainer.isConnected ? trainer : undefined) }),
   );

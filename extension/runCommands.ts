@@ -170,7 +170,7 @@ async function connectServer(
 }
 
 /** Connects the way the settings say (a URL, else a local server) unless already connected. */
-async function ensureConnected(deps: RunCommandDeps): Promise<void> {
+export async function ensureConnected(deps: RunCommandDeps): Promise<void> {
   if (deps.connection.isConnected) return;
   const url = serverUrl();
   const connected = url ? await connectServer(deps, { url }) : await startLocalServer(deps);
@@ -269,7 +269,7 @@ async function tryEnvironment(
     },
   );
   if (!status) return runId;
-  const errors = await reportToolErrors(deps, runId, dirname(configUri.fsPath), problems);
+  const errors = await reportToolErrors(deps, runId, configUri.fsPath, problems);
   const info = deps.connection.model.run(runId);
   const episodes = deps.connection.model.trajectories(runId);
   const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
@@ -288,13 +288,15 @@ async function tryEnvironment(
   return runId;
 }
 
-/** Lists the try run's Tool failures in the Problems panel at each Tool's definition; returns how many. */
+/** Lists the try run's Tool failures in the Problems panel at each Tool's definition (an MCP server's tools: at
+ * the server's entry in the run config); returns how many. */
 async function reportToolErrors(
   deps: RunCommandDeps,
   runId: string,
-  envFolder: string,
+  configPath: string,
   problems: vscode.DiagnosticCollection,
 ): Promise<number> {
+  const envFolder = dirname(configPath);
   problems.clear();
   const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
   // through the connection's cache: the replay panel opened next shows these without fetching them again
@@ -305,7 +307,10 @@ async function reportToolErrors(
   const sources = readdirSync(envFolder)
     .filter((f) => f.endsWith('.py'))
     .map((f) => ({ path: join(envFolder, f), text: readFileSync(join(envFolder, f), 'utf8') }));
-  const found = toolProblems(records, page.total, sources);
+  const found = toolProblems(records, page.total, sources, {
+    path: configPath,
+    text: readFileSync(configPath, 'utf8'),
+  });
   const byFile = new Map<string, vscode.Diagnostic[]>();
   for (const problem of found) {
     deps.log.warn(`[try ${runId}] ${problem.message}`);

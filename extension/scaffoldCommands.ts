@@ -6,7 +6,16 @@ import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import { Commands } from './commands';
+import type { McpListToolsResult } from '../protocol/generated/rpc';
 import { registerGuardedCommand } from './guardedCommand';
+import {
+  addServerEntry,
+  entryFromInput,
+  findServerEntry,
+  suggestServerName,
+  validateServerName,
+  type McpServerEntry,
+} from './mcpServerEntry';
 import {
   addTool,
   parseTools,
@@ -25,23 +34,35 @@ export interface NewEnvironmentArgs {
   parent: string;
   model?: string;
 }
-/** `kind`: a Tool class (the default) or a function under `@tool`. */
+/** `kind`: a Tool class (the default), a function under `@tool`, or an MCP server's tools (`mcp`: `name` names
+ * the server, `server` is its command line or URL, `config` the run config to add it to). */
 export interface NewToolArgs {
   folder: string;
   name: string;
-  kind?: ToolKind;
+  kind?: ToolKind | 'mcp';
+  server?: string;
+  config?: string;
 }
+
+/** The trainer's `mcp/listTools`: starts the server where runs would, lists its tools, stops it. */
+export type ListMcpTools = (entry: McpServerEntry) => Promise<McpListToolsResult>;
 export interface NewToolEnvArgs {
   folder: string;
   name: string;
 }
 
-export function registerScaffoldCommands(templatesDir: string, log: vscode.LogOutputChannel): vscode.Disposable {
+export function registerScaffoldCommands(
+  templatesDir: string,
+  log: vscode.LogOutputChannel,
+  listMcpTools: ListMcpTools,
+): vscode.Disposable {
   return vscode.Disposable.from(
     registerGuardedCommand(log, Commands.newEnvironment, 'New Environment', (args?: NewEnvironmentArgs) =>
       newEnvironment(templatesDir, log, args),
     ),
-    registerGuardedCommand(log, Commands.newTool, 'New Tool', (args?: NewToolArgs) => newTool(templatesDir, log, args)),
+    registerGuardedCommand(log, Commands.newTool, 'New Tool', (args?: NewToolArgs) =>
+      newTool(templatesDir, log, listMcpTools, args),
+    ),
     registerGuardedCommand(log, Commands.newToolEnv, 'New ToolEnv', (args?: NewToolEnvArgs) =>
       newToolEnv(templatesDir, log, args),
     ),
@@ -101,6 +122,7 @@ async function newEnvironment(
 async function newTool(
   templatesDir: string,
   log: vscode.LogOutputChannel,
+  listMcpTools: ListMcpTools,
   args?: NewToolArgs,
 ): Promise<string | undefined> {
   const folder = args?.folder ?? (await pickEnvFolder('New Tool (1/3)'));
@@ -122,11 +144,17 @@ async function newTool(
                 description: '@tool on a typed function: the schema comes from its hints',
                 toolKind: 'function' as const,
               },
+              {
+                label: 'From an MCP server',
+                description: "a server's tools, offered beside the env's own (env.mcp_servers)",
+                toolKind: 'mcp' as const,
+              },
             ],
             { title: 'New Tool (2/3)', placeHolder: 'How to write the Tool', ignoreFocusOut: true },
           )
         )?.toolKind);
   if (!kind) return undefined;
+  if (kind === 'mcp') return addMcpServer(folder, log, listMcpTools, args);
   const toolsPath = join(folder, 'tools.py');
   const envPath = join(folder, 'env.py');
   const toolsPy = readFileSync(toolsPath, 'utf8');
@@ -156,6 +184,87 @@ async function newTool(
     .findIndex((l) => l.includes(kind === 'class' ? `name = "${name}"` : `def ${name}(`));
   await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
   return toolsPath;
+}
+
+/** New Tool > From an MCP server: its command line or URL and a name, its tools listed by the trainer, then the
+ * entry written into the env's run config, which opens at it. */
+async function addMcpServer(
+  folder: string,
+  log: vscode.LogOutputChannel,
+  listMcpTools: ListMcpTools,
+  args?: NewToolArgs,
+): Promise<string | undefined> {
+  const input =
+    args?.server ??
+    (await vscode.window.showInputBox({
+      title: 'New Tool from an MCP server (1/3)',
+      prompt: "The command that starts the server (stdio), run in the config's folder, or its http(s) URL",
+      placeHolder: 'python weather_server.py   or   http://127.0.0.1:8000/mcp',
+      ignoreFocusOut: true,
+      validateInput: (v) => {
+        try {
+          entryFromInput(v, 'mcp');
+          return undefined;
+        } catch (err) {
+          return (err as Error).message;
+        }
+      },
+    }));
+  if (!input) return undefined;
+  const name =
+    args?.name ??
+    (await vscode.window.showInputBox({
+      title: 'New Tool from an MCP server (2/3)',
+      prompt: 'A name for the server (its tools become name__tool where names collide)',
+      value: suggestServerName(input),
+      ignoreFocusOut: true,
+      validateInput: validateServerName,
+    }));
+  if (!name) return undefined;
+  const problem = validateServerName(name);
+  if (problem) throw new Error(problem);
+  const configPath = args?.config ?? (await pickConfigIn(folder));
+  if (!configPath) return undefined;
+  const entry = entryFromInput(input, name);
+  const listed = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `Agent RL: listing the tools of MCP server "${name}"` },
+    () => listMcpTools(entry),
+  );
+  if (!args) {
+    const add = { label: `$(add) Add "${name}" to ${basename(configPath)}`, add: true };
+    const picked = await vscode.window.showQuickPick(
+      [
+        add,
+        { label: `${listed.tools.length} tool(s)`, kind: vscode.QuickPickItemKind.Separator, add: false },
+        ...listed.tools.map((tool) => ({ label: tool.name, detail: tool.description, add: true })),
+      ],
+      { title: `New Tool from an MCP server (3/3): the tools "${name}" lists`, ignoreFocusOut: true },
+    );
+    if (!picked?.add) return undefined;
+  }
+  writeFileSync(configPath, addServerEntry(readFileSync(configPath, 'utf8'), entry));
+  log.info(
+    `MCP server "${name}" added to ${configPath}: ${listed.tools.map((tool) => tool.name).join(', ') || 'no tools'}`,
+  );
+  const line = findServerEntry(readFileSync(configPath, 'utf8'), name) ?? 0;
+  await vscode.window.showTextDocument(vscode.Uri.file(configPath), { selection: new vscode.Range(line, 0, line, 0) });
+  return configPath;
+}
+
+/** The env folder's run config; asks when it has several. */
+async function pickConfigIn(folder: string): Promise<string | undefined> {
+  const configs = readdirSync(folder)
+    .filter((file) => file.endsWith('.agentrl.yaml'))
+    .map((file) => join(folder, file));
+  if (configs.length <= 1) {
+    if (!configs.length) throw new Error(`${folder} has no *.agentrl.yaml run config to add the server to.`);
+    return configs[0];
+  }
+  const picked = await vscode.window.showQuickPick(
+    configs.map((path) => ({ label: basename(path), path })),
+    { title: 'New Tool from an MCP server: which run config', ignoreFocusOut: true },
+  );
+  return picked?.path;
 }
 
 /** New ToolEnv: another ToolEnv over an env folder's Tools, with its own run config. */

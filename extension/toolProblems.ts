@@ -1,6 +1,7 @@
 // What a Try run says about the user's Tools, as problems at each Tool's definition. Pure (no `vscode`):
 // runCommands.ts turns these into Diagnostics.
 import type { TrajectoryRecord } from '../protocol/generated/trajectory';
+import { findServerEntry } from './mcpServerEntry';
 import { findToolDefinition } from './replay/toolSource';
 
 /** Tool error kinds that point at the user's Tool code; the others (unknown_tool, bad_json) are the model's. */
@@ -17,17 +18,28 @@ export interface ToolProblem {
   location?: { path: string; line: number };
 }
 
-/** One problem per Tool that failed in `records` (the episodes with tool errors, `episodesWithErrors` in all). */
+/** One problem per Tool that failed in `records` (the episodes with tool errors, `episodesWithErrors` in all): at
+ * its definition in `sources`, or, for an MCP server's tool, at the server's entry in the run `config`. */
 export function toolProblems(
   records: TrajectoryRecord[],
   episodesWithErrors: number,
   sources: Array<{ path: string; text: string }>,
+  config?: { path: string; text: string },
 ): ToolProblem[] {
-  const byTool = new Map<string, { count: number; episodes: Set<string>; kinds: Set<string>; first: string }>();
+  const byTool = new Map<
+    string,
+    { count: number; episodes: Set<string>; kinds: Set<string>; first: string; server?: string }
+  >();
   for (const record of records) {
     for (const call of record.turns.flatMap((t) => t.tool_calls)) {
       if (!call.error) continue;
-      const entry = byTool.get(call.name) ?? { count: 0, episodes: new Set(), kinds: new Set(), first: call.error };
+      const entry = byTool.get(call.name) ?? {
+        count: 0,
+        episodes: new Set(),
+        kinds: new Set(),
+        first: call.error,
+        server: record.tool_servers?.[call.name],
+      };
       entry.count++;
       entry.episodes.add(record.id);
       entry.kinds.add(call.error_kind ?? 'error');
@@ -35,15 +47,20 @@ export function toolProblems(
     }
   }
   return [...byTool].map(([tool, entry]) => {
-    const defined = sources
-      .map((s) => ({ path: s.path, line: findToolDefinition(s.text, tool) }))
-      .find((s) => s.line !== undefined);
+    const serverLine = entry.server !== undefined && config ? findServerEntry(config.text, entry.server) : undefined;
+    const defined =
+      serverLine !== undefined
+        ? { path: config!.path, line: serverLine }
+        : sources
+            .map((s) => ({ path: s.path, line: findToolDefinition(s.text, tool) }))
+            .find((s) => s.line !== undefined);
+    const what = entry.server !== undefined ? `MCP server "${entry.server}"'s tool "${tool}"` : `Tool "${tool}"`;
     return {
       tool,
       count: entry.count,
-      message: `${tool ? `Tool "${tool}"` : 'A call naming no tool'} failed ${entry.count} time(s) in ${entry.episodes.size} of ${episodesWithErrors} episode(s) with errors (${[...entry.kinds].join(', ')}): ${entry.first}`,
+      message: `${tool ? what : 'A call naming no tool'} failed ${entry.count} time(s) in ${entry.episodes.size} of ${episodesWithErrors} episode(s) with errors (${[...entry.kinds].join(', ')}): ${entry.first}`,
       faultOfTool: [...entry.kinds].some((k) => TOOL_FAULTS.has(k)),
-      location: defined ? { path: defined.path, line: defined.line! } : undefined,
+      location: defined?.line !== undefined ? { path: defined.path, line: defined.line } : undefined,
     };
   });
 }

@@ -164,6 +164,38 @@ describe('training on a local trainer server', function () {
     await screenshot('try-replay', 'tbody tr', 'webview');
   });
 
+  it('agentRl.newTool from an MCP server lists its tools through the trainer and adds its entry to the config', async () => {
+    // The repo's own test server, written with the MCP SDK, started by the connected trainer as a run would.
+    const server = join((await extension()).extensionPath, 'trainer-server', 'tests', 'mcp_server.py');
+    const python = process.env.AGENTRL_PYTHON ?? 'python3';
+    const written = await vscode.commands.executeCommand<string | undefined>('agentRl.newTool', {
+      folder: dirname(config.fsPath),
+      kind: 'mcp',
+      name: 'math',
+      server: `${python} ${server}`,
+      config: config.fsPath,
+    });
+    assert.equal(written, config.fsPath);
+    const text = readFileSync(config.fsPath, 'utf8');
+    assert.match(text, /mcp_servers:\n\s+- name: math\n\s+command: /);
+    assert.match(text, /mcp_servers:[\s\S]*args:\n\s+- .*mcp_server\.py/);
+    const editor = await waitFor(
+      () => vscode.window.activeTextEditor?.document.uri.fsPath === config.fsPath && vscode.window.activeTextEditor,
+      'the run config opened at the new entry',
+    );
+    assert.match(editor.document.lineAt(editor.selection.active.line).text, /- name: math/);
+    // A server that does not start adds nothing (the command shows the trainer's reason, -32042).
+    const refused = await vscode.commands.executeCommand<string | undefined>('agentRl.newTool', {
+      folder: dirname(config.fsPath),
+      kind: 'mcp',
+      name: 'gone',
+      server: '/nonexistent/mcp-server',
+      config: config.fsPath,
+    });
+    assert.equal(refused, undefined);
+    assert.doesNotMatch(readFileSync(config.fsPath, 'utf8'), /name: gone/);
+  });
+
   it('a NaN reward stops the run, and its non_finite alert is an error on the run config with a quick fix to the replay', async () => {
     const folder = dirname(config.fsPath);
     writeFileSync(
