@@ -287,3 +287,29 @@ def test_the_server_lists_an_mcp_servers_tools_for_the_editor_and_says_why_one_c
     finally:
         client.close()
         server.stop()
+
+
+def test_a_recorded_mcp_tool_call_is_re_run_on_a_fresh_start_of_its_server(tmp_path):
+    config = write_env(tmp_path)
+    run_dir = train(
+        load_config(config),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=tmp_path,
+        policy=ScriptedPolicy([call("pid"), "ok"]),
+        rollout_only_episodes=1,
+    )
+    [record] = records_of(run_dir)
+    server = ServerProcess(tmp_path / "runs")
+    client = server.client()
+    try:
+        answer = client.request(
+            "tool/rerun", {"runId": run_dir.name, "trajectoryId": record["id"], "turn": 0, "call": 0}, timeout=90
+        )
+    finally:
+        client.close()
+        server.stop()
+    recorded_pid = record["turns"][0]["tool_calls"][0]["result"]["result"]
+    assert answer["name"] == "pid" and answer["recorded"]["result"] == {"result": recorded_pid}
+    assert answer["rerun"]["error"] is None
+    assert isinstance(answer["rerun"]["result"]["result"], int) and answer["rerun"]["result"]["result"] != recorded_pid
+    assert answer["timeoutS"] == 25  # the server's timeout_s (20) and the grace the rollout adds

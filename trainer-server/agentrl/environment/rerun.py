@@ -21,6 +21,7 @@ import sys
 from typing import IO, Any
 
 from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
+from agentrl.environment.mcp import McpUnavailableError
 from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
 from agentrl.run.config import ConfigError, data_files_in_use, load_config
 
@@ -38,13 +39,19 @@ def main() -> None:
     try:
         config = load_config(request["config"])
         make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
+            load_env_class(config.env.module, config.env.class_name),
+            config.env.args,
+            data_files_in_use(config),
+            config.env.mcp_servers,  # an MCP server's tool is re-run on a fresh start of its server
         )
     except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
         _say(answers, {"setup_error": str(err)})
         os._exit(0)
     try:
         tools = make_env().tool_map()
+    except McpUnavailableError as err:
+        _say(answers, {"setup_error": str(err)})
+        os._exit(0)
     except Exception as err:  # noqa: BLE001 - the user's constructor
         _say(answers, {"setup_error": f"{config.env.class_name}(**env.args) raised {describe_exception(err)}"})
         os._exit(0)
@@ -65,6 +72,7 @@ def main() -> None:
             }
         },
     )
+    make_env.close()  # stops the MCP servers it started, if any
     # Not a normal exit: a call past its timeout still holds its thread, and the user's code may have registered
     # exit handlers that wait for threads of its own (a ThreadPoolExecutor does); the answer is already out.
     os._exit(0)
