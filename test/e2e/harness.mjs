@@ -1,6 +1,7 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
 // Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
 // openFromExplorer }; each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
+// ($E2E_GREP: only the scenarios whose function name matches).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +67,10 @@ for (const file of fs
   .sort()) {
   const mod = await import(path.join(HERE, file));
   for (const [name, fn] of Object.entries(mod)) if (name.endsWith('Scenario')) scenarios.push([name, fn]);
+}
+if (process.env.E2E_GREP) {
+  const only = scenarios.filter(([name]) => new RegExp(process.env.E2E_GREP).test(name));
+  scenarios.splice(0, scenarios.length, ...only);
 }
 
 fs.mkdirSync(SHOTS, { recursive: true });

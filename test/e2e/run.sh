@@ -7,8 +7,9 @@
 #     (exthost.mjs).
 # Both always run; the exit status is non-zero if either fails. Screenshots land in test-results/e2e/.
 # Every process a server started is stopped at the end, including any that left its process group.
-# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, E2E_GREP=pattern (only the extension-host tests whose
-# title matches), E2E_KEEP=1 (keep the temporary profiles and workspaces), AGENTRL_PYTHON (default .venv/bin/python).
+# env: E2E_HOME (default .e2e), E2E_ONLY=ui|exthost, E2E_GREP=pattern (only the UI scenarios whose function name,
+# and the extension-host tests whose title, match: a scenario that needs an earlier one's files fails alone),
+# E2E_KEEP=1 (keep the temporary profiles and workspaces), AGENTRL_PYTHON (default .venv/bin/python).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 E2E_HOME=${E2E_HOME:-$REPO/.e2e}

@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /** Starts a local trainer server from the palette unless connected already: connected, the status bar item
- * shows a beaker (or a spinning run) instead of the server state. */
-async function connectLocalServer(page, runCommand, lap) {
+ * shows a beaker (or a spinning run) instead of the server state. (Also used by toolRerun.e2e.mjs.) */
+export async function connectLocalServer(page, runCommand, lap) {
   // The item is there once the extension is active: "Agent RL" with its server state, or the run it follows.
   const item = await page.waitForFunction(
     () =>
