@@ -184,7 +184,7 @@ describe('training on a local trainer server', function () {
       'the run config opened at the new entry',
     );
     assert.match(editor.document.lineAt(editor.selection.active.line).text, /- name: math/);
-    // A server that does not start adds nothing (the command shows the trainer's reason, -32042).
+    // A server that does not start adds nothing (the command shows the trainer's reason).
     const refused = await vscode.commands.executeCommand<string | undefined>('agentRl.newTool', {
       folder: dirname(config.fsPath),
       kind: 'mcp',
