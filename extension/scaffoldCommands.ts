@@ -242,13 +242,38 @@ async function addMcpServer(
     );
     if (!picked?.add) return undefined;
   }
-  writeFileSync(configPath, addServerEntry(readFileSync(configPath, 'utf8'), entry));
+  // Through the editor's document, so an open config (with unsaved edits, too) gets the entry where the user sees it.
+  const document = await vscode.workspace.openTextDocument(configPath);
+  const updated = addServerEntry(document.getText(), entry);
+  const edit = new vscode.WorkspaceEdit();
+  edit.replace(document.uri, new vscode.Range(0, 0, document.lineCount, 0), updated);
+  if (!(await vscode.workspace.applyEdit(edit)) || !(await document.save()))
+    throw new Error(`Could not write the server's entry into ${configPath}.`);
   log.info(
     `MCP server "${name}" added to ${configPath}: ${listed.tools.map((tool) => tool.name).join(', ') || 'no tools'}`,
   );
-  const line = findServerEntry(readFileSync(configPath, 'utf8'), name) ?? 0;
-  await vscode.window.showTextDocument(vscode.Uri.file(configPath), { selection: new vscode.Range(line, 0, line, 0) });
+  // The extension host's copy of the document hears of the edit after applyEdit resolves; a selection set before
+  // that would be shifted by the edit, away from the entry.
+  await documentReads(document, updated);
+  const line = findServerEntry(updated, name) ?? 0;
+  await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
   return configPath;
+}
+
+/** Resolves once `document` holds `text` (or after a few seconds, when another edit got there first). */
+async function documentReads(document: vscode.TextDocument, text: string): Promise<void> {
+  if (document.getText() === text) return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, 5_000);
+    const listener = vscode.workspace.onDidChangeTextDocument((change) => {
+      if (change.document === document && document.getText() === text) done();
+    });
+    function done(): void {
+      clearTimeout(timer);
+      listener.dispose();
+      resolve();
+    }
+  });
 }
 
 /** The env folder's run config; asks when it has several. */

@@ -179,10 +179,13 @@ describe('training on a local trainer server', function () {
     const text = readFileSync(config.fsPath, 'utf8');
     assert.match(text, /mcp_servers:\n\s+- name: math\n\s+command: /);
     assert.match(text, /mcp_servers:[\s\S]*args:\n\s+- .*mcp_server\.py/);
-    const editor = await waitFor(
-      () => vscode.window.activeTextEditor?.document.uri.fsPath === config.fsPath && vscode.window.activeTextEditor,
-      'the run config opened at the new entry',
-    );
+    // The extension host hears of the edit asynchronously: wait for its copy of the document to have it.
+    const editor = await waitFor(() => {
+      const active = vscode.window.activeTextEditor;
+      return active?.document.uri.fsPath === config.fsPath && active.document.getText().includes('name: math')
+        ? active
+        : undefined;
+    }, 'the run config opened with the new entry');
     assert.match(editor.document.lineAt(editor.selection.active.line).text, /- name: math/);
     // A server that does not start adds nothing (the command shows the trainer's reason).
     const refused = await vscode.commands.executeCommand<string | undefined>('agentRl.newTool', {
