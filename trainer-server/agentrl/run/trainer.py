@@ -37,6 +37,10 @@ from agentrl.run.tasks import load_tasks
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
+    from agentrl.cluster import RayCluster
+    from agentrl.cluster.learner_workers import ClusterLearner
+    from agentrl.cluster.rollout_workers import ClusterRolloutEngine
+    from agentrl.rollout.engine import RolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -87,15 +91,24 @@ class _Run:
             load_env_class(config.env.module, config.env.class_name), config.env.args, data_files_in_use(config)
         )
         self.tasks = load_tasks(config.data.train, config.data.limit)
-        self.engine = make_rollout_engine(
-            self.model,
-            self.tokenizer,
-            make_env,
-            config.rollout,
-            self.device,
-            concurrent_episodes=config.train.batch_size,
-            policy=policy,
-        )
+        self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
+        self.cluster: RayCluster | None = None
+        self.engine: RolloutEngine | ClusterRolloutEngine
+        if config.cluster.backend == "ray":
+            from agentrl.cluster import RayCluster
+
+            self.cluster = RayCluster(config, self.model, store.run_id, self._worker_restarted, policy)
+            self.engine = self.cluster.engine
+        else:
+            self.engine = make_rollout_engine(
+                self.model,
+                self.tokenizer,
+                make_env,
+                config.rollout,
+                self.device,
+                concurrent_episodes=config.train.batch_size,
+                policy=policy,
+            )
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         if progress:
             print(f"rollout engine: {self.engine.description}", file=sys.stderr)
@@ -111,9 +124,24 @@ class _Run:
         self.completed_step = 0  # the last step whose update and events are recorded
 
     @functools.cached_property
-    def learner(self) -> Learner:
-        """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
+    def learner(self) -> Learner | ClusterLearner:
+        """Built on first use, so a Try run, which only rolls out, builds no optimizer, no reference copy and no
+        learner workers."""
+        if self.cluster is not None:
+            return self.cluster.learner()
         return Learner(self.model, self.tokenizer, self.config, self.device)
+
+    def _worker_restarted(self, data: dict[str, Any]) -> None:
+        """A cluster worker died and Ray restarted it; the step goes on (agentrl/cluster/rollout_workers.py)."""
+        self.store.append_event("worker_restarted", {"step": self.step_in_progress, **data})
+        print(f"WARN {data['message']}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Release the engine's processes, or the run's Ray workers (and Ray, if the run started it)."""
+        if self.cluster is not None:
+            self.cluster.close()
+        else:
+            self.engine.close()
 
     def record(
         self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None
@@ -126,6 +154,9 @@ class _Run:
         print(f"WARN {message}", file=sys.stderr)
 
     def checkpoint(self, step: int) -> None:
+        if self.cluster is not None:
+            self.cluster.update_driver_copy()  # the learner workers hold the current weights
+
         def write(folder: Path) -> None:
             save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
             torch.save(self.learner.state_dict(), folder / "learner.pt")
@@ -248,7 +279,7 @@ def train(
         raise
     finally:
         if run is not None:
-            run.engine.close()
+            run.close()
             if run.trackers is not None:
                 run.trackers.close()
         store.clear_pid()
@@ -344,6 +375,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     try:
         while step < last and not stop.is_set():
             step += 1
+            run.step_in_progress = step
             started = time.perf_counter()
             episodes, rollout_stats = prefetched.result() if prefetched is not None else rollout(step)
             prefetched = None
