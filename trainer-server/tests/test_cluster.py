@@ -1,6 +1,7 @@
 """Runs on a Ray cluster (agentrl/cluster/): a local cluster of 2 CPUs, started once for the module; the rollout and
 learner actors reserve half a CPU each, so 2 + 2 fit. The actors import agentrl from the driver's PYTHONPATH."""
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -9,8 +10,10 @@ import pytest
 import ray
 import torch
 from agentrl.models.loading import load_policy
+from agentrl.run.config import ConfigError
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
+from agentrl.server.runs import on_ray_cluster
 from conftest import EXAMPLE_CONFIG
 from safetensors.torch import load_file
 from test_train import example, trajectories
@@ -126,3 +129,26 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
         slow_example(tmp_path / "local"), runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent
     )
     assert_same_episodes(run_dir, reference)  # no episode lost, none twice, each as one process samples it
+
+
+def test_a_cluster_too_small_for_the_workers_is_refused_before_any_waits(tmp_path, local_ray):
+    config = example(*TWO_STEPS, *ON_RAY, "cluster.learner_resources.cpus=1")
+    with pytest.raises(RuntimeError, match=r"need 3 CPUs \(it has 2\)"):
+        train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def test_without_ray_installed_backend_ray_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets without the extra
+    with pytest.raises(RuntimeError, match=r"pip install 'agentrl\[ray\]'"):
+        train(example(*TWO_STEPS, *ON_RAY), runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    assert example().cluster.backend == "local"  # a config without a cluster block runs as it always has
+
+
+def test_a_server_started_with_ray_runs_configs_on_that_cluster():
+    config = example(*TWO_STEPS)
+    moved = on_ray_cluster(config, "ray://head:10001")
+    assert (moved.cluster.backend, moved.cluster.address) == ("ray", "ray://head:10001")
+    own = example(*TWO_STEPS, "cluster.backend=ray", "cluster.address=ray://other:10001")
+    assert on_ray_cluster(own, "ray://head:10001").cluster.address == "ray://other:10001"
+    with pytest.raises(ConfigError, match="async_steps"):
+        on_ray_cluster(example("train.async_steps=1", "rollout.engine=vllm"), "auto")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentrl.cluster.connect import connect, require_ray
+from agentrl.cluster.connect import check_capacity, connect, require_ray
 from agentrl.cluster.learner_workers import ClusterLearner
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
 from agentrl.cluster.weights import SharedWeights
@@ -31,6 +31,7 @@ class RayCluster:
         self._learner: ClusterLearner | None = None
         self.rollout: ClusterRolloutEngine | None = None
         try:
+            check_capacity(self._ray, config.cluster)
             self.weights = SharedWeights(self._ray, driver_model)
             self.weights.from_driver()
             self.rollout = ClusterRolloutEngine(self._ray, config, run_id, self.weights, on_worker_restarted, policy)
