@@ -152,3 +152,24 @@ def test_a_server_started_with_ray_runs_configs_on_that_cluster():
     assert on_ray_cluster(own, "ray://head:10001").cluster.address == "ray://other:10001"
     with pytest.raises(ConfigError, match="async_steps"):
         on_ray_cluster(example("train.async_steps=1", "rollout.engine=vllm"), "auto")
+
+
+def test_a_learner_worker_that_dies_fails_the_step_and_the_run_resumes_from_its_checkpoint(tmp_path, local_ray):
+    config = slow_example(tmp_path / "ray", *ON_RAY, "cluster.rollout_workers=1", "train.checkpoint_every=1")
+
+    def kill_learner_worker_1_in_step_2() -> None:
+        while not (tmp_path / "runs" / "dies" / "checkpoints" / "step-000001").exists():
+            time.sleep(0.01)
+        ray.kill(ray.get_actor("agentrl-learner-dies-1"))  # step 2's rollouts take 0.8 s: it dies before updating
+
+    killer = threading.Thread(target=kill_learner_worker_1_in_step_2, daemon=True)
+    killer.start()
+    with pytest.raises(RuntimeError, match="learner worker 1 failed while updating"):
+        train(config, runs_dir=tmp_path / "runs", run_id="dies", config_base_dir=EXAMPLE_CONFIG.parent)
+    run_dir = tmp_path / "runs" / "dies"
+    failed = latest_status(read_events(run_dir))
+    assert (failed["status"], failed["step"]) == ("failed", 1)
+    assert not list((run_dir / "trajectories").glob("step-000002*"))  # nothing of the failed step was written
+    train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    assert sorted({r["step"] for r in trajectories(run_dir)}) == [1, 2]
