@@ -10,6 +10,7 @@ import {
   type RunEventParams,
   type RunInfo,
   type TrajectorySummary,
+  type WorkerRestartedEvent,
 } from '../protocol/generated/rpc';
 
 export type RunNode = { kind: 'run'; runId: string };
@@ -28,6 +29,9 @@ interface RunState {
   timeline: TimelineEvent[];
   /** Steps the run wrote a checkpoint at (older ones may since have been pruned, train.keep_checkpoints). */
   checkpoints: Set<number>;
+  /** Rollout workers of a run on a Ray cluster that died and were restarted, in order (each really happened, so a
+   *  resume forgets none). */
+  workerRestarts: WorkerRestartedEvent[];
 }
 
 /** The events the Run Dashboard draws: what a run's charts, status and alerts are folded from. */
@@ -64,6 +68,7 @@ export class RunsModel {
         health: streamed?.health ?? new Map(),
         timeline: streamed?.timeline ?? [],
         checkpoints: streamed?.checkpoints ?? new Set(),
+        workerRestarts: streamed?.workerRestarts ?? [],
       });
     }
     this.changed(undefined);
@@ -80,6 +85,7 @@ export class RunsModel {
         health: new Map(),
         timeline: [],
         checkpoints: new Set(),
+        workerRestarts: [],
       });
     this.changed(info.runId);
   }
@@ -114,6 +120,9 @@ export class RunsModel {
         break;
       case 'health':
         state.health.set(event.seq, event.data);
+        break;
+      case 'worker_restarted':
+        state.workerRestarts.push(event.data);
         break;
       case 'log':
         return; // log events change nothing shown here
@@ -155,6 +164,14 @@ export class RunsModel {
       else inForce.set(event.code, event);
     }
     return [...inForce.values()];
+  }
+
+  /** The run's rollout workers that died and were restarted, in words, the earliest first (its tooltip lists them). */
+  workerRestarts(runId: string): string[] {
+    return (this.runs.get(runId)?.workerRestarts ?? []).map(
+      (e) =>
+        `step ${e.step}: rollout worker ${e.worker} restarted; its ${e.episodes_rerun} episodes ran on worker ${e.rerun_on}`,
+    );
   }
 
   /** Whether the run wrote a checkpoint at this step (Export Model offers it). */

@@ -70,6 +70,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
               .filter(([k]) => k.startsWith('reward/'))
               .slice(0, 6)
               .map(([k, v]) => `- ${k}: ${v.toFixed(3)}`),
+            ...model.workerRestarts(node.runId).map((line) => `- ${line}`),
           ].join('\n\n') + '\n\n',
           true,
         );

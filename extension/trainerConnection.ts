@@ -275,6 +275,8 @@ export class TrainerConnection implements vscode.Disposable {
       const text = `[${name}] ${status} at step ${step}/${totalSteps}${message ? `: ${message}` : ''}`;
       if (status === 'failed') this.deps.log.error(`${text}${event.data.traceback ? `\n${event.data.traceback}` : ''}`);
       else this.deps.log.info(text);
+    } else if (event.type === 'worker_restarted') {
+      this.deps.log.warn(`[${name}] step ${event.data.step}: ${event.data.message}`);
     } else if (event.type === 'health') {
       const alert = event.data;
       const text = `[${name}] step ${alert.step}: ${alert.code}: ${describeHealth(alert)}`;

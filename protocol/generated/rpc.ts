@@ -61,6 +61,7 @@ export interface RpcDefinitions {
   metricsEvent?: MetricsEvent;
   logEvent?: LogEvent;
   checkpointEvent?: CheckpointEvent;
+  workerRestartedEvent?: WorkerRestartedEvent;
   trajectorySummary?: TrajectorySummary;
   healthCode?: HealthCode;
   healthSeverity?: HealthSeverity;
@@ -184,6 +185,35 @@ export interface CheckpointEvent {
    * The checkpoint's folder, relative to the run folder.
    */
   path: string;
+}
+/**
+ * The data of a `worker_restarted` event: a rollout worker of a run on a Ray cluster (cluster.backend: ray) died during a step; Ray restarts it (cluster.max_restarts) and its share of the step's episodes ran again on another worker, so the step completes with each episode once. Written by trainer-server/agentrl/cluster/rollout_workers.py.
+ */
+export interface WorkerRestartedEvent {
+  /**
+   * The step under way (0: a Try run's episodes).
+   */
+  step: number;
+  /**
+   * The rollout worker that died, numbered from 0.
+   */
+  worker: number;
+  /**
+   * How many times this worker has died in the run so far.
+   */
+  restarts: number;
+  /**
+   * The episodes of its share that ran again.
+   */
+  episodes_rerun: number;
+  /**
+   * The worker they ran again on.
+   */
+  rerun_on: number;
+  /**
+   * The same, in words, for the user's log.
+   */
+  message: string;
 }
 /**
  * The data of a `trajectory` event, one per episode recorded: the episode's figures and the file holding its record. trajectory/query lists these.
@@ -539,6 +569,12 @@ export type RunEvent =
       time: number;
       type: "health";
       data: HealthEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "worker_restarted";
+      data: WorkerRestartedEvent;
     };
 /** A run's event (runEvent) sent to a subscriber, with its runId; a status event also carries the RunInfo fields it sets (runInfo), computed by the server. */
 export type RunEventParams =
@@ -584,6 +620,13 @@ export type RunEventParams =
       time: number;
       type: "health";
       data: HealthEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "worker_restarted";
+      data: WorkerRestartedEvent;
     };
 
 export const PROTOCOL_VERSION = '2.0';

@@ -202,6 +202,28 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 });
 
+describe('RunsModel worker restarts (a run on a Ray cluster)', () => {
+  it('lists each restarted rollout worker in words, keeps them through a resume, and leaves the tree alone', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    const restarted = {
+      step: 1,
+      worker: 0,
+      restarts: 1,
+      episodes_rerun: 8,
+      rerun_on: 1,
+      message: 'rollout worker 0 died (ActorDiedError); Ray restarts it and its 8 episodes run again on worker 1',
+    };
+    model.applyEvent(event('lookup-1', { type: 'worker_restarted', data: restarted }));
+    model.applyEvent(event('lookup-1', status({ status: 'running', step: 1, totalSteps: 4, message: null }, 1)));
+    assert.deepEqual(model.workerRestarts('lookup-1'), [
+      'step 1: rollout worker 0 restarted; its 8 episodes ran on worker 1',
+    ]);
+    assert.deepEqual(model.children({ kind: 'run', runId: 'lookup-1' }), []);
+    assert.deepEqual(model.workerRestarts('unknown'), []);
+  });
+});
+
 describe('RunsModel timeline (what the Run Dashboard draws from)', () => {
   it('keeps status, metrics and health events in the order they came, and leaves out trajectories and logs', () => {
     const model = new RunsModel();

@@ -40,10 +40,11 @@ class NonFiniteError(ValueError):
     """A NaN or infinite reward, loss or gradient: the step stops before the optimizer changes a weight."""
 
 
-def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor]) -> torch.Tensor:
-    """The micro-batches' per-row results put back in the batch's row order, on the CPU."""
+def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor], rows: int) -> torch.Tensor:
+    """The micro-batches' per-row results put back in the batch's row order, on the CPU; a row of the batch's
+    `rows` that no micro-batch here holds (another data-parallel worker's) is zeros."""
     stacked = torch.cat(chunks).cpu()
-    return torch.empty_like(stacked).index_copy(0, torch.cat(micro_rows), stacked)
+    return stacked.new_zeros((rows, *stacked.shape[1:])).index_copy(0, torch.cat(micro_rows), stacked)
 
 
 def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -198,11 +199,27 @@ class Learner:
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
-        """The rows of each micro-batch: bucketed by length, so that a micro-batch of short episodes does
-        not compute the padding up to the longest episode of the step."""
+        """The rows of each micro-batch this process computes: bucketed by length, so that a micro-batch of
+        short episodes does not compute the padding up to the longest episode of the step."""
         size = self.config.train.micro_batch_size
         by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
         return list(by_length.split(size))
+
+    # A data-parallel learner (agentrl/cluster/learner_workers.py) computes some of the micro-batches in each of
+    # its processes and overrides the three methods below to add up what they computed; one process has all.
+    # Every loss term is normalised by the whole batch's figures (`norm` in `update`), so the sum over the
+    # micro-batches of all processes is the single-process loss, whichever process computed which.
+
+    def _sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
+        """A [rows, ...] tensor in which each process filled the rows it computed (zeros elsewhere), complete."""
+        return per_row
+
+    def _sum_gradients(self, params: list[torch.Tensor]) -> None:
+        """Make each parameter's gradient the sum of every process's, before clipping and the optimizer step."""
+
+    def _sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
+        """The loss parts summed over every process's micro-batches."""
+        return totals
 
     @torch.no_grad()
     def _score_batch(self, batch: TrainBatch) -> dict[str, torch.Tensor]:
@@ -225,7 +242,11 @@ class Learner:
                         parts["ref_logprobs"].append(ref_out["logprobs"])
         finally:
             self.model.train(was_training)
-        return {name: in_row_order(chunks, micro_rows) for name, chunks in parts.items() if chunks}
+        return {
+            name: self._sum_rows(in_row_order(chunks, micro_rows, len(batch)))
+            for name, chunks in parts.items()
+            if chunks
+        }
 
     def update(self, episodes: list[Episode]) -> Update:
         started = time.perf_counter()
@@ -311,8 +332,9 @@ class Learner:
                 for name, value in parts.items():
                     totals[name] = totals.get(name, 0.0) + float(value.detach())
             if old_logprobs is None:
-                old_logprobs = in_row_order(from_training_pass, micro_rows)
+                old_logprobs = self._sum_rows(in_row_order(from_training_pass, micro_rows, len(batch)))
             params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            self._sum_gradients(params)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
             if not math.isfinite(grad_norm):
                 losses = ", ".join(f"{name} {value:.4g}" for name, value in totals.items() if name.startswith("loss/"))
@@ -327,7 +349,7 @@ class Learner:
         metrics["actor/logprob_gap"] = float(masked_mean(gap, batch.sampled_mask))
         per_episode["logprob_gap"] = _row_means(gap, batch.sampled_mask)
         epochs = self.config.train.update_epochs
-        metrics.update({name: total / epochs for name, total in totals.items()})
+        metrics.update({name: total / epochs for name, total in self._sum_totals(totals).items()})
         trained = advantages[mask.bool()]
         metrics.update(
             {

@@ -42,6 +42,13 @@ _PLACEHOLDER = "AGENTRL_ASSISTANT_TURN_PLACEHOLDER"
 TurnEnd = Literal["eos", "call_end", "limit"]
 
 
+def episode_seed(seed: int, group: int, sample: int) -> int:
+    """The seed of one episode's sampling: a function of the step's seed and the episode's place in the step
+    alone, so an episode samples the same tokens whichever batch, worker or engine call it lands in (a step
+    split across rollout workers gives the single-process run's episodes)."""
+    return (seed * 1_000_003 + group * 10_007 + sample) & 0x7FFF_FFFF_FFFF_FFFF
+
+
 def task_id_of(task: dict[str, Any]) -> str:
     for key in ("id", "_id", "task_id"):
         if key in task:
@@ -305,8 +312,14 @@ class RolloutEngine:
         self.last_stats: dict[str, float] = {}
         self.tool_worker = ToolWorker(env_factory) if rollout_cfg.tool_isolation == "process" else None
 
-    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int) -> list[Episode]:
-        lives = [_start(self.env_factory(), task, g, s) for g, task in enumerate(tasks) for s in range(group_size)]
+    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+        """Group `first_group + i` is `group_size` episodes of `tasks[i]`; each samples from its own
+        `episode_seed(seed, group, sample)`, so a step's episodes do not depend on how its groups are split."""
+        lives = [
+            _start(self.env_factory(), task, first_group + g, s)
+            for g, task in enumerate(tasks)
+            for s in range(group_size)
+        ]
         for live in lives:
             if not live.finished:
                 self._append(
@@ -374,7 +387,11 @@ class RolloutEngine:
 
     def _roll(self, lives: list[_Live], seed: int) -> dict[str, float]:
         """Play the episodes to their end; returns the engine's own figures for the step's metrics."""
-        asyncio.run(self._play(lives, torch.Generator(device=self.device).manual_seed(seed)))
+        generators = [
+            torch.Generator(device=self.device).manual_seed(episode_seed(seed, live.episode.group, live.episode.sample))
+            for live in lives
+        ]
+        asyncio.run(self._play(lives, generators))
         return {}
 
     def _end_turn(
@@ -409,13 +426,16 @@ class RolloutEngine:
             return None
         return min(self.cfg.max_new_tokens, room)
 
-    async def _play(self, lives: list[_Live], generator: torch.Generator) -> None:
+    async def _play(self, lives: list[_Live], generators: list[torch.Generator]) -> None:
+        """`generators[i]` samples every token of `lives[i]`."""
         loop = asyncio.get_running_loop()
         for turn_index in range(self.cfg.max_turns):
             active = []
-            for live in lives:
+            active_generators = []
+            for live, generator in zip(lives, generators, strict=True):
                 if not live.finished and (limit := self._turn_limit(live)) is not None:
                     active.append((live, limit))
+                    active_generators.append(generator)
             if not active:
                 return
             interpretations: list[asyncio.Task[None]] = []
@@ -438,7 +458,7 @@ class RolloutEngine:
                 [lv.episode.token_ids for lv, _ in active],
                 [n for _, n in active],
                 [self._call_ends(lv) for lv, _ in active],
-                generator,
+                active_generators,
                 row_done,
             )
             await asyncio.gather(*interpretations)
@@ -459,7 +479,7 @@ class RolloutEngine:
         contexts: list[list[int]],
         limits: list[int],
         call_ends: list[list[str]],
-        generator: torch.Generator,
+        generators: list[torch.Generator],
         row_done: Callable[[int, list[int], list[float], TurnEnd], None],
     ) -> None:
         """Sample up to `limits[i]` tokens after each context, ending a row early at EOS or once its text
@@ -468,7 +488,7 @@ class RolloutEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            self._sample(contexts, limits, call_ends, generator, row_done)
+            self._sample(contexts, limits, call_ends, generators, row_done)
         finally:
             self.model.train(was_training)
 
@@ -511,7 +531,7 @@ class RolloutEngine:
         contexts: list[list[int]],
         limits: list[int],
         call_ends: list[list[str]],
-        generator: torch.Generator,
+        generators: list[torch.Generator],
         row_done: Callable[[int, list[int], list[float], TurnEnd], None],
     ) -> None:
         batch = len(contexts)
@@ -521,7 +541,7 @@ class RolloutEngine:
         sampled_logprobs: list[list[float]] = [[] for _ in range(batch)]
         open_rows = set(range(batch))
         for step in range(max(limits)):
-            token, logprob = self._pick(logits, generator)
+            token, logprob = self._pick(logits, [generators[row] if row in open_rows else None for row in range(batch)])
             for row, (token_id, token_logprob) in enumerate(zip(token.tolist(), logprob.tolist())):
                 if row not in open_rows:
                     continue  # a finished row keeps a slot in the batch; what it samples is dropped
@@ -558,7 +578,11 @@ class RolloutEngine:
         tail = self.tokenizer.decode(ids[-max(len(e) for e in endings) :], skip_special_tokens=True)
         return any(e in tail for e in endings)
 
-    def _pick(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pick(
+        self, logits: torch.Tensor, generators: list[torch.Generator | None]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One token per row, row i drawn with `generators[i]`. A finished row (None) draws nothing: its token is
+        dropped anyway, and a draw would move its generator by however long the other rows of its batch run."""
         if self.cfg.temperature == 0:
             logprobs = torch.log_softmax(logits, -1)
             token = logits.argmax(-1)
@@ -570,5 +594,10 @@ class RolloutEngine:
                 outside = sorted_probs.cumsum(-1) - sorted_probs > self.cfg.top_p  # keep the first token always
                 sorted_probs = sorted_probs.masked_fill(outside, 0.0)
                 probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            token = torch.cat(
+                [
+                    torch.multinomial(row, 1, generator=generator) if generator is not None else row.argmax(-1, True)
+                    for row, generator in zip(probs, generators, strict=True)
+                ]
+            )
         return token, logprobs.gather(-1, token[:, None]).squeeze(-1)

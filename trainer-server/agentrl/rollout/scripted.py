@@ -45,7 +45,7 @@ class ScriptedRolloutEngine(RolloutEngine):
         contexts: list[list[int]],
         limits: list[int],
         call_ends: list[list[str]],
-        generator: torch.Generator,
+        generators: list[torch.Generator],
         row_done: Callable[[int, list[int], list[float], TurnEnd], None],
     ) -> None:
         for row, (context, limit) in enumerate(zip(contexts, limits)):

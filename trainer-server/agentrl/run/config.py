@@ -437,6 +437,49 @@ class LoggingConfig(_Section):
     )
 
 
+class WorkerResources(_Section):
+    """What Ray reserves for one worker for the run's whole life (fractions share a CPU or a GPU)."""
+
+    cpus: float = Field(1.0, ge=0.0, le=1024.0, description="CPUs reserved per worker (Ray's num_cpus).")
+    gpus: float = Field(0.0, ge=0.0, le=64.0, description="GPUs reserved per worker (Ray's num_gpus).")
+
+
+class ClusterConfig(_Section):
+    """Where a run computes: this process (local), or Ray actors (pip install 'agentrl[ray]'; agentrl/cluster/)."""
+
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description=(
+            "local: the rollouts and the update run in the trainer's own process. ray: rollout_workers actors each "
+            "run a share of every step's episodes (with their ToolEnvs and Tools), learner_workers actors update "
+            "data-parallel (torch.distributed), and the new weights reach the rollout workers after every step."
+        ),
+    )
+    address: str = Field(
+        "auto",
+        description=(
+            "The Ray cluster to join: auto (RAY_ADDRESS, else a cluster started on this machine with `ray start`, "
+            "else a new local one), local (always a new one in this process), or ray://HOST:PORT (Ray Client)."
+        ),
+        pattern=r"^(auto|local|ray://\S+)$",
+    )
+    rollout_workers: int = Field(2, ge=1, le=4096, description="Rollout actors; a step's groups are split among them.")
+    learner_workers: int = Field(
+        1, ge=1, le=4096, description="Data-parallel learner actors; a step's episodes are split among them."
+    )
+    rollout_resources: WorkerResources = Field(default_factory=WorkerResources)
+    learner_resources: WorkerResources = Field(default_factory=WorkerResources)
+    max_restarts: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description=(
+            "Times Ray restarts a rollout actor that died; its episodes of that step run again on a live one "
+            "and the log gets a worker_restarted event. A learner actor that dies fails the run (resumable)."
+        ),
+    )
+
+
 class RunConfig(_Section):
     """A training run: which model, which environment, which data, how to sample and how to learn."""
 
@@ -452,6 +495,7 @@ class RunConfig(_Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> RunConfig:
@@ -462,6 +506,14 @@ class RunConfig(_Section):
             )
         if self.train.eval_every and not self.data.eval:
             raise ValueError("train.eval_every needs data.eval: the held-out tasks to score")
+        if self.cluster.backend == "ray":
+            if self.train.async_steps:
+                raise ValueError("train.async_steps: 1 runs in one process; set cluster.backend: local")
+            if self.train.batch_size < self.cluster.learner_workers:
+                raise ValueError(
+                    f"cluster.learner_workers ({self.cluster.learner_workers}) is more than train.batch_size "
+                    f"({self.train.batch_size}): every learner worker needs an episode"
+                )
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size ({self.train.batch_size}) must be divisible by "

@@ -37,6 +37,10 @@ from agentrl.run.tasks import load_tasks
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
+    from agentrl.cluster import RayCluster
+    from agentrl.cluster.learner_workers import ClusterLearner
+    from agentrl.cluster.rollout_workers import ClusterRolloutEngine
+    from agentrl.rollout.engine import RolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -91,15 +95,24 @@ class _Run:
             mcp_log_dir=store.run_dir,
         )
         self.tasks = load_tasks(config.data.train, config.data.limit)
-        self.engine = make_rollout_engine(
-            self.model,
-            self.tokenizer,
-            self.make_env,
-            config.rollout,
-            self.device,
-            concurrent_episodes=config.train.batch_size,
-            policy=policy,
-        )
+        self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
+        self.cluster: RayCluster | None = None
+        self.engine: RolloutEngine | ClusterRolloutEngine
+        if config.cluster.backend == "ray":
+            from agentrl.cluster import RayCluster
+
+            self.cluster = RayCluster(config, self.model, store.run_id, self._worker_restarted, policy)
+            self.engine = self.cluster.engine
+        else:
+            self.engine = make_rollout_engine(
+                self.model,
+                self.tokenizer,
+                self.make_env,
+                config.rollout,
+                self.device,
+                concurrent_episodes=config.train.batch_size,
+                policy=policy,
+            )
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         if progress:
             print(f"rollout engine: {self.engine.description}", file=sys.stderr)
@@ -117,20 +130,33 @@ class _Run:
     def rollout_stats(self) -> dict[str, float]:
         """The engine's figures for the rollout just run, and the MCP servers restarted during it."""
         stats = dict(self.engine.last_stats)
-        if self.make_env.mcp:
+        if self.make_env.mcp and self.cluster is None:  # on a cluster, each rollout worker holds its own servers
             stats["tools/mcp_restarts"] = float(self.make_env.mcp.take_restarts())
         return stats
 
+    @functools.cached_property
+    def learner(self) -> Learner | ClusterLearner:
+        """Built on first use, so a Try run, which only rolls out, builds no optimizer, no reference copy and no
+        learner workers."""
+        if self.cluster is not None:
+            return self.cluster.learner()
+        return Learner(self.model, self.tokenizer, self.config, self.device)
+
+    def _worker_restarted(self, data: dict[str, Any]) -> None:
+        """A cluster worker died and Ray restarted it; the step goes on (agentrl/cluster/rollout_workers.py)."""
+        self.store.append_event("worker_restarted", {"step": self.step_in_progress, **data})
+        print(f"WARN {data['message']}", file=sys.stderr)
+
     def close(self) -> None:
-        self.engine.close()
+        """Release the engine's processes, or the run's Ray workers (and Ray, if the run started it), the MCP
+        servers this process started, and the trackers."""
+        if self.cluster is not None:
+            self.cluster.close()
+        else:
+            self.engine.close()
         self.make_env.close()
         if self.trackers is not None:
             self.trackers.close()
-
-    @functools.cached_property
-    def learner(self) -> Learner:
-        """Built on first use, so a Try run, which only rolls out, builds no optimizer and no reference copy."""
-        return Learner(self.model, self.tokenizer, self.config, self.device)
 
     def record(
         self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None
@@ -143,6 +169,9 @@ class _Run:
         print(f"WARN {message}", file=sys.stderr)
 
     def checkpoint(self, step: int) -> None:
+        if self.cluster is not None:
+            self.cluster.update_driver_copy()  # the learner workers hold the current weights
+
         def write(folder: Path) -> None:
             save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
             torch.save(self.learner.state_dict(), folder / "learner.pt")
@@ -359,6 +388,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     try:
         while step < last and not stop.is_set():
             step += 1
+            run.step_in_progress = step
             started = time.perf_counter()
             episodes, rollout_stats = prefetched.result() if prefetched is not None else rollout(step)
             prefetched = None

@@ -56,6 +56,7 @@ class ServerOptions:
     max_connections: int = 32
     # tool/rerun runs the user's Tool code on this machine at a client's request: on loopback, or when asked for.
     tool_rerun_allowed: bool = False
+    ray_address: str | None = None  # --ray: the Ray cluster every run started here runs on
 
 
 def origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
@@ -138,7 +139,7 @@ MAX_QUEUED_FRAMES = 4
 class TrainerServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
-        self.runs = RunManager(options.runs_dir)
+        self.runs = RunManager(options.runs_dir, options.ray_address)
         self.bundles = BundleStore(options.bundles_dir)
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)

@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow tool/rerun (the replay's 'Re-run with current code' runs a Tool's code on this machine) when "
         "bound to an address other than loopback; on loopback it is always allowed",
     )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="start every run on this Ray cluster (auto, local, or ray://HOST:PORT; sets the run config's "
+        "cluster.backend: ray and cluster.address unless the config names a cluster of its own); needs "
+        "pip install 'agentrl[ray]'",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -109,6 +116,19 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     runs_dir = Path(args.runs_dir).resolve()
+    if args.ray is not None:
+        from agentrl.cluster.connect import RAY_MISSING
+        from agentrl.run.config import ClusterConfig
+
+        try:
+            ClusterConfig(backend="ray", address=args.ray)
+            import ray  # noqa: F401  # refused now, not at each run's start
+        except ImportError:
+            print(f"agentrl serve --ray: {RAY_MISSING}", file=sys.stderr)
+            return 2
+        except ValueError:
+            print(f"agentrl serve --ray: {args.ray!r} is not auto, local or ray://HOST:PORT", file=sys.stderr)
+            return 2
     try:
         token, generated_in = serve_token(args, runs_dir)
     except ValueError as err:
@@ -129,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         allowed_origins=tuple(args.allow_origin),
         max_connections=args.max_connections,
         tool_rerun_allowed=is_loopback(args.host) or args.allow_tool_rerun,
+        ray_address=args.ray,
     )
 
     def on_listening(port: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from agentrl.run.config import ConfigError, load_config_dict, resolve_paths
+from agentrl.run.config import ConfigError, RunConfig, load_config_dict, resolve_paths
 from agentrl.run.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
 from agentrl.run.runstore import (
     CONFIG_FILE,
@@ -75,9 +75,22 @@ class RunProcess:
     queued_meta: dict[str, Any] | None = None
 
 
+def on_ray_cluster(config: RunConfig, address: str) -> RunConfig:
+    """The config a server started with `--ray ADDRESS` runs: on that cluster, unless the config already names a
+    cluster of its own (cluster.backend ray with an address other than auto). Worker counts and resources stay the
+    config's. Raises ConfigError if the config cannot run on a cluster (train.async_steps)."""
+    cluster = config.cluster
+    if cluster.backend == "ray" and cluster.address != "auto":
+        return config
+    tree = config.model_dump(mode="json")
+    tree["cluster"] |= {"backend": "ray", "address": address}
+    return load_config_dict(tree)
+
+
 class RunManager:
-    def __init__(self, runs_dir: Path) -> None:
+    def __init__(self, runs_dir: Path, ray_address: str | None = None) -> None:
         self.runs_dir = runs_dir
+        self.ray_address = ray_address  # `agentrl serve --ray ADDRESS`: every run it starts runs there
         self.incoming_dir = runs_dir / ".incoming"
         self.live: dict[str, RunProcess] = {}
 
@@ -159,6 +172,8 @@ class RunManager:
     async def start(self, config: dict[str, Any], base_dir: Path, mode: str, episodes: int | None) -> str:
         try:
             parsed = resolve_paths(load_config_dict(config), base_dir)
+            if self.ray_address is not None:
+                parsed = on_ray_cluster(parsed, self.ray_address)
         except ConfigError as err:
             raise RpcError(CONFIG_INVALID, str(err)) from None
         run_id = new_run_id(parsed.name)

@@ -1,0 +1,62 @@
+"""What one run holds on a Ray cluster: the connection, the weights in the object store, the rollout workers and,
+once the run first updates (a Try run never does), the learner workers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agentrl.cluster.connect import check_capacity, connect, require_ray
+from agentrl.cluster.learner_workers import ClusterLearner
+from agentrl.cluster.rollout_workers import ClusterRolloutEngine
+from agentrl.cluster.weights import SharedWeights
+from agentrl.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from agentrl.rollout.scripted import ScriptedPolicy
+
+
+class RayCluster:
+    def __init__(
+        self,
+        config: RunConfig,
+        driver_model: Any,
+        run_id: str,
+        on_worker_restarted: Callable[[dict[str, Any]], None],
+        policy: ScriptedPolicy | None = None,
+    ) -> None:
+        self._ray = require_ray()
+        self._config, self._run_id = config, run_id
+        self._started_ray = connect(config.cluster.address)
+        self._learner: ClusterLearner | None = None
+        self.rollout: ClusterRolloutEngine | None = None
+        try:
+            check_capacity(self._ray, config.cluster)
+            self.weights = SharedWeights(self._ray, driver_model)
+            self.weights.from_driver()
+            self.rollout = ClusterRolloutEngine(self._ray, config, run_id, self.weights, on_worker_restarted, policy)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def engine(self) -> ClusterRolloutEngine:
+        assert self.rollout is not None
+        return self.rollout
+
+    def learner(self) -> ClusterLearner:
+        if self._learner is None:
+            self._learner = ClusterLearner(self._ray, self._config, self._run_id, self.weights)
+        return self._learner
+
+    def update_driver_copy(self) -> None:
+        """Bring the driver's model up to the learners' weights (before a checkpoint writes it)."""
+        self.weights.update_driver_copy()
+
+    def close(self) -> None:
+        if self.rollout is not None:
+            self.rollout.close()
+        if self._learner is not None:
+            self._learner.close()
+        if self._started_ray:
+            self._ray.shutdown()

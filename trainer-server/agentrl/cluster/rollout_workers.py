@@ -1,0 +1,221 @@
+"""Rollout workers: Ray actors that each own a rollout engine and the ToolEnvs and Tools of the episodes they run,
+and the driver's engine in front of them, which the train loop uses as it uses a local engine.
+
+A step's groups are split into contiguous shares, one per worker; every episode samples from its own seed
+(`episode_seed(seed, group, sample)`), so the episodes are those one process would have sampled, whichever worker
+runs them. A worker that dies mid-step is restarted by Ray (`cluster.max_restarts`); its share runs again on
+another worker, so each episode of the step is recorded once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from agentrl.rollout.episode import Episode
+from agentrl.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from agentrl.cluster.weights import SharedWeights
+    from agentrl.rollout.scripted import ScriptedPolicy
+
+
+class RolloutWorker:
+    """One rollout actor (created with `ray.remote(...)(RolloutWorker)`): its own copy of the policy, an engine as
+    `rollout.engine` selects, and the run's ToolEnv class."""
+
+    def __init__(self, config: dict[str, Any], concurrent_episodes: int, policy: ScriptedPolicy | None) -> None:
+        import torch
+
+        from agentrl.environment.loader import env_factory, load_env_class
+        from agentrl.models.loading import load_policy
+        from agentrl.rollout.engine import make_rollout_engine
+        from agentrl.run.config import data_files_in_use
+
+        run_config = RunConfig.model_validate(config)
+        torch.manual_seed(run_config.seed)
+        self.model, tokenizer, device = load_policy(run_config.model, run_config.seed)
+        make_env = env_factory(
+            load_env_class(run_config.env.module, run_config.env.class_name),
+            run_config.env.args,
+            data_files_in_use(run_config),
+            run_config.env.mcp_servers,  # each worker starts its own, shared by its episodes
+        )
+        self.engine = make_rollout_engine(
+            self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy
+        )
+        self.weights_version = 0  # the weights it was built with; the driver's are version 1 and later
+
+    def description(self) -> str:
+        return self.engine.description
+
+    def load_weights(self, weights: list[Any], version: int) -> None:
+        """`weights` wraps the ObjectRef in a list, so that Ray hands over the reference and the worker fetches
+        the state dict only when it lacks this version."""
+        if version == self.weights_version:
+            return
+        import ray
+
+        self.model.load_state_dict(ray.get(weights[0]))
+        self.engine.weights_updated()
+        self.weights_version = version
+
+    def run(
+        self,
+        tasks: list[dict[str, Any]],
+        group_size: int,
+        seed: int,
+        first_group: int,
+        weights: list[Any],
+        version: int,
+        greedy: bool,
+    ) -> tuple[list[Episode], dict[str, float]]:
+        self.load_weights(weights, version)
+        with self.engine.greedy() if greedy else contextlib.nullcontext():
+            episodes = self.engine.run(tasks, group_size, seed, first_group)
+        return episodes, dict(self.engine.last_stats)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def contiguous_shares(count: int, workers: int) -> list[range]:
+    """`count` groups split into at most `workers` contiguous ranges, sizes differing by one at most."""
+    size, extra = divmod(count, workers)
+    shares, start = [], 0
+    for index in range(workers):
+        end = start + size + (index < extra)
+        if end > start:
+            shares.append(range(start, end))
+        start = end
+    return shares
+
+
+class ClusterRolloutEngine:
+    """The driver's engine: `run`, `greedy`, `weights_updated`, `sync_weights`, `close` and `last_stats` as
+    agentrl.rollout.engine.RolloutEngine has them, over `cluster.rollout_workers` actors."""
+
+    shares_policy_weights = False  # each worker samples from its own copy, brought up to date every step
+
+    def __init__(
+        self,
+        ray: Any,
+        config: RunConfig,
+        run_id: str,
+        weights: SharedWeights,
+        on_worker_restarted: Callable[[dict[str, Any]], None],
+        policy: ScriptedPolicy | None,
+    ) -> None:
+        self._ray = ray
+        cluster = config.cluster
+        self._weights = weights
+        self._on_worker_restarted = on_worker_restarted
+        self._greedy = False
+        self._max_attempts = cluster.max_restarts + 1  # of one share, in one step
+        self.restarts = [0] * cluster.rollout_workers
+        per_worker = -(-config.train.batch_size // cluster.rollout_workers)
+        actor_class = ray.remote(
+            num_cpus=cluster.rollout_resources.cpus,
+            num_gpus=cluster.rollout_resources.gpus,
+            max_restarts=cluster.max_restarts,
+            max_task_retries=0,  # a dead worker's share is re-run by `run`, on a live worker
+        )(RolloutWorker)
+        config_json = config.model_dump(mode="json")
+        self.actors = [
+            actor_class.options(name=f"agentrl-rollout-{run_id}-{index}").remote(config_json, per_worker, policy)
+            for index in range(cluster.rollout_workers)
+        ]
+        self.description = f"ray: {len(self.actors)} rollout workers, {ray.get(self.actors[0].description.remote())}"
+        self.last_stats: dict[str, float] = {}
+        self.weights_updated()
+
+    def weights_updated(self) -> None:
+        """Send the current weights to every worker now, so that loading them overlaps the driver's recording;
+        a worker that misses them (it was restarting) loads them at the start of its next share."""
+        for actor in self.actors:
+            actor.load_weights.remote([self._weights.ref], self._weights.version)
+
+    def sync_weights(self) -> None:
+        """Nothing to do: every share carries the version of the weights it must be sampled with."""
+
+    @contextlib.contextmanager
+    def greedy(self) -> Iterator[None]:
+        self._greedy = True
+        try:
+            yield
+        finally:
+            self._greedy = False
+
+    def _submit(
+        self, worker: int, by_group: dict[int, dict[str, Any]], share: range, group_size: int, seed: int
+    ) -> Any:
+        """The groups of `share` (numbered as the step numbers them) on worker `worker`."""
+        return self.actors[worker].run.remote(
+            [by_group[g] for g in share],
+            group_size,
+            seed,
+            share.start,
+            [self._weights.ref],
+            self._weights.version,
+            self._greedy,
+        )
+
+    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+        from ray.exceptions import RayActorError
+
+        started = time.perf_counter()
+        shares = [
+            range(first_group + s.start, first_group + s.stop) for s in contiguous_shares(len(tasks), len(self.actors))
+        ]
+        by_group = {first_group + index: task for index, task in enumerate(tasks)}
+        pending = {
+            self._submit(worker, by_group, share, group_size, seed): (worker, share, 1)
+            for worker, share in enumerate(shares)
+        }
+        done: dict[int, tuple[list[Episode], dict[str, float]]] = {}
+        while pending:
+            [ready], _ = self._ray.wait(list(pending), num_returns=1)
+            worker, share, attempt = pending.pop(ready)
+            try:
+                done[share.start] = self._ray.get(ready)
+            except RayActorError as err:
+                if attempt >= self._max_attempts:
+                    raise RuntimeError(
+                        f"groups {share.start}-{share.stop - 1} failed on {attempt} rollout workers in a row; "
+                        f"last: {err}"
+                    ) from err
+                self.restarts[worker] += 1
+                again = (worker + 1) % len(self.actors)  # the next worker; Ray restarts this one meanwhile
+                self._on_worker_restarted(
+                    {
+                        "worker": worker,
+                        "restarts": self.restarts[worker],
+                        "episodes_rerun": len(share) * group_size,
+                        "rerun_on": again,
+                        "message": f"rollout worker {worker} died ({type(err).__name__}); Ray restarts it and its "
+                        f"{len(share) * group_size} episodes run again on worker {again}",
+                    }
+                )
+                pending[self._submit(again, by_group, share, group_size, seed)] = (again, share, attempt + 1)
+        episodes: list[Episode] = []
+        stats: dict[str, list[float]] = {}
+        for start in sorted(done):
+            share_episodes, share_stats = done[start]
+            episodes += share_episodes
+            for key, value in share_stats.items():
+                stats.setdefault(key, []).append(value)
+        elapsed = time.perf_counter() - started
+        generated = sum(episode.response_length for episode in episodes)
+        self.last_stats = {key: sum(values) / len(values) for key, values in stats.items()} | {
+            "perf/rollout_time_s": elapsed,
+            "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
+        }
+        return episodes
+
+    def close(self) -> None:
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # an actor already gone has nothing left to close
+                self._ray.get(actor.close.remote(), timeout=30)
+            self._ray.kill(actor)

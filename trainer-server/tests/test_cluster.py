@@ -1,0 +1,175 @@
+"""Runs on a Ray cluster (agentrl/cluster/): a local cluster of 2 CPUs, started once for the module; the rollout and
+learner actors reserve half a CPU each, so 2 + 2 fit. The actors import agentrl from the driver's PYTHONPATH."""
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+from agentrl.models.loading import load_policy
+from agentrl.run.config import ConfigError
+from agentrl.run.runstore import latest_status, read_events
+from agentrl.run.trainer import train
+from agentrl.server.runs import on_ray_cluster
+from conftest import EXAMPLE_CONFIG
+from safetensors.torch import load_file
+from test_train import example, trajectories
+
+# After 2 steps at lr 0.01 the weights trained by 2 rollout + 2 learner workers and by one process agree this
+# closely (measured: 1.0e-5): the same tokens are sampled, but a batch of 8 episodes computes logprobs that differ
+# from a batch of 16's in the last bits (up to 1e-6), and the workers' gradients are added in another order.
+PARAMETER_TOLERANCE = 5e-5
+LOGPROB_TOLERANCE = 1e-5
+
+TWO_STEPS = ("train.steps=2", "train.checkpoint_every=2", "train.micro_batch_size=4")
+ON_RAY = (
+    "cluster.backend=ray",
+    "cluster.rollout_workers=2",
+    "cluster.learner_workers=2",
+    "cluster.rollout_resources.cpus=0.5",
+    "cluster.learner_resources.cpus=0.5",
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    [checkpoint] = sorted((run_dir / "checkpoints").glob("step-*"))
+    [weights] = (checkpoint / "policy").glob("*.safetensors")
+    return load_file(weights)
+
+
+def episodes_of(run_dir: Path) -> list[tuple]:
+    """What makes each recorded episode itself: its place in its step and its tokens, their roles and masks."""
+    return [
+        (r["step"], r["group"], r["sample"], r["task_id"], {k: v for k, v in r["tokens"].items() if k != "logprob"})
+        for r in trajectories(run_dir)
+    ]
+
+
+def assert_same_episodes(run_dir: Path, reference: Path) -> None:
+    assert episodes_of(run_dir) == episodes_of(reference)
+    for got, expected in zip(trajectories(run_dir), trajectories(reference), strict=True):
+        pairs = zip(got["tokens"]["logprob"], expected["tokens"]["logprob"], strict=True)
+        assert all(a == b or abs(a - b) <= LOGPROB_TOLERANCE for a, b in pairs)
+
+
+def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path, local_ray):
+    one = train(example(*TWO_STEPS), runs_dir=tmp_path / "one", config_base_dir=EXAMPLE_CONFIG.parent)
+    cluster = train(example(*TWO_STEPS, *ON_RAY), runs_dir=tmp_path / "ray", config_base_dir=EXAMPLE_CONFIG.parent)
+    assert latest_status(read_events(cluster))["status"] == "completed"
+    assert_same_episodes(cluster, one)
+    logged = [e["data"]["message"] for e in read_events(cluster) if e["type"] == "log"]
+    assert "rollout engine: ray: 2 rollout workers, hf" in logged
+    expected, got = final_weights(one), final_weights(cluster)
+    assert expected.keys() == got.keys()
+    worst = max(float((expected[name] - got[name]).abs().max()) for name in expected)
+    assert worst <= PARAMETER_TOLERANCE, f"parameters differ by up to {worst}"
+    initial = load_policy(example().model, 0)[0].state_dict()
+    moved = max(float((expected[name] - initial[name]).abs().max()) for name in expected)
+    assert moved > 100 * PARAMETER_TOLERANCE  # the two steps did train
+
+
+SLOW_ENV = """
+import time
+from pathlib import Path
+
+from agentrl.examples.lookup.env import LookupEnv
+
+MARKER = Path(__file__).with_name("rollouts-started")
+
+
+class SlowLookupEnv(LookupEnv):
+    def reset(self, task):
+        MARKER.touch()  # the test kills a rollout worker once one is at work
+        time.sleep(0.05)  # a share of 8 episodes takes 0.4 s: long enough to die in
+        return super().reset(task)
+"""
+
+
+def slow_example(folder: Path, *overrides: str):
+    folder.mkdir()
+    (folder / "env.py").write_text(SLOW_ENV)
+    config = example(*TWO_STEPS, *overrides)
+    config.env.module, config.env.class_name = str(folder / "env.py"), "SlowLookupEnv"
+    return config
+
+
+def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once(tmp_path, local_ray):
+    config = slow_example(tmp_path / "ray", *ON_RAY)
+    killed = threading.Event()
+
+    def kill_rollout_worker_0_mid_step() -> None:
+        while not (tmp_path / "ray" / "rollouts-started").exists():
+            time.sleep(0.01)
+        ray.kill(ray.get_actor("agentrl-rollout-killed-0"), no_restart=False)
+        killed.set()
+
+    killer = threading.Thread(target=kill_rollout_worker_0_mid_step, daemon=True)
+    killer.start()
+    run_dir = train(config, runs_dir=tmp_path / "runs", run_id="killed", config_base_dir=EXAMPLE_CONFIG.parent)
+    killer.join(timeout=1)
+    assert killed.is_set()
+    events = read_events(run_dir)
+    assert latest_status(events)["status"] == "completed"
+    [restart] = [e["data"] for e in events if e["type"] == "worker_restarted"]
+    assert restart.pop("message").startswith("rollout worker 0 died (Actor")  # Died or Unavailable: when it looked
+    assert restart == {"step": 1, "worker": 0, "restarts": 1, "episodes_rerun": 8, "rerun_on": 1}
+    places = [(r["step"], r["group"], r["sample"]) for r in trajectories(run_dir)]
+    assert sorted(places) == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
+    reference = train(
+        slow_example(tmp_path / "local"), runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent
+    )
+    assert_same_episodes(run_dir, reference)  # no episode lost, none twice, each as one process samples it
+
+
+def test_a_cluster_too_small_for_the_workers_is_refused_before_any_waits(tmp_path, local_ray):
+    config = example(*TWO_STEPS, *ON_RAY, "cluster.learner_resources.cpus=1")
+    with pytest.raises(RuntimeError, match=r"need 3 CPUs \(it has 2\)"):
+        train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def test_without_ray_installed_backend_ray_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets without the extra
+    with pytest.raises(RuntimeError, match=r"pip install 'agentrl\[ray\]'"):
+        train(example(*TWO_STEPS, *ON_RAY), runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    assert example().cluster.backend == "local"  # a config without a cluster block runs as it always has
+
+
+def test_a_server_started_with_ray_runs_configs_on_that_cluster():
+    config = example(*TWO_STEPS)
+    moved = on_ray_cluster(config, "ray://head:10001")
+    assert (moved.cluster.backend, moved.cluster.address) == ("ray", "ray://head:10001")
+    own = example(*TWO_STEPS, "cluster.backend=ray", "cluster.address=ray://other:10001")
+    assert on_ray_cluster(own, "ray://head:10001").cluster.address == "ray://other:10001"
+    with pytest.raises(ConfigError, match="async_steps"):
+        on_ray_cluster(example("train.async_steps=1", "rollout.engine=vllm"), "auto")
+
+
+def test_a_learner_worker_that_dies_fails_the_step_and_the_run_resumes_from_its_checkpoint(tmp_path, local_ray):
+    config = slow_example(tmp_path / "ray", *ON_RAY, "cluster.rollout_workers=1", "train.checkpoint_every=1")
+
+    def kill_learner_worker_1_in_step_2() -> None:
+        while not (tmp_path / "runs" / "dies" / "checkpoints" / "step-000001").exists():
+            time.sleep(0.01)
+        ray.kill(ray.get_actor("agentrl-learner-dies-1"))  # step 2's rollouts take 0.8 s: it dies before updating
+
+    killer = threading.Thread(target=kill_learner_worker_1_in_step_2, daemon=True)
+    killer.start()
+    with pytest.raises(RuntimeError, match="learner worker 1 failed while updating"):
+        train(config, runs_dir=tmp_path / "runs", run_id="dies", config_base_dir=EXAMPLE_CONFIG.parent)
+    run_dir = tmp_path / "runs" / "dies"
+    failed = latest_status(read_events(run_dir))
+    assert (failed["status"], failed["step"]) == ("failed", 1)
+    assert not list((run_dir / "trajectories").glob("step-000002*"))  # nothing of the failed step was written
+    train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    assert sorted({r["step"] for r in trajectories(run_dir)}) == [1, 2]
