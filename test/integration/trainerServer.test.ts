@@ -1,6 +1,7 @@
 // The extension's client against the real Python trainer server (`agentrl serve` from the repo's .venv):
 // local start with a token file, a try run with configDir, an uploaded env bundle, streaming across a
-// dropped connection, a refused token, the replay's tool re-run relay, and a graceful stop of the server.
+// dropped connection, a refused token, the replay's tool re-run relay, a Try run's records fetched once for its two
+// readers, and a graceful stop of the server.
 import { strict as assert } from 'node:assert';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import { startLocalServer, type LocalServer, type LogSink } from '../../extensio
 import { relayToolRerun } from '../../extension/replay/toolRerun';
 import { readRunConfig } from '../../extension/runConfig';
 import { TrainerClient, TrainerRequestError, type SocketHandlers } from '../../extension/trainerClient';
+import { TrajectoryCache } from '../../extension/trajectoryCache';
 import { webSocketFactory } from '../../extension/webSocket';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -130,6 +132,39 @@ describe('the extension client against the real trainer server', function () {
     );
     assert.ok(!rerun.reply.ok);
     assert.match(rerun.reply.message, new RegExp(`trajectory ${records[0].id} has no call 0 in turn 99`));
+  });
+
+  it("fetches a Try run's records once for both of its readers: Tool problems, then the replay", async () => {
+    // The two reads Try Environment makes, in its order, through one cache as TrainerConnection holds it:
+    // runCommands.ts asks the episodes with a Tool error, then the replay panel (replay/index.ts) every episode.
+    const config = readRunConfig(join(EXAMPLE, 'lookup.agentrl.yaml'));
+    const { runId } = await client.request('run/start', { config, configDir: EXAMPLE, mode: 'try', episodes: 4 });
+    const ended = eventsUntilEnd(client, runId);
+    await client.subscribe(runId);
+    await ended;
+    const asked: string[][] = [];
+    const records = new TrajectoryCache(async (run, ids) => {
+      asked.push(ids);
+      return (await client.request('trajectory/get', { runId: run, ids })).records;
+    });
+    const failing = await client.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
+    await records.get(
+      runId,
+      failing.items.map((summary) => summary.id),
+    );
+    const all = await client.request('trajectory/query', { runId, limit: 1000 });
+    assert.equal(all.total, 4);
+    const shown = await records.get(
+      runId,
+      all.items.map((summary) => summary.id),
+    );
+    assert.deepEqual(
+      shown.map((record) => record.id),
+      all.items.map((summary) => summary.id),
+    );
+    const fetched = asked.flat();
+    assert.deepEqual([...fetched].sort(), all.items.map((summary) => summary.id).sort(), 'each record fetched once');
+    assert.ok(asked.length <= 2, `${asked.length} trajectory/get requests`);
   });
 
   it('uploads an env folder as a bundle the server accepts, checks it and trains from it', async () => {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
@@ -86,6 +86,94 @@ describe('scaffold', () => {
       cwd: dir,
       encoding: 'utf8',
     });
+  });
+});
+
+/** The assistant text of each episode a Try run (`agentrl train --rollout-only`) of a new environment gave,
+ * beside the task's question. */
+function tryEpisodes(
+  model: string,
+  episodes: number,
+  ...overrides: string[]
+): Array<{ question: string; text: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-try-'));
+  for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo'], model }, TEMPLATES))
+    writeFileSync(join(dir, file), content);
+  const sets = overrides.flatMap((override) => ['--set', override]);
+  const runs = join(dir, 'runs');
+  execFileSync(
+    PYTHON,
+    [
+      '-m',
+      'agentrl.cli',
+      'train',
+      join(dir, 'demo.agentrl.yaml'),
+      '--rollout-only',
+      String(episodes),
+      '--runs-dir',
+      runs,
+      ...sets,
+    ],
+    { encoding: 'utf8', stdio: 'pipe' },
+  );
+  const [run] = readdirSync(runs);
+  const tasks = new Map(
+    readFileSync(join(dir, 'tasks.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string; question: string })
+      .map((task) => [task.id, task.question]),
+  );
+  return readFileSync(join(runs, run, 'trajectories', 'step-000000.trajectories.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { task_id: string; turns: Array<{ assistant: string }> })
+    .map((record) => ({ question: tasks.get(record.task_id)!, text: record.turns.map((t) => t.assistant).join('\n') }));
+}
+
+// Words that make up a large share of any English text and almost none of random tokens.
+const COMMON_ENGLISH = new Set(
+  'the a an is are was be to of and or in on at for with it this that you i can will use as not by from your my we'.split(
+    ' ',
+  ),
+);
+
+/** Why the episodes' text is not plain English, or undefined when it reads as English and some episode takes up a
+ * word of its question. A 135M model may answer one episode in a few words off the subject, so they are read
+ * together. */
+function notEnglishAbout(episodes: Array<{ question: string; text: string }>): string | undefined {
+  const words = episodes.flatMap((episode) => episode.text.split(/\s+/).filter(Boolean));
+  if (words.length < 20) return `${words.length} words`;
+  const plainWord = (word: string) => word.replace(/^[("'`*]+|[)"'`*.,:;!?]+$/g, '');
+  const isPlain = (word: string) => /^[A-Za-z]+('[a-z]+)?$/.test(word);
+  const plain = words.map(plainWord).filter(isPlain);
+  if (plain.length < 0.6 * words.length) return `${plain.length} of ${words.length} words are plain words`;
+  const common = plain.filter((w) => COMMON_ENGLISH.has(w.toLowerCase())).length;
+  if (common < 0.1 * words.length) return `${common} of ${words.length} words are common English words`;
+  const onTheTask = episodes.some(({ question, text }) => {
+    const asked = new Set(
+      question
+        .toLowerCase()
+        .match(/[a-z]+/g)!
+        .filter((w) => !COMMON_ENGLISH.has(w)),
+    );
+    return text.split(/\s+/).some((word) => asked.has(plainWord(word).toLowerCase()));
+  });
+  return onTheTask ? undefined : 'no episode uses a word of its question';
+}
+
+describe('scaffold: a new environment tried on the embedded model', () => {
+  it("shows the model's real behaviour: English about the task, where the random tiny model gives token soup", function () {
+    // 'smollm2' is New Environment's recommended default (scaffoldCommands.ts). Both runs together: 107 s on 2
+    // shared, busy cores (65 s of CPU). The rollout engine does not change what the model says
+    // (tests/test_vllm_engine.py holds vLLM's episodes to the learner's), so this run skips vLLM's ~20 s start-up.
+    this.timeout(300_000);
+    const real = tryEpisodes('smollm2', 2, 'rollout.engine=hf');
+    assert.equal(real.length, 2);
+    assert.equal(notEnglishAbout(real), undefined, JSON.stringify(real, null, 1));
+    // The same check fails the random model given the same room to write.
+    const random = tryEpisodes('tiny', 2, 'rollout.max_new_tokens=128');
+    assert.notEqual(notEnglishAbout(random), undefined, JSON.stringify(random, null, 1));
   });
 });
 

