@@ -80,25 +80,28 @@ def stderr_log_path(runs_dir: Path, run_id: str) -> Path:
 def cap_log(path: Path, max_bytes: int = STDERR_LOG_MAX_BYTES, keep_bytes: int = STDERR_LOG_KEEP_BYTES) -> bool:
     """Keep only the last `keep_bytes` (whole lines) of a log over `max_bytes`, after a line saying earlier output
     was cut. The run's process keeps writing: it opened the log for appending, so its next write lands at the new
-    end; a line it writes in the instant between the read and the truncation is lost. True if the log was cut."""
+    end; a line it writes in the instant between the read and the truncation is lost. True if the log was cut.
+    A log that cannot be cut is left as it is, with a warning: watching the run matters more."""
     try:
-        size = path.stat().st_size
+        if path.stat().st_size <= max_bytes:
+            return False
+        with path.open("r+b") as log_file:
+            log_file.seek(-keep_bytes, os.SEEK_END)
+            tail = log_file.read()
+            tail = tail[tail.find(b"\n") + 1 :]
+            when = datetime.now(UTC).isoformat(timespec="seconds")
+            notice = (
+                f"[agentrl: earlier output was cut at {when}; this log keeps the last {keep_bytes} bytes of a run's "
+                f"stderr once it passes {max_bytes}]\n"
+            )
+            log_file.seek(0)
+            log_file.write(notice.encode() + tail)
+            log_file.truncate()
     except FileNotFoundError:
         return False
-    if size <= max_bytes:
+    except OSError as err:
+        log.warning("cannot cut the run log %s: %s", path, err)
         return False
-    with path.open("r+b") as log_file:
-        log_file.seek(size - keep_bytes)
-        tail = log_file.read()  # to the current end: what the run wrote since the stat is kept too
-        tail = tail[tail.find(b"\n") + 1 :]
-        when = datetime.now(UTC).isoformat(timespec="seconds")
-        notice = (
-            f"[agentrl: earlier output was cut at {when}; this log keeps the last {keep_bytes} bytes of a run's "
-            f"stderr once it passes {max_bytes}]\n"
-        )
-        log_file.seek(0)
-        log_file.write(notice.encode() + tail)
-        log_file.truncate()
     return True
 
 
