@@ -27,6 +27,8 @@ def server(tmp_path_factory):
     proc = ServerProcess(tmp_path_factory.mktemp("load") / "runs")
     yield proc
     proc.stop()
+    log = proc.process.stderr.read()
+    assert "Traceback" not in log and "internal error" not in log, log[-3000:]
 
 
 @pytest.fixture(scope="module")
