@@ -121,3 +121,25 @@ def test_reverse_events_read_from_the_tail_equal_the_log_read_forwards(tmp_path,
     assert list(reverse_events(store.run_dir)) == forwards[::-1]
     assert last_status(store.run_dir) == {"status": "running", "step": 51, "total_steps": 60}
     assert list(reverse_events(tmp_path / "nothing-here")) == []
+
+
+def test_opening_the_run_of_a_long_log_reads_only_its_tail(tmp_path, monkeypatch):
+    """The server opens a run's store to append one event (run/resume, a run found dead): for a log of 100,000
+    events that must not parse all of them on the server's loop. A torn line longer than a read block is dropped."""
+    from agentrl.run import runstore
+
+    monkeypatch.setattr(runstore, "_TAIL_BLOCK", 97)
+    store = RunStore.create(tmp_path, "r", {}, {"name": "r", "mode": "train"})
+    with (store.run_dir / runstore.EVENTS_FILE).open("a", encoding="utf-8") as log:
+        for seq in range(1, 100_001):
+            log.write(json.dumps({"seq": seq, "time": 0, "type": "metrics", "data": {"step": seq, "metrics": {}}}))
+            log.write("\n")
+        log.write('{"seq": 100001, "time": 0, "type": "log", "data": {"level": "info", "message": "' + "x" * 500)
+    parsed = []
+    monkeypatch.setattr(runstore.json, "loads", lambda text, loads=json.loads: parsed.append(text) or loads(text))
+    reopened = RunStore(store.run_dir)
+    assert len(parsed) <= 2, f"opening the store parsed {len(parsed)} events"
+    assert reopened.append_event("status", {"status": "running", "step": 1, "total_steps": 1}) == 100_001
+    monkeypatch.undo()
+    last_two = [json.loads(line) for line in (store.run_dir / runstore.EVENTS_FILE).read_text().splitlines()[-2:]]
+    assert [(event["seq"], event["type"]) for event in last_two] == [(100_000, "metrics"), (100_001, "status")]

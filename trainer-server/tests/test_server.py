@@ -2,6 +2,7 @@
 
 import base64
 import io
+import json
 import time
 import zipfile
 
@@ -10,6 +11,7 @@ from agentrl.learning.algorithms import ALGORITHM_NAMES
 from agentrl.run.runstore import read_events
 from conftest import EXAMPLE_CONFIG
 from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
+from test_train import NAN_ENV
 
 
 @pytest.fixture
@@ -248,3 +250,85 @@ def test_bad_configs_are_rejected_with_the_key(server):
     assert response["error"]["code"] == -32012 and "train.lr" in response["error"]["message"]
     assert client.call("run/get", {"runId": "nope"})["error"]["code"] == -32010
     assert client.call("run/get", {"runId": "../etc"})["error"]["code"] == -32602
+
+
+def nan_at_step_2_config(folder, checkpoint_every):
+    """A run whose env scores NaN from step 2 on: it fails there (train.non_finite_rewards: fail)."""
+    (folder / "env.py").write_text(NAN_ENV)
+    (folder / "tasks.jsonl").write_text("".join(json.dumps({"key": str(k)}) + "\n" for k in range(4)))
+    config = example_config(steps=3, checkpoint_every=checkpoint_every, batch_size=4, micro_batch_size=4)
+    config["env"].update(module=str(folder / "env.py"), class_name="NonFiniteFromStep2")
+    config["data"]["train"] = str(folder / "tasks.jsonl")
+    config["rollout"]["group_size"] = 2
+    return config
+
+
+@pytest.mark.parametrize("checkpoint_every", [1, 100])
+def test_resume_right_after_the_failed_event_races_the_exiting_process(server, tmp_path, checkpoint_every):
+    """The failed event is written moments before the run's process exits: a resume sent the instant it arrives
+    resumes the run (or says it has no checkpoint), never "is failed; only ... a failed run can be resumed"."""
+    client = server.client()
+    run_id = client.request("run/start", {"config": nan_at_step_2_config(tmp_path, checkpoint_every)})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    failed = client.events_until(run_id, is_final_status, timeout=300)[-1]
+    assert failed["data"]["status"] == "failed" and "nan" in failed["data"]["message"]
+    response = client.call("run/resume", {"runId": run_id}, timeout=60)
+    if checkpoint_every == 100:
+        assert response["error"] == {"code": -32011, "message": f"run {run_id} has no checkpoint to resume from"}
+        return
+    assert response["result"] == {"runId": run_id, "status": "running"}
+    resumed = client.events_until(run_id, lambda e: e["seq"] > failed["seq"] and is_final_status(e), timeout=300)
+    assert resumed[0]["data"] == {"status": "queued", "step": 1, "total_steps": 3, "message": "resume requested"}
+    assert any(e["type"] == "metrics" and e["data"]["step"] == 2 for e in resumed)  # it trained on from step 1
+
+
+FLOODS_STDERR_ENV = """
+import sys
+from agentrl.examples.lookup.env import LookupEnv
+
+class FloodsStderr(LookupEnv):
+    def __init__(self, **args):
+        line = "x" * 1023 + "\\n"
+        for _ in range(20 * 1024):  # 20 MiB
+            sys.stderr.write(line)
+        sys.stderr.flush()
+        raise RuntimeError("the env broke after a flood of output")
+"""
+
+
+def test_a_run_that_floods_stderr_keeps_only_the_tail_of_its_log(server, tmp_path):
+    from agentrl.server.runs import STDERR_LOG_KEEP_BYTES, STDERR_LOG_MAX_BYTES, stderr_log_path
+
+    (tmp_path / "env.py").write_text(FLOODS_STDERR_ENV)
+    config = example_config(steps=1)
+    config["env"].update(module=str(tmp_path / "env.py"), class_name="FloodsStderr")
+    client = server.client()
+    run_id = client.request("run/start", {"config": config})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    assert client.events_until(run_id, is_final_status, timeout=300)[-1]["data"]["status"] == "failed"
+    log_path = stderr_log_path(server.runs_dir, run_id)
+    deadline = time.time() + 60
+    while log_path.stat().st_size > STDERR_LOG_MAX_BYTES:  # cut once the server has seen the process exit
+        assert time.time() < deadline, f"the run's stderr log was left at {log_path.stat().st_size} bytes"
+        time.sleep(0.2)
+    text = log_path.read_text()
+    assert text.startswith("[agentrl: earlier output was cut at ")
+    assert len(text) <= STDERR_LOG_KEEP_BYTES + 1000
+    assert "RuntimeError: the env broke after a flood of output" in text  # the end, where the error is, is kept
+
+
+def test_cap_log_keeps_the_tail_and_the_writer_appends_after_it(tmp_path):
+    """The run's process holds its log open for appending while the server cuts it."""
+    from agentrl.server.runs import cap_log
+
+    path = tmp_path / "run.stderr.log"
+    with path.open("ab") as writer:
+        for index in range(1000):
+            writer.write(f"line {index:04d}\n".encode())
+            writer.flush()
+        assert not cap_log(path, max_bytes=20_000, keep_bytes=100)  # under the cap: untouched
+        assert cap_log(path, max_bytes=5_000, keep_bytes=100)
+        writer.write(b"written after the cut\n")
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("[agentrl: earlier output was cut at ") and "keeps the last 100 bytes" in lines[0]
+    assert lines[1:] == [f"line {index:04d}" for index in range(991, 1000)] + ["written after the cut"]

@@ -424,3 +424,25 @@ def test_fuzz_every_hostile_message_is_answered_and_the_server_stays_up(server):
     assert sent >= 1000 and answered >= 700
     assert "time" in client.request("server/ping")  # same connection still fine
     assert "time" in server.client().request("server/ping")  # and the server takes new ones
+
+
+def test_the_same_archive_uploaded_twice_at_once_is_stored_once(tmp_path, monkeypatch):
+    """Two connections upload one archive: both extract it, and the second to finish finds the bundle there."""
+    from agentrl.server import bundles
+
+    store = bundles.BundleStore(tmp_path / "bundles")
+    archive = base64.b64encode(zip_of([("env.py", b"print('hi')")])).decode()
+    extract = bundles._extract_zip
+    other_upload = []
+
+    def extract_while_the_other_upload_finishes(data, dest):
+        files = extract(data, dest)
+        if not other_upload:
+            other_upload.append("extracting")
+            other_upload[0] = store.add(archive)  # the other connection's upload of the same archive, done first
+        return files
+
+    monkeypatch.setattr(bundles, "_extract_zip", extract_while_the_other_upload_finishes)
+    digest, files = store.add(archive)
+    assert (digest, files) == other_upload[0] and files == 1
+    assert [p.name for p in (tmp_path / "bundles").iterdir()] == [digest]  # no staging folder left

@@ -130,9 +130,10 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self.trajectories_dir = self.run_dir / "trajectories"
         self.checkpoints_dir = self.run_dir / "checkpoints"
-        existing = read_events(self.run_dir)
-        self._next_seq = existing[-1]["seq"] + 1 if existing else 1
+        # Only the log's end is read: opening the run of a long log (a resume, the server recording how a run
+        # ended) costs the same as opening a short one.
         self._truncate_torn_tail()
+        self._next_seq = last_seq(self.run_dir) + 1
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any], meta: dict[str, Any]) -> RunStore:
@@ -153,13 +154,24 @@ class RunStore:
         return json.loads((self.run_dir / RUN_FILE).read_text(encoding="utf-8"))
 
     def _truncate_torn_tail(self) -> None:
+        """Drops what follows the log's last newline (an event a crash left half written), reading back from the
+        end block by block until that newline."""
         path = self.run_dir / EVENTS_FILE
         if not path.exists():
             return
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with path.open("r+b") as handle:
-                handle.truncate(data.rfind(b"\n") + 1)
+        with path.open("r+b") as handle:
+            end = position = handle.seek(0, 2)
+            complete = 0
+            while position > 0:
+                start = max(0, position - _TAIL_BLOCK)
+                handle.seek(start)
+                newline = handle.read(position - start).rfind(b"\n")
+                if newline >= 0:
+                    complete = start + newline + 1
+                    break
+                position = start
+            if complete < end:
+                handle.truncate(complete)
 
     def append_event(self, event_type: str, data: dict[str, Any], *, durable: bool = False) -> int:
         """Appends one event (its data checked against the protocol: ValueError if it breaks it); returns its seq."""

@@ -147,6 +147,7 @@ class TrainerServer:
         self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
         self.trajectory_index = TrajectoryIndex()
         self.open_connections = 0
+        self.devices: dict[str, Any] = {}  # described once, before the server listens (serve_forever)
         self.server: Server | None = None
         self.shutdown_requested = asyncio.Event()
         self.handlers = {
@@ -173,6 +174,9 @@ class TrainerServer:
 
     async def serve_forever(self, on_listening: Any) -> None:
         self.runs.recover()
+        # Describing the devices imports torch (1-2 s): done once, before the server says it listens, so the first
+        # client's initialize does not wait for it. The devices of a machine do not change while it serves.
+        self.devices = await asyncio.to_thread(describe_devices)
         async with serve(
             self.connection_handler,
             self.options.host,
@@ -277,7 +281,7 @@ class TrainerServer:
                 "maxBundleBytes": MAX_ARCHIVE_BYTES,
                 "toolRerun": self.options.tool_rerun_allowed,
             },
-            "devices": await asyncio.to_thread(describe_devices),
+            "devices": self.devices,
         }
 
     async def run_start(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -382,9 +386,8 @@ class TrainerServer:
         path = run_dir / EVENTS_FILE
         try:
             while True:
-                events, offset = await asyncio.to_thread(_read_new_events, path, offset, run_id)
+                events, offset, latest = await asyncio.to_thread(_read_new_events, path, offset, run_id)
                 fresh = [(seq, frame) for seq, frame in events if seq > sent]
-                latest = events[-1][0] if events else sent
                 if latest - sent > BEHIND_THRESHOLD and not told_behind:
                     await client.notify("run/behind", {"runId": run_id, "sentSeq": sent, "latestSeq": latest})
                     told_behind = True
@@ -563,13 +566,14 @@ _EVENT_PREFIX = re.compile(
 )  # how RunStore.append_event begins every line
 
 
-def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int]:
+def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int, int]:
     """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer),
-    each as (seq, its `run/event` notification frame). The frame is the log line itself inside the envelope:
+    each as (seq, its `run/event` notification frame), the offset after them, and the seq of the log's last event
+    (how far behind the log a subscriber is). The frame is the log line itself inside the envelope:
     the event is neither parsed nor serialized again, so replaying a long log costs the server's loop one
     send per event. A status event, a few per step, is parsed: its frame carries the RunInfo fields it sets."""
     if not path.exists():
-        return [], offset
+        return [], offset, 0
     size = STREAM_READ_BYTES
     with path.open("rb") as handle:
         while True:
@@ -579,6 +583,7 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
             if end or len(chunk) < size:
                 break
             size *= 4  # one event longer than the read: read more
+        more_after_chunk = offset + end < handle.seek(0, 2)
     envelope = '{"jsonrpc": "2.0", "method": "run/event", "params": {"runId": ' + json.dumps(run_id) + ", "
     events = []
     for line in chunk[:end].splitlines():
@@ -594,7 +599,9 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
             if event["type"] == "status":
                 run_info = '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", "
         events.append((seq, envelope + run_info + line.decode("utf-8").strip()[1:] + "}"))
-    return events, offset + end
+    # Only a subscriber still replaying the log has more of it than this read: then the log's tail says its end.
+    latest = last_seq(path.parent) if more_after_chunk else (events[-1][0] if events else 0)
+    return events, offset + end, latest
 
 
 def _decode_cursor(cursor: str | None) -> int:

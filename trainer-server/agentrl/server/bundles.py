@@ -217,7 +217,13 @@ class BundleStore:
                     raise _reject("archive is neither a zip nor a tar file") from None
                 except (tarfile.TarError, zlib.error, EOFError) as err:
                     raise _reject(f"tar archive is corrupt: {err}") from None
-            staging.rename(final)
+            try:
+                staging.rename(final)
+            except OSError:
+                if not final.is_dir():
+                    raise
+                # Another connection uploaded the same archive meanwhile: its bundle is this one.
+                shutil.rmtree(staging, ignore_errors=True)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -8,12 +8,13 @@ process is gone and the log does not say how it ended (killed, crashed, or found
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,14 @@ from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CON
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
+# A run's stderr log on disk (RUNS_DIR/.logs/RUN.stderr.log): past the cap only its tail is kept, behind a line
+# that says earlier output was cut. A run that prints without end would otherwise fill the disk.
+STDERR_LOG_MAX_BYTES = 16 * 2**20
+STDERR_LOG_KEEP_BYTES = 4 * 2**20
+LOG_CAP_EVERY_S = 5.0
+# A run's process exits moments after it writes how it ended (a failed or stopped status): run/resume waits this
+# long for it to be gone rather than refuse a resume that is asked for at once.
+EXIT_AFTER_END_STATUS_S = 30.0
 
 
 def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +73,38 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def stderr_log_path(runs_dir: Path, run_id: str) -> Path:
+    return runs_dir / ".logs" / f"{run_id}.stderr.log"
+
+
+def cap_log(path: Path, max_bytes: int = STDERR_LOG_MAX_BYTES, keep_bytes: int = STDERR_LOG_KEEP_BYTES) -> bool:
+    """Keep only the last `keep_bytes` (whole lines) of a log over `max_bytes`, after a line saying earlier output
+    was cut. The run's process keeps writing: it opened the log for appending, so its next write lands at the new
+    end; a line it writes in the instant between the read and the truncation is lost. True if the log was cut.
+    A log that cannot be cut is left as it is, with a warning: watching the run matters more."""
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+        with path.open("r+b") as log_file:
+            log_file.seek(-keep_bytes, os.SEEK_END)
+            tail = log_file.read()
+            tail = tail[tail.find(b"\n") + 1 :]
+            when = datetime.now(UTC).isoformat(timespec="seconds")
+            notice = (
+                f"[agentrl: earlier output was cut at {when}; this log keeps the last {keep_bytes} bytes of a run's "
+                f"stderr once it passes {max_bytes}]\n"
+            )
+            log_file.seek(0)
+            log_file.write(notice.encode() + tail)
+            log_file.truncate()
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        log.warning("cannot cut the run log %s: %s", path, err)
+        return False
+    return True
+
+
 @dataclass
 class RunProcess:
     run_id: str
@@ -73,6 +114,8 @@ class RunProcess:
     stderr_path: Path | None = None
     # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
     queued_meta: dict[str, Any] | None = None
+    # Set once the process has exited and the server has recorded its end (RunManager._finish).
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def on_ray_cluster(config: RunConfig, address: str) -> RunConfig:
@@ -194,7 +237,23 @@ class RunManager:
 
     async def resume(self, run_id: str) -> None:
         info = self.info(run_id)
-        if run_id in self.live or info["status"] not in RESUMABLE_RUN_STATUSES:
+        proc = self.live.get(run_id)
+        if proc is not None and info["status"] in ENDED_RUN_STATUSES:
+            # The log says the run ended, and its process is exiting: a resume asked for right after the failed
+            # or stopped event waits for it, since two processes must never write one run folder.
+            try:
+                await asyncio.wait_for(proc.finished.wait(), EXIT_AFTER_END_STATUS_S)
+            except TimeoutError:
+                pid = proc.process.pid if proc.process else proc.adopted_pid
+                raise RpcError(
+                    RUN_STATE_CONFLICT,
+                    f"run {run_id} is {info['status']}, but its process (pid {pid}) has not exited "
+                    f"{EXIT_AFTER_END_STATUS_S:.0f} s later; resume it once the process is gone",
+                ) from None
+            info = self.info(run_id)
+        if run_id in self.live:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}: its process is still running")
+        if info["status"] not in RESUMABLE_RUN_STATUSES:
             raise RpcError(
                 RUN_STATE_CONFLICT,
                 f"run {run_id} is {info['status']}; only a stopped, interrupted or failed run can be resumed",
@@ -232,9 +291,8 @@ class RunManager:
         return "stopping" if mode == "graceful" else "stopped"
 
     async def _spawn(self, run_id: str, args: list[str]) -> None:
-        logs = self.runs_dir / ".logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        stderr_path = logs / f"{run_id}.stderr.log"
+        stderr_path = stderr_log_path(self.runs_dir, run_id)
+        stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with stderr_path.open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -251,16 +309,37 @@ class RunManager:
         asyncio.get_running_loop().create_task(self._watch(run_id, process))
 
     async def _watch(self, run_id: str, process: asyncio.subprocess.Process) -> None:
-        code = await process.wait()
+        stderr_path = stderr_log_path(self.runs_dir, run_id)
+        while True:
+            try:
+                code = await asyncio.wait_for(process.wait(), LOG_CAP_EVERY_S)
+                break
+            except TimeoutError:
+                await asyncio.to_thread(cap_log, stderr_path)
+        await asyncio.to_thread(cap_log, stderr_path)  # what it printed last, before its end is recorded
         self._finish(run_id, code)
 
     async def _watch_adopted(self, run_id: str, pid: int) -> None:
-        while pid_alive(pid):
+        stderr_path = stderr_log_path(self.runs_dir, run_id)
+        polls_per_cap = round(LOG_CAP_EVERY_S / 0.5)
+        for poll in itertools.count(1):
+            if not pid_alive(pid):
+                break
+            if poll % polls_per_cap == 0:
+                await asyncio.to_thread(cap_log, stderr_path)
             await asyncio.sleep(0.5)
+        await asyncio.to_thread(cap_log, stderr_path)
         self._finish(run_id, None)
 
     def _finish(self, run_id: str, exit_code: int | None) -> None:
         proc = self.live.pop(run_id, None)
+        try:
+            self._record_end(run_id, proc, exit_code)
+        finally:
+            if proc is not None:
+                proc.finished.set()
+
+    def _record_end(self, run_id: str, proc: RunProcess | None, exit_code: int | None) -> None:
         run_dir = self.runs_dir / run_id
         if run_dir.is_dir():
             status = last_status(run_dir) or {}
