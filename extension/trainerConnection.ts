@@ -241,9 +241,10 @@ export class TrainerConnection implements vscode.Disposable {
     client.onNotification((notification) => {
       if (notification.method === 'run/behind') {
         const { runId, sentSeq, latestSeq } = notification.params;
-        this.deps.log.warn(
-          `Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`,
-        );
+        const message = `Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`;
+        // Replaying a finished run's long log from its start is expected; falling behind a live run is worth a warning.
+        if (this.model.isActive(runId)) this.deps.log.warn(message);
+        else this.deps.log.info(message);
       }
     });
     return client.connect();
