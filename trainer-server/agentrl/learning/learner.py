@@ -93,7 +93,8 @@ def _chunk_logprobs(
     picked = logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # log pi(a) = logit_a - log Z
     if not entropy:
         return picked, None
-    # Last, so that the backward's recomputation stops before it when it carries no gradient.
+    # Last: non-reentrant checkpointing stops recomputing once it has every tensor the backward saved, so the
+    # backward does not compute an entropy that carries no gradient again.
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         return picked, entropy_from_logits(logits, normaliser)
 
@@ -154,7 +155,6 @@ class Learner:
         self.algorithm = get_algorithm(config.algorithm.name)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
-        self.logit_chunk_rows = LOGIT_CHUNK_ROWS
         trainable = [p for p in model.parameters() if p.requires_grad]
         groups: list[dict[str, Any]] = [{"params": trainable, "lr": config.train.lr}]
         self.critic: nn.Module | None = self.algorithm.make_critic(_hidden_size(model))
@@ -223,7 +223,6 @@ class Learner:
             temperature=self.temperature,
             entropy=with_entropy,
             entropy_grad=self.config.algorithm.entropy_coef > 0,  # a graph only when it is in the loss
-            chunk_rows=self.logit_chunk_rows,
         )
         shape = (len(batch), batch.input_ids.shape[1])
         result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked)}
