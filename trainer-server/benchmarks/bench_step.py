@@ -14,8 +14,8 @@ process, so that each peak memory is its own:
   push, update) without and with `train.async_steps: 1`, which overlaps step k+1's rollouts with step k's update;
   seconds a step after the first (start-up and warm-up excluded);
 - `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
-  log-softmax and entropy, each micro-batch padded to the step's longest episode, a separate no-gradient
-  scoring pass for the old logprobs), which is what the learner did before these savings;
+  log-softmax and entropy in every pass, each micro-batch padded to the step's longest episode, a separate
+  no-gradient scoring pass for the old logprobs), which is what the learner did before these savings;
 - `train, single turn` and `trl` (with `--trl`): `--train-steps` whole steps of a single-turn workload (the same
   prompts, one answer of at most 64 new tokens, no tool), by agentrl (rollout.engine auto) and by TRL's
   GRPOTrainer (benchmarks/trl_step.py, run in TRL's own virtual environment, .venv-trl, which
@@ -233,7 +233,10 @@ class PlainLearner(Learner):
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
         return list(torch.arange(len(batch)).split(self.config.train.micro_batch_size))
 
-    def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
+    def _forward(
+        self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
+    ) -> dict[str, torch.Tensor]:
+        # Entropy in every pass, `with_entropy` or not, as the learner did before.
         input_ids, attention = batch.input_ids.to(self.device), batch.attention_mask.to(self.device)
         logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float() / self.temperature
         logprobs_all = torch.log_softmax(logits, -1)

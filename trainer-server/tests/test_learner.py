@@ -1,10 +1,12 @@
 import copy
 
+import pytest
 import torch
 from agentrl import StepResult
 from agentrl.examples.lookup.env import LookupEnv
+from agentrl.learning import learner as learner_module
 from agentrl.learning.batch import collate
-from agentrl.learning.learner import Learner
+from agentrl.learning.learner import Learner, target_logprobs, vocabulary_logits
 from agentrl.rollout.engine import RolloutEngine
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
 from agentrl.run.config import load_config_dict
@@ -98,7 +100,8 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny):
     batch = collate(episodes, pad_id=tokenizer.pad_token_id)
     assert shared_prefix_length(batch.input_ids, batch.attention_mask) >= MIN_SHARED_PREFIX  # the path under test
     learner_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
-    out = Learner(learner_model, tokenizer, cfg, torch.device("cpu"))._forward(learner_model, batch, with_values=False)
+    learner = Learner(learner_model, tokenizer, cfg, torch.device("cpu"))
+    out = learner._forward(learner_model, batch, with_values=False, with_entropy=True)
     logits = plain_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
     logprobs_all = torch.log_softmax(logits, -1)
     plain = logprobs_all.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
@@ -110,6 +113,105 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny):
     (plain * batch.sampled_mask[:, 1:]).sum().backward()
     for (name, a), b in zip(learner_model.named_parameters(), plain_model.parameters()):
         assert torch.allclose(a.grad, b.grad, atol=1e-4), name
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 10_000])
+def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows):
+    """`target_logprobs` projects `chunk_rows` positions at a time under checkpointing: logprobs, entropy and their
+    gradients (entropy in the loss) equal those of one [N, V] log-softmax; an entropy outside the loss carries
+    no graph and the backward's recomputation does not compute it again."""
+    model, _ = tiny
+    temperature = 0.7
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(40, model.config.hidden_size, generator=generator)
+    targets = torch.randint(0, model.config.vocab_size, (40,), generator=generator)
+    loss_weights = torch.randn(2, 40, generator=generator)
+
+    def gradients(logprobs, entropy, leaf):
+        head = model.get_output_embeddings().weight
+        return torch.autograd.grad((loss_weights[0] * logprobs + loss_weights[1] * entropy).sum(), [leaf, head])
+
+    whole_hidden = hidden.clone().requires_grad_(True)
+    logprobs_all = torch.log_softmax(vocabulary_logits(model, whole_hidden).float() / temperature, -1)  # [N, V]
+    whole = logprobs_all.gather(-1, targets[:, None]).squeeze(-1)
+    whole_entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    whole_logprob_grad = torch.autograd.grad((loss_weights[0] * whole).sum(), whole_hidden, retain_graph=True)[0]
+    whole_grads = gradients(whole, whole_entropy, whole_hidden)
+
+    chunked_hidden = hidden.clone().requires_grad_(True)
+    chunked, entropy = target_logprobs(
+        model,
+        chunked_hidden,
+        targets,
+        temperature=temperature,
+        entropy=True,
+        entropy_grad=True,
+        chunk_rows=chunk_rows,
+    )
+    assert torch.allclose(chunked, whole, atol=1e-5)
+    assert torch.allclose(entropy, whole_entropy, atol=1e-5)
+    for a, b in zip(gradients(chunked, entropy, chunked_hidden), whole_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+    entropy_calls = count_entropy_calls(monkeypatch)
+    reported_hidden = hidden.clone().requires_grad_(True)
+    logprobs, reported = target_logprobs(
+        model,
+        reported_hidden,
+        targets,
+        temperature=temperature,
+        entropy=True,
+        entropy_grad=False,
+        chunk_rows=chunk_rows,
+    )
+    assert not reported.requires_grad and torch.allclose(reported, whole_entropy, atol=1e-5)
+    (loss_weights[0] * logprobs).sum().backward()
+    assert len(entropy_calls) == len(hidden.split(chunk_rows))  # once per chunk, in the forward only
+    assert torch.allclose(reported_hidden.grad, whole_logprob_grad, atol=1e-5)
+
+
+def count_entropy_calls(monkeypatch) -> list[bool]:
+    """Records, for each entropy the learner computes from now on, whether gradients were enabled."""
+    calls: list[bool] = []
+    entropy = learner_module.entropy_from_logits
+
+    def counted(*args):
+        calls.append(torch.is_grad_enabled())
+        return entropy(*args)
+
+    monkeypatch.setattr(learner_module, "entropy_from_logits", counted)
+    return calls
+
+
+def test_only_the_training_pass_computes_entropy(tiny, monkeypatch):
+    """The scoring pass and the reference's pass read logprobs only: no entropy there, no softmax over the
+    vocabulary; the training pass reports it."""
+    model, tokenizer = tiny
+    cfg = load_config_dict(
+        {**BASE, "train": {"batch_size": 4, "micro_batch_size": 4}, "algorithm": {"kl": {"coef": 0.1}}}
+    )
+    episodes = episodes_for(model, tokenizer, cfg)
+    learner = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu"))
+    entropy_calls = count_entropy_calls(monkeypatch)
+    passes = []
+    forward = learner._forward
+
+    def recorded_forward(*args, **kwargs):
+        calls_before = len(entropy_calls)
+        out = forward(*args, **kwargs)
+        passes.append({"grad": torch.is_grad_enabled(), "entropy": "entropy" in out})
+        passes[-1]["entropy computed"] = len(entropy_calls) - calls_before
+        return out
+
+    monkeypatch.setattr(learner, "_forward", recorded_forward)
+    metrics = learner.update(episodes).metrics
+    assert passes == [
+        {"grad": False, "entropy": False, "entropy computed": 0},  # pi_old
+        {"grad": False, "entropy": False, "entropy computed": 0},  # pi_ref
+        {"grad": True, "entropy": True, "entropy computed": 1},  # the training pass: one chunk
+    ]
+    assert entropy_calls == [False]  # without a graph (entropy_coef 0), and not again in the backward
+    assert "actor/entropy" in metrics
 
 
 def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatch):

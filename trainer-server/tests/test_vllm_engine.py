@@ -1,14 +1,14 @@
 """The vLLM rollout engine (rollout.engine: vllm): token-exact episodes, logprobs that agree with the learner,
 weights pushed after updates, no barrier across episodes. One engine serves the module: vLLM takes ~20 s to start."""
 
-import asyncio
-import dataclasses
+import contextlib
 import os
 import time
+from typing import Any
 
 import pytest
 import torch
-from agentrl.examples.lookup.env import LookupEnv
+from agentrl.examples.lookup.env import Lookup, LookupEnv
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
 from agentrl.rollout.engine import RolloutEngine, make_rollout_engine
 from agentrl.run.config import RolloutConfig
@@ -105,36 +105,113 @@ def test_pushed_weights_change_the_next_rollout_and_only_after_weights_updated(e
     assert _greedy(engine, tasks) == before  # and the original weights give the original output again
 
 
+CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "1"}}</tool_call>'
+
+
+@contextlib.contextmanager
+def _weights_that_call_lookup(engine):
+    """Pushes weights with which the tiny model, greedy, writes CALL after the assistant header and then runs on,
+    restores the model's own afterwards. With every layer's output projections at zero, the last hidden state is
+    the embedding of the last token, so the next token depends on the last one alone: the logits are
+    E rms_norm(E[c]) with the tied embedding E and the final norm's weights g. A symmetric score
+    S = E diag(g) E^T over the chain P = "\n", <tool_call>, ..., </tool_call> (each token distinct), with
+    S[k, k+1] rising along it, makes every token's best successor the next one; every other embedding is 0."""
+    chain = [engine.tokenizer.encode("\n", add_special_tokens=False)[0], *engine.chat.encode(CALL)]
+    assert len(set(chain)) == len(chain)
+    links = torch.arange(1.0, len(chain)) + 10.0  # S[k, k+1] = S[k+1, k], rising: k's best successor is k + 1
+    scores = torch.diag(links, 1) + torch.diag(links, -1)
+    eigenvalues, eigenvectors = torch.linalg.eigh(scores)  # S = Q diag(lambda) Q^T
+    model = engine.model
+    saved = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.o_proj.weight.zero_()
+                layer.mlp.down_proj.weight.zero_()
+            embedding = model.get_input_embeddings().weight
+            embedding.zero_()
+            embedding[chain, : len(chain)] = eigenvectors
+            model.model.norm.weight.zero_()
+            model.model.norm.weight[: len(chain)] = eigenvalues
+        engine.weights_updated()
+        yield
+    finally:
+        model.load_state_dict(saved)
+        engine.weights_updated()
+
+
+def _with_config(engine, **update):
+    engine.cfg = engine.cfg.model_copy(update=update)
+
+
+def test_a_turn_that_closes_a_tool_call_ends_there_and_the_result_follows(engine):
+    """rollout.stop_at_tool_call: vLLM stops at the call format's closing string; the tool runs and its result is
+    the next thing in the sequence. Without it the same weights run on past the call to the token limit."""
+    original = engine.cfg
+    try:
+        with _weights_that_call_lookup(engine):
+            _with_config(engine, temperature=0.0, stop_at_tool_call=False)
+            (runs_on,) = engine.run([{"key": "1"}], group_size=1, seed=0)
+            _with_config(engine, stop_at_tool_call=True)
+            (stopped,) = engine.run([{"key": "1"}], group_size=1, seed=0)
+    finally:
+        engine.cfg = original
+    assert runs_on.turns[0].assistant.startswith(CALL) and runs_on.turns[0].assistant != CALL
+    assert runs_on.turns[0].finish_reason == "length"
+    assert [turn.assistant for turn in stopped.turns] == [CALL, CALL]
+    assert stopped.turns[0].finish_reason == "stop"
+    assert stopped.turns[0].tool_calls[0].result == "blue"
+    text = engine.tokenizer.decode(stopped.token_ids)
+    assert f"{CALL}<|im_end|>\n<|im_start|>tool\nblue<|im_end|>\n<|im_start|>assistant\n{CALL}" in text
+    stopped.check_invariants()
+
+
+class SleepingLookup(Lookup):
+    """The lookup tool, answering after `delay` seconds of a blocking sleep (the task sets it)."""
+
+    delay = 0.0
+
+    def execute(self, key: str) -> Any:
+        time.sleep(self.delay)
+        return super().execute(key)
+
+
+class SleepingLookupEnv(LookupEnv):
+    def __init__(self, **args: Any) -> None:
+        super().__init__(**args)
+        self.tools = [SleepingLookup()]
+
+    def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
+        self.tools[0].delay = task["delay"]
+        return super().reset(task)
+
+
 def test_a_slow_tool_does_not_hold_back_the_other_episodes(engine, monkeypatch):
-    """Episode 0's tool takes 3 s (simulated around the real interpretation); the others play all their turns
-    meanwhile. The hf engine's per-turn barrier would hold every second turn until episode 0's tool returned."""
+    """Every episode calls lookup on both turns; episode 0's call sleeps 3 s, the others' 0.1 s. The others play
+    both turns and finish while episode 0 waits; the hf engine's per-turn barrier would hold every second turn
+    until episode 0's tool returned."""
     finished: list[tuple[int, float]] = []
-    interpret = vllm_engine._interpret_turn
-
-    async def slow_for_episode_zero(live, text, call_format, cfg):
-        if live.episode.sample == 0:
-            await asyncio.sleep(3.0)
-        await interpret(live, text, call_format, cfg)
-
-    class NeverDone(LookupEnv):
-        def step(self, text, tool_calls):
-            return dataclasses.replace(super().step(text, tool_calls), done=False)
-
     original_episode = engine._episode
 
     async def timed(live, seed):
         await original_episode(live, seed)
-        finished.append((live.episode.sample, time.perf_counter()))
+        finished.append((live.episode.group, time.perf_counter()))
 
-    monkeypatch.setattr(vllm_engine, "_interpret_turn", slow_for_episode_zero)
     monkeypatch.setattr(engine, "_episode", timed)
-    monkeypatch.setattr(engine, "env_factory", NeverDone)
-    episodes = engine.run([{"key": "1"}], group_size=6, seed=0)
-    order = [sample for sample, _ in finished]
+    monkeypatch.setattr(engine, "env_factory", SleepingLookupEnv)
+    tasks = [{"key": "1", "delay": 3.0}] + [{"key": "1", "delay": 0.1}] * 5
+    original = engine.cfg
+    try:
+        with _weights_that_call_lookup(engine):
+            _with_config(engine, temperature=0.0, stop_at_tool_call=True)
+            episodes = engine.run(tasks, group_size=1, seed=0)
+    finally:
+        engine.cfg = original
+    order = [group for group, _ in finished]
     assert order[-1] == 0, order
-    fast = [episode for episode in episodes if episode.sample != 0]
-    assert all(len(episode.turns) == 2 for episode in fast)  # both turns played while episode 0 waited
-    assert finished[-2][1] < finished[-1][1] - 2.0
+    for episode in episodes:
+        assert [call.result for turn in episode.turns for call in turn.tool_calls] == ["blue", "blue"]
+    assert finished[-2][1] < finished[-1][1] - 2.0  # the others were done seconds before episode 0
 
 
 @pytest.mark.parametrize("weights", ["full", "lora"])

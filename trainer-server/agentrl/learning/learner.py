@@ -3,7 +3,8 @@
 Order of work: recompute the trainer's logprobs (and the reference's, the critic's values) without
 gradients; report how far they are from the rollout's; let the algorithm turn rewards into
 advantages; then for each update epoch accumulate gradients over micro-batches and take one
-optimizer step. Logits are divided by the rollout temperature, as in the rollout engine.
+optimizer step. Logits are divided by the rollout temperature, as in the rollout engine, and
+projected onto the vocabulary a chunk of positions at a time (`target_logprobs`).
 What the algorithm decides (advantages, a critic, where the KL goes, extra loss terms) is in its
 own file under algorithms/; the episodes are only read, and what the update computed per episode
 comes back in the `Update`.
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from agentrl.learning.algorithms import get_algorithm
 from agentrl.learning.algorithms.common import (
@@ -75,6 +77,58 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
         )
 
 
+# Read positions projected onto the vocabulary at once: [256, V] float32 logits (48 MiB for SmolLM2's 49,152
+# entries) instead of [every read position, V].
+LOGIT_CHUNK_ROWS = 256
+
+
+def entropy_from_logits(logits: torch.Tensor, normaliser: torch.Tensor) -> torch.Tensor:
+    return normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = log Z - E_p[logit]
+
+
+def _chunk_logprobs(
+    model: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool, entropy_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    logits = vocabulary_logits(model, hidden).float() / temperature  # [rows, V]
+    normaliser = torch.logsumexp(logits, -1)  # log Z
+    picked = logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # log pi(a) = logit_a - log Z
+    if not entropy:
+        return picked, None
+    # Last: non-reentrant checkpointing stops recomputing once it has every tensor the backward saved, so the
+    # backward does not compute an entropy that carries no gradient again.
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        return picked, entropy_from_logits(logits, normaliser)
+
+
+def target_logprobs(
+    model: Any,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    temperature: float,
+    entropy: bool,
+    entropy_grad: bool,
+    chunk_rows: int = LOGIT_CHUNK_ROWS,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log pi(target_n | hidden_n) for each of the N rows of `hidden` [N, H], and, when asked, the entropy of pi
+    there (with a graph only with `entropy_grad`): log_softmax(logits / T)[target] = logit_target / T - log Z.
+
+    No [N, V] tensor is ever made: `chunk_rows` rows at a time are projected by the model's own head, and with
+    gradients each chunk runs under activation checkpointing, so the backward recomputes one chunk's logits at a
+    time instead of keeping every chunk's alive from the forward to the backward. Exact: the same operations on
+    the same rows."""
+    picked_chunks, entropy_chunks = [], []
+    for hidden_chunk, target_chunk in zip(hidden.split(chunk_rows), targets.split(chunk_rows)):
+        args = (model, hidden_chunk, target_chunk, temperature, entropy, entropy_grad)
+        if torch.is_grad_enabled():
+            picked, chunk_entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+        else:
+            picked, chunk_entropy = _chunk_logprobs(*args)
+        picked_chunks.append(picked)
+        entropy_chunks.append(chunk_entropy)
+    return torch.cat(picked_chunks), torch.cat(entropy_chunks) if entropy else None
+
+
 def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
     """Each row's mean of `values` over its masked positions (0 for a row with none)."""
     return ((values * mask).sum(1) / mask.sum(1).clamp(min=1.0)).tolist()
@@ -127,14 +181,18 @@ class Learner:
             with self.model.disable_adapter():
                 yield self.model
 
-    def _forward(self, model: Any, batch: TrainBatch, *, with_values: bool) -> dict[str, torch.Tensor]:
-        """Per-token logprob and entropy of each token given its prefix (entry t: token t), and values.
+    def _forward(
+        self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
+    ) -> dict[str, torch.Tensor]:
+        """Per-token logprob of each token given its prefix (entry t: token t), its entropy `with_entropy`
+        (the training pass, which reports it; with a graph when it is in the loss), and values.
 
-        Three savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
+        Four savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
         length (`_micro_rows`), so little padding is computed. The vocabulary projection and its softmax
         run only at each row's own positions that predict a token the loss or the logprob-gap metric
         reads, about one in five positions of a multi-turn episode: the decoder's last hidden states are
-        picked there and projected by the model's own output head (`vocabulary_logits`). And the prefix
+        picked there and projected by the model's own output head (`vocabulary_logits`), a chunk of
+        positions at a time (`target_logprobs`), and the entropy only where it is asked for. And the prefix
         every row shares (system prompt, worked examples) runs once: its keys and values are repeated
         for every row, and the gradient flows back through the repeat into that one computation."""
         width = int(batch.attention_mask.sum(1).max())
@@ -159,19 +217,18 @@ class Learner:
             past_key_values=past,
             use_cache=past is not None,
         ).last_hidden_state  # [B, width - shared, H]
-        logits = vocabulary_logits(model, hidden[rows, targets - 1 - shared]).float() / self.temperature  # [N, V]
-        normaliser = torch.logsumexp(logits, -1)
-        picked = (
-            logits.gather(-1, input_ids[rows, targets][:, None]).squeeze(-1) - normaliser
-        )  # log softmax at the target
-        # Entropy over the whole vocabulary needs a graph only when it is in the loss.
-        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.algorithm.entropy_coef > 0):
-            entropy = normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = logZ - E_p[logit]
+        picked, entropy = target_logprobs(
+            model,
+            hidden[rows, targets - 1 - shared],  # [N, H]: the hidden state that predicts each read token
+            input_ids[rows, targets],
+            temperature=self.temperature,
+            entropy=with_entropy,
+            entropy_grad=self.config.algorithm.entropy_coef > 0,  # a graph only when it is in the loss
+        )
         shape = (len(batch), batch.input_ids.shape[1])
-        result = {
-            "logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked),
-            "entropy": torch.zeros(shape, device=self.device).index_put((rows, targets), entropy),
-        }
+        result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked)}
+        if entropy is not None:
+            result["entropy"] = torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)
         if with_values:
             assert self.critic is not None
             result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
@@ -231,14 +288,14 @@ class Learner:
             for rows in micro_rows:
                 micro = batch.select(rows)
                 with self._precision():
-                    out = self._forward(self.model, micro, with_values=self.critic is not None)
+                    out = self._forward(self.model, micro, with_values=self.critic is not None, with_entropy=False)
                 parts["logprobs"].append(out["logprobs"])
                 if "values" in out:
                     parts["values"].append(out["values"])
                 if self.config.algorithm.kl.coef > 0:
                     with self._reference_model() as reference:
                         with self._precision():
-                            ref_out = self._forward(reference, micro, with_values=False)
+                            ref_out = self._forward(reference, micro, with_values=False, with_entropy=False)
                         parts["ref_logprobs"].append(ref_out["logprobs"])
         finally:
             self.model.train(was_training)
@@ -285,7 +342,7 @@ class Learner:
             for rows in micro_rows:
                 micro = batch.select(rows)
                 with self._precision():
-                    out = self._forward(self.model, micro, with_values=self.critic is not None)
+                    out = self._forward(self.model, micro, with_values=self.critic is not None, with_entropy=True)
                 micro_mask = micro.train_mask.to(self.device)
                 if old_logprobs is None:
                     from_training_pass.append(out["logprobs"].detach())
