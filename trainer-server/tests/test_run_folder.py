@@ -51,7 +51,7 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
             folder_validator("checkpointState").validate(json.loads(state.read_text()))
         info = RunManager(runs).info(run_dir.name)
         rpc_validator_for("runInfo").validate(info)
-        frames, _ = _read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
+        frames, _, _ = _read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
         for _, frame in frames:
             rpc_validator_for("run/event.params").validate(json.loads(frame)["params"])
         last_status = next(json.loads(frame)["params"] for _, frame in reversed(frames) if '"type": "status"' in frame)
