@@ -32,6 +32,10 @@ export type ErrorCode =
   | -32041
   | -32042;
 /**
+ * starting: its actor is being created (loading the model, the env); ready: it has started, or has answered since it was restarted; restarting: it died and Ray restarts it (cluster.max_restarts), its share of the step runs on another worker; dead: it died for good (a learner worker, or a rollout worker past cluster.max_restarts).
+ */
+export type RayWorkerState = "starting" | "ready" | "restarting" | "dead";
+/**
  * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
 export type HealthCode =
@@ -62,6 +66,9 @@ export interface RpcDefinitions {
   logEvent?: LogEvent;
   checkpointEvent?: CheckpointEvent;
   workerRestartedEvent?: WorkerRestartedEvent;
+  workersEvent?: WorkersEvent;
+  rayWorker?: RayWorker;
+  rayWorkerState?: RayWorkerState;
   trajectorySummary?: TrajectorySummary;
   healthCode?: HealthCode;
   healthSeverity?: HealthSeverity;
@@ -214,6 +221,34 @@ export interface WorkerRestartedEvent {
    * The same, in words, for the user's log.
    */
   message: string;
+}
+/**
+ * The data of a `workers` event: every Ray worker of a run on a Ray cluster (cluster.backend: ray) and its state, written when the run starts its rollout workers, when it starts its learner workers (at its first update), and whenever a worker's state changes; each event lists them all, so the latest one is the run's workers now. A local run writes none. Kept by trainer-server/agentrl/cluster/worker_states.py.
+ */
+export interface WorkersEvent {
+  workers: RayWorker[];
+}
+/**
+ * One Ray worker of a run, as a `workers` event reports it.
+ */
+export interface RayWorker {
+  /**
+   * rollout: an actor with an engine and its episodes' ToolEnvs (cluster.rollout_workers); learner: a data-parallel learner actor (cluster.learner_workers).
+   */
+  role: "rollout" | "learner";
+  /**
+   * The worker's number within its role, from 0 (a learner's torch.distributed rank).
+   */
+  index: number;
+  state: RayWorkerState;
+  /**
+   * How many times Ray has restarted it in the run so far (cluster.max_restarts at most; a resumed run starts new workers, from 0).
+   */
+  restarts: number;
+  /**
+   * The IP address of the Ray node it runs on, once it has started.
+   */
+  node?: string;
 }
 /**
  * The data of a `trajectory` event, one per episode recorded: the episode's figures and the file holding its record. trajectory/query lists these.
@@ -575,6 +610,12 @@ export type RunEvent =
       time: number;
       type: "worker_restarted";
       data: WorkerRestartedEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "workers";
+      data: WorkersEvent;
     };
 /** A run's event (runEvent) sent to a subscriber, with its runId; a status event also carries the RunInfo fields it sets (runInfo), computed by the server. */
 export type RunEventParams =
@@ -627,6 +668,13 @@ export type RunEventParams =
       time: number;
       type: "worker_restarted";
       data: WorkerRestartedEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "workers";
+      data: WorkersEvent;
     };
 
 export const PROTOCOL_VERSION = '2.0';

@@ -81,7 +81,8 @@ def episodes_per_second(config: RunConfig, steps: int) -> dict[str, float]:
     model, tokenizer, device = load_policy(config.model, config.seed)
     cluster = None
     if config.cluster.backend == "ray":
-        cluster = RayCluster(config, model, f"bench-{os.getpid()}-{time.monotonic_ns()}", lambda _: None)
+        run_id = f"bench-{os.getpid()}-{time.monotonic_ns()}"
+        cluster = RayCluster(config, model, run_id, lambda _restarted: None, lambda _workers: None)
         engine = cluster.engine
     else:
         make_env = env_factory(load_env_class(config.env.module, config.env.class_name), config.env.args, [])

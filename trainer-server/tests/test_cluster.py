@@ -1,5 +1,7 @@
 """Runs on a Ray cluster (agentrl/cluster/): a local cluster of 2 CPUs, started once for the module; the rollout and
-learner actors reserve half a CPU each, so 2 + 2 fit. The actors import agentrl from the driver's PYTHONPATH."""
+learner actors reserve half a CPU each, so 2 + 2 fit. The actors import agentrl from the driver's PYTHONPATH.
+Every actor costs seconds to start (torch, the model), so each test starts only the workers it needs, and the
+single-process run the Ray runs are compared with is trained once for the module."""
 
 import sys
 import threading
@@ -9,8 +11,10 @@ from pathlib import Path
 import pytest
 import ray
 import torch
+from agentrl.cluster.worker_states import WorkerStates
 from agentrl.models.loading import load_policy
 from agentrl.run.config import ConfigError
+from agentrl.run.contract import validator_for
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from agentrl.server.runs import on_ray_cluster
@@ -41,6 +45,31 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory) -> Path:
+    """The tiny example trained for 2 steps in one process: what every Ray run here must record."""
+    runs_dir = tmp_path_factory.mktemp("one")
+    return train(example(*TWO_STEPS), runs_dir=runs_dir, config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def worker_reports(run_dir: Path) -> list[list[dict]]:
+    """The workers each `workers` event of the run listed, in order, each event checked against the schema."""
+    events = [e for e in read_events(run_dir) if e["type"] == "workers"]
+    for event in events:
+        validator_for("rpc.schema.json", "runEvent").validate(event)
+    return [e["data"]["workers"] for e in events]
+
+
+def states_of(reports: list[list[dict]], role: str, index: int) -> list[str]:
+    """The states one worker went through, as the reports that list it said."""
+    states: list[str] = []
+    for workers in reports:
+        for worker in workers:
+            if (worker["role"], worker["index"]) == (role, index) and states[-1:] != [worker["state"]]:
+                states.append(worker["state"])
+    return states
+
+
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     [checkpoint] = sorted((run_dir / "checkpoints").glob("step-*"))
     [weights] = (checkpoint / "policy").glob("*.safetensors")
@@ -62,8 +91,8 @@ def assert_same_episodes(run_dir: Path, reference: Path) -> None:
         assert all(a == b or abs(a - b) <= LOGPROB_TOLERANCE for a, b in pairs)
 
 
-def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path, local_ray):
-    one = train(example(*TWO_STEPS), runs_dir=tmp_path / "one", config_base_dir=EXAMPLE_CONFIG.parent)
+def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path, local_ray, one_process_run):
+    one = one_process_run
     cluster = train(example(*TWO_STEPS, *ON_RAY), runs_dir=tmp_path / "ray", config_base_dir=EXAMPLE_CONFIG.parent)
     assert latest_status(read_events(cluster))["status"] == "completed"
     assert_same_episodes(cluster, one)
@@ -76,6 +105,15 @@ def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path,
     initial = load_policy(example().model, 0)[0].state_dict()
     moved = max(float((expected[name] - initial[name]).abs().max()) for name in expected)
     assert moved > 100 * PARAMETER_TOLERANCE  # the two steps did train
+    reports = worker_reports(cluster)
+    for role, index in (("rollout", 0), ("rollout", 1), ("learner", 0), ("learner", 1)):
+        assert states_of(reports, role, index) == ["starting", "ready"], (role, index)
+    assert [(w["role"], w["index"], w["state"], w["restarts"], w["node"]) for w in reports[-1]] == [
+        (role, index, "ready", 0, ray.util.get_node_ip_address())  # the test's cluster is this one node
+        for role in ("rollout", "learner")
+        for index in (0, 1)
+    ]
+    assert worker_reports(one) == []  # a run in one process has no workers to report
 
 
 SLOW_ENV = """
@@ -103,8 +141,8 @@ def slow_example(folder: Path, *overrides: str):
     return config
 
 
-def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once(tmp_path, local_ray):
-    config = slow_example(tmp_path / "ray", *ON_RAY)
+def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once(tmp_path, local_ray, one_process_run):
+    config = slow_example(tmp_path / "ray", *ON_RAY, "cluster.learner_workers=1")  # the rollout workers are tested
     killed = threading.Event()
 
     def kill_rollout_worker_0_mid_step() -> None:
@@ -125,16 +163,47 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
     assert restart == {"step": 1, "worker": 0, "restarts": 1, "episodes_rerun": 8, "rerun_on": 1}
     places = [(r["step"], r["group"], r["sample"]) for r in trajectories(run_dir)]
     assert sorted(places) == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
-    reference = train(
-        slow_example(tmp_path / "local"), runs_dir=tmp_path / "runs", config_base_dir=EXAMPLE_CONFIG.parent
+    assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it
+    # The Runs view's rows: worker 0 restarting from its death to its next share's answer (step 2), then ready.
+    reports = worker_reports(run_dir)
+    assert states_of(reports, "rollout", 0) == ["starting", "ready", "restarting", "ready"]
+    assert states_of(reports, "rollout", 1) == ["starting", "ready"]
+    assert [(w["role"], w["index"], w["state"], w["restarts"]) for w in reports[-1]] == [
+        ("rollout", 0, "ready", 1),
+        ("rollout", 1, "ready", 0),
+        ("learner", 0, "ready", 0),
+    ]
+    types = [e["type"] for e in events]
+    restarting = next(
+        i for i, e in enumerate(events) if e["type"] == "workers" and e["data"]["workers"][0]["state"] == "restarting"
     )
-    assert_same_episodes(run_dir, reference)  # no episode lost, none twice, each as one process samples it
+    assert types[restarting + 1] == "worker_restarted"  # reported as it died, before its share ran again
 
 
 def test_a_cluster_too_small_for_the_workers_is_refused_before_any_waits(tmp_path, local_ray):
     config = example(*TWO_STEPS, *ON_RAY, "cluster.learner_resources.cpus=1")
     with pytest.raises(RuntimeError, match=r"need 3 CPUs \(it has 2\)"):
         train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def test_a_rollout_worker_past_its_restarts_is_reported_dead_once():
+    reports = []
+    states = WorkerStates(reports.append)
+    states.starting("rollout", 2, max_restarts=1)
+    states.ready("rollout", {0: "10.0.0.7", 1: "10.0.0.7"})
+    assert states.died("rollout", 0) == {
+        "role": "rollout",
+        "index": 0,
+        "state": "restarting",
+        "restarts": 1,
+        "node": "10.0.0.7",
+    }
+    states.ready("rollout", {0: "10.0.0.8"})  # Ray may restart it on another node
+    assert states.died("rollout", 0)["state"] == "dead"
+    assert states.died("rollout", 0)["restarts"] == 1  # its later calls fail at once: nothing new to report
+    assert states_of(reports, "rollout", 0) == ["starting", "ready", "restarting", "ready", "dead"]
+    assert states_of(reports, "rollout", 1) == ["starting", "ready"]
+    assert len(reports) == 5
 
 
 def test_without_ray_installed_backend_ray_says_how_to_get_it(tmp_path, monkeypatch):
@@ -169,6 +238,9 @@ def test_a_learner_worker_that_dies_fails_the_step_and_the_run_resumes_from_its_
     run_dir = tmp_path / "runs" / "dies"
     failed = latest_status(read_events(run_dir))
     assert (failed["status"], failed["step"]) == ("failed", 1)
+    reports = worker_reports(run_dir)
+    assert states_of(reports, "learner", 1) == ["starting", "ready", "dead"]
+    assert states_of(reports, "learner", 0) == ["starting", "ready"]  # ended by the driver, not dead of itself
     assert not list((run_dir / "trajectories").glob("step-000002*"))  # nothing of the failed step was written
     train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
     assert latest_status(read_events(run_dir))["status"] == "completed"

@@ -58,8 +58,9 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
         assert last_status["runInfo"] == {key: info[key] for key in ("status", "step", "totalSteps", "message")}
         run_config.validate(yaml.safe_load((run_dir / "config.yaml").read_text()))
     assert modes == {"train", "try", "eval"}
-    # worker_restarted is written only by a run on a Ray cluster whose worker died (tests/test_cluster.py, through
-    # the same RunStore.append_event, which checks every event against the schema as it writes it).
-    assert written_types == set(EVENT_TYPES) - {"worker_restarted"}
+    # worker_restarted is written only by a run on a Ray cluster whose worker died, and workers only by a run on a
+    # Ray cluster (tests/test_cluster.py, through the same RunStore.append_event, which checks every event against
+    # the schema as it writes it).
+    assert written_types == set(EVENT_TYPES) - {"worker_restarted", "workers"}
     assert any(e["data"].get("superseded_from_seq") for e in read_events(trained) if e["type"] == "status")
     assert json.loads((evaluated / "run.json").read_text())["checkpoint"] == str(checkpoint)

@@ -6,6 +6,7 @@ weights: the policy's current weights in Ray's object store, and which version t
 rollout_workers: rollout actors (each an engine with its episodes' ToolEnvs and Tools) and the driver's engine
 that splits a step's groups among them and re-runs a dead actor's share on a live one;
 learner_workers: the data-parallel learner actors (torch.distributed) and the driver's learner in front of them;
+worker_states: each worker's state (starting, ready, restarting, dead), which the run's `workers` events report;
 ray_cluster: the three together, as one run holds them.
 """
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.learning.batch import TrainBatch
 from agentrl.learning.learner import Learner, Update
 from agentrl.run.config import RunConfig
@@ -78,14 +79,14 @@ class LearnerWorker:
 
     def rendezvous(self) -> str:
         """Worker 0's address for the group: this node's IP and a port free now."""
-        import ray
 
         with socket.socket() as probe:
             probe.bind(("", 0))
             port = probe.getsockname()[1]
-        return f"tcp://{ray.util.get_node_ip_address()}:{port}"
+        return f"tcp://{node_address()}:{port}"
 
-    def join(self, init_method: str) -> None:
+    def join(self, init_method: str) -> str:
+        """Joins the group; returns the node it runs on (the run's `workers` events name it)."""
         backend = "nccl" if self.device.type == "cuda" else "gloo"
         dist.init_process_group(
             backend, init_method=init_method, rank=self.rank, world_size=self.world_size, timeout=COLLECTIVE_TIMEOUT
@@ -93,6 +94,7 @@ class LearnerWorker:
         self.learner = DataParallelLearner(
             self.model, self.tokenizer, self.config, self.device, rank=self.rank, world_size=self.world_size
         )
+        return node_address()
 
     def load(self, policy: dict[str, torch.Tensor], learner_state: dict[str, Any] | None) -> None:
         assert self.learner is not None
@@ -124,9 +126,10 @@ class ClusterLearner:
     """The driver's learner: `update`, `state_dict` and `load_state_dict` as agentrl.learning.learner.Learner has
     them, over the learner actors."""
 
-    def __init__(self, ray: Any, config: RunConfig, run_id: str, weights: SharedWeights) -> None:
+    def __init__(self, ray: Any, config: RunConfig, run_id: str, weights: SharedWeights, states: WorkerStates) -> None:
         self._ray = ray
         self._weights = weights
+        self._states = states
         cluster = config.cluster
         actor_class = ray.remote(
             num_cpus=cluster.learner_resources.cpus, num_gpus=cluster.learner_resources.gpus, max_restarts=0
@@ -138,8 +141,10 @@ class ClusterLearner:
             )
             for rank in range(cluster.learner_workers)
         ]
+        states.starting("learner", len(self.actors), max_restarts=0)
         init_method = ray.get(self.actors[0].rendezvous.remote())
-        self._call_all([actor.join.remote(init_method) for actor in self.actors], "joining the group")
+        nodes = self._call_all([actor.join.remote(init_method) for actor in self.actors], "joining the group")
+        states.ready("learner", dict(enumerate(nodes)))
         self._load(None)  # the driver's weights, the ones the rollout workers sample with
 
     def _call_all(self, refs: list[Any], doing: str) -> list[Any]:
@@ -154,6 +159,8 @@ class ClusterLearner:
                 self._ray.get(ready[0])
             except (RayActorError, RayTaskError) as err:
                 rank = refs.index(ready[0])
+                if isinstance(err, RayActorError):  # its process is gone (a RayTaskError: its call raised)
+                    self._states.died("learner", rank)
                 self.close()
                 raise LearnerWorkerDied(
                     f"learner worker {rank} failed while {doing} ({type(err).__name__}: {err}); the step's update "

@@ -10,6 +10,7 @@ from agentrl.cluster.connect import check_capacity, connect, require_ray
 from agentrl.cluster.learner_workers import ClusterLearner
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
 from agentrl.cluster.weights import SharedWeights
+from agentrl.cluster.worker_states import WorkerStates
 from agentrl.run.config import RunConfig
 
 if TYPE_CHECKING:
@@ -23,10 +24,12 @@ class RayCluster:
         driver_model: Any,
         run_id: str,
         on_worker_restarted: Callable[[dict[str, Any]], None],
+        on_workers_changed: Callable[[list[dict[str, Any]]], None],
         policy: ScriptedPolicy | None = None,
     ) -> None:
         self._ray = require_ray()
         self._config, self._run_id = config, run_id
+        self._states = WorkerStates(on_workers_changed)
         self._started_ray = connect(config.cluster.address)
         self._learner: ClusterLearner | None = None
         self.rollout: ClusterRolloutEngine | None = None
@@ -34,7 +37,9 @@ class RayCluster:
             check_capacity(self._ray, config.cluster)
             self.weights = SharedWeights(self._ray, driver_model)
             self.weights.from_driver()
-            self.rollout = ClusterRolloutEngine(self._ray, config, run_id, self.weights, on_worker_restarted, policy)
+            self.rollout = ClusterRolloutEngine(
+                self._ray, config, run_id, self.weights, on_worker_restarted, self._states, policy
+            )
         except BaseException:
             self.close()
             raise
@@ -46,7 +51,7 @@ class RayCluster:
 
     def learner(self) -> ClusterLearner:
         if self._learner is None:
-            self._learner = ClusterLearner(self._ray, self._config, self._run_id, self.weights)
+            self._learner = ClusterLearner(self._ray, self._config, self._run_id, self.weights, self._states)
         return self._learner
 
     def update_driver_copy(self) -> None:

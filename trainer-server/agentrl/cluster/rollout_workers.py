@@ -4,7 +4,8 @@ and the driver's engine in front of them, which the train loop uses as it uses a
 A step's groups are split into contiguous shares, one per worker; every episode samples from its own seed
 (`episode_seed(seed, group, sample)`), so the episodes are those one process would have sampled, whichever worker
 runs them. A worker that dies mid-step is restarted by Ray (`cluster.max_restarts`); its share runs again on
-another worker, so each episode of the step is recorded once.
+another worker, so each episode of the step is recorded once. Each worker's state (starting, ready, restarting,
+dead) goes to the run's `workers` events through agentrl/cluster/worker_states.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.rollout.episode import Episode
 from agentrl.run.config import RunConfig
 
@@ -50,6 +52,9 @@ class RolloutWorker:
 
     def description(self) -> str:
         return self.engine.description
+
+    def node_address(self) -> str:
+        return node_address()
 
     def load_weights(self, weights: list[Any], version: int) -> None:
         """`weights` wraps the ObjectRef in a list, so that Ray hands over the reference and the worker fetches
@@ -106,15 +111,16 @@ class ClusterRolloutEngine:
         run_id: str,
         weights: SharedWeights,
         on_worker_restarted: Callable[[dict[str, Any]], None],
+        states: WorkerStates,
         policy: ScriptedPolicy | None,
     ) -> None:
         self._ray = ray
         cluster = config.cluster
         self._weights = weights
         self._on_worker_restarted = on_worker_restarted
+        self._states = states
         self._greedy = False
         self._max_attempts = cluster.max_restarts + 1  # of one share, in one step
-        self.restarts = [0] * cluster.rollout_workers
         per_worker = -(-config.train.batch_size // cluster.rollout_workers)
         actor_class = ray.remote(
             num_cpus=cluster.rollout_resources.cpus,
@@ -127,6 +133,9 @@ class ClusterRolloutEngine:
             actor_class.options(name=f"agentrl-rollout-{run_id}-{index}").remote(config_json, per_worker, policy)
             for index in range(cluster.rollout_workers)
         ]
+        states.starting("rollout", len(self.actors), cluster.max_restarts)
+        nodes = ray.get([actor.node_address.remote() for actor in self.actors])  # answered once each has started
+        states.ready("rollout", dict(enumerate(nodes)))
         self.description = f"ray: {len(self.actors)} rollout workers, {ray.get(self.actors[0].description.remote())}"
         self.last_stats: dict[str, float] = {}
         self.weights_updated()
@@ -186,19 +195,23 @@ class ClusterRolloutEngine:
                         f"groups {share.start}-{share.stop - 1} failed on {attempt} rollout workers in a row; "
                         f"last: {err}"
                     ) from err
-                self.restarts[worker] += 1
                 again = (worker + 1) % len(self.actors)  # the next worker; Ray restarts this one meanwhile
-                self._on_worker_restarted(
-                    {
-                        "worker": worker,
-                        "restarts": self.restarts[worker],
-                        "episodes_rerun": len(share) * group_size,
-                        "rerun_on": again,
-                        "message": f"rollout worker {worker} died ({type(err).__name__}); Ray restarts it and its "
-                        f"{len(share) * group_size} episodes run again on worker {again}",
-                    }
-                )
+                died = self._states.died("rollout", worker)
+                if died["state"] == "restarting":
+                    self._on_worker_restarted(
+                        {
+                            "worker": worker,
+                            "restarts": died["restarts"],
+                            "episodes_rerun": len(share) * group_size,
+                            "rerun_on": again,
+                            "message": f"rollout worker {worker} died ({type(err).__name__}); Ray restarts it and "
+                            f"its {len(share) * group_size} episodes run again on worker {again}",
+                        }
+                    )
                 pending[self._submit(again, by_group, share, group_size, seed)] = (again, share, attempt + 1)
+                continue
+            if not self._states.is_ready("rollout", worker):  # restarted, and this share is its first answer since
+                self._states.ready("rollout", {worker: self._ray.get(self.actors[worker].node_address.remote())})
         episodes: list[Episode] = []
         stats: dict[str, list[float]] = {}
         for start in sorted(done):

@@ -101,7 +101,9 @@ class _Run:
         if config.cluster.backend == "ray":
             from agentrl.cluster import RayCluster
 
-            self.cluster = RayCluster(config, self.model, store.run_id, self._worker_restarted, policy)
+            self.cluster = RayCluster(
+                config, self.model, store.run_id, self._worker_restarted, self._workers_changed, policy
+            )
             self.engine = self.cluster.engine
         else:
             self.engine = make_rollout_engine(
@@ -146,6 +148,10 @@ class _Run:
         """A cluster worker died and Ray restarted it; the step goes on (agentrl/cluster/rollout_workers.py)."""
         self.store.append_event("worker_restarted", {"step": self.step_in_progress, **data})
         print(f"WARN {data['message']}", file=sys.stderr)
+
+    def _workers_changed(self, workers: list[dict[str, Any]]) -> None:
+        """The cluster's workers, each in its state, after one of them changed (agentrl/cluster/worker_states.py)."""
+        self.store.append_event("workers", {"workers": workers})
 
     def close(self) -> None:
         """Release the engine's processes, or the run's Ray workers (and Ray, if the run started it), the MCP
