@@ -1,12 +1,15 @@
 // What the Runs view and the status bar show, kept up to date from `run/list` and the `run/event` stream.
 // Pure (no `vscode`): the tree is run -> step -> group -> trajectory, and every node knows its label and
 // description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
-// (the trainer saying it cannot learn) come from its `health` events. Each run's status, metrics and health
+// (the trainer saying it cannot learn) come from its `health` events. A run on a Ray cluster also has a row per
+// worker (rollout and learner actors), before its steps, from its latest `workers` event. Each run's status, metrics and health
 // events are also kept in order as they came, for the Run Dashboard to draw from the first step on.
 import {
   ACTIVE_RUN_STATUSES,
   RESUMABLE_RUN_STATUSES,
   type HealthEvent,
+  type RayWorker,
+  type RayWorkerState,
   type RunEventParams,
   type RunInfo,
   type TrajectorySummary,
@@ -17,7 +20,12 @@ export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
 export type GroupNode = { kind: 'group'; runId: string; step: number; group: number };
 export type TrajectoryNode = { kind: 'trajectory'; runId: string; summary: TrajectorySummary };
-export type RunsTreeNode = RunNode | StepNode | GroupNode | TrajectoryNode;
+export type WorkerNode = { kind: 'worker'; runId: string; worker: RayWorker };
+export type RunsTreeNode = RunNode | WorkerNode | StepNode | GroupNode | TrajectoryNode;
+
+/** What a worker row says of its worker: the state its run last reported, or `ended` once the run has ended (the
+ *  trainer ends its workers then; one that died stays `dead`). */
+export type WorkerRowState = RayWorkerState | 'ended';
 
 interface RunState {
   info: RunInfo;
@@ -32,6 +40,8 @@ interface RunState {
   /** Rollout workers of a run on a Ray cluster that died and were restarted, in order (each really happened, so a
    *  resume forgets none). */
   workerRestarts: WorkerRestartedEvent[];
+  /** The Ray workers of the latest `workers` event: each lists them all (none for a run in one process). */
+  workers: RayWorker[];
 }
 
 /** The events the Run Dashboard draws: what a run's charts, status and alerts are folded from. */
@@ -69,6 +79,7 @@ export class RunsModel {
         timeline: streamed?.timeline ?? [],
         checkpoints: streamed?.checkpoints ?? new Set(),
         workerRestarts: streamed?.workerRestarts ?? [],
+        workers: streamed?.workers ?? [],
       });
     }
     this.changed(undefined);
@@ -86,6 +97,7 @@ export class RunsModel {
         timeline: [],
         checkpoints: new Set(),
         workerRestarts: [],
+        workers: [],
       });
     this.changed(info.runId);
   }
@@ -123,6 +135,9 @@ export class RunsModel {
         break;
       case 'worker_restarted':
         state.workerRestarts.push(event.data);
+        break;
+      case 'workers':
+        state.workers = event.data.workers;
         break;
       case 'log':
         return; // log events change nothing shown here
@@ -174,6 +189,11 @@ export class RunsModel {
     );
   }
 
+  /** The state a worker row shows (see WorkerRowState). */
+  workerState(node: WorkerNode): WorkerRowState {
+    return node.worker.state === 'dead' || this.isActive(node.runId) ? node.worker.state : 'ended';
+  }
+
   /** Whether the run wrote a checkpoint at this step (Export Model offers it). */
   hasCheckpointAt(runId: string, step: number): boolean {
     return this.runs.get(runId)?.checkpoints.has(step) ?? false;
@@ -200,10 +220,17 @@ export class RunsModel {
     }
     const all = this.trajectories(node.runId);
     switch (node.kind) {
-      case 'run':
-        return [...new Set(all.map((t) => t.step))]
+      case 'run': {
+        const workers: RunsTreeNode[] = (this.runs.get(node.runId)?.workers ?? []).map((worker) => ({
+          kind: 'worker',
+          runId: node.runId,
+          worker,
+        }));
+        const steps: RunsTreeNode[] = [...new Set(all.map((t) => t.step))]
           .sort((a, b) => b - a)
           .map((step) => ({ kind: 'step', runId: node.runId, step }));
+        return [...workers, ...steps];
+      }
       case 'step':
         return [...new Set(all.filter((t) => t.step === node.step).map((t) => t.group))]
           .sort((a, b) => a - b)
@@ -213,6 +240,7 @@ export class RunsModel {
           .filter((t) => t.step === node.step && t.group === node.group)
           .sort((a, b) => a.sample - b.sample)
           .map((summary) => ({ kind: 'trajectory', runId: node.runId, summary }));
+      case 'worker':
       case 'trajectory':
         return [];
     }
@@ -222,6 +250,8 @@ export class RunsModel {
     switch (node.kind) {
       case 'run':
         return this.run(node.runId)?.name ?? node.runId;
+      case 'worker':
+        return `${node.worker.role} worker ${node.worker.index}`;
       case 'step':
         return node.step === 0 && this.run(node.runId)?.mode === 'try' ? 'episodes' : `step ${node.step}`;
       case 'group':
@@ -245,6 +275,16 @@ export class RunsModel {
           progress,
           reward === undefined ? undefined : `reward ${formatNumber(reward)}`,
           alerts.length ? `⚠ ${alerts.join(', ')}` : undefined,
+        ]
+          .filter(Boolean)
+          .join(' · ');
+      }
+      case 'worker': {
+        const { restarts, node: address } = node.worker;
+        return [
+          this.workerState(node),
+          restarts ? `${restarts} ${restarts === 1 ? 'restart' : 'restarts'}` : undefined,
+          address,
         ]
           .filter(Boolean)
           .join(' · ');

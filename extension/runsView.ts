@@ -1,11 +1,12 @@
 // The Runs tree view (activity bar "Agent RL"): run -> step -> group -> trajectory from RunsModel, with
 // inline stop/resume/replay actions chosen by each item's contextValue (package.json `view/item/context`).
+// A run on a Ray cluster lists its workers first, each with an icon for its state.
 // A run with a health alert in force (the trainer says it cannot learn) shows a warning icon and the alert in
 // its tooltip; an alert that starts while we watch is also a warning notification, once.
 import * as vscode from 'vscode';
 import type { HealthEvent } from '../protocol/generated/rpc';
 import type { HealthAlert, TrainerConnection } from './trainerConnection';
-import { describeHealth, type RunsTreeNode } from './runsModel';
+import { describeHealth, type RunsTreeNode, type WorkerRowState } from './runsModel';
 import { Commands } from './commands';
 
 export const RUNS_VIEW_ID = 'agentRl.runs';
@@ -20,6 +21,16 @@ const STATUS_ICONS: Record<string, [string, string?]> = {
   interrupted: ['warning', 'charts.orange'],
 };
 const HEALTH_ALERT_ICON: [string, string] = ['warning', 'problemsWarningIcon.foreground'];
+const WORKER_STATE_ICONS: Record<WorkerRowState, [string, string?]> = {
+  starting: ['loading~spin'],
+  ready: ['vm-running', 'testing.iconPassed'],
+  restarting: ['debug-restart', 'charts.yellow'],
+  dead: ['error', 'testing.iconFailed'],
+  ended: ['vm-outline'],
+};
+
+const themeIcon = ([icon, color]: [string, string?]): vscode.ThemeIcon =>
+  new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
 
 /** One paragraph per alert in a tooltip that supports theme icons (also the status bar's). */
 export function appendHealthAlerts(tooltip: vscode.MarkdownString, alerts: HealthEvent[]): vscode.MarkdownString {
@@ -45,15 +56,18 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   getTreeItem(node: RunsTreeNode): vscode.TreeItem {
     const model = this.connection.model;
     const collapsible =
-      node.kind === 'trajectory' ? vscode.TreeItemCollapsibleState.None : vscode.TreeItemCollapsibleState.Collapsed;
+      node.kind === 'trajectory' || node.kind === 'worker'
+        ? vscode.TreeItemCollapsibleState.None
+        : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(model.label(node), collapsible);
     item.description = model.description(node);
     switch (node.kind) {
       case 'run': {
         const info = model.run(node.runId)!;
         const alerts = model.healthAlerts(node.runId);
-        const [icon, color] = alerts.length ? HEALTH_ALERT_ICON : (STATUS_ICONS[info.status] ?? ['circle-outline']);
-        item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
+        item.iconPath = themeIcon(
+          alerts.length ? HEALTH_ALERT_ICON : (STATUS_ICONS[info.status] ?? ['circle-outline']),
+        );
         item.id = `run:${node.runId}`;
         item.contextValue = [
           'run',
@@ -75,6 +89,12 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
           true,
         );
         item.tooltip = appendHealthAlerts(tooltip, alerts);
+        break;
+      }
+      case 'worker': {
+        const { role, index } = node.worker;
+        item.iconPath = themeIcon(WORKER_STATE_ICONS[model.workerState(node)]);
+        item.id = `worker:${node.runId}:${role}:${index}`;
         break;
       }
       case 'step':

@@ -3,12 +3,18 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type {
   HealthEvent,
+  RayWorker,
   RunEventParams,
   RunInfo,
   StatusRunInfo,
   TrajectorySummary,
 } from '../../protocol/generated/rpc';
 import { describeHealth, RunsModel } from '../../extension/runsModel';
+
+/** The event log of a Ray run (2 rollout workers, 1 learner worker) whose rollout worker 0 was killed in step 1:
+ *  the run folder of tests/test_cluster.py's test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
+ *  (pytest --basetemp=DIR -k killed: DIR/test_a_rollout_worker_killed_m0/runs/killed/events.jsonl). */
+const RAY_KILLED = 'lookup-ray-rollout-killed';
 
 const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
   runId: 'lookup-1',
@@ -221,6 +227,84 @@ describe('RunsModel worker restarts (a run on a Ray cluster)', () => {
     ]);
     assert.deepEqual(model.children({ kind: 'run', runId: 'lookup-1' }), []);
     assert.deepEqual(model.workerRestarts('unknown'), []);
+  });
+});
+
+describe('RunsModel workers (a run on a Ray cluster)', () => {
+  const worker = (role: RayWorker['role'], index: number, state: RayWorker['state'], restarts = 0): RayWorker => ({
+    role,
+    index,
+    state,
+    restarts,
+    ...(state === 'starting' ? {} : { node: '10.0.0.7' }),
+  });
+  const rows = (model: RunsModel, runId: string) =>
+    model
+      .children({ kind: 'run', runId })
+      .filter((node) => node.kind === 'worker')
+      .map((node) => `${model.label(node)}: ${model.description(node)}`);
+
+  it('lists the workers of the latest workers event before the steps, each with its state and restarts', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    model.applyEvent(event('lookup-1', { type: 'workers', data: { workers: [worker('rollout', 0, 'starting')] } }));
+    assert.deepEqual(rows(model, 'lookup-1'), ['rollout worker 0: starting']);
+    model.applyEvent(event('lookup-1', { type: 'trajectory', data: summary(1, 0, 0, 1) }));
+    const workers = [worker('rollout', 0, 'restarting', 1), worker('learner', 0, 'ready')];
+    model.applyEvent(event('lookup-1', { type: 'workers', data: { workers } }));
+    assert.deepEqual(
+      model.children({ kind: 'run', runId: 'lookup-1' }).map((node) => model.label(node)),
+      ['rollout worker 0', 'learner worker 0', 'step 1'],
+    );
+    assert.deepEqual(rows(model, 'lookup-1'), [
+      'rollout worker 0: restarting · 1 restart · 10.0.0.7',
+      'learner worker 0: ready · 10.0.0.7',
+    ]);
+    model.setRuns([run()]); // a refreshed list keeps what was streamed
+    assert.equal(rows(model, 'lookup-1').length, 2);
+  });
+
+  it('shows the workers of an ended run as ended, except one that died', () => {
+    const model = new RunsModel();
+    model.setRuns([run()]);
+    const workers = [worker('rollout', 0, 'ready', 2), worker('learner', 0, 'ready'), worker('learner', 1, 'dead')];
+    model.applyEvent(event('lookup-1', { type: 'workers', data: { workers } }));
+    model.applyEvent(event('lookup-1', status({ status: 'failed', step: 1, totalSteps: 4, message: 'learner died' })));
+    assert.deepEqual(rows(model, 'lookup-1'), [
+      'rollout worker 0: ended · 2 restarts · 10.0.0.7',
+      'learner worker 0: ended · 10.0.0.7',
+      'learner worker 1: dead · 10.0.0.7',
+    ]);
+  });
+
+  it('follows the workers events a real run wrote whose rollout worker was killed (tests/test_cluster.py)', () => {
+    const dir = join(__dirname, '..', '..', 'protocol', 'examples', 'run-logs');
+    const lines = readFileSync(join(dir, `${RAY_KILLED}.events.jsonl`), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Omit<RunEventParams, 'runId'>);
+    const model = new RunsModel();
+    model.setRuns([run({ runId: RAY_KILLED })]); // running: its workers show their own states
+    const seen = new Map<string, string[]>();
+    for (const line of lines) {
+      if (line.type !== 'workers' && line.type !== 'worker_restarted') continue;
+      model.applyEvent({ ...line, runId: RAY_KILLED } as RunEventParams);
+      for (const row of rows(model, RAY_KILLED)) {
+        const [name, description] = row.split(': ');
+        const states = seen.get(name) ?? [];
+        const state = description.split(' · ')[0];
+        if (states.at(-1) !== state) seen.set(name, [...states, state]);
+      }
+    }
+    assert.deepEqual(Object.fromEntries(seen), {
+      'rollout worker 0': ['starting', 'ready', 'restarting', 'ready'],
+      'rollout worker 1': ['starting', 'ready'],
+      'learner worker 0': ['starting', 'ready'],
+    });
+    assert.match(rows(model, RAY_KILLED)[0], /^rollout worker 0: ready · 1 restart · \d+\.\d+\.\d+\.\d+$/);
+    assert.deepEqual(model.workerRestarts(RAY_KILLED), [
+      'step 1: rollout worker 0 restarted; its 8 episodes ran on worker 1',
+    ]);
   });
 });
 
