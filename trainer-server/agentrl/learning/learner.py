@@ -85,7 +85,7 @@ LOGIT_CHUNK_ROWS = 256
 # this, the chunks' logits stay alive until the backward; beyond it (a large vocabulary times many read positions:
 # 8 rows of 4,000 tokens on a 152k vocabulary keep ~19 GB), each chunk runs under activation checkpointing and the
 # backward recomputes its logits, one projection of the read positions more. On SmolLM2's single-turn benchmark
-# step (micro-batches of ~470 read positions: 92 MiB kept) recomputing cost 0.7 s of a 10 s update.
+# step (micro-batches of ~470 read positions: 92 MiB kept) recomputing cost 0.6-0.9 s of a 10 s update.
 KEPT_LOGITS_BYTES = 1 << 30
 # On CPU, up to this many positions a row, scaled-dot-product attention's math backend (matmuls and a softmax) runs
 # the forward and backward faster than the fused flash kernel, and beyond it slower (measured on 2 cores, bf16,
