@@ -91,9 +91,12 @@ def test_ppo_with_kl_and_tool_token_ablation_runs(tiny):
     )
 
 
-def test_shared_prefix_and_kept_positions_change_nothing(tiny):
+@pytest.mark.parametrize("math_attention_width", [0, 10_000])
+def test_shared_prefix_and_kept_positions_change_nothing(tiny, monkeypatch, math_attention_width):
     """The learner runs the rows' shared prefix once and the vocabulary projection only where a token is
-    read; logprobs, entropy and gradients must equal the plain full-sequence computation."""
+    read, with attention's math backend on CPU up to a width or the fused kernel beyond it; logprobs, entropy and
+    gradients must equal the plain full-sequence computation either way."""
+    monkeypatch.setattr(learner_module, "CPU_MATH_ATTENTION_WIDTH", math_attention_width)
     model, tokenizer = tiny
     cfg = config()
     episodes = episodes_for(model, tokenizer, cfg)
@@ -115,11 +118,13 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny):
         assert torch.allclose(a.grad, b.grad, atol=1e-4), name
 
 
+@pytest.mark.parametrize("kept_logits_bytes", [0, learner_module.KEPT_LOGITS_BYTES])
 @pytest.mark.parametrize("chunk_rows", [1, 7, 10_000])
-def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows):
-    """`target_logprobs` projects `chunk_rows` positions at a time under checkpointing: logprobs, entropy and their
-    gradients (entropy in the loss) equal those of one [N, V] log-softmax; an entropy outside the loss carries
-    no graph and the backward's recomputation does not compute it again."""
+def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, kept_logits_bytes):
+    """`target_logprobs` projects `chunk_rows` positions at a time, under checkpointing when the logits kept for the
+    backward would exceed `kept_logits_bytes` (0: always) or kept from the forward: logprobs, entropy and their
+    gradients (entropy in the loss) equal those of one [N, V] log-softmax either way; an entropy outside the loss
+    carries no graph and a checkpointed backward's recomputation does not compute it again."""
     model, _ = tiny
     temperature = 0.7
     generator = torch.Generator().manual_seed(0)
@@ -147,6 +152,7 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows):
         entropy=True,
         entropy_grad=True,
         chunk_rows=chunk_rows,
+        kept_logits_bytes=kept_logits_bytes,
     )
     assert torch.allclose(chunked, whole, atol=1e-5)
     assert torch.allclose(entropy, whole_entropy, atol=1e-5)
@@ -163,6 +169,7 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows):
         entropy=True,
         entropy_grad=False,
         chunk_rows=chunk_rows,
+        kept_logits_bytes=kept_logits_bytes,
     )
     assert not reported.requires_grad and torch.allclose(reported, whole_entropy, atol=1e-5)
     (loss_weights[0] * logprobs).sum().backward()

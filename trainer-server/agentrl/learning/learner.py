@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from agentrl.learning.algorithms import get_algorithm
@@ -80,6 +81,17 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
 # Read positions projected onto the vocabulary at once: [256, V] float32 logits (48 MiB for SmolLM2's 49,152
 # entries) instead of [every read position, V].
 LOGIT_CHUNK_ROWS = 256
+# What the backward may keep of the forward's float32 logits (every chunk's [rows, V], 4 bytes an entry). Up to
+# this, the chunks' logits stay alive until the backward; beyond it (a large vocabulary times many read positions:
+# 8 rows of 4,000 tokens on a 152k vocabulary keep ~19 GB), each chunk runs under activation checkpointing and the
+# backward recomputes its logits, one projection of the read positions more. On SmolLM2's single-turn benchmark
+# step (micro-batches of ~470 read positions: 92 MiB kept) recomputing cost 0.6-0.9 s of a 10 s update.
+KEPT_LOGITS_BYTES = 1 << 30
+# On CPU, up to this many positions a row, scaled-dot-product attention's math backend (matmuls and a softmax) runs
+# the forward and backward faster than the fused flash kernel, and beyond it slower (measured on 2 cores, bf16,
+# SmolLM2's 9 heads, 8 rows, 30 layers' forward and backward: 0.22 s against 0.41 s at 95 positions, 0.37 against
+# 0.54 at 128, 0.69 against 0.51 at 192, 5.6 against 2.1 at 460). The learner picks by each micro-batch's width.
+CPU_MATH_ATTENTION_WIDTH = 160
 
 
 def entropy_from_logits(logits: torch.Tensor, normaliser: torch.Tensor) -> torch.Tensor:
@@ -109,18 +121,21 @@ def target_logprobs(
     entropy: bool,
     entropy_grad: bool,
     chunk_rows: int = LOGIT_CHUNK_ROWS,
+    kept_logits_bytes: int = KEPT_LOGITS_BYTES,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(target_n | hidden_n) for each of the N rows of `hidden` [N, H], and, when asked, the entropy of pi
     there (with a graph only with `entropy_grad`): log_softmax(logits / T)[target] = logit_target / T - log Z.
 
-    No [N, V] tensor is ever made: `chunk_rows` rows at a time are projected by the model's own head, and with
-    gradients each chunk runs under activation checkpointing, so the backward recomputes one chunk's logits at a
-    time instead of keeping every chunk's alive from the forward to the backward. Exact: the same operations on
-    the same rows."""
+    No [N, V] tensor is ever made at once: `chunk_rows` rows at a time are projected by the model's own head. With
+    gradients, when every chunk's float32 logits together exceed `kept_logits_bytes`, each chunk runs under
+    activation checkpointing, so the backward recomputes one chunk's logits at a time instead of keeping every
+    chunk's alive from the forward to the backward. Exact: the same operations on the same rows."""
+    vocabulary = model.get_output_embeddings().weight.shape[0]
+    checkpointed = torch.is_grad_enabled() and len(hidden) * vocabulary * 4 > kept_logits_bytes
     picked_chunks, entropy_chunks = [], []
     for hidden_chunk, target_chunk in zip(hidden.split(chunk_rows), targets.split(chunk_rows)):
         args = (model, hidden_chunk, target_chunk, temperature, entropy, entropy_grad)
-        if torch.is_grad_enabled():
+        if checkpointed:
             picked, chunk_entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
         else:
             picked, chunk_entropy = _chunk_logprobs(*args)
@@ -210,13 +225,14 @@ class Learner:
         else:
             shared = 0
         positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
-        hidden = model.get_decoder()(
-            input_ids=input_ids[:, shared:],
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=past,
-            use_cache=past is not None,
-        ).last_hidden_state  # [B, width - shared, H]
+        with self._attention_kernel(width):
+            hidden = model.get_decoder()(
+                input_ids=input_ids[:, shared:],
+                attention_mask=attention,
+                position_ids=positions,
+                past_key_values=past,
+                use_cache=past is not None,
+            ).last_hidden_state  # [B, width - shared, H]
         picked, entropy = target_logprobs(
             model,
             hidden[rows, targets - 1 - shared],  # [N, H]: the hidden state that predicts each read token
@@ -249,6 +265,13 @@ class Learner:
         (algorithm.rollout_is), or weights one step older (train.async_steps, whose pi_old is then the scoring
         pass's: the decoupled, proximal-policy form of PPO)."""
         return self.config.algorithm.rollout_is.enabled or self.config.train.async_steps > 0
+
+    def _attention_kernel(self, width: int) -> Any:
+        """Attention for rows of `width` positions: the math backend on CPU up to `CPU_MATH_ATTENTION_WIDTH`, else
+        the model's own choice. The same attention either way; only the kernel, and so the rounding, differs."""
+        if self.device.type == "cpu" and width <= CPU_MATH_ATTENTION_WIDTH:
+            return sdpa_kernel(SDPBackend.MATH)
+        return contextlib.nullcontext()
 
     def _precision(self) -> Any:
         if not self.config.train.bf16_autocast:
