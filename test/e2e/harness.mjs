@@ -55,6 +55,13 @@ export async function openFromExplorer(page, relativePath) {
       await runCommand(page, 'File: Refresh Explorer');
       await row.waitFor({ timeout: 20000 });
     });
+    // A row's hover (its path) opens under a mouse left resting on the Explorer and covers the rows below it,
+    // taking their clicks: rest the mouse away from it first.
+    await page.mouse.move(0, 0);
+    await page
+      .locator('.context-view .hover-contents')
+      .waitFor({ state: 'hidden', timeout: 5000 })
+      .catch(() => {});
     if (i === parts.length - 1) await row.dblclick();
     else if ((await row.getAttribute('aria-expanded')) !== 'true') await row.click();
   }

@@ -156,7 +156,10 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
 
   await row.hover();
   await row.locator('.action-label[aria-label*="Stop"]').click();
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Immediate' }).first().click();
+  // Chosen by its name and Enter, as the palette is driven: a click on a row of a list still settling can miss.
+  await page.locator('.quick-input-widget input').fill('Immediate');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Immediate' }).first().waitFor();
+  await page.keyboard.press('Enter');
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 60000 });
 
   // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.
