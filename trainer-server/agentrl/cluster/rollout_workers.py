@@ -31,20 +31,14 @@ class RolloutWorker:
     def __init__(self, config: dict[str, Any], concurrent_episodes: int, policy: ScriptedPolicy | None) -> None:
         import torch
 
-        from agentrl.environment.loader import env_factory, load_env_class
+        from agentrl.environment.loader import config_env_factory
         from agentrl.models.loading import load_policy
         from agentrl.rollout.engine import make_rollout_engine
-        from agentrl.run.config import data_files_in_use
 
         run_config = RunConfig.model_validate(config)
         torch.manual_seed(run_config.seed)
         self.model, tokenizer, device = load_policy(run_config.model, run_config.seed)
-        make_env = env_factory(
-            load_env_class(run_config.env.module, run_config.env.class_name),
-            run_config.env.args,
-            data_files_in_use(run_config),
-            run_config.env.mcp_servers,  # each worker starts its own, shared by its episodes
-        )
+        make_env = config_env_factory(run_config)  # each worker starts its own MCP servers, shared by its episodes
         self.engine = make_rollout_engine(
             self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy
         )

@@ -50,8 +50,8 @@ def _source_location(obj: Any) -> tuple[str | None, int | None]:
 
 def check_env(path: str | Path) -> list[dict[str, Any]]:
     """Diagnostics `{severity: error|warning|info, message, file?, line?}`; no error means usable."""
-    from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
-    from agentrl.run.config import ConfigError, data_files_in_use, load_config, resolve_paths
+    from agentrl.environment.loader import EnvLoadError, config_env_factory
+    from agentrl.run.config import ConfigError, load_config, resolve_paths
 
     try:
         config_path = _find_config(Path(path))
@@ -59,12 +59,7 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     except (FileNotFoundError, ConfigError) as err:
         return [_diagnostic("error", str(err), path)]
     try:
-        make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name),
-            config.env.args,
-            data_files_in_use(config),
-            config.env.mcp_servers,
-        )
+        make_env = config_env_factory(config)
     except (EnvLoadError, ValueError) as err:
         return [_diagnostic("error", str(err), config_path)]
     try:

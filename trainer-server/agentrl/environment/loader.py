@@ -13,7 +13,7 @@ from typing import Any
 
 from agentrl.environment.env import ToolEnv
 from agentrl.environment.mcp import McpServers
-from agentrl.run.config import McpServerConfig, env_module_is_file
+from agentrl.run.config import McpServerConfig, RunConfig, data_files_in_use, env_module_is_file
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
 USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
@@ -110,3 +110,21 @@ def env_factory(
             )
         kwargs[DATA_FILES_PARAMETER] = tuple(data_files)
     return EnvFactory(env_class, kwargs, McpServers(mcp_servers, mcp_log_dir))
+
+
+def config_env_factory(
+    config: RunConfig,
+    *more_data_files: str,
+    args: Mapping[str, Any] | None = None,
+    mcp_log_dir: str | Path | None = None,
+) -> EnvFactory:
+    """The envs a run config names, as training, evaluation, `agentrl env check`, a tool re-run and a cluster's
+    rollout workers all build them: its ToolEnv class with its env.args (or `args`), the data files it reads
+    (plus `more_data_files`), and its MCP servers."""
+    return env_factory(
+        load_env_class(config.env.module, config.env.class_name),
+        config.env.args if args is None else args,
+        data_files_in_use(config, *more_data_files),
+        config.env.mcp_servers,
+        mcp_log_dir,
+    )

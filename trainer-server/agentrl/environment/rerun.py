@@ -20,10 +20,10 @@ import os
 import sys
 from typing import IO, Any
 
-from agentrl.environment.loader import EnvLoadError, env_factory, load_env_class
+from agentrl.environment.loader import EnvLoadError, config_env_factory
 from agentrl.environment.mcp import McpUnavailableError
 from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
-from agentrl.run.config import ConfigError, data_files_in_use, load_config
+from agentrl.run.config import ConfigError, load_config
 
 
 def _say(channel: IO[str], message: dict[str, Any]) -> None:
@@ -38,12 +38,7 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     try:
         config = load_config(request["config"])
-        make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name),
-            config.env.args,
-            data_files_in_use(config),
-            config.env.mcp_servers,  # an MCP server's tool is re-run on a fresh start of its server
-        )
+        make_env = config_env_factory(config)  # an MCP server's tool is re-run on a fresh start of its server
     except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
         _say(answers, {"setup_error": str(err)})
         os._exit(0)

@@ -58,12 +58,11 @@ def evaluate(
     runs_dir: str | Path,
 ) -> Evaluation:
 
-    from agentrl.environment.loader import env_factory, load_env_class
+    from agentrl.environment.loader import config_env_factory
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.engine import make_rollout_engine
     from agentrl.rollout.episode import record_episodes
-    from agentrl.run.config import data_files_in_use
     from agentrl.run.runstore import RunStore, new_run_id
     from agentrl.run.tasks import load_tasks
 
@@ -72,12 +71,7 @@ def evaluate(
     env_args = dict(config.env.args)
     if baseline and baseline != UNTRAINED_BASELINE:
         env_args["baseline"] = baseline
-    make_env = env_factory(
-        load_env_class(config.env.module, config.env.class_name),
-        env_args,
-        data_files_in_use(config, data_path),
-        config.env.mcp_servers,
-    )
+    make_env = config_env_factory(config, data_path, args=env_args)
     make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
     model, tokenizer, device = load_policy(config.model, config.seed)

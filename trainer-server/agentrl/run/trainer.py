@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import yaml
 
-from agentrl.environment.loader import env_factory, load_env_class
+from agentrl.environment.loader import config_env_factory
 from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode, record_episodes
-from agentrl.run.config import RunConfig, data_files_in_use, load_config_dict, resolve_paths
+from agentrl.run.config import RunConfig, load_config_dict, resolve_paths
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
@@ -87,13 +87,7 @@ class _Run:
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
-        self.make_env = env_factory(
-            load_env_class(config.env.module, config.env.class_name),
-            config.env.args,
-            data_files_in_use(config),
-            config.env.mcp_servers,
-            mcp_log_dir=store.run_dir,
-        )
+        self.make_env = config_env_factory(config, mcp_log_dir=store.run_dir)
         self.tasks = load_tasks(config.data.train, config.data.limit)
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
