@@ -33,6 +33,7 @@ from agentrl.learning.algorithms.common import (
     truncated_is_weights,
 )
 from agentrl.learning.batch import TrainBatch, collate
+from agentrl.learning.cpu_memory import keep_freed_memory
 from agentrl.models.loading import text_config
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
@@ -78,9 +79,10 @@ def check_vocabulary_logits(model: Any, device: torch.device) -> None:
         )
 
 
-# Read positions projected onto the vocabulary at once: [256, V] float32 logits (48 MiB for SmolLM2's 49,152
-# entries) instead of [every read position, V].
-LOGIT_CHUNK_ROWS = 256
+# Read positions projected onto the vocabulary at once: as many as make 24 MiB of float32 logits (128 rows of
+# SmolLM2's 49,152 entries) instead of [every read position, V]. Below glibc's largest mmap threshold (32 MiB, which
+# `keep_freed_memory` sets), so a chunk's buffers come back from the heap instead of fresh pages from the kernel.
+LOGIT_CHUNK_BYTES = 24 << 20
 # What the backward may keep of the forward's float32 logits (every chunk's [rows, V], 4 bytes an entry). Up to
 # this, the chunks' logits stay alive until the backward; beyond it (a large vocabulary times many read positions:
 # 8 rows of 4,000 tokens on a 152k vocabulary keep ~19 GB), each chunk runs under activation checkpointing and the
@@ -101,7 +103,9 @@ def entropy_from_logits(logits: torch.Tensor, normaliser: torch.Tensor) -> torch
 def _chunk_logprobs(
     model: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool, entropy_grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    logits = vocabulary_logits(model, hidden).float() / temperature  # [rows, V]
+    logits = vocabulary_logits(model, hidden).float()  # [rows, V]
+    if temperature != 1.0:  # a full pass over [rows, V], and another in the backward
+        logits = logits / temperature
     normaliser = torch.logsumexp(logits, -1)  # log Z
     picked = logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # log pi(a) = logit_a - log Z
     if not entropy:
@@ -120,18 +124,20 @@ def target_logprobs(
     temperature: float,
     entropy: bool,
     entropy_grad: bool,
-    chunk_rows: int = LOGIT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     kept_logits_bytes: int = KEPT_LOGITS_BYTES,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(target_n | hidden_n) for each of the N rows of `hidden` [N, H], and, when asked, the entropy of pi
     there (with a graph only with `entropy_grad`): log_softmax(logits / T)[target] = logit_target / T - log Z.
 
-    No [N, V] tensor is ever made at once: `chunk_rows` rows at a time are projected by the model's own head. With
+    No [N, V] tensor is ever made at once: `chunk_rows` rows at a time (by default `LOGIT_CHUNK_BYTES` of logits)
+    are projected by the model's own head. With
     gradients, when every chunk's float32 logits together exceed `kept_logits_bytes`, each chunk runs under
     activation checkpointing, so the backward recomputes one chunk's logits at a time instead of keeping every
     chunk's alive from the forward to the backward. Exact: the same operations on the same rows."""
     vocabulary = model.get_output_embeddings().weight.shape[0]
     checkpointed = torch.is_grad_enabled() and len(hidden) * vocabulary * 4 > kept_logits_bytes
+    chunk_rows = chunk_rows or max(1, LOGIT_CHUNK_BYTES // (vocabulary * 4))
     picked_chunks, entropy_chunks = [], []
     for hidden_chunk, target_chunk in zip(hidden.split(chunk_rows), targets.split(chunk_rows)):
         args = (model, hidden_chunk, target_chunk, temperature, entropy, entropy_grad)
@@ -167,6 +173,8 @@ class Learner:
         self.model = model
         self.config = config
         self.device = device
+        if device.type == "cpu":
+            keep_freed_memory()  # the same sizes are freed and allocated again every micro-batch
         check_vocabulary_logits(model, device)
         self.algorithm = get_algorithm(config.algorithm.name)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -273,10 +281,13 @@ class Learner:
             return sdpa_kernel(SDPBackend.MATH)
         return contextlib.nullcontext()
 
-    def _precision(self) -> Any:
+    def _precision(self, enabled: bool = True) -> Any:
+        """bf16 autocast (train.bf16_autocast). Autocast keeps the bf16 copy of each weight it casts until its
+        outermost region ends, so one region spans a pass's micro-batches and each weight is cast once a pass, not
+        once a micro-batch; inside it, `enabled=False` keeps each backward out of autocast, as autocast asks."""
         if not self.config.train.bf16_autocast:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
         """The rows of each micro-batch this process computes: bucketed by length, so that a micro-batch of
@@ -308,17 +319,18 @@ class Learner:
         parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
         micro_rows = self._micro_rows(batch)
         try:
-            for rows in micro_rows:
-                micro = batch.select(rows)
-                with self._precision():
-                    out = self._forward(self.model, micro, with_values=self.critic is not None, with_entropy=False)
-                parts["logprobs"].append(out["logprobs"])
-                if "values" in out:
-                    parts["values"].append(out["values"])
-                if self.config.algorithm.kl.coef > 0:
-                    with self._reference_model() as reference:
-                        with self._precision():
-                            ref_out = self._forward(reference, micro, with_values=False, with_entropy=False)
+            with self._precision():
+                for rows in micro_rows:
+                    out = self._forward(
+                        self.model, batch.select(rows), with_values=self.critic is not None, with_entropy=False
+                    )
+                    parts["logprobs"].append(out["logprobs"])
+                    if "values" in out:
+                        parts["values"].append(out["values"])
+            if self.config.algorithm.kl.coef > 0:
+                with self._reference_model() as reference, self._precision():
+                    for rows in micro_rows:
+                        ref_out = self._forward(reference, batch.select(rows), with_values=False, with_entropy=False)
                         parts["ref_logprobs"].append(ref_out["logprobs"])
         finally:
             self.model.train(was_training)
@@ -362,55 +374,56 @@ class Learner:
         for _ in range(self.config.train.update_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             from_training_pass = []
-            for rows in micro_rows:
-                micro = batch.select(rows)
-                with self._precision():
+            with self._precision():  # one region a pass: each weight cast to bf16 once
+                for rows in micro_rows:
+                    micro = batch.select(rows)
                     out = self._forward(self.model, micro, with_values=self.critic is not None, with_entropy=True)
-                micro_mask = micro.train_mask.to(self.device)
-                if old_logprobs is None:
-                    from_training_pass.append(out["logprobs"].detach())
-                micro_old = from_training_pass[-1] if old_logprobs is None else old_logprobs[rows].to(self.device)
-                per_token, clipped = clipped_policy_loss(
-                    out["logprobs"],
-                    micro_old,
-                    advantages[rows].to(self.device),
-                    cfg.clip_eps,
-                    cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
-                )
-                parts = {}
-                if self.behaviour_correction():
-                    weights = truncated_is_weights(
+                    micro_mask = micro.train_mask.to(self.device)
+                    if old_logprobs is None:
+                        from_training_pass.append(out["logprobs"].detach())
+                    micro_old = from_training_pass[-1] if old_logprobs is None else old_logprobs[rows].to(self.device)
+                    per_token, clipped = clipped_policy_loss(
+                        out["logprobs"],
                         micro_old,
-                        micro.rollout_logprobs.to(self.device),
-                        micro.sampled_mask.to(self.device),
-                        cfg.rollout_is.cap,
+                        advantages[rows].to(self.device),
+                        cfg.clip_eps,
+                        cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
                     )
-                    per_token = per_token * weights
-                    parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
-                    parts["actor/rollout_is_capped_frac"] = aggregate(
-                        (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm
+                    parts = {}
+                    if self.behaviour_correction():
+                        weights = truncated_is_weights(
+                            micro_old,
+                            micro.rollout_logprobs.to(self.device),
+                            micro.sampled_mask.to(self.device),
+                            cfg.rollout_is.cap,
+                        )
+                        per_token = per_token * weights
+                        parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
+                        parts["actor/rollout_is_capped_frac"] = aggregate(
+                            (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm
+                        )
+                    parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
+                    parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
+                    parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
+                    loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]
+                    if kl_in_loss:  # the reference is frozen: its logprobs from the scoring pass still hold
+                        ref = scored["ref_logprobs"][rows].to(self.device)
+                        per_token_kl = kl_penalty(out["logprobs"], ref, cfg.kl.estimator)
+                        parts["loss/kl"] = aggregate(per_token_kl, micro_mask, "token-mean", norm)
+                        loss = loss + cfg.kl.coef * parts["loss/kl"]
+                    extra_losses = self.algorithm.extra_losses(
+                        cfg,
+                        values=out.get("values"),
+                        old_values=None if old_values is None else old_values[rows].to(self.device),
+                        returns=None if targets.returns is None else targets.returns[rows].to(self.device),
                     )
-                parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
-                parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
-                parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
-                loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]
-                if kl_in_loss:  # the reference is frozen: its logprobs from the scoring pass still hold
-                    ref = scored["ref_logprobs"][rows].to(self.device)
-                    per_token_kl = kl_penalty(out["logprobs"], ref, cfg.kl.estimator)
-                    parts["loss/kl"] = aggregate(per_token_kl, micro_mask, "token-mean", norm)
-                    loss = loss + cfg.kl.coef * parts["loss/kl"]
-                extra_losses = self.algorithm.extra_losses(
-                    cfg,
-                    values=out.get("values"),
-                    old_values=None if old_values is None else old_values[rows].to(self.device),
-                    returns=None if targets.returns is None else targets.returns[rows].to(self.device),
-                )
-                for name, (weight, per_token_extra) in extra_losses.items():
-                    parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", norm)
-                    loss = loss + weight * parts[name]
-                loss.backward()
-                for name, value in parts.items():
-                    totals[name] = totals.get(name, 0.0) + float(value.detach())
+                    for name, (weight, per_token_extra) in extra_losses.items():
+                        parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", norm)
+                        loss = loss + weight * parts[name]
+                    with self._precision(enabled=False):
+                        loss.backward()
+                    for name, value in parts.items():
+                        totals[name] = totals.get(name, 0.0) + float(value.detach())
             if old_logprobs is None:
                 old_logprobs = self._sum_rows(in_row_order(from_training_pass, micro_rows, len(batch)))
             params = [p for group in self.optimizer.param_groups for p in group["params"]]
