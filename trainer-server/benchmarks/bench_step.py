@@ -20,7 +20,10 @@ process, so that each peak memory is its own:
   prompts, one answer of at most 64 new tokens, no tool), by agentrl (rollout.engine auto) and by TRL's
   GRPOTrainer (benchmarks/trl_step.py, run in TRL's own virtual environment, .venv-trl, which
   results/trl/setup.sh makes) with the same group size, batch, micro-batch, learning rate, bf16 autocast and
-  reward; seconds a step after the first, and their ratio. `--only-trl` runs just these two.
+  reward; seconds a step after the first, and their ratio. `--only-trl` runs just these two;
+- `learner, vllm idle` (with `--beside-engine`): the single-turn update while a started vLLM engine sits idle beside
+  it, and again after the engine has closed (the engine's processes compute nothing meanwhile; on machines where
+  memory held by another process slows this one, the two figures differ).
 
 Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratios. It asserts
 nothing: speed targets live here, not in timed tests.
@@ -262,6 +265,35 @@ def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str
     }
 
 
+def learner_beside_engine(model_path: str, episodes: int) -> dict[str, float]:
+    """The single-turn update, timed twice while a started vLLM engine sits idle beside it (its processes hold their
+    memory and compute nothing), then twice after the engine has closed: what the engine's presence alone costs."""
+    cfg = config(model_path, episodes)
+    cfg.env.class_name, cfg.rollout.max_turns, cfg.rollout.engine = "SingleTurnEnv", 1, "vllm"
+    model, tokenizer, device = load_policy(cfg.model, seed=0)
+    learner = Learner(model, tokenizer, cfg, device)
+    engine = make_rollout_engine(model, tokenizer, SingleTurnEnv, cfg.rollout, device, concurrent_episodes=episodes)
+    tasks = [{"topic": TASKS[i % len(TASKS)]} for i in range(episodes // cfg.rollout.group_size)]
+    generated = engine.run(tasks, group_size=cfg.rollout.group_size, seed=0)
+    learner.update(generated)  # warm-up
+
+    def update_seconds() -> float:
+        started = time.perf_counter()
+        learner.update(generated)
+        return time.perf_counter() - started
+
+    engine_memory = sum(
+        int(line.split()[1])
+        for pid in subprocess.run(["pgrep", "-f", "VLLM::"], capture_output=True, text=True).stdout.split()
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmRSS:")
+    )
+    beside = min(update_seconds(), update_seconds())
+    engine.close()
+    alone = min(update_seconds(), update_seconds())
+    return {"update s beside the engine": beside, "update s alone": alone, "engine memory GB": engine_memory / 2**20}
+
+
 def child(args: list[str], python: str = sys.executable, script: Path = Path(__file__)) -> dict[str, float]:
     done = subprocess.run([python, str(script), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -277,8 +309,13 @@ def main() -> None:
     parser.add_argument("--trl", action="store_true", help="also time TRL's GRPOTrainer on the single-turn workload")
     parser.add_argument("--only-trl", action="store_true", help="time only agentrl and TRL on the single-turn workload")
     parser.add_argument(
+        "--beside-engine",
+        action="store_true",
+        help="also time the single-turn update beside an idle vLLM engine and after it has closed",
+    )
+    parser.add_argument(
         "--phase",
-        choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1", "train-single", "trl"],
+        choices=["hf", "vllm", "learner", "plain-learner", "train-0", "train-1", "train-single", "trl", "beside"],
         help=argparse.SUPPRESS,
     )
     parser.add_argument("--episodes-file", type=Path, help=argparse.SUPPRESS)
@@ -303,6 +340,9 @@ def main() -> None:
                 )
         print(json.dumps(figures))
         return
+    if args.phase == "beside":
+        print(json.dumps(learner_beside_engine(args.model, args.episodes)))
+        return
     if args.phase:
         print(json.dumps(learn(args.model, args.episodes, args.episodes_file, plain=args.phase == "plain-learner")))
         return
@@ -324,6 +364,8 @@ def main() -> None:
         if (args.trl or args.only_trl) and args.train_steps > 1:
             figures["train, single turn"] = child([*common, *steps, "--phase", "train-single"])
             figures["trl"] = child([*common, *steps, "--phase", "trl"])
+        if args.beside_engine:
+            figures["learner, vllm idle"] = child([*common, "--phase", "beside"])
     print(
         f"model {args.model}, {args.episodes} episodes a step, up to 64 new tokens a turn, "
         f"{torch.get_num_threads()} threads, torch {torch.__version__}"
