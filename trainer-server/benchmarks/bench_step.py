@@ -21,9 +21,9 @@ process, so that each peak memory is its own:
   GRPOTrainer (benchmarks/trl_step.py, run in TRL's own virtual environment, .venv-trl, which
   results/trl/setup.sh makes) with the same group size, batch, micro-batch, learning rate, bf16 autocast and
   reward; seconds a step after the first, and their ratio. `--only-trl` runs just these two;
-- `learner, vllm idle` (with `--beside-engine`): the single-turn update while a started vLLM engine sits idle beside
-  it, and again after the engine has closed (the engine's processes compute nothing meanwhile; on machines where
-  memory held by another process slows this one, the two figures differ).
+- `learner, vllm idle` (with `--beside-engine`): the single-turn update right after a rollout (as in the training
+  loop), while a started vLLM engine sits idle beside it, and again after the engine has closed (its processes
+  compute nothing meanwhile; on machines where memory held by another process slows this one, the figures differ).
 
 Prints rollout tokens/s and episodes/s, learner tokens/s, seconds and peak memory, and the ratios. It asserts
 nothing: speed targets live here, not in timed tests.
@@ -266,8 +266,9 @@ def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str
 
 
 def learner_beside_engine(model_path: str, episodes: int) -> dict[str, float]:
-    """The single-turn update, timed twice while a started vLLM engine sits idle beside it (its processes hold their
-    memory and compute nothing), then twice after the engine has closed: what the engine's presence alone costs."""
+    """The single-turn update, timed right after a rollout (as in the training loop), twice while a started vLLM engine
+    sits idle beside it (its processes hold their memory and compute nothing), then twice after the engine has
+    closed: what the engine's presence alone costs, and what the rollout just before adds."""
     cfg = config(model_path, episodes)
     cfg.env.class_name, cfg.rollout.max_turns, cfg.rollout.engine = "SingleTurnEnv", 1, "vllm"
     model, tokenizer, device = load_policy(cfg.model, seed=0)
@@ -289,9 +290,18 @@ def learner_beside_engine(model_path: str, episodes: int) -> dict[str, float]:
         if line.startswith("VmRSS:")
     )
     beside = min(update_seconds(), update_seconds())
+    after_rollout = []
+    for seed in (1, 2):  # as in the training loop: the engine has just generated
+        engine.run(tasks, group_size=cfg.rollout.group_size, seed=seed)
+        after_rollout.append(update_seconds())
     engine.close()
     alone = min(update_seconds(), update_seconds())
-    return {"update s beside the engine": beside, "update s alone": alone, "engine memory GB": engine_memory / 2**20}
+    return {
+        "update s right after a rollout": min(after_rollout),
+        "update s beside the engine": beside,
+        "update s alone": alone,
+        "engine memory GB": engine_memory / 2**20,
+    }
 
 
 def child(args: list[str], python: str = sys.executable, script: Path = Path(__file__)) -> dict[str, float]:

@@ -185,7 +185,9 @@ class Learner:
         if self.critic is not None:
             self.critic.to(device)
             groups.append({"params": list(self.critic.parameters()), "lr": config.train.critic_lr})
-        self.optimizer = torch.optim.AdamW(groups, weight_decay=config.train.weight_decay)
+        # One fused kernel a parameter instead of a dozen elementwise passes over every weight (CPU and CUDA have it).
+        fused = device.type in ("cpu", "cuda")
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=config.train.weight_decay, fused=fused)
         self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
 
     def _make_reference(self) -> Any:

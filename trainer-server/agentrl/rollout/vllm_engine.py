@@ -128,15 +128,22 @@ Layout = list[tuple[str, str, list[int], int]]  # (name, dtype, shape, byte offs
 
 
 def _write_weights(weights: Iterator[tuple[str, torch.Tensor]], dtype: torch.dtype, handle: Any) -> Layout:
-    """Each tensor's bytes, in the engine's dtype, one after the other; vLLM's RPC then carries only the layout
-    (sending the bytes through it copies them three times: measured 2-5 s for SmolLM2-135M, against 0.5 s)."""
+    """Each tensor in the engine's dtype, one after the other: the file is sized, mapped, and each tensor cast
+    straight into its pages (one pass; writing `tobytes()` copied every byte twice more: 0.26 s for SmolLM2-135M).
+    vLLM's RPC then carries only the layout (sending the bytes through it copies them three times: measured 2-5 s
+    for SmolLM2-135M, against 0.5 s)."""
+    tensors = [(name, tensor.detach()) for name, tensor in weights]
+    itemsize = torch.empty((), dtype=dtype).element_size()
     layout, offset = [], 0
-    for name, tensor in weights:
-        data = tensor.detach().to("cpu", dtype).contiguous()
-        handle.write(data.view(torch.uint8).numpy().tobytes())
-        layout.append((name, str(dtype).removeprefix("torch."), list(data.shape), offset))
-        offset += data.numel() * data.element_size()
-    handle.flush()
+    for name, tensor in tensors:
+        layout.append((name, str(dtype).removeprefix("torch."), list(tensor.shape), offset))
+        offset += tensor.numel() * itemsize
+    os.ftruncate(handle.fileno(), offset)
+    with mmap.mmap(handle.fileno(), offset) as mapped:
+        pages = torch.frombuffer(mapped, dtype=torch.uint8)
+        for (_, tensor), (_, _, _, start) in zip(tensors, layout):
+            pages[start : start + tensor.numel() * itemsize].view(dtype).view(tensor.shape).copy_(tensor)
+        del pages  # the mapping closes only once no tensor views it
     return layout
 
 
