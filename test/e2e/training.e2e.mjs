@@ -6,6 +6,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
+/** Start Training runs the active editor's run config, and asks which one when the workbench has not yet made the
+ * just-opened file the active editor (it happens on a loaded machine): then pick `relativePath`, as a user would. */
+async function pickRunConfigIfAsked(page, relativePath) {
+  const title = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Start Training' });
+  if (
+    await title.waitFor({ timeout: 3000 }).then(
+      () => true,
+      () => false,
+    )
+  ) {
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: relativePath }).first().click();
+  }
+}
+
 /** Starts a local trainer server from the palette unless connected already: connected, the status bar item
  * shows a beaker (or a spinning run) instead of the server state. (Also used by toolRerun.e2e.mjs.) */
 export async function connectLocalServer(page, runCommand, lap) {
@@ -210,6 +224,7 @@ export async function trainingStoppedByANaNRewardScenario({ page, workspace, lap
   await openFromExplorer(page, 'nan-env/nan-alert.agentrl.yaml');
   await page.locator('.tab.active', { hasText: 'nan-alert.agentrl.yaml' }).waitFor({ timeout: 30000 });
   await runCommand(page, 'Agent RL: Start Training');
+  await pickRunConfigIfAsked(page, 'nan-env/nan-alert.agentrl.yaml');
 
   const row = page.locator('.monaco-list-row', { hasText: 'nan-alert' }).first();
   await row.filter({ hasText: 'failed' }).waitFor({ timeout: 180000 });
