@@ -3,9 +3,10 @@ import sys
 
 import pytest
 
-# Three 24 MiB tensors made and freed, six times over, in a fresh process: glibc's own thresholds (mmap threshold
-# raised to 24 MiB by the first free, trim threshold twice that) trim the 72 MiB free top every round, so every
-# round pays fresh pages again.
+# Three 24 MiB tensors and one of 64 MiB made and freed, six times over, in a fresh process: glibc's own thresholds
+# (mmap threshold raised to 24 MiB by the first free, trim threshold twice that) trim the 72 MiB free top every round,
+# and a block over 32 MiB (the largest mmap threshold) is mapped and unmapped every time, so every round pays fresh
+# pages again.
 ROUNDS = """
 import json, resource, sys
 import torch
@@ -15,7 +16,7 @@ kept = keep_freed_memory()
 faults = []
 for _ in range(6):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    blocks = [torch.ones(6 << 20) for _ in range(3)]
+    blocks = [torch.ones(6 << 20) for _ in range(3)] + [torch.ones(16 << 20)]
     del blocks
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(json.dumps({"kept": kept, "faults": faults}))
@@ -28,7 +29,7 @@ def test_freed_tensors_come_back_from_the_heap_instead_of_fresh_pages():
     if not result["kept"]:
         pytest.skip("the C library is not glibc: nothing to set")
     first, *later = result["faults"]
-    assert first > 10_000  # 72 MiB of new pages: 18,432 faults of 4 KiB
-    # By default each later round faults its 72 MiB again (about 5 x 18,432 in all); kept, they reuse the heap's
+    assert first > 30_000  # 136 MiB of new pages: 34,816 faults of 4 KiB
+    # By default each later round faults its 136 MiB again (about 5 x 34,816 in all); kept, they reuse the heap's
     # pages (a round may still land in another malloc arena once, when a thread holds the main one).
     assert sum(later) < 2 * first, result["faults"]
