@@ -86,6 +86,35 @@ def _greedy(engine, tasks):
         engine.cfg = engine.cfg.model_copy(update={"temperature": 1.0})
 
 
+def _polling_windows(worker: Any) -> list[float]:
+    from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
+
+    objects = __import__("gc").get_objects()
+    return [found.busy_loop_s for found in objects if type(found) is SpinCondition and found.is_reader]
+
+
+def _worker_cpu_seconds() -> float:
+    """CPU time used so far by vLLM's worker processes (their names start VLLM::Worker)."""
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if open(f"/proc/{pid}/comm").read().startswith("VLLM::Worker"):
+                fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def test_an_idle_engine_leaves_the_cores_to_the_learner(engine):
+    """vLLM's worker polls its message queue for a second after each message by default; on CPU the engine shortens
+    that, so the update that follows a rollout does not share its cores with a polling worker."""
+    readers = engine._call(engine._engine.collective_rpc(_polling_windows))[0]
+    assert readers and set(readers) == {vllm_engine.CPU_WORKER_POLLING_S}
+    engine.run([{"key": "1"}], group_size=2, seed=0)
+    before = _worker_cpu_seconds()
+    time.sleep(1.5)
+    assert _worker_cpu_seconds() - before < 0.3  # about 1 s of polling by default
+
+
 def test_pushed_weights_change_the_next_rollout_and_only_after_weights_updated(engine):
     tasks = [{"key": str(k)} for k in range(4)]
     before = _greedy(engine, tasks)
