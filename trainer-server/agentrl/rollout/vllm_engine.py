@@ -149,17 +149,18 @@ def _write_weights(weights: Iterator[tuple[str, torch.Tensor]], dtype: torch.dty
 
 def _load_weights(worker: Any, path: str, layout: Layout) -> int:
     """Runs in vLLM's worker process: map the file and load the tensors through vLLM's own loader, which fuses
-    q/k/v and gate/up and re-packs the CPU kernels' weight layout (parameters cannot be written directly)."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY) as mapped:
+    q/k/v and gate/up and re-packs the CPU kernels' weight layout (parameters cannot be written directly). The
+    mapping belongs to a tensor's storage, unmapped when the loader's last view of it goes: closing an `mmap` object
+    instead needed a full garbage collection first (0.3 s of a 0.7 s load for SmolLM2-135M)."""
+    pages = torch.from_file(path, shared=False, size=os.path.getsize(path), dtype=torch.uint8)
 
-        def tensors() -> Iterator[tuple[str, torch.Tensor]]:
-            for name, dtype, shape, offset in layout:
-                kind = getattr(torch, dtype)
-                count = math.prod(shape)
-                yield name, torch.frombuffer(mapped, dtype=kind, count=count, offset=offset).reshape(shape)
+    def tensors() -> Iterator[tuple[str, torch.Tensor]]:
+        for name, dtype, shape, offset in layout:
+            kind = getattr(torch, dtype)
+            size = math.prod(shape) * kind.itemsize
+            yield name, pages[offset : offset + size].view(kind).reshape(shape)
 
-        worker.reload_weights(weights_iterator=tensors())
-        gc.collect()  # the loader's last references to the mapped tensors, before the mapping closes
+    worker.reload_weights(weights_iterator=tensors())
     return len(layout)
 
 
