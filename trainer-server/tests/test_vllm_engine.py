@@ -54,6 +54,14 @@ def test_auto_takes_hf_for_a_model_vllm_cannot_serve_and_vllm_says_why():
         make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="vllm"), CPU, concurrent_episodes=4)
 
 
+def test_the_kv_cache_is_sized_in_the_dtype_the_engine_runs():
+    model, _ = _tiny()  # float32, 2 layers, 2 key/value heads of 32
+    per_token_bfloat16 = 2 * 2 * model.config.num_key_value_heads * 32 * 2
+    tokens = 400_000  # enough to pass the 64 MiB floor
+    assert vllm_engine._kv_cache_bytes(model, tokens, torch.bfloat16) == int(per_token_bfloat16 * tokens * 1.25)
+    assert vllm_engine._kv_cache_bytes(model, tokens, torch.float32) == int(2 * per_token_bfloat16 * tokens * 1.25)
+
+
 def _assert_logprobs_match_the_learner(engine, episodes):
     """Every sampled token's engine logprob equals the learner's (temperature 1, float32 kernels on both sides)."""
     for episode in episodes:

@@ -185,11 +185,12 @@ def _shorten_polling(worker: Any, seconds: float) -> int:
     return len(readers)
 
 
-def _kv_cache_bytes(model: Any, tokens: int) -> int:
-    """Room for `tokens` tokens of keys and values, at least 64 MiB."""
+def _kv_cache_bytes(model: Any, tokens: int, dtype: torch.dtype) -> int:
+    """Room for `tokens` tokens of keys and values in the engine's `dtype` (vLLM caches them in the dtype it runs,
+    not the policy's: a float32 policy sampled in bfloat16 needs half), at least 64 MiB."""
     config = text_config(model)
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    per_token = 2 * config.num_hidden_layers * kv_heads * _head_dim(model) * _base_model(model).dtype.itemsize
+    per_token = 2 * config.num_hidden_layers * kv_heads * _head_dim(model) * dtype.itemsize
     return max(64 << 20, int(per_token * tokens * 1.25))
 
 
@@ -266,7 +267,9 @@ class VllmRolloutEngine(RolloutEngine):
             disable_log_stats=True,
             **_lora_arguments(self.model),
             **(
-                {"kv_cache_memory_bytes": _kv_cache_bytes(self.model, most_tokens)} if self.device.type == "cpu" else {}
+                {"kv_cache_memory_bytes": _kv_cache_bytes(self.model, most_tokens, getattr(torch, self.dtype))}
+                if self.device.type == "cpu"
+                else {}
             ),
         )
         engine = AsyncLLM.from_engine_args(args)
