@@ -128,14 +128,45 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny, monkeypatch, math
         assert torch.allclose(a.grad, b.grad, atol=1e-4), name
 
 
+class AdaptedHead(torch.nn.Module):
+    """An output head that is not a plain linear layer (as when a LoRA adapter wraps it): autograd's backward."""
+
+    def __init__(self, inner: torch.nn.Linear) -> None:
+        super().__init__()
+        self.inner = inner
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.inner.weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.inner(hidden) * 1.0
+
+
+def head_of_kind(model, kind: str):
+    """The tiny model with its own linear head, a linear head with a bias under Gemma's final soft-capping, or an
+    adapted head."""
+    model = copy.deepcopy(model)
+    if kind == "bias and cap":
+        hidden, vocabulary = model.config.hidden_size, model.config.vocab_size
+        model.lm_head = torch.nn.Linear(hidden, vocabulary, bias=True)
+        torch.nn.init.normal_(model.lm_head.bias, std=1.0)
+        model.config.final_logit_softcapping = 2.0
+    elif kind == "adapted":
+        model.lm_head = AdaptedHead(model.lm_head)
+    return model
+
+
+@pytest.mark.parametrize("head", ["linear", "bias and cap", "adapted"])
 @pytest.mark.parametrize("kept_logits_bytes", [0, learner_module.KEPT_LOGITS_BYTES])
 @pytest.mark.parametrize("chunk_rows", [1, 7, 10_000])
-def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, kept_logits_bytes):
-    """`target_logprobs` projects `chunk_rows` positions at a time, under checkpointing when the logits kept for the
-    backward would exceed `kept_logits_bytes` (0: always) or kept from the forward: logprobs, entropy and their
-    gradients (entropy in the loss) equal those of one [N, V] log-softmax either way; an entropy outside the loss
-    carries no graph and a checkpointed backward's recomputation does not compute it again."""
-    model, _ = tiny
+def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, kept_logits_bytes, head):
+    """`target_logprobs` projects `chunk_rows` positions at a time, projecting each chunk again in the backward when
+    the logits kept for it would exceed `kept_logits_bytes` (0: always) or keeping them from the forward: logprobs,
+    entropy and their gradients (entropy in the loss; the head's weight and bias) equal those of one [N, V]
+    log-softmax either way, through a linear head's written-out backward (with a bias and soft-capping too) or
+    autograd's for another head; an entropy outside the loss carries no graph and is not computed again."""
+    model = head_of_kind(tiny[0], head)
     temperature = 0.7
     generator = torch.Generator().manual_seed(0)
     hidden = torch.randn(40, model.config.hidden_size, generator=generator)
@@ -143,8 +174,11 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, 
     loss_weights = torch.randn(2, 40, generator=generator)
 
     def gradients(logprobs, entropy, leaf):
-        head = model.get_output_embeddings().weight
-        return torch.autograd.grad((loss_weights[0] * logprobs + loss_weights[1] * entropy).sum(), [leaf, head])
+        output_head = model.get_output_embeddings()
+        parameters = [output_head.weight] + (
+            [output_head.bias] if getattr(output_head, "bias", None) is not None else []
+        )
+        return torch.autograd.grad((loss_weights[0] * logprobs + loss_weights[1] * entropy).sum(), [leaf, *parameters])
 
     whole_hidden = hidden.clone().requires_grad_(True)
     logprobs_all = torch.log_softmax(vocabulary_logits(model, whole_hidden).float() / temperature, -1)  # [N, V]
