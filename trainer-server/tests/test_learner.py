@@ -5,7 +5,7 @@ import torch
 from agentrl import StepResult
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning import learner as learner_module
-from agentrl.learning.batch import collate
+from agentrl.learning.batch import TrainBatch, collate
 from agentrl.learning.learner import Learner, target_logprobs, vocabulary_logits
 from agentrl.rollout.engine import RolloutEngine
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
@@ -298,6 +298,36 @@ def test_micro_batches_are_bucketed_by_length_and_results_come_back_in_row_order
     assert torch.allclose(scored_apart["logprobs"], scored_together["logprobs"], atol=1e-5)
     read = batch.sampled_mask > 0
     assert torch.allclose(scored_apart["logprobs"][read], batch.rollout_logprobs[read], atol=1e-4)  # row order kept
+
+
+def synthetic_batch(lengths, groups, prompts):
+    """Rows of the given lengths whose first 20 tokens are their prompt (`prompts[row]` picks one of two), then
+    sampled tokens."""
+    width, prompt = max(lengths), 20
+    input_ids = torch.zeros((len(lengths), width), dtype=torch.long)
+    attention, sampled = torch.zeros_like(input_ids), torch.zeros((len(lengths), width))
+    for row, (length, which) in enumerate(zip(lengths, prompts)):
+        input_ids[row, :length] = torch.arange(length) % 50 + 1
+        input_ids[row, 0] = 60 + which
+        attention[row, :length] = 1
+        sampled[row, prompt:length] = 1
+    zeros = torch.zeros((len(lengths), width))
+    turns = torch.zeros_like(input_ids)
+    return TrainBatch(input_ids, attention, sampled, sampled, zeros, zeros, turns, torch.tensor(groups))
+
+
+@pytest.mark.parametrize(
+    ("prompts", "expected"),
+    [
+        ([0, 1, 0, 1], [[0, 2], [1, 3]]),  # each group its own prompt: by group, each pair runs its prompt once
+        ([0, 0, 0, 0], [[0, 1], [2, 3]]),  # one prompt for all: by length, the least padding
+    ],
+)
+def test_micro_batches_take_the_order_that_computes_fewer_positions(tiny, prompts, expected):
+    model, tokenizer = tiny
+    learner = Learner(copy.deepcopy(model), tokenizer, config(micro_batch_size=2), torch.device("cpu"))
+    batch = synthetic_batch([30, 31, 40, 41], groups=[0, 1, 0, 1], prompts=prompts)
+    assert sorted(sorted(rows.tolist()) for rows in learner._micro_rows(batch)) == expected
 
 
 def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot():

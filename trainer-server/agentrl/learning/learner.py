@@ -286,6 +286,32 @@ def _hidden_size(model: Any) -> int:
     return int(text_config(model).hidden_size)
 
 
+def _read_tokens(batch: TrainBatch, width: int) -> torch.Tensor:
+    """[rows, width] bool: the tokens whose logprob the loss or the logprob-gap metric reads."""
+    wanted = (batch.train_mask + batch.sampled_mask)[:, :width] > 0
+    wanted[:, 0] = False  # nothing predicts the first token
+    return wanted
+
+
+def _run_once(batch: TrainBatch, width: int, wanted: torch.Tensor, with_values: bool) -> int:
+    """How many leading positions every row of the micro-batch shares and `_forward` runs once: the rows' common
+    prefix up to the first position that predicts a read token, when it is worth a call of its own. None with values:
+    the critic reads every position's hidden state."""
+    if with_values or len(batch) < 2:
+        return 0
+    read = wanted.any(0).nonzero()
+    first_predicting = int(read[0]) - 1 if len(read) else width - 1
+    shared = min(shared_prefix_length(batch.input_ids[:, :width], batch.attention_mask[:, :width]), first_predicting)
+    return shared if shared >= MIN_SHARED_PREFIX else 0
+
+
+def _positions_computed(batch: TrainBatch, with_values: bool) -> int:
+    """The decoder positions `_forward` computes for this micro-batch: the shared prefix once, the rest row by row."""
+    width = int(batch.attention_mask.sum(1).max())
+    shared = _run_once(batch, width, _read_tokens(batch, width), with_values)
+    return len(batch) * (width - shared) + shared
+
+
 @dataclass(frozen=True)
 class Update:
     metrics: dict[str, float]
@@ -340,7 +366,7 @@ class Learner:
         (the training pass, which reports it; with a graph when it is in the loss), and values.
 
         Four savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
-        length (`_micro_rows`), so little padding is computed. The vocabulary projection and its softmax
+        length or by group (`_micro_rows`), so little padding or prompt is computed. The vocabulary projection and its softmax
         run only at each row's own positions that predict a token the loss or the logprob-gap metric
         reads, about one in five positions of a multi-turn episode: the decoder's last hidden states are
         picked there and projected by the model's own output head (`vocabulary_logits`), a chunk of
@@ -350,17 +376,10 @@ class Learner:
         width = int(batch.attention_mask.sum(1).max())
         input_ids = batch.input_ids[:, :width].to(self.device)
         attention = batch.attention_mask[:, :width].to(self.device)
-        wanted = (batch.train_mask + batch.sampled_mask)[:, :width] > 0  # tokens whose logprob is read
-        wanted[:, 0] = False  # nothing predicts the first token
+        wanted = _read_tokens(batch, width)
         rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
-        first_predicting = int(targets.min()) - 1 if len(targets) else width - 1
-        # The critic reads every position's hidden state, so with values nothing is shared.
-        shared = 0 if with_values else min(shared_prefix_length(input_ids, attention), first_predicting)
-        past = None
-        if shared >= MIN_SHARED_PREFIX and len(batch) > 1:
-            past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device)
-        else:
-            shared = 0
+        shared = _run_once(batch, width, wanted, with_values)
+        past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device) if shared else None
         positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
         with self._attention_kernel(width):
             hidden = model.get_decoder()(
@@ -419,11 +438,18 @@ class Learner:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
-        """The rows of each micro-batch this process computes: bucketed by length, so that a micro-batch of
-        short episodes does not compute the padding up to the longest episode of the step."""
+        """The rows of each micro-batch this process computes, in whichever of two orders has the decoder compute
+        fewer positions: bucketed by length, so that a micro-batch of short episodes does not compute the padding up
+        to the longest episode of the step; or group by group, so that a micro-batch's rows share their whole
+        prompt, which `_forward` runs once (measured on SmolLM2's single-turn benchmark step, 32 episodes of ~90
+        tokens with 31-token prompts: 2,384 positions by length, 2,135 by group)."""
         size = self.config.train.micro_batch_size
-        by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
-        return list(by_length.split(size))
+        lengths = batch.attention_mask.sum(1)
+        by_length = torch.argsort(lengths, stable=True)
+        by_group = torch.argsort(batch.group_ids * (int(lengths.max()) + 1) + lengths, stable=True)
+        with_values = self.critic is not None
+        splits = [list(order.split(size)) for order in (by_length, by_group)]
+        return min(splits, key=lambda split: sum(_positions_computed(batch.select(r), with_values) for r in split))
 
     # A data-parallel learner (agentrl/cluster/learner_workers.py) computes some of the micro-batches in each of
     # its processes and overrides the three methods below to add up what they computed; one process has all.
