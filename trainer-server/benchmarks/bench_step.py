@@ -9,7 +9,8 @@ process, so that each peak memory is its own:
 - `hf engine` and `vllm engine`: the same episodes' rollout with rollout.engine hf, then vllm (vLLM's start-up
   is timed apart from the rollout, and its own processes' peak memory is added to the figure);
 - `learner`: agentrl's learner (projection only at the read positions, shared prefix run once, micro-batches
-  bucketed by length, no scoring pass when on-policy), on the hf engine's episodes;
+  by length or by group, whichever computes fewer positions, no scoring pass when on-policy), on the hf engine's
+  episodes;
 - `train, async 0` and `train, async 1`: `--train-steps` whole training steps on the vLLM engine (rollout, weight
   push, update) without and with `train.async_steps: 1`, which overlaps step k+1's rollouts with step k's update;
   seconds a step after the first (start-up and warm-up excluded);

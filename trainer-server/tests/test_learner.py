@@ -294,7 +294,8 @@ def test_micro_batches_are_bucketed_by_length_and_results_come_back_in_row_order
     rows = one_by_one._micro_rows(batch)
     lengths = batch.attention_mask.sum(1)
     assert [int(lengths[r]) for r in torch.cat(rows)] == sorted(lengths.tolist())
-    scored_apart, scored_together = one_by_one._score_batch(batch), together._score_batch(batch)
+    scored_apart = one_by_one._score_batch(batch, rows)
+    scored_together = together._score_batch(batch, together._micro_rows(batch))
     assert torch.allclose(scored_apart["logprobs"], scored_together["logprobs"], atol=1e-5)
     read = batch.sampled_mask > 0
     assert torch.allclose(scored_apart["logprobs"][read], batch.rollout_logprobs[read], atol=1e-4)  # row order kept

@@ -55,8 +55,12 @@ def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
     """What the causal LM's own forward makes of these last hidden states: its output head, then the final
     soft-capping some models apply (Gemma 2 and 3). `check_vocabulary_logits` proves it per model."""
     logits = model.get_output_embeddings()(hidden)
-    cap = getattr(text_config(model), "final_logit_softcapping", None)
+    cap = _final_logit_cap(model)
     return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def _final_logit_cap(model: Any) -> float | None:
+    return getattr(text_config(model), "final_logit_softcapping", None) or None
 
 
 @torch.no_grad()
@@ -106,8 +110,10 @@ def entropy_from_logits(logits: torch.Tensor, normaliser: torch.Tensor) -> torch
     return normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = log Z - E_p[logit]
 
 
-def _final_logit_cap(model: Any) -> float | None:
-    return getattr(text_config(model), "final_logit_softcapping", None) or None
+def _target_logprob(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi(a) = logit_a - log Z for each row of float32 sampling logits [rows, V], and log Z."""
+    normaliser = torch.logsumexp(logits, -1)
+    return logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser, normaliser
 
 
 def _sampling_logits(raw: torch.Tensor, cap: float | None, temperature: float) -> torch.Tensor:
@@ -151,8 +157,8 @@ class _OutputHeadLogprobs(torch.autograd.Function):
             for hidden_chunk, target_chunk in zip(inputs.split(rows), targets.split(rows)):
                 raw = nn.functional.linear(hidden_chunk, head, head_bias)  # [rows, V]
                 logits = _sampling_logits(raw, settings["cap"], settings["temperature"])
-                normaliser = torch.logsumexp(logits, -1)  # log Z
-                picked.append(logits.gather(-1, target_chunk[:, None]).squeeze(-1) - normaliser)  # logit_a - log Z
+                chunk_picked, normaliser = _target_logprob(logits, target_chunk)
+                picked.append(chunk_picked)
                 normalisers.append(normaliser)
                 if settings["entropy"]:
                     entropies.append(entropy_from_logits(logits, normaliser))
@@ -214,8 +220,7 @@ def _chunk_logprobs(
     logits = vocabulary_logits(model, hidden).float()  # [rows, V]
     if temperature != 1.0:  # a full pass over [rows, V], and another in the backward
         logits = logits / temperature
-    normaliser = torch.logsumexp(logits, -1)  # log Z
-    picked = logits.gather(-1, targets[:, None]).squeeze(-1) - normaliser  # log pi(a) = logit_a - log Z
+    picked, normaliser = _target_logprob(logits, targets)
     if not entropy:
         return picked, None
     # Last: non-reentrant checkpointing stops recomputing once it has every tensor the backward saved, so the
@@ -366,8 +371,8 @@ class Learner:
         (the training pass, which reports it; with a graph when it is in the loss), and values.
 
         Four savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
-        length or by group (`_micro_rows`), so little padding or prompt is computed. The vocabulary projection and its softmax
-        run only at each row's own positions that predict a token the loss or the logprob-gap metric
+        length or by group (`_micro_rows`), so little padding or prompt is computed. The vocabulary
+        projection and its softmax run only at each row's own positions that predict a token the loss or the logprob-gap metric
         reads, about one in five positions of a multi-turn episode: the decoder's last hidden states are
         picked there and projected by the model's own output head (`vocabulary_logits`), a chunk of
         positions at a time (`target_logprobs`), and the entropy only where it is asked for. And the prefix
@@ -468,11 +473,10 @@ class Learner:
         return totals
 
     @torch.no_grad()
-    def _score_batch(self, batch: TrainBatch) -> dict[str, torch.Tensor]:
+    def _score_batch(self, batch: TrainBatch, micro_rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         was_training = self.model.training
         self.model.eval()
         parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
-        micro_rows = self._micro_rows(batch)
         try:
             with self._precision():
                 for rows in micro_rows:
@@ -502,10 +506,11 @@ class Learner:
         cfg = self.config.algorithm
         batch = collate(episodes, pad_id=self.pad_id, train_on_tool_tokens=cfg.train_on_tool_tokens)
         mask = batch.train_mask
+        micro_rows = self._micro_rows(batch)
         # On-policy (one pass, one optimizer step, nothing else read before the update): the weights that
         # sampled are the weights of the training pass, so pi_old is that pass's own detached logprobs
         # and the separate scoring pass would compute the same numbers a second time.
-        scored = {} if self.on_policy() else self._score_batch(batch)
+        scored = {} if self.on_policy() else self._score_batch(batch, micro_rows)
         old_logprobs: torch.Tensor | None = scored.get("logprobs")
         metrics: dict[str, float] = {}
         kl = None
@@ -525,7 +530,6 @@ class Learner:
         kl_in_loss = kl is not None and not self.algorithm.kl_in_reward
         totals: dict[str, float] = {}
         grad_norm = 0.0
-        micro_rows = self._micro_rows(batch)
         for _ in range(self.config.train.update_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             from_training_pass = []
