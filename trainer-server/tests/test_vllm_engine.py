@@ -3,6 +3,7 @@ weights pushed after updates, no barrier across episodes. One engine serves the 
 
 import contextlib
 import os
+import threading
 import time
 from typing import Any
 
@@ -140,6 +141,23 @@ def test_pushed_weights_change_the_next_rollout_and_only_after_weights_updated(e
         engine.model.load_state_dict(saved)
         engine.weights_updated()
     assert _greedy(engine, tasks) == before  # and the original weights give the original output again
+
+
+def test_weights_are_written_in_the_thread_that_pushes_them_not_on_the_engines_loop(engine, monkeypatch):
+    """A large torch operation on the engine's event-loop thread gives that thread an OpenMP team which outlives the
+    push; with more OpenMP threads than cores, the learner's threads sleep between parallel regions and every later
+    update runs slower. The loop thread only carries vLLM's messages."""
+    writers = []
+    write = vllm_engine._write_weights
+
+    def recording_write(*args):
+        writers.append(threading.current_thread())
+        return write(*args)
+
+    monkeypatch.setattr(vllm_engine, "_write_weights", recording_write)
+    engine.weights_updated()
+    engine.sync_weights()
+    assert writers == [threading.current_thread()]
 
 
 CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "1"}}</tool_call>'
