@@ -384,6 +384,9 @@ def main() -> int:
     clock_start = time.perf_counter()
     torch.manual_seed(settings["seed"])
     rollout_cfg, algorithm, train = settings["rollout"], settings["algorithm"], settings["train"]
+    from agentrl.models.precision import uses_bf16_autocast
+
+    bf16 = uses_bf16_autocast(train["bf16_autocast"], torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if algorithm["name"] != "grpo":
         raise SystemExit(f"train_trl: the recipe trains with {algorithm['name']}; this comparison is for GRPO")
     tokenizer = AutoTokenizer.from_pretrained(settings["model_folder"], local_files_only=True)
@@ -420,7 +423,7 @@ def main() -> int:
         optim="adamw_torch",
         weight_decay=train["weight_decay"],
         max_grad_norm=train["max_grad_norm"],
-        bf16=train["bf16_autocast"],
+        bf16=bf16,
         use_cpu=not torch.cuda.is_available(),
         gradient_checkpointing=False,  # TRL's default is on; agentrl's model.gradient_checkpointing is off
         beta=algorithm["kl"]["coef"],
@@ -475,7 +478,7 @@ def main() -> int:
             "max_new_tokens": rollout_cfg["max_new_tokens"],
             "max_turns": rollout_cfg["max_turns"],
             "lr": train["lr"],
-            "bf16_autocast": train["bf16_autocast"],
+            "bf16_autocast": bf16,
             "loss_type": config.loss_type,
             "scale_rewards": config.scale_rewards,
         },

@@ -35,6 +35,7 @@ from agentrl.learning.algorithms.common import (
 from agentrl.learning.batch import TrainBatch, collate
 from agentrl.learning.cpu_memory import keep_freed_memory
 from agentrl.models.loading import text_config
+from agentrl.models.precision import uses_bf16_autocast
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_cache, shared_prefix_length
 from agentrl.run.config import RunConfig
@@ -331,6 +332,7 @@ class Learner:
         self.model = model
         self.config = config
         self.device = device
+        self.bf16_autocast = uses_bf16_autocast(config.train.bf16_autocast, device)
         if device.type == "cpu":
             keep_freed_memory()  # the same sizes are freed and allocated again every micro-batch
         check_vocabulary_logits(model, device)
@@ -438,7 +440,7 @@ class Learner:
         """bf16 autocast (train.bf16_autocast). Autocast keeps the bf16 copy of each weight it casts until its
         outermost region ends, so one region spans a pass's micro-batches and each weight is cast once a pass, not
         once a micro-batch; inside it, `enabled=False` keeps each backward out of autocast, as autocast asks."""
-        if not self.config.train.bf16_autocast:
+        if not self.bf16_autocast:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
 

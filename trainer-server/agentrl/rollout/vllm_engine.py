@@ -54,6 +54,7 @@ import torch  # noqa: E402
 
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
+from agentrl.models.precision import bfloat16_is_native  # noqa: E402
 from agentrl.rollout.engine import RolloutEngine, TurnEnd, _interpret_turn, _Live, _truncate  # noqa: E402
 from agentrl.run.config import RolloutConfig  # noqa: E402
 
@@ -125,6 +126,13 @@ def _lora_arguments(model: Any) -> dict[str, Any]:
 # Where the weights travel to vLLM's worker: a file in shared memory where the system has it (RAM, not a disk).
 SHARED_MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") else None
 Layout = list[tuple[str, str, list[int], int]]  # (name, dtype, shape, byte offset) of each tensor in the file
+
+
+def _engine_dtype(setting: str, policy_dtype: torch.dtype, device: torch.device) -> str:
+    """rollout.vllm_dtype resolved to the name vLLM takes."""
+    if setting == "auto":
+        setting = "bfloat16" if bfloat16_is_native(device) else "policy"
+    return str(policy_dtype).removeprefix("torch.") if setting == "policy" else setting
 
 
 def _write_weights(weights: Iterator[tuple[str, torch.Tensor]], dtype: torch.dtype, handle: Any) -> Layout:
@@ -230,9 +238,7 @@ class VllmRolloutEngine(RolloutEngine):
             base = _base_model(model)
             base.save_pretrained(self._folder, state_dict=dict(base_weights(model)))
             tokenizer.save_pretrained(self._folder)
-            self.dtype = (
-                str(base.dtype).removeprefix("torch.") if rollout_cfg.vllm_dtype == "policy" else rollout_cfg.vllm_dtype
-            )
+            self.dtype = _engine_dtype(rollout_cfg.vllm_dtype, base.dtype, device)
             self._engine = self._call(self._start(concurrent_episodes * rollout_cfg.max_context))
         except BaseException:
             self.close()

@@ -164,12 +164,13 @@ class RolloutConfig(_Section):
             "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
         ),
     )
-    vllm_dtype: Literal["bfloat16", "float16", "float32", "policy"] = Field(
-        "bfloat16",
+    vllm_dtype: Literal["auto", "bfloat16", "float16", "float32", "policy"] = Field(
+        "auto",
         description=(
-            "The vLLM engine's weights dtype; policy = the learner's model.dtype. bfloat16 samples faster (1.6x for "
-            "SmolLM2-135M on CPU) from numbers slightly off the learner's: actor/logprob_gap shows how far, and "
-            "algorithm.rollout_is corrects for it."
+            "The vLLM engine's weights dtype; policy = the learner's model.dtype; auto = bfloat16 where the device "
+            "multiplies it in hardware (CUDA, CPUs with AVX-512 or AMX), else policy. bfloat16 samples faster there "
+            "(1.6x for SmolLM2-135M on an AVX-512 CPU; 3.5x slower on an AVX2 one) from numbers slightly off the "
+            "learner's: actor/logprob_gap shows how far, and algorithm.rollout_is corrects for it."
         ),
     )
     group_size: int = Field(4, ge=1, le=1024, description="Samples per prompt (the GRPO/RLOO group).")
@@ -261,12 +262,14 @@ class TrainConfig(_Section):
     critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (PPO).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
-    bf16_autocast: bool = Field(
+    bf16_autocast: Literal[False, True, "auto"] = Field(
         False,
         description=(
             "Run the learner's forward and backward passes under bfloat16 autocast (weights and optimizer stay "
-            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA. The rollout "
-            "keeps full precision; actor/logprob_gap shows the difference."
+            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA, but tens of "
+            "times slower on CPUs without them (AVX2 only), where torch multiplies bfloat16 in scalar loops; "
+            "auto = on where the device multiplies bfloat16 in hardware. actor/logprob_gap shows the difference "
+            "from the rollout's numbers."
         ),
     )
     non_finite_rewards: Literal["fail", "drop"] = Field(

@@ -82,6 +82,7 @@ class _Run:
 
     def __init__(self, config: RunConfig, store: RunStore, progress: bool, policy: ScriptedPolicy | None) -> None:
         from agentrl.models.loading import load_policy
+        from agentrl.models.precision import bfloat16_is_native
         from agentrl.rollout.engine import make_rollout_engine, vllm_unavailable_reason
 
         self.config, self.store, self.progress = config, store, progress
@@ -117,6 +118,11 @@ class _Run:
             raise ValueError(
                 f"train.async_steps: 1 needs the vllm rollout engine; rollout.engine {config.rollout.engine} "
                 f"chose {self.engine.description} ({vllm_unavailable_reason(self.model, self.device)})"
+            )
+        if config.train.bf16_autocast is True and not bfloat16_is_native(self.device):
+            self.warn(
+                f"train.bf16_autocast is on, but this {self.device.type} has no bfloat16 matrix instructions: the "
+                "learner's products run in scalar loops, tens of times slower than float32 (auto turns it off here)"
             )
         self.health = HealthMonitor(config.health)
         self.eval_tasks = load_tasks(config.data.eval, config.train.eval_limit) if config.train.eval_every else []
