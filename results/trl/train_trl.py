@@ -375,6 +375,7 @@ def main() -> int:
     import torch
     import transformers
     import trl
+    from agentrl.models.precision import uses_bf16_autocast
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -384,8 +385,6 @@ def main() -> int:
     clock_start = time.perf_counter()
     torch.manual_seed(settings["seed"])
     rollout_cfg, algorithm, train = settings["rollout"], settings["algorithm"], settings["train"]
-    from agentrl.models.precision import uses_bf16_autocast
-
     bf16 = uses_bf16_autocast(train["bf16_autocast"], torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if algorithm["name"] != "grpo":
         raise SystemExit(f"train_trl: the recipe trains with {algorithm['name']}; this comparison is for GRPO")

@@ -49,7 +49,7 @@ import torch
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
 from agentrl.learning.batch import TrainBatch
 from agentrl.learning.learner import Learner
-from agentrl.models.loading import load_policy
+from agentrl.models.loading import load_policy, resolve_device
 from agentrl.models.precision import uses_bf16_autocast
 from agentrl.rollout.engine import make_rollout_engine
 from agentrl.run.config import load_config_dict
@@ -220,7 +220,7 @@ def trl(model_path: str, episodes: int, steps: int, folder: Path) -> dict[str, f
                 "max_new_tokens": cfg.rollout.max_new_tokens,
                 "temperature": cfg.rollout.temperature,
                 "lr": cfg.train.lr,
-                "bf16_autocast": uses_bf16_autocast(cfg.train.bf16_autocast, torch.device("cpu")),
+                "bf16_autocast": uses_bf16_autocast(cfg.train.bf16_autocast, resolve_device(cfg.model.device)),
                 "kl_coef": cfg.algorithm.kl.coef,
                 "clip_eps": cfg.algorithm.clip_eps,
             }
