@@ -61,6 +61,8 @@ def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_come_back_per_e
     model, tokenizer = tiny
     cfg = config()
     episodes = episodes_for(model, tokenizer, cfg)
+    for ep in episodes:
+        ep.outcome_reward = float(ep.sample)  # a nonzero advantage for every episode, so the update runs them all
     before = copy.deepcopy(episodes)
     update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(episodes)
     metrics = update.metrics
@@ -280,6 +282,97 @@ def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatc
     for a, b in zip(on_policy.parameters(), scored.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
     assert abs(metrics_on["actor/logprob_gap"] - metrics_scored["actor/logprob_gap"]) < 1e-6
+
+
+class EveryRowLearner(Learner):
+    """Runs every row, whatever its advantage (as the learner did before it left zero-advantage rows out)."""
+
+    def _rows_to_train(self, zero_advantage, kl_in_loss):
+        return torch.arange(len(zero_advantage))
+
+
+def rows_run_by_training_passes(learner, monkeypatch):
+    rows = []
+    forward = learner._forward
+
+    def recorded_forward(model, batch, **kwargs):
+        if torch.is_grad_enabled():
+            rows.append(len(batch))
+        return forward(model, batch, **kwargs)
+
+    monkeypatch.setattr(learner, "_forward", recorded_forward)
+    return rows
+
+
+def test_rows_with_zero_advantage_are_not_run_and_the_step_is_the_same(tiny, monkeypatch):
+    """Group 0's samples earn the same reward (GRPO gives them advantage 0), group 1's differ: only group 1's rows
+    run, and every weight, the loss and the logprob gap over the rows that ran are those of the update that runs all."""
+    model, tokenizer = tiny
+    cfg = config(micro_batch_size=1, weight_decay=0.1)
+    episodes = episodes_for(model, tokenizer, cfg)
+    for ep in episodes:
+        ep.outcome_reward = float(ep.sample) if ep.group == 1 else 1.0
+    skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
+    learner = Learner(skipping, tokenizer, cfg, torch.device("cpu"))
+    rows_run = rows_run_by_training_passes(learner, monkeypatch)
+    update = learner.update(copy.deepcopy(episodes))
+    reference = EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
+    assert rows_run == [1, 1]  # group 1's two episodes, one micro-batch each
+    assert any(not torch.equal(a, b) for a, b in zip(skipping.parameters(), model.parameters()))
+    for a, b in zip(skipping.parameters(), every_row.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert update.metrics["adv/zero_frac"] == reference.metrics["adv/zero_frac"] == 0.5
+    assert update.metrics["loss/policy"] == pytest.approx(reference.metrics["loss/policy"], abs=1e-6)
+    assert update.metrics["actor/grad_norm"] == pytest.approx(reference.metrics["actor/grad_norm"], rel=1e-5)
+    assert update.metrics["actor/logprob_gap"] < 1e-4
+    ran = [row for row, ep in enumerate(episodes) if ep.group == 1]
+    assert [update.per_episode["logprob_gap"][row] for row in ran] == pytest.approx(
+        [reference.per_episode["logprob_gap"][row] for row in ran], abs=1e-7
+    )
+    assert update.advantages == reference.advantages
+
+
+def test_a_step_where_every_advantage_is_zero_runs_no_row_and_still_steps_the_optimizer(tiny, monkeypatch):
+    """After a step with a signal, AdamW's moments move the weights even with a zero gradient (and weight decay
+    shrinks them): a step with no signal runs no row and changes the weights exactly as running every row did."""
+    model, tokenizer = tiny
+    cfg = config(weight_decay=0.1)
+    episodes = episodes_for(model, tokenizer, cfg)
+    signal, no_signal = copy.deepcopy(episodes), copy.deepcopy(episodes)
+    for ep in signal:
+        ep.outcome_reward = float(ep.sample)
+    skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
+    learners = [
+        Learner(skipping, tokenizer, cfg, torch.device("cpu")),
+        EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")),
+    ]
+    for learner in learners:
+        learner.update(copy.deepcopy(signal))
+    rows_run = rows_run_by_training_passes(learners[0], monkeypatch)
+    before = copy.deepcopy(skipping)
+    metrics = learners[0].update(copy.deepcopy(no_signal)).metrics
+    learners[1].update(copy.deepcopy(no_signal))
+    assert rows_run == []
+    assert metrics["adv/zero_frac"] == 1.0 and metrics["actor/grad_norm"] == 0.0
+    assert "actor/logprob_gap" not in metrics and "actor/entropy" not in metrics  # nothing was computed to report
+    assert any(not torch.equal(a, b) for a, b in zip(skipping.parameters(), before.parameters()))
+    for a, b in zip(skipping.parameters(), every_row.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [{"entropy_coef": 0.01}, {"kl": {"coef": 0.1}}, {"name": "ppo"}],
+    ids=["entropy bonus", "KL in the loss", "critic"],
+)
+def test_rows_with_zero_advantage_run_when_another_loss_term_reads_them(tiny, monkeypatch, algorithm):
+    model, tokenizer = tiny
+    cfg = load_config_dict({**BASE, "train": {"batch_size": 4, "micro_batch_size": 4}, "algorithm": algorithm})
+    episodes = episodes_for(model, tokenizer, cfg)  # every reward 0
+    learner = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu"))
+    rows_run = rows_run_by_training_passes(learner, monkeypatch)
+    learner.update(episodes)
+    assert rows_run == [4]
 
 
 def test_micro_batches_are_bucketed_by_length_and_results_come_back_in_row_order(tiny):

@@ -59,8 +59,11 @@ class DataParallelLearner(Learner):
             offset += p.numel()
 
     def _sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
-        names = sorted(totals)  # the same loss parts on every worker: each holds at least one episode
-        summed = torch.tensor([totals[name] for name in names], dtype=torch.float64, device=self.device)
+        # A worker whose share of the rows the update trains is empty (Learner._rows_to_train) has no loss parts.
+        every: list[list[str]] = [[] for _ in range(self.world_size)]
+        dist.all_gather_object(every, sorted(totals))
+        names = sorted(set().union(*every))
+        summed = torch.tensor([totals.get(name, 0.0) for name in names], dtype=torch.float64, device=self.device)
         dist.all_reduce(summed)
         return dict(zip(names, summed.tolist(), strict=True))
 

@@ -2,9 +2,10 @@
 
 Order of work: recompute the trainer's logprobs (and the reference's, the critic's values) without
 gradients; report how far they are from the rollout's; let the algorithm turn rewards into
-advantages; then for each update epoch accumulate gradients over micro-batches and take one
-optimizer step. Logits are divided by the rollout temperature, as in the rollout engine, and
-projected onto the vocabulary a chunk of positions at a time (`target_logprobs`).
+advantages; then for each update epoch accumulate gradients over micro-batches of the rows that carry
+a gradient (`_rows_to_train`) and take one optimizer step. Logits are divided by the rollout
+temperature, as in the rollout engine, and projected onto the vocabulary a chunk of positions at a
+time (`target_logprobs`).
 What the algorithm decides (advantages, a critic, where the KL goes, extra loss terms) is in its
 own file under algorithms/; the episodes are only read, and what the update computed per episode
 comes back in the `Update`.
@@ -45,11 +46,13 @@ class NonFiniteError(ValueError):
     """A NaN or infinite reward, loss or gradient: the step stops before the optimizer changes a weight."""
 
 
-def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor], rows: int) -> torch.Tensor:
-    """The micro-batches' per-row results put back in the batch's row order, on the CPU; a row of the batch's
-    `rows` that no micro-batch here holds (another data-parallel worker's) is zeros."""
-    stacked = torch.cat(chunks).cpu()
-    return stacked.new_zeros((rows, *stacked.shape[1:])).index_copy(0, torch.cat(micro_rows), stacked)
+def in_row_order(chunks: list[torch.Tensor], micro_rows: list[torch.Tensor], shape: tuple[int, int]) -> torch.Tensor:
+    """The micro-batches' per-row results put back in the batch's row order, on the CPU, as one `shape` tensor
+    ([rows, width]); a row that no micro-batch here holds (another data-parallel worker's, or one the update did not
+    run) is zeros."""
+    if not chunks:
+        return torch.zeros(shape)
+    return torch.zeros(shape, dtype=chunks[0].dtype).index_copy(0, torch.cat(micro_rows).cpu(), torch.cat(chunks).cpu())
 
 
 def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -283,6 +286,10 @@ def target_logprobs(
     return torch.cat(picked_chunks), torch.cat(entropy_chunks) if entropy else None
 
 
+def _rows_mask(rows: torch.Tensor, count: int) -> torch.Tensor:
+    return torch.zeros(count, dtype=torch.bool).index_fill(0, rows, True)
+
+
 def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
     """Each row's mean of `values` over its masked positions (0 for a row with none)."""
     return ((values * mask).sum(1) / mask.sum(1).clamp(min=1.0)).tolist()
@@ -413,6 +420,16 @@ class Learner:
             result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
         return result
 
+    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
+        """The rows the training passes run. A row whose advantage is 0 on every trained token adds exactly nothing
+        to the gradient when the advantage-weighted surrogate is the only loss term (no critic, no KL term in the
+        loss, no entropy bonus): its tokens' loss is -0 * ratio, and every loss is normalised by the whole batch's
+        figures, so leaving the row out changes no weight. GRPO and RLOO give every episode of a group whose samples
+        all earned the same reward that advantage; in the bundled demo that was 13 of its 40 groups."""
+        if self.critic is not None or kl_in_loss or self.config.algorithm.entropy_coef > 0:
+            return torch.arange(len(zero_advantage))
+        return (~zero_advantage).nonzero().squeeze(1)
+
     def on_policy(self) -> bool:
         """Whether the weights that sampled are the weights this update starts from, and nothing but the training
         pass needs logprobs: then pi_old is the training pass's own (detached) logprobs."""
@@ -496,7 +513,7 @@ class Learner:
         finally:
             self.model.train(was_training)
         return {
-            name: self._sum_rows(in_row_order(chunks, micro_rows, len(batch)))
+            name: self._sum_rows(in_row_order(chunks, micro_rows, tuple(batch.input_ids.shape)))
             for name, chunks in parts.items()
             if chunks
         }
@@ -508,11 +525,10 @@ class Learner:
         cfg = self.config.algorithm
         batch = collate(episodes, pad_id=self.pad_id, train_on_tool_tokens=cfg.train_on_tool_tokens)
         mask = batch.train_mask
-        micro_rows = self._micro_rows(batch)
         # On-policy (one pass, one optimizer step, nothing else read before the update): the weights that
         # sampled are the weights of the training pass, so pi_old is that pass's own detached logprobs
         # and the separate scoring pass would compute the same numbers a second time.
-        scored = {} if self.on_policy() else self._score_batch(batch, micro_rows)
+        scored = {} if self.on_policy() else self._score_batch(batch, self._micro_rows(batch))
         old_logprobs: torch.Tensor | None = scored.get("logprobs")
         metrics: dict[str, float] = {}
         kl = None
@@ -530,6 +546,14 @@ class Learner:
             "max_tokens": float(self.config.rollout.max_turns * self.config.rollout.max_new_tokens),
         }
         kl_in_loss = kl is not None and not self.algorithm.kl_in_reward
+        zero_advantage = (advantages * mask == 0).all(1)
+        metrics["adv/zero_frac"] = float(zero_advantage.float().mean())
+        trained_rows = self._rows_to_train(zero_advantage, kl_in_loss)
+        micro_rows = (
+            [trained_rows[rows] for rows in self._micro_rows(batch.select(trained_rows))] if len(trained_rows) else []
+        )
+        # The diagnostics (entropy, clip fraction, importance weights) are means over the tokens the passes computed.
+        computed_norm = {**norm, "tokens": float(mask[trained_rows].sum().clamp(min=1.0))}
         totals: dict[str, float] = {}
         grad_norm = 0.0
         for _ in range(self.config.train.update_epochs):
@@ -559,13 +583,13 @@ class Learner:
                             cfg.rollout_is.cap,
                         )
                         per_token = per_token * weights
-                        parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", norm)
+                        parts["actor/rollout_is_weight"] = aggregate(weights, micro_mask, "token-mean", computed_norm)
                         parts["actor/rollout_is_capped_frac"] = aggregate(
-                            (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", norm
+                            (weights >= cfg.rollout_is.cap).float(), micro_mask, "token-mean", computed_norm
                         )
                     parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, norm)
-                    parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", norm)
-                    parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", norm)
+                    parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", computed_norm)
+                    parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", computed_norm)
                     loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]
                     if kl_in_loss:  # the reference is frozen: its logprobs from the scoring pass still hold
                         ref = scored["ref_logprobs"][rows].to(self.device)
@@ -586,8 +610,11 @@ class Learner:
                     for name, value in parts.items():
                         totals[name] = totals.get(name, 0.0) + float(value.detach())
             if old_logprobs is None:
-                old_logprobs = self._sum_rows(in_row_order(from_training_pass, micro_rows, len(batch)))
+                old_logprobs = self._sum_rows(in_row_order(from_training_pass, micro_rows, tuple(mask.shape)))
             params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            if not micro_rows:  # no row carried a gradient: the zeros running them would have summed to, for AdamW
+                for p in params:
+                    p.grad = torch.zeros_like(p)
             self._sum_gradients(params)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
             if not math.isfinite(grad_norm):
@@ -598,10 +625,16 @@ class Learner:
                 )
             self.optimizer.step()
         assert old_logprobs is not None
-        # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5).
+        # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5). Over the rows
+        # the learner computed: all of them with a scoring pass, else those the training pass ran.
+        learner_read = (
+            torch.ones(len(batch), dtype=torch.bool) if "logprobs" in scored else _rows_mask(trained_rows, len(batch))
+        )
+        gap_mask = batch.sampled_mask * learner_read[:, None]
         gap = (batch.rollout_logprobs - old_logprobs).abs()
-        metrics["actor/logprob_gap"] = float(masked_mean(gap, batch.sampled_mask))
-        per_episode["logprob_gap"] = _row_means(gap, batch.sampled_mask)
+        if gap_mask.any():
+            metrics["actor/logprob_gap"] = float(masked_mean(gap, gap_mask))
+        per_episode["logprob_gap"] = _row_means(gap, gap_mask)
         epochs = self.config.train.update_epochs
         metrics.update({name: total / epochs for name, total in self._sum_totals(totals).items()})
         trained = advantages[mask.bool()]
