@@ -9,14 +9,15 @@ process, so that each peak memory is its own:
 - `hf engine` and `vllm engine`: the same episodes' rollout with rollout.engine hf, then vllm (vLLM's start-up
   is timed apart from the rollout, and its own processes' peak memory is added to the figure);
 - `learner`: agentrl's learner (projection only at the read positions, shared prefix run once, micro-batches
-  by length or by group, whichever computes fewer positions, no scoring pass when on-policy), on the hf engine's
-  episodes;
+  by length or by group, whichever computes fewer positions, no scoring pass when on-policy, episodes whose
+  advantage is 0 left out), on the hf engine's episodes;
 - `train, async 0` and `train, async 1`: `--train-steps` whole training steps on the vLLM engine (rollout, weight
   push, update) without and with `train.async_steps: 1`, which overlaps step k+1's rollouts with step k's update;
   seconds a step after the first (start-up and warm-up excluded);
 - `plain learner`: the same update computed the textbook way (every position's full-vocabulary float32
   log-softmax and entropy in every pass, each micro-batch padded to the step's longest episode, a separate
-  no-gradient scoring pass for the old logprobs), which is what the learner did before these savings;
+  no-gradient scoring pass for the old logprobs, every episode run whatever its advantage), which is what the
+  learner did before these savings;
 - `train, single turn` and `trl` (with `--trl`): `--train-steps` whole steps of a single-turn workload (the same
   prompts, one answer of at most 64 new tokens, no tool), by agentrl (rollout.engine auto) and by TRL's
   GRPOTrainer (benchmarks/trl_step.py, run in TRL's own virtual environment, .venv-trl, which
@@ -237,6 +238,9 @@ class PlainLearner(Learner):
 
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
         return list(torch.arange(len(batch)).split(self.config.train.micro_batch_size))
+
+    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
+        return torch.arange(len(zero_advantage))  # every episode, whatever its advantage
 
     def _forward(
         self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool

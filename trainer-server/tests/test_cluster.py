@@ -22,10 +22,13 @@ from conftest import EXAMPLE_CONFIG
 from safetensors.torch import load_file
 from test_train import example, trajectories
 
-# After 2 steps at lr 0.01 the weights trained by 2 rollout + 2 learner workers and by one process agree this
-# closely (measured: 1.0e-5): the same tokens are sampled, but a batch of 8 episodes computes logprobs that differ
-# from a batch of 16's in the last bits (up to 1e-6), and the workers' gradients are added in another order.
-PARAMETER_TOLERANCE = 5e-5
+# After 2 steps at lr 0.01, how far the weights trained by 2 rollout + 2 learner workers may be from one process's,
+# per tensor, as a fraction of how far one process moved them (measured: 7e-5 at worst, 3e-5 over all weights). The
+# same tokens are sampled, but a batch of 8 episodes computes logprobs that differ from a batch of 16's in the last
+# bits (up to 1e-6), and the workers' gradients are added in another order; AdamW divides each gradient by its own
+# running size, so an entry whose gradient is near 0 moves by lr-sized steps decided by those last bits (measured:
+# one entry 0.00824 against 0.00814), which is why the bound is on each tensor's movement, not on each entry.
+PARAMETER_TOLERANCE = 1e-3
 LOGPROB_TOLERANCE = 1e-5
 
 TWO_STEPS = ("train.steps=2", "train.checkpoint_every=2", "train.micro_batch_size=4")
@@ -100,11 +103,11 @@ def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path,
     assert "rollout engine: ray: 2 rollout workers, hf" in logged
     expected, got = final_weights(one), final_weights(cluster)
     assert expected.keys() == got.keys()
-    worst = max(float((expected[name] - got[name]).abs().max()) for name in expected)
-    assert worst <= PARAMETER_TOLERANCE, f"parameters differ by up to {worst}"
     initial = load_policy(example().model, 0)[0].state_dict()
-    moved = max(float((expected[name] - initial[name]).abs().max()) for name in expected)
-    assert moved > 100 * PARAMETER_TOLERANCE  # the two steps did train
+    moved = {name: float((expected[name] - initial[name]).norm()) for name in expected}
+    assert min(moved.values()) > 0  # the two steps did train every tensor
+    worst = max(float((expected[name] - got[name]).norm()) / moved[name] for name in expected)
+    assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"
     reports = worker_reports(cluster)
     for role, index in (("rollout", 0), ("rollout", 1), ("learner", 0), ("learner", 1)):
         assert states_of(reports, role, index) == ["starting", "ready"], (role, index)

@@ -3,7 +3,7 @@ import torch
 from agentrl.environment.toolcall import get_format
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.batch import collate
-from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, run_scripted_episode
+from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, _draw, run_scripted_episode
 from agentrl.run.config import RolloutConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -212,3 +212,24 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
         in text
     )
     episode.check_invariants()
+
+
+def test_each_row_draws_its_tokens_with_their_probabilities_from_its_own_generator():
+    """The hf engine's sampler inverts each row's CDF at one uniform number from the row's generator: tokens come
+    with their probabilities (a chi-square test at 20,000 draws a row), a token of probability 0 never comes (the
+    top-p cut leaves zeros, at the ends too), a row's draws depend on its generator alone, and a finished row
+    (no generator) draws nothing."""
+    probs = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0], [0.5, 0.0, 0.25, 0.0, 0.0, 0.25]])
+    draws = 20_000
+    generators = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
+    tokens = torch.stack([_draw(probs, generators) for _ in range(draws)])  # [draws, rows]
+    for row in range(len(probs)):
+        counts = torch.bincount(tokens[:, row], minlength=probs.shape[1]).double()
+        assert counts[probs[row] == 0].sum() == 0
+        expected = probs[row].double() * draws
+        kept = expected > 0
+        chi_square = float((((counts - expected) ** 2)[kept] / expected[kept]).sum())
+        assert chi_square < 16.3  # p = 0.001 with 3 degrees of freedom (at most 4 tokens with probability > 0)
+    alone = torch.Generator().manual_seed(2)
+    assert [int(_draw(probs[1:], [alone])) for _ in range(50)] == tokens[:50, 1].tolist()
+    assert int(_draw(probs, [None, alone])[0]) == 1  # row 0 has no generator: its first token of nonzero probability

@@ -594,10 +594,24 @@ class RolloutEngine:
                 outside = sorted_probs.cumsum(-1) - sorted_probs > self.cfg.top_p  # keep the first token always
                 sorted_probs = sorted_probs.masked_fill(outside, 0.0)
                 probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-            token = torch.cat(
-                [
-                    torch.multinomial(row, 1, generator=generator) if generator is not None else row.argmax(-1, True)
-                    for row, generator in zip(probs, generators, strict=True)
-                ]
-            )
+            token = _draw(probs, generators)
         return token, logprobs.gather(-1, token[:, None]).squeeze(-1)
+
+
+def _draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """One token per row of `probs` [rows, vocabulary], where the row's cumulative probability first passes a uniform
+    number drawn from the row's own generator (inverting the row's CDF). One random number a row: torch.multinomial
+    draws one per vocabulary entry, 45 ms a decode step of 32 rows of SmolLM2's 49,152 entries on 2 CPU cores,
+    beside 300-340 ms of the model's forward (the CDF takes 1 ms). A row without a generator (finished) draws nothing and gets its
+    first token of nonzero probability."""
+    cdf = probs.cumsum(-1)
+    total = cdf[:, -1:]
+    uniform = torch.cat(
+        [
+            torch.rand(1, generator=generator, device=probs.device) if generator is not None else probs.new_zeros(1)
+            for generator in generators
+        ]
+    )
+    # Strictly below the total, so the first entry past it has nonzero probability however the product rounds.
+    points = torch.minimum(uniform[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, points, right=True).squeeze(1)
