@@ -602,8 +602,8 @@ def _draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torc
     """One token per row of `probs` [rows, vocabulary], where the row's cumulative probability first passes a uniform
     number drawn from the row's own generator (inverting the row's CDF). One random number a row: torch.multinomial
     draws one per vocabulary entry, 45 ms a decode step of 32 rows of SmolLM2's 49,152 entries on 2 CPU cores,
-    beside 300-340 ms of the model's forward (the CDF takes 1 ms). A row without a generator (finished) draws nothing and gets its
-    first token of nonzero probability."""
+    beside 300-340 ms of the model's forward (the CDF takes 1 ms). A row without a generator (finished) draws
+    nothing and gets its first token of nonzero probability."""
     cdf = probs.cumsum(-1)
     total = cdf[:, -1:]
     uniform = torch.cat(
