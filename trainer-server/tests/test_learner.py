@@ -291,12 +291,14 @@ class EveryRowLearner(Learner):
         return torch.arange(len(zero_advantage))
 
 
-def rows_run_by_training_passes(learner, monkeypatch):
+def rows_run_by_passes(learner, monkeypatch, *, training: bool = True):
+    """The number of rows of each call of `_forward` the learner makes: of the training passes, or of the no-gradient
+    (scoring) passes."""
     rows = []
     forward = learner._forward
 
     def recorded_forward(model, batch, **kwargs):
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() == training:
             rows.append(len(batch))
         return forward(model, batch, **kwargs)
 
@@ -314,7 +316,7 @@ def test_rows_with_zero_advantage_are_not_run_and_the_step_is_the_same(tiny, mon
         ep.outcome_reward = float(ep.sample) if ep.group == 1 else 1.0
     skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
     learner = Learner(skipping, tokenizer, cfg, torch.device("cpu"))
-    rows_run = rows_run_by_training_passes(learner, monkeypatch)
+    rows_run = rows_run_by_passes(learner, monkeypatch)
     update = learner.update(copy.deepcopy(episodes))
     reference = EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
     assert rows_run == [1, 1]  # group 1's two episodes, one micro-batch each
@@ -330,6 +332,28 @@ def test_rows_with_zero_advantage_are_not_run_and_the_step_is_the_same(tiny, mon
         [reference.per_episode["logprob_gap"][row] for row in ran], abs=1e-7
     )
     assert update.advantages == reference.advantages
+
+
+def test_with_two_epochs_the_scoring_pass_runs_only_the_rows_the_update_trains(tiny, monkeypatch):
+    """Off-policy (two update epochs) without a critic or a reference, the advantages read nothing the scoring pass
+    computes, so it runs after them and only for the rows with a nonzero advantage: the same weights as scoring and
+    training every row."""
+    model, tokenizer = tiny
+    cfg = config(micro_batch_size=1, update_epochs=2)
+    episodes = episodes_for(model, tokenizer, cfg)
+    for ep in episodes:
+        ep.outcome_reward = float(ep.sample) if ep.group == 1 else 1.0
+    skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
+    learner = Learner(skipping, tokenizer, cfg, torch.device("cpu"))
+    scored_rows = rows_run_by_passes(learner, monkeypatch, training=False)
+    update = learner.update(copy.deepcopy(episodes))
+    EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
+    assert scored_rows == [1, 1]  # group 1's two episodes
+    assert any(not torch.equal(a, b) for a, b in zip(skipping.parameters(), model.parameters()))
+    for a, b in zip(skipping.parameters(), every_row.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert update.metrics["actor/logprob_gap"] < 1e-4  # over the rows scored
+    assert [gap for gap, ep in zip(update.per_episode["logprob_gap"], episodes) if ep.group == 0] == [0.0, 0.0]
 
 
 def test_a_step_where_every_advantage_is_zero_runs_no_row_and_still_steps_the_optimizer(tiny, monkeypatch):
@@ -348,7 +372,7 @@ def test_a_step_where_every_advantage_is_zero_runs_no_row_and_still_steps_the_op
     ]
     for learner in learners:
         learner.update(copy.deepcopy(signal))
-    rows_run = rows_run_by_training_passes(learners[0], monkeypatch)
+    rows_run = rows_run_by_passes(learners[0], monkeypatch)
     before = copy.deepcopy(skipping)
     metrics = learners[0].update(copy.deepcopy(no_signal)).metrics
     learners[1].update(copy.deepcopy(no_signal))
@@ -370,7 +394,7 @@ def test_rows_with_zero_advantage_run_when_another_loss_term_reads_them(tiny, mo
     cfg = load_config_dict({**BASE, "train": {"batch_size": 4, "micro_batch_size": 4}, "algorithm": algorithm})
     episodes = episodes_for(model, tokenizer, cfg)  # every reward 0
     learner = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu"))
-    rows_run = rows_run_by_training_passes(learner, monkeypatch)
+    rows_run = rows_run_by_passes(learner, monkeypatch)
     learner.update(episodes)
     assert rows_run == [4]
 

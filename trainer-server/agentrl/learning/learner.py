@@ -421,10 +421,11 @@ class Learner:
         return result
 
     def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
-        """The rows the training passes run. A row whose advantage is 0 on every trained token adds exactly nothing
-        to the gradient when the advantage-weighted surrogate is the only loss term (no critic, no KL term in the
-        loss, no entropy bonus): its tokens' loss is -0 * ratio, and every loss is normalised by the whole batch's
-        figures, so leaving the row out changes no weight. GRPO and RLOO give every episode of a group whose samples
+        """The rows the training passes run (and a scoring pass that runs after the advantages). A row whose
+        advantage is 0 on every trained token adds exactly nothing to the gradient when the advantage-weighted
+        surrogate is the only loss term (no critic, no KL term in the loss, no entropy bonus): its tokens' loss is
+        -0 * ratio, and every loss is normalised by the whole batch's figures, so leaving the row out changes no
+        weight. GRPO and RLOO give every episode of a group whose samples
         all earned the same reward that advantage; in the bundled demo that was 13 of its 40 groups."""
         if self.critic is not None or kl_in_loss or self.config.algorithm.entropy_coef > 0:
             return torch.arange(len(zero_advantage))
@@ -495,7 +496,13 @@ class Learner:
     def _score_batch(self, batch: TrainBatch, micro_rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         was_training = self.model.training
         self.model.eval()
-        parts: dict[str, list[torch.Tensor]] = {"logprobs": [], "values": [], "ref_logprobs": []}
+        # Every process returns (and adds up with the others, `_sum_rows`) the same parts, whether its share of
+        # `micro_rows` is empty or not.
+        parts: dict[str, list[torch.Tensor]] = {"logprobs": []}
+        if self.critic is not None:
+            parts["values"] = []
+        if self.config.algorithm.kl.coef > 0:
+            parts["ref_logprobs"] = []
         try:
             with self._precision():
                 for rows in micro_rows:
@@ -503,9 +510,9 @@ class Learner:
                         self.model, batch.select(rows), with_values=self.critic is not None, with_entropy=False
                     )
                     parts["logprobs"].append(out["logprobs"])
-                    if "values" in out:
+                    if "values" in parts:
                         parts["values"].append(out["values"])
-            if self.config.algorithm.kl.coef > 0:
+            if "ref_logprobs" in parts:
                 with self._reference_model() as reference, self._precision():
                     for rows in micro_rows:
                         ref_out = self._forward(reference, batch.select(rows), with_values=False, with_entropy=False)
@@ -515,7 +522,6 @@ class Learner:
         return {
             name: self._sum_rows(in_row_order(chunks, micro_rows, tuple(batch.input_ids.shape)))
             for name, chunks in parts.items()
-            if chunks
         }
 
     def update(self, episodes: list[Episode]) -> Update:
@@ -527,8 +533,12 @@ class Learner:
         mask = batch.train_mask
         # On-policy (one pass, one optimizer step, nothing else read before the update): the weights that
         # sampled are the weights of the training pass, so pi_old is that pass's own detached logprobs
-        # and the separate scoring pass would compute the same numbers a second time.
-        scored = {} if self.on_policy() else self._score_batch(batch, self._micro_rows(batch))
+        # and the separate scoring pass would compute the same numbers a second time. Otherwise the scoring pass
+        # runs before the advantages only when they read it (a critic's values, the KL to the reference); else it
+        # computes pi_old after them, of the rows the update trains alone.
+        on_policy = self.on_policy()
+        scored_first = not on_policy and (self.critic is not None or cfg.kl.coef > 0)
+        scored = self._score_batch(batch, self._micro_rows(batch)) if scored_first else {}
         old_logprobs: torch.Tensor | None = scored.get("logprobs")
         metrics: dict[str, float] = {}
         kl = None
@@ -554,6 +564,8 @@ class Learner:
         )
         # The diagnostics (entropy, clip fraction, importance weights) are means over the tokens the passes computed.
         computed_norm = {**norm, "tokens": float(mask[trained_rows].sum().clamp(min=1.0))}
+        if not on_policy and not scored_first and len(trained_rows):
+            old_logprobs = self._score_batch(batch, micro_rows)["logprobs"]
         totals: dict[str, float] = {}
         grad_norm = 0.0
         for _ in range(self.config.train.update_epochs):
@@ -626,9 +638,9 @@ class Learner:
             self.optimizer.step()
         assert old_logprobs is not None
         # Rollout vs trainer logprobs for the same weights: should be ~0 (docs/token-pipeline.md, rule 5). Over the rows
-        # the learner computed: all of them with a scoring pass, else those the training pass ran.
+        # the learner computed: all of them when scored first, else those the update trained.
         learner_read = (
-            torch.ones(len(batch), dtype=torch.bool) if "logprobs" in scored else _rows_mask(trained_rows, len(batch))
+            torch.ones(len(batch), dtype=torch.bool) if scored_first else _rows_mask(trained_rows, len(batch))
         )
         gap_mask = batch.sampled_mask * learner_read[:, None]
         gap = (batch.rollout_logprobs - old_logprobs).abs()
