@@ -306,23 +306,34 @@ def rows_run_by_passes(learner, monkeypatch, *, training: bool = True):
     return rows
 
 
-def test_rows_with_zero_advantage_are_not_run_and_the_step_is_the_same(tiny, monkeypatch):
-    """Group 0's samples earn the same reward (GRPO gives them advantage 0), group 1's differ: only group 1's rows
-    run, and every weight, the loss and the logprob gap over the rows that ran are those of the update that runs all."""
+def update_with_one_group_without_signal(tiny, cfg, monkeypatch, *, training_passes: bool):
+    """One update of the step's episodes, group 0's samples all rewarded 1.0 (GRPO gives them advantage 0) and group
+    1's 0 and 1, by the learner and by one that runs every row, which must reach the same weights. Returns the rows of
+    each `_forward` call of the learner's training passes (`training_passes`) or of its scoring pass, its update,
+    the other learner's update, and the episodes."""
     model, tokenizer = tiny
-    cfg = config(micro_batch_size=1, weight_decay=0.1)
     episodes = episodes_for(model, tokenizer, cfg)
     for ep in episodes:
         ep.outcome_reward = float(ep.sample) if ep.group == 1 else 1.0
     skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
     learner = Learner(skipping, tokenizer, cfg, torch.device("cpu"))
-    rows_run = rows_run_by_passes(learner, monkeypatch)
+    rows = rows_run_by_passes(learner, monkeypatch, training=training_passes)
     update = learner.update(copy.deepcopy(episodes))
     reference = EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
-    assert rows_run == [1, 1]  # group 1's two episodes, one micro-batch each
     assert any(not torch.equal(a, b) for a, b in zip(skipping.parameters(), model.parameters()))
     for a, b in zip(skipping.parameters(), every_row.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
+    return rows, update, reference, episodes
+
+
+def test_rows_with_zero_advantage_are_not_run_and_the_step_is_the_same(tiny, monkeypatch):
+    """Only group 1's rows run, and every weight, the loss and the logprob gap over the rows that ran are those of
+    the update that runs all."""
+    cfg = config(micro_batch_size=1, weight_decay=0.1)
+    rows_run, update, reference, episodes = update_with_one_group_without_signal(
+        tiny, cfg, monkeypatch, training_passes=True
+    )
+    assert rows_run == [1, 1]  # group 1's two episodes, one micro-batch each
     assert update.metrics["adv/zero_frac"] == reference.metrics["adv/zero_frac"] == 0.5
     assert update.metrics["loss/policy"] == pytest.approx(reference.metrics["loss/policy"], abs=1e-6)
     assert update.metrics["actor/grad_norm"] == pytest.approx(reference.metrics["actor/grad_norm"], rel=1e-5)
@@ -338,20 +349,11 @@ def test_with_two_epochs_the_scoring_pass_runs_only_the_rows_the_update_trains(t
     """Off-policy (two update epochs) without a critic or a reference, the advantages read nothing the scoring pass
     computes, so it runs after them and only for the rows with a nonzero advantage: the same weights as scoring and
     training every row."""
-    model, tokenizer = tiny
     cfg = config(micro_batch_size=1, update_epochs=2)
-    episodes = episodes_for(model, tokenizer, cfg)
-    for ep in episodes:
-        ep.outcome_reward = float(ep.sample) if ep.group == 1 else 1.0
-    skipping, every_row = copy.deepcopy(model), copy.deepcopy(model)
-    learner = Learner(skipping, tokenizer, cfg, torch.device("cpu"))
-    scored_rows = rows_run_by_passes(learner, monkeypatch, training=False)
-    update = learner.update(copy.deepcopy(episodes))
-    EveryRowLearner(every_row, tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
+    scored_rows, update, _, episodes = update_with_one_group_without_signal(
+        tiny, cfg, monkeypatch, training_passes=False
+    )
     assert scored_rows == [1, 1]  # group 1's two episodes
-    assert any(not torch.equal(a, b) for a, b in zip(skipping.parameters(), model.parameters()))
-    for a, b in zip(skipping.parameters(), every_row.parameters()):
-        assert torch.allclose(a, b, atol=1e-6)
     assert update.metrics["actor/logprob_gap"] < 1e-4  # over the rows scored
     assert [gap for gap, ep in zip(update.per_episode["logprob_gap"], episodes) if ep.group == 0] == [0.0, 0.0]
 
