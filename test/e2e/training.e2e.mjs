@@ -177,9 +177,21 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 60000 });
 
   // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.
-  await row.click({ button: 'right' });
-  await page.locator('.monaco-menu .action-label', { hasText: 'Compare in Dashboard' }).hover();
-  await page.keyboard.press('Enter'); // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
+  // The Runs view refreshes with every event of the runs it follows (a run of this env whose rewards are all 0 steps
+  // several times a second: its update runs no episode), and a menu opened on a row that a refresh replaced runs
+  // its command without the row (no run ticked): then the list is closed and the menu opened again.
+  for (let attempt = 1; ; attempt++) {
+    await row.click({ button: 'right' });
+    await page.locator('.monaco-menu .action-label', { hasText: 'Compare in Dashboard' }).hover();
+    await page.keyboard.press('Enter'); // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
+    const listedWithItsRunTicked = page.locator('.quick-input-widget').getByText('1 Selected');
+    const shown = await listedWithItsRunTicked.waitFor({ timeout: 5000 }).catch(() => 'not shown');
+    if (shown !== 'not shown') break;
+    if (attempt === 5) throw new Error("Compare in Dashboard opened from the row never had the row's run ticked");
+    lap(`Compare in Dashboard's list came without the row's run ticked (attempt ${attempt}): opened again`);
+    await page.keyboard.press('Escape');
+    await page.waitForTimeout(1000);
+  }
   await page.locator('.quick-input-list .monaco-list-row', { hasText: 'palette-long' }).first().click();
   await page.keyboard.press('Enter');
   await page.locator('.tab.active', { hasText: 'Compare: palette-dash, palette-long' }).waitFor({ timeout: 30000 });
