@@ -425,8 +425,8 @@ class Learner:
         advantage is 0 on every trained token adds exactly nothing to the gradient when the advantage-weighted
         surrogate is the only loss term (no critic, no KL term in the loss, no entropy bonus): its tokens' loss is
         -0 * ratio, and every loss is normalised by the whole batch's figures, so leaving the row out changes no
-        weight. GRPO and RLOO give every episode of a group whose samples
-        all earned the same reward that advantage; in the bundled demo that was 13 of its 40 groups."""
+        weight. GRPO and RLOO give every episode of a group whose samples all earned the same reward that
+        advantage; in the bundled demo that was 13 of its 40 groups."""
         if self.critic is not None or kl_in_loss or self.config.algorithm.entropy_coef > 0:
             return torch.arange(len(zero_advantage))
         return (~zero_advantage).nonzero().squeeze(1)
