@@ -104,6 +104,18 @@ export interface Turn {
   done: boolean;
   finish_reason: "stop" | "length" | "context";
   parse_error: string | null;
+  /**
+   * The state this step started from: the env's ToolEnv.state_key(), else the observation the model last read ('start' for the first turn). GiGPO's anchor states are a group's steps with equal keys. Absent in files written before it existed.
+   */
+  state_key?: string | null;
+  /**
+   * The reward still to come from this step: its own and later steps' process rewards plus the outcome reward (undiscounted).
+   */
+  step_return?: number | null;
+  /**
+   * The mean advantage the update gave this step's sampled tokens; null where no update used the episode. Step-level algorithms (gigpo, step_ppo) give every token of a step the same one.
+   */
+  step_advantage?: number | null;
 }
 export interface ToolCall {
   id: string;

@@ -42,9 +42,16 @@ class ToolEnv:
     implement `reset` and `score`; override `step` to give process rewards or custom observations.
 
     An `__init__` that declares a `data_files` parameter also receives the absolute paths of every data file
-    the run or evaluation reads (data.train, data.eval, `agentrl eval --data`), e.g. to index them for search."""
+    the run or evaluation reads (data.train, data.eval, `agentrl eval --data`), e.g. to index them for search.
+
+    An env whose Tools answer at random (a service that is busy now and then) draws from `random.Random(
+    self.episode_seed)`: the rollout sets `episode_seed` before `reset`, from the run's seed and the episode's
+    place in its step, so a step's randomness replays exactly on resume and differs between a group's samples.
+
+    Step-level algorithms (GiGPO) compare the steps that start from the same state: `state_key` names it."""
 
     tools: list[Tool] = []
+    episode_seed: int = 0
 
     def __init__(self, **args: Any) -> None:
         self.args = args
@@ -63,6 +70,14 @@ class ToolEnv:
     def score(self, final_text: str) -> EpisodeScore:
         """The outcome reward of the finished (or truncated) episode; `final_text` is the last assistant turn."""
         raise NotImplementedError(f"{type(self).__name__}.score is not implemented")
+
+    def state_key(self) -> str | None:
+        """The state the next turn starts from, as a short string: called after `reset` and after every `step`.
+        Two steps of a group's episodes with equal keys are one GiGPO anchor state, so the key must say everything
+        that decides what a good next action is (e.g. "parcel at desk, locker known"), and nothing episode-specific
+        beyond it. None (the default): the observation the model last read stands for the state (the prompt for the
+        first turn), as GiGPO does for text environments whose observation is the state."""
+        return None
 
     def scripted_turns(self, task: dict[str, Any]) -> list[str] | None:
         """Optional: assistant texts for a model-free smoke episode (`agentrl env check`)."""

@@ -1,8 +1,9 @@
 """`rollout.tool_isolation: process`: Tools run in a worker process, so a Tool that ends its process
 (`os._exit`, a crash in native code, a signal) fails only its own call, never the run.
 
-The worker builds its own ToolEnv instance per episode from the same factory as the trainer (so a Tool that keeps
-per-episode state keeps it there) and runs every call in a daemon thread, as in-process calls run. The trainer's
+The worker builds its own ToolEnv instance per episode from the same factory as the trainer, and resets it with the
+episode's task and seed (so a Tool that keeps per-episode state, or reads what `reset` set up, has it there), and
+runs every call in a daemon thread, as in-process calls run. The trainer's
 ToolEnv sees only the outcomes, which is all the Tool contract gives it anyway. When the worker dies, every call
 in flight becomes a Tool error that names the Tool and how the process ended, and the next call starts a new
 worker (with fresh Tool state: the episodes that lost theirs are told so by that error).
@@ -63,10 +64,14 @@ def _serve(connection: Any, make_env: Callable[[], ToolEnv]) -> None:
         except (EOFError, OSError):
             return  # the trainer is gone
         if message[0] == "call":
-            _, call_id, episode, name, arguments = message
+            _, call_id, episode, name, arguments, setup = message
             try:
                 if episode not in tools_by_episode:
-                    tools_by_episode[episode] = make_env().tool_map()
+                    env = make_env()
+                    if setup is not None:  # (task, seed): the episode's, as the trainer's env was reset with
+                        env.episode_seed = setup[1]
+                        env.reset(setup[0])
+                    tools_by_episode[episode] = env.tool_map()
                 tool = tools_by_episode[episode][name]
             except Exception as err:  # noqa: BLE001 - the user's constructor
                 answer(
@@ -96,9 +101,16 @@ class ToolWorker:
         self._pending: dict[int, tuple[concurrent.futures.Future[Any], str]] = {}
         self._call_ids = itertools.count()
         self._episode_ids = itertools.count()
+        self._setups: dict[int, tuple[dict[str, Any], int]] = {}  # episode -> (task, seed) for the worker's reset
+        self._set_up: set[int] = set()  # episodes whose env the current worker process has built
 
-    def new_episode(self) -> int:
-        return next(self._episode_ids)
+    def new_episode(self, task: dict[str, Any] | None = None, seed: int = 0) -> int:
+        """An episode id for `runner`; with a task, the worker resets its env with it (and the episode's seed)."""
+        episode = next(self._episode_ids)
+        if task is not None:
+            with self._lock:
+                self._setups[episode] = (task, seed)
+        return episode
 
     def runner(self, episode: int) -> Callable[[Tool, dict[str, Any]], concurrent.futures.Future[Any]]:
         """An MCP server's tool already runs in a process of its own, which the trainer's connection to it
@@ -114,6 +126,9 @@ class ToolWorker:
     def release(self, episodes: list[int]) -> None:
         """These episodes ended: the worker drops their env instances."""
         with self._lock:
+            for episode in episodes:
+                self._setups.pop(episode, None)
+                self._set_up.discard(episode)
             if self._process is not None and episodes:
                 self._connection.send(("release", episodes))
 
@@ -140,8 +155,10 @@ class ToolWorker:
                 self._start()
             call_id = next(self._call_ids)
             self._pending[call_id] = (future, name)
+            setup = None if episode in self._set_up else self._setups.get(episode)  # sent with the first call only
+            self._set_up.add(episode)
             try:
-                self._connection.send(("call", call_id, episode, name, arguments))
+                self._connection.send(("call", call_id, episode, name, arguments, setup))
             except (OSError, ValueError):
                 pass  # the worker just died: its reader fails this call with how it ended
         return future
@@ -153,6 +170,7 @@ class ToolWorker:
         process.start()
         theirs.close()
         self._process, self._connection = process, ours
+        self._set_up.clear()  # a new process has built no env yet
         threading.Thread(target=self._read, args=(process, ours), name="tool-worker-reader", daemon=True).start()
 
     def _read(self, process: Any, connection: Any) -> None:

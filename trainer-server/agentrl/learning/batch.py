@@ -24,12 +24,14 @@ class TrainBatch:
     token_rewards: torch.Tensor  # [B, T] float: process rewards at turn ends, outcome at the last sampled token
     token_turns: torch.Tensor  # [B, T] long: the turn of each token, -1 for the prompt and padding
     group_ids: torch.Tensor  # [B] long
+    # [B, K] long: the state each turn started from (equal state keys, equal ids), -1 past the episode's last turn
+    turn_states: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
     def select(self, rows: slice | torch.Tensor) -> TrainBatch:
-        return TrainBatch(**{name: value[rows] for name, value in vars(self).items()})
+        return TrainBatch(**{name: None if value is None else value[rows] for name, value in vars(self).items()})
 
 
 def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool = False) -> TrainBatch:
@@ -42,7 +44,12 @@ def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool 
     rollout_lp = torch.zeros((batch, width))
     rewards = torch.zeros((batch, width))
     turns = torch.full((batch, width), -1, dtype=torch.long)
+    state_ids: dict[str, int] = {}
+    states = torch.full((batch, max((len(ep.turns) for ep in episodes), default=0)), -1, dtype=torch.long)
     for row, ep in enumerate(episodes):
+        for k, turn in enumerate(ep.turns):
+            key = turn.state_key if turn.state_key is not None else f"{ep.sample}:{k}"  # unknown: a state of its own
+            states[row, k] = state_ids.setdefault(key, len(state_ids))
         n = len(ep.token_ids)
         input_ids[row, :n] = torch.tensor(ep.token_ids)
         attention[row, :n] = 1
@@ -54,4 +61,4 @@ def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool 
         turns[row, :n] = torch.tensor(ep.token_turns, dtype=torch.long)
     train[:, 0] = 0.0  # nothing predicts the first token
     groups = torch.tensor([ep.group for ep in episodes], dtype=torch.long)
-    return TrainBatch(input_ids, attention, train, sampled, rollout_lp, rewards, turns, groups)
+    return TrainBatch(input_ids, attention, train, sampled, rollout_lp, rewards, turns, groups, states)

@@ -144,17 +144,34 @@ class _Live:
     pending_messages: list[dict[str, Any]] = field(default_factory=list)
     cut_tool_output: Callable[[str], str] | None = None  # token budget; scripted episodes have none
     run_tool: ToolRunner = run_in_thread  # or a ToolWorker's runner (rollout.tool_isolation: process)
+    state_key: str = ""  # the state the next turn starts from (ToolEnv.state_key)
+    task: dict[str, Any] | None = None  # what the env was reset with (a tool worker's env is reset with it too)
 
 
-def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int) -> _Live:
+# The state key of a first turn whose env names none: every episode of a group starts from the same prompt.
+START_STATE = "start"
+
+
+def _state_key(env: ToolEnv, observation: str | None) -> str:
+    """The env's own key for the state the next turn starts from, or the observation that stands for it."""
+    key = env.state_key()
+    if key is not None:
+        return str(key)
+    return START_STATE if observation is None else observation
+
+
+def _start(env: ToolEnv, task: dict[str, Any], group: int, sample: int, seed: int = 0) -> _Live:
+    """`seed`: the episode's own (`episode_seed`), for the env's randomness."""
     episode = Episode(task_id=task_id_of(task), group=group, sample=sample, prompt_messages=[], tool_schemas=[])
-    live = _Live(episode=episode, env=env, tools={})
+    live = _Live(episode=episode, env=env, tools={}, task=task)
     try:
         live.tools = env.tool_map()
         episode.tool_schemas = [t.schema() for t in env.tools]
         episode.tool_servers = {t.name: t.server for t in env.tools if isinstance(t, McpTool)}
         live.tool_schemas = schemas_by_name(episode.tool_schemas)
+        env.episode_seed = seed
         episode.prompt_messages = list(env.reset(task))
+        live.state_key = _state_key(env, None)
     except Exception as err:  # noqa: BLE001 - a broken env ends this episode, not the run
         _fail(live, f"env_error: reset raised {type(err).__name__}: {err}")
     return live
@@ -171,6 +188,7 @@ def _truncate(live: _Live, reason: str) -> None:
 async def _interpret_turn(live: _Live, text: str, call_format: ToolCallFormat, rollout_cfg: RolloutConfig) -> None:
     """Parse the turn's calls, run them, and let the ToolEnv say what they mean."""
     turn = live.episode.turns[-1]
+    turn.state_key = live.state_key
     try:
         parsed = call_format.parse(text, f"call-{turn.index}", live.tool_schemas)
     except ValueError as err:  # the env's tools cannot be written in this format: the env's bug, not the model's
@@ -193,6 +211,11 @@ async def _interpret_turn(live: _Live, text: str, call_format: ToolCallFormat, r
         ]
     turn.observation = "\n".join(str(m.get("content", "")) for m in messages) if messages else None
     live.pending_messages = messages
+    try:
+        live.state_key = _state_key(live.env, turn.observation or "")
+    except Exception as err:  # noqa: BLE001
+        _fail(live, f"env_error: state_key raised {type(err).__name__}: {err}")
+        return
     if turn.done:
         live.finished = True
 
@@ -213,7 +236,7 @@ def _score(live: _Live) -> None:
 
 def _run_tools_in(worker: ToolWorker, lives: list[_Live]) -> list[int]:
     """These episodes' Tool calls go to the worker process; returns their ids there, to release at the end."""
-    episodes = [worker.new_episode() for _ in lives]
+    episodes = [worker.new_episode(live.task, live.env.episode_seed) for live in lives]
     for live, episode in zip(lives, episodes, strict=True):
         live.run_tool = worker.runner(episode)
     return episodes
@@ -316,7 +339,7 @@ class RolloutEngine:
         """Group `first_group + i` is `group_size` episodes of `tasks[i]`; each samples from its own
         `episode_seed(seed, group, sample)`, so a step's episodes do not depend on how its groups are split."""
         lives = [
-            _start(self.env_factory(), task, first_group + g, s)
+            _start(self.env_factory(), task, first_group + g, s, episode_seed(seed, first_group + g, s))
             for g, task in enumerate(tasks)
             for s in range(group_size)
         ]

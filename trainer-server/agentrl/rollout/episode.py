@@ -46,6 +46,7 @@ class TurnRecord:
     done: bool = False
     finish_reason: Literal["stop", "length", "context"] = "stop"
     parse_error: str | None = None  # a malformed tool call, as shown to the model
+    state_key: str | None = None  # the state this turn started from (ToolEnv.state_key or the observation before it)
 
 
 @dataclass
@@ -105,6 +106,23 @@ class Episode:
             rewards[self.turn_end_positions[-1]] += self.outcome_reward
         return rewards
 
+    def step_returns(self) -> list[float]:
+        """Per turn: the reward still to come from it (its own and later turns' process rewards, and the outcome)."""
+        to_go, returns = self.outcome_reward, []
+        for turn in reversed(self.turns):
+            to_go += turn.process_reward
+            returns.append(to_go)
+        return returns[::-1]
+
+    def step_advantages(self, advantages: list[float | None]) -> list[float | None]:
+        """Per turn: the mean advantage the update gave the turn's sampled tokens (None where it gave none). A
+        step-level algorithm (gigpo, step_ppo) gives every token of a turn the same one."""
+        sums: dict[int, list[float]] = {}
+        for turn, sampled, advantage in zip(self.token_turns, self.loss_mask, advantages):
+            if sampled and advantage is not None:
+                sums.setdefault(turn, []).append(advantage)
+        return [sum(sums[t.index]) / len(sums[t.index]) if t.index in sums else None for t in self.turns]
+
     def check_invariants(self) -> None:
         n = len(self.token_ids)
         for name in ("token_roles", "token_turns", "loss_mask", "rollout_logprobs"):
@@ -122,6 +140,8 @@ class Episode:
         advantages = advantages or [None] * len(self.token_ids)
         seq_adv = [a for a, m in zip(advantages, self.loss_mask) if m and a is not None]
         tool_calls = [c for t in self.turns for c in t.tool_calls]
+        step_advantages = self.step_advantages(advantages)
+        step_returns = self.step_returns()
         return {
             "schema_version": TRAJECTORY_SCHEMA_VERSION,
             "id": trajectory_id(step, self),
@@ -162,8 +182,11 @@ class Episode:
                     "done": t.done,
                     "finish_reason": t.finish_reason,
                     "parse_error": t.parse_error,
+                    "state_key": t.state_key,
+                    "step_return": step_returns[k],
+                    "step_advantage": step_advantages[k],
                 }
-                for t in self.turns
+                for k, t in enumerate(self.turns)
             ],
             "stats": {
                 "num_turns": len(self.turns),
