@@ -135,12 +135,12 @@ def test_ppo_value_loss_is_clipped_and_weighted():
     assert per_token.item() == pytest.approx(0.5 * (0.2 - 2.0) ** 2)  # the clipped value is further: it counts
 
 
-def test_only_ppo_has_a_critic_and_extra_losses_and_only_reinforce_pp_puts_the_kl_in_the_reward():
+def test_only_the_ppos_have_a_critic_and_extra_losses_and_only_reinforce_pp_puts_the_kl_in_the_reward():
     for name in ALGORITHM_NAMES:
         algorithm = get_algorithm(name)
-        assert (algorithm.make_critic(8) is not None) == (name == "ppo")
+        assert (algorithm.make_critic(8) is not None) == (name in ("ppo", "step_ppo"))
         assert algorithm.kl_in_reward == (name == "reinforce_pp")
-        if name != "ppo":
+        if name not in ("ppo", "step_ppo"):
             assert algorithm.extra_losses(AlgorithmConfig(), values=None, old_values=None, returns=None) == {}
     critic = get_algorithm("ppo").make_critic(8)
     values = critic(torch.randn(2, 5, 8))
@@ -227,3 +227,114 @@ def test_group_stats_are_per_group_population_statistics():
     mean, std = group_stats(values, torch.tensor([7, 7, 2, 2, 9]))
     assert torch.allclose(mean, torch.tensor([2.0, 2.0, 10.0, 10.0, 4.0]))
     assert torch.allclose(std, torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0]))
+
+
+# Three steps: [prompt, step-0, step-0, tool, step-1, tool, step-2]; an episode of two steps ends at position 5.
+MASK3 = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+TURNS3 = [-1, 0, 0, 0, 1, 1, 2]
+MASK2 = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+TURNS2 = [-1, 0, 0, 0, 1, 1, -1]
+
+
+def make_step_batch(episodes):
+    """episodes: (rewards per position, group, state per step); three rewards or states mean three steps."""
+    rows = len(episodes)
+    three = [len(states) == 3 for _, _, states in episodes]
+    mask = torch.tensor([MASK3 if t else MASK2 for t in three])
+    states = torch.full((rows, 3), -1, dtype=torch.long)
+    for row, (_, _, keys) in enumerate(episodes):
+        states[row, : len(keys)] = torch.tensor(keys)
+    return TrainBatch(
+        input_ids=torch.zeros((rows, 7), dtype=torch.long),
+        attention_mask=torch.ones((rows, 7), dtype=torch.long),
+        train_mask=mask,
+        sampled_mask=mask,
+        rollout_logprobs=torch.zeros((rows, 7)),
+        token_rewards=torch.tensor([r for r, _, _ in episodes], dtype=torch.float),
+        token_turns=torch.tensor([TURNS3 if t else TURNS2 for t in three]),
+        group_ids=torch.tensor([g for _, g, _ in episodes]),
+        turn_states=states,
+    )
+
+
+def per_step(adv, row, steps):
+    """The advantage of each step of a row, checking that every token of a step has the same one."""
+    values = []
+    for k in range(steps):
+        tokens = [adv[row, t].item() for t in range(7) if TURNS3[t] == k and MASK3[t]]
+        assert max(tokens) - min(tokens) < 1e-6
+        values.append(tokens[0])
+    return values
+
+
+# Group 0: A reaches s0 -> s1 -> s2 and succeeds; B's first call fails (s0 -> s0 -> s1) and it fails; C is cut
+# after two steps (s0 -> s1), with its outcome on step 1. Group 1: one episode from a state called s0 as well.
+S0, S1, S2 = 0, 1, 2
+OUTCOME_ON_STEP_2 = [0, 0, 0, 0, 0, 0, 1]
+OUTCOME_ON_STEP_1 = [0, 0, 0, 0, 1, 0, 0]
+NOTHING = [0] * 7
+
+
+def test_gigpo_adds_step_advantages_over_anchor_states_to_the_episode_advantage():
+    batch = make_step_batch(
+        [
+            (OUTCOME_ON_STEP_2, 0, [S0, S1, S2]),
+            (NOTHING, 0, [S0, S0, S1]),
+            (OUTCOME_ON_STEP_1, 0, [S0, S1]),
+            (OUTCOME_ON_STEP_2, 1, [S0, S1, S2]),
+        ]
+    )
+    adv = advantages("gigpo", batch, AlgorithmConfig(norm_adv_by_std=False, gamma=0.5))
+    # R = [1, 0, 1]: A^E = R - 2/3. Returns (gamma 0.5): A [.25, .5, 1], B [0, 0, 0], C [.5, 1].
+    # s0 = {A0 .25, B0 0, B1 0, C0 .5}, mean .1875; s1 = {A1 .5, B2 0, C1 1}, mean .5; s2 = {A2}: one step, 0.
+    assert per_step(adv, 0, 3) == pytest.approx([1 / 3 + 0.0625, 1 / 3 + 0.0, 1 / 3 + 0.0], abs=1e-5)
+    assert per_step(adv, 1, 3) == pytest.approx([-2 / 3 - 0.1875, -2 / 3 - 0.1875, -2 / 3 - 0.5], abs=1e-5)
+    assert per_step(adv, 2, 2) == pytest.approx([1 / 3 + 0.3125, 1 / 3 + 0.5], abs=1e-5)
+    assert adv[2, 6].item() == 0.0  # past C's end
+    assert not adv[3].any()  # group 1 has one episode, and its s0 is not group 0's
+    assert not adv[:, [0, 3, 5]].any()  # prompt and tool tokens
+    half = advantages("gigpo", batch, AlgorithmConfig(norm_adv_by_std=False, gamma=0.5, step_advantage_weight=0.5))
+    assert per_step(half, 1, 3) == pytest.approx([-2 / 3 - 0.09375, -2 / 3 - 0.09375, -2 / 3 - 0.25], abs=1e-5)
+
+
+def test_gigpo_with_process_rewards_and_std_normalisation():
+    with_process = [0, 0, 0.5, 0, 0, 0, 1]  # A earns 0.5 on step 0
+    batch = make_step_batch(
+        [(with_process, 0, [S0, S1, S2]), (NOTHING, 0, [S0, S0, S1]), (OUTCOME_ON_STEP_1, 0, [S0, S1])]
+    )
+    adv = advantages("gigpo", batch, AlgorithmConfig(norm_adv_by_std=False))
+    # R = [1.5, 0, 1], mean 5/6. Returns (gamma 1): A [1.5, 1, 1], B [0, 0, 0], C [1, 1].
+    # s0 = {1.5, 0, 0, 1}, mean .625; s1 = {1, 0, 1}, mean 2/3.
+    assert per_step(adv, 0, 3) == pytest.approx([2 / 3 + 0.875, 2 / 3 + 1 / 3, 2 / 3], abs=1e-5)
+    assert per_step(adv, 1, 3) == pytest.approx([-5 / 6 - 0.625, -5 / 6 - 0.625, -5 / 6 - 2 / 3], abs=1e-5)
+    assert per_step(adv, 2, 2) == pytest.approx([1 / 6 + 0.375, 1 / 6 + 1 / 3], abs=1e-5)
+    normed = advantages("gigpo", batch, AlgorithmConfig())
+    episode_std, s1_std = math.sqrt(((2 / 3) ** 2 + (5 / 6) ** 2 + (1 / 6) ** 2) / 3), math.sqrt(2 / 9)
+    s0_std = math.sqrt((0.875**2 + 0.625**2 * 2 + 0.375**2) / 4)
+    expected = 2 / 3 / episode_std + 0.875 / s0_std
+    assert per_step(normed, 0, 3)[0] == pytest.approx(expected, rel=1e-4)
+    assert per_step(normed, 1, 3)[2] == pytest.approx(-5 / 6 / episode_std - 2 / 3 / s1_std, rel=1e-4)
+
+
+def test_gigpo_without_signal_is_zero_and_without_states_is_refused():
+    same = make_step_batch([(OUTCOME_ON_STEP_2, 0, [S0, S1, S2]), (OUTCOME_ON_STEP_2, 0, [S0, S1, S2])])
+    assert not advantages("gigpo", same, AlgorithmConfig()).any()
+    stateless = make_batch([[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], [0, 0])
+    with pytest.raises(ValueError, match="state"):
+        advantages("gigpo", stateless, AlgorithmConfig())
+
+
+def test_step_ppo_runs_gae_over_steps_with_values_read_at_each_steps_first_token():
+    batch = make_step_batch([([0, 0, 0.5, 0, 0, 0, 1], 0, [S0, S1, S2]), (OUTCOME_ON_STEP_1, 1, [S0, S1])])
+    nine = 9.0  # values at other positions are never read
+    values = torch.tensor([[nine, 0.5, nine, nine, 0.2, nine, 0.8], [nine, 0.3, nine, nine, 0.4, nine, nine]])
+    out = get_algorithm("step_ppo").compute_advantages(batch, AlgorithmConfig(gamma=0.9, lam=0.5), values=values)
+    # row 0: r = [.5, 0, 1], V = [.5, .2, .8]: delta = [.18, .52, .2], A = [.18 + .45 * .61, .52 + .45 * .2, .2]
+    assert per_step(out.advantages, 0, 3) == pytest.approx([0.4545, 0.61, 0.2], abs=1e-5)
+    assert per_step(out.returns, 0, 3) == pytest.approx([0.9545, 0.81, 1.0], abs=1e-5)
+    # row 1, cut after two steps: r = [0, 1], V = [.3, .4], nothing after: delta = [.06, .6], A = [.33, .6]
+    assert per_step(out.advantages, 1, 2) == pytest.approx([0.33, 0.6], abs=1e-5)
+    assert out.advantages[1, 6].item() == 0.0 and out.returns[1, 6].item() == 0.0
+    assert not out.advantages[:, [0, 3, 5]].any()
+    with pytest.raises(ValueError, match="critic"):
+        get_algorithm("step_ppo").compute_advantages(batch, AlgorithmConfig())

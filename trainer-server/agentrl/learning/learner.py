@@ -295,6 +295,27 @@ def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
     return ((values * mask).sum(1) / mask.sum(1).clamp(min=1.0)).tolist()
 
 
+def step_advantage_spread(advantages: torch.Tensor, batch: TrainBatch) -> float:
+    """Over the episodes with two trained steps or more: the mean of (largest - smallest) of their steps' mean
+    advantages. 0 when every token of an episode gets the same advantage (GRPO without process rewards); a
+    step-level algorithm spreads credit over the steps."""
+    mask = batch.train_mask
+    steps = int(batch.token_turns.max()) + 1 if batch.token_turns.numel() else 0
+    if steps < 2:
+        return 0.0
+    index = batch.token_turns.clamp(min=0)
+    counts = torch.zeros(len(batch), steps).scatter_add_(1, index, mask * (batch.token_turns >= 0))
+    sums = torch.zeros(len(batch), steps).scatter_add_(1, index, advantages * mask * (batch.token_turns >= 0))
+    means = sums / counts.clamp(min=1.0)
+    present = counts > 0
+    several = present.sum(1) >= 2
+    if not several.any():
+        return 0.0
+    highest = torch.where(present, means, torch.full_like(means, -torch.inf)).max(1).values
+    lowest = torch.where(present, means, torch.full_like(means, torch.inf)).min(1).values
+    return float((highest - lowest)[several].mean())
+
+
 def _hidden_size(model: Any) -> int:
     return int(text_config(model).hidden_size)
 
@@ -657,6 +678,7 @@ class Learner:
                 "adv/std": float(trained.std(unbiased=False)) if trained.numel() else 0.0,
                 "adv/min": float(trained.min()) if trained.numel() else 0.0,
                 "adv/max": float(trained.max()) if trained.numel() else 0.0,
+                "steps/advantage_spread": step_advantage_spread(advantages, batch),
             }
         )
         elapsed = time.perf_counter() - started

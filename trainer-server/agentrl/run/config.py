@@ -240,11 +240,24 @@ class AlgorithmConfig(_Section):
             "length (Dr.GRPO)."
         ),
     )
-    norm_adv_by_std: bool = Field(True, description="GRPO: divide by the group std; false = Dr.GRPO.")
-    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount across assistant tokens.")
-    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (PPO).")
-    vf_coef: float = Field(0.5, ge=0.0, description="Value loss weight (PPO).")
-    vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (PPO).")
+    norm_adv_by_std: bool = Field(
+        True, description="GRPO, GiGPO: divide by the group's (and anchor group's) std; false = Dr.GRPO."
+    )
+    gamma: float = Field(
+        1.0, ge=0.0, le=1.0, description="Discount: across assistant tokens (ppo), across steps (gigpo, step_ppo)."
+    )
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (ppo, step_ppo).")
+    step_advantage_weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description=(
+            "GiGPO's omega: the weight of the step-level advantage (over steps from the same state) added to the "
+            "episode-level one."
+        ),
+    )
+    vf_coef: float = Field(0.5, ge=0.0, description="Value loss weight (ppo, step_ppo).")
+    vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (ppo, step_ppo).")
     entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight.")
     kl: KLConfig = Field(default_factory=KLConfig)
     rollout_is: RolloutISConfig = Field(default_factory=RolloutISConfig)
@@ -259,7 +272,7 @@ class TrainConfig(_Section):
     micro_batch_size: int = Field(4, ge=1, description="Episodes per forward/backward; gradients accumulate.")
     update_epochs: int = Field(1, ge=1, le=64, description="Passes over each step's rollouts.")
     lr: float = Field(1e-5, gt=0.0, le=1.0, description="Policy learning rate (AdamW).")
-    critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (PPO).")
+    critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (ppo, step_ppo).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
     bf16_autocast: Literal[False, True, "auto"] = Field(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 if TYPE_CHECKING:
     from agentrl.learning.algorithms.base import Algorithm
 
-AlgorithmName = Literal["grpo", "ppo", "reinforce_pp", "rloo"]  # each the name of its file here
+AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]  # each the name of its file here
 ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 
 

@@ -126,3 +126,36 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     if estimator == "k3":
         return torch.exp(-log_ratio) - 1.0 + log_ratio  # k3 = (r' - 1) - log r', r' = pi_ref/pi: unbiased, >= 0
     raise ValueError(f"unknown KL estimator {estimator!r}")
+
+
+def step_rewards(token_rewards: torch.Tensor, token_turns: torch.Tensor, steps: int) -> torch.Tensor:
+    """r_i,k = the rewards on turn k's tokens of episode i: its process reward, plus the outcome on the last turn.
+    [B, T] -> [B, steps]."""
+    in_turn = token_turns >= 0
+    return torch.zeros(token_rewards.shape[0], steps, dtype=token_rewards.dtype).scatter_add_(
+        1, token_turns.clamp(min=0), token_rewards * in_turn
+    )
+
+
+def trained_steps(mask: torch.Tensor, token_turns: torch.Tensor, steps: int) -> torch.Tensor:
+    """[B, steps] bool: turn k of episode i has trained tokens (turns past an episode's end have none)."""
+    counts = torch.zeros(mask.shape[0], steps, dtype=mask.dtype).scatter_add_(
+        1, token_turns.clamp(min=0), (mask > 0).to(mask.dtype) * (token_turns >= 0)
+    )
+    return counts > 0
+
+
+def first_token_of_steps(mask: torch.Tensor, token_turns: torch.Tensor, steps: int) -> torch.Tensor:
+    """[B, steps] long: the position of turn k's first trained token (where its value is read); 0 for no such turn."""
+    width = mask.shape[1]
+    positions = torch.arange(width).expand_as(token_turns)
+    candidates = torch.where((mask > 0) & (token_turns >= 0), positions, torch.full_like(positions, width))
+    first = torch.full((mask.shape[0], steps), width, dtype=torch.long).scatter_reduce_(
+        1, token_turns.clamp(min=0), candidates, reduce="amin"
+    )
+    return first.clamp(max=width - 1) * (first < width)
+
+
+def over_tokens(per_step: torch.Tensor, token_turns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each trained token gets its turn's value: [B, steps] -> [B, T], 0 off the mask."""
+    return torch.gather(per_step, 1, token_turns.clamp(min=0)) * (mask > 0) * (token_turns >= 0)
