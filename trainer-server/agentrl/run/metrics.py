@@ -54,4 +54,35 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
         metrics[f"tools/{name}/failure_rate"] = _mean(failures)
     for kind, count in by_kind.items():
         metrics[f"tools/errors/{kind}"] = float(count)
-    return metrics
+    return metrics | step_metrics(episodes)
+
+
+def step_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """How the agent acts over several steps: `steps/multi_call_share` (episodes with two tool calls or more),
+    `steps/calls_max`, `steps/retry_rate` (when a call failed: failed calls followed, in the next turn, by a call to the same Tool),
+    `steps/state_changes_mean` (turns per episode that start from another state than the turn before, by the
+    env's state keys) and `steps/anchor_group_size_mean` (steps per anchor state: a group's steps that start from
+    the same state, which GiGPO compares)."""
+    calls = [sum(len(t.tool_calls) for t in ep.turns) for ep in episodes]
+    failed, retried = 0, 0
+    for ep in episodes:
+        for turn, following in zip(ep.turns, [*ep.turns[1:], None]):
+            for call in turn.tool_calls:
+                if call.error is None:
+                    continue
+                failed += 1
+                retried += following is not None and any(c.name == call.name for c in following.tool_calls)
+    anchors: dict[tuple[int, str], int] = defaultdict(int)
+    for ep in episodes:
+        for turn in ep.turns:
+            if turn.state_key is not None:
+                anchors[(ep.group, turn.state_key)] += 1
+    return {
+        "steps/multi_call_share": _mean([n >= 2 for n in calls]),
+        "steps/calls_max": float(max(calls, default=0)),
+        **({"steps/retry_rate": retried / failed} if failed else {}),  # no failed call: nothing to retry
+        "steps/state_changes_mean": _mean(
+            [sum(a.state_key != b.state_key for a, b in zip(ep.turns, ep.turns[1:])) for ep in episodes]
+        ),
+        "steps/anchor_group_size_mean": _mean(list(anchors.values())),
+    }
