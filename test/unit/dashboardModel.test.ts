@@ -122,6 +122,7 @@ describe('Run Dashboard data model', () => {
       assert.equal(metricGroup('reward/answered'), 'reward');
       assert.equal(metricGroup('tools/lookup/failure_rate'), 'tool');
       assert.equal(metricGroup('adv/std'), 'adv');
+      assert.equal(metricGroup('steps/anchor_group_size_mean'), 'steps');
       assert.equal(metricGroup('episode/turns_mean'), 'other');
       assert.equal(metricGroup('novel'), 'other');
     });
@@ -147,6 +148,31 @@ describe('Run Dashboard data model', () => {
       );
       assert.deepEqual(specs[0].metrics, ['reward/answered', 'reward/mean']);
       assert.deepEqual(specs[3].metrics, ['perf/step_time_s', 'perf/train_time_s']);
+    });
+
+    it("charts the trainer's per-step metrics in a steps group after adv, its shares and rates on a 0-1 axis", () => {
+      const specs = chartSpecs([
+        'tools/calls',
+        'steps/multi_call_share',
+        'steps/calls_max',
+        'steps/retry_rate',
+        'steps/state_changes_mean',
+        'steps/anchor_group_size_mean',
+        'steps/advantage_spread',
+        'adv/std',
+      ]);
+      assert.deepEqual(
+        specs.map((s) => [s.title, s.metrics]),
+        [
+          ['adv', ['adv/std']],
+          [
+            'steps',
+            ['steps/advantage_spread', 'steps/anchor_group_size_mean', 'steps/calls_max', 'steps/state_changes_mean'],
+          ],
+          ['steps (fraction)', ['steps/multi_call_share', 'steps/retry_rate']],
+          ['tool', ['tools/calls']],
+        ],
+      );
     });
   });
 

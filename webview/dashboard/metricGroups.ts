@@ -1,8 +1,9 @@
 // Which chart a metric goes on. Metrics are named `prefix/name` by the trainer (agentrl/run/stats.py); the
 // prefix picks the group, and within a group metrics of different units get their own chart, so seconds and
 // tokens per second never share a y axis. Names the trainer adds later land in a group by their prefix, or
-// in `other`.
-export const GROUPS = ['reward', 'actor', 'loss', 'adv', 'tool', 'health', 'perf', 'other'] as const;
+// in `other`. `steps/` are the per-step (turn) measures: calls per step, retries, state changes, the size of
+// GiGPO's anchor groups and the spread of the step advantages.
+export const GROUPS = ['reward', 'actor', 'loss', 'adv', 'steps', 'tool', 'health', 'perf', 'other'] as const;
 export type MetricGroup = (typeof GROUPS)[number];
 
 const PREFIX_GROUP: Record<string, MetricGroup> = {
@@ -10,6 +11,7 @@ const PREFIX_GROUP: Record<string, MetricGroup> = {
   actor: 'actor',
   loss: 'loss',
   adv: 'adv',
+  steps: 'steps',
   tool: 'tool',
   tools: 'tool',
   health: 'health',
@@ -23,7 +25,7 @@ export function metricGroup(name: string): MetricGroup {
 /** The unit a metric's name ends in, or '' for plain values and counts. */
 export function metricUnit(name: string): string {
   const last = name.split('/').pop() ?? name;
-  if (/(^|_)(rate|frac|fraction)$/.test(last)) return 'fraction';
+  if (/(^|_)(rate|frac|fraction|share)$/.test(last)) return 'fraction';
   if (/per_s$/.test(last)) return 'per second';
   if (/(^|_)s$/.test(last)) return 'seconds';
   if (/_mb$/.test(last)) return 'MB';
