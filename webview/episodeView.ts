@@ -1,6 +1,7 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
 import type { ToolRerunMessage, TrajectoryRecord } from '../protocol/webview-messages';
+import { hasStepFields, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon, pretty } from './dom';
 import { lineDiff } from './lineDiff';
 import type { InspectorTab, UiState } from './state';
@@ -17,6 +18,8 @@ export interface EpisodeActions {
   rerunToolCall: (turn: number, call: number) => void;
   /** Where the re-run of that call stands: undefined before any, 'running' until the host answers. */
   rerunOf: (turn: number, call: number) => 'running' | ToolRerunMessage['reply'] | undefined;
+  /** The anchor group (same GRPO group, same state key) of this turn's step; undefined without a state key. */
+  anchorOf: (turn: number) => AnchorGroup | undefined;
 }
 
 type ToolCall = TrajectoryRecord['turns'][number]['tool_calls'][number];
@@ -105,6 +108,23 @@ function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: 
   );
 }
 
+/** An assistant step's return and advantage, short, for the step list; null when the record has neither. */
+function stepValues(step: Step): HTMLElement | null {
+  const turn = step.turnRecord;
+  if (step.kind !== 'assistant' || !turn) return null;
+  const known = (v: number | null | undefined): v is number => typeof v === 'number';
+  if (!known(turn.step_return) && !known(turn.step_advantage)) return null;
+  const signed = (v: number) => `${v > 0 ? '+' : ''}${formatNumber(v, 2)}`;
+  return h(
+    'span',
+    {
+      class: 'step-values',
+      title: `step return ${formatNumber(turn.step_return)} · step advantage ${formatNumber(turn.step_advantage)}`,
+    },
+    ` R ${known(turn.step_return) ? formatNumber(turn.step_return, 2) : '–'} · A ${known(turn.step_advantage) ? signed(turn.step_advantage) : '–'}`,
+  );
+}
+
 function stepList(steps: Step[], current: number, actions: EpisodeActions): HTMLElement {
   const list = h('ol', { class: 'steps', role: 'listbox', 'aria-label': 'Steps of the episode' });
   steps.forEach((step, index) => {
@@ -120,6 +140,7 @@ function stepList(steps: Step[], current: number, actions: EpisodeActions): HTML
       icon(step.icon),
       ' ',
       step.label,
+      stepValues(step),
     );
     item.addEventListener('click', () => actions.goTo(index));
     list.appendChild(item);
@@ -241,6 +262,38 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
       h('dd', {}, formatNumber(turn.process_reward)),
       h('dt', {}, 'done'),
       h('dd', {}, String(turn.done)),
+    ),
+    hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
+  );
+}
+
+/** What the step-level trainer read of this step: the state it started from, its return and its advantage. */
+function stepSection(turn: TrajectoryRecord['turns'][number], anchor: AnchorGroup | undefined): HTMLElement {
+  const key = turn.state_key;
+  const others = anchor ? anchor.size - 1 : 0;
+  return h(
+    'section',
+    { class: 'step-fields', 'aria-label': 'Step-level values' },
+    h('h4', {}, 'Step'),
+    h(
+      'dl',
+      {},
+      h('dt', {}, 'state key'),
+      h('dd', { id: 'step-state-key' }, typeof key === 'string' ? h('pre', { class: 'state-key' }, key) : '–'),
+      h('dt', {}, 'step return'),
+      h('dd', { id: 'step-return' }, formatNumber(turn.step_return)),
+      h('dt', {}, 'step advantage'),
+      h('dd', { id: 'step-advantage' }, formatNumber(turn.step_advantage)),
+      h('dt', {}, 'anchor group'),
+      h(
+        'dd',
+        { id: 'step-anchor' },
+        !anchor
+          ? '–'
+          : anchor.singleton
+            ? 'size 1: no other step of the group starts from this state (no step-level signal)'
+            : `size ${anchor.size}: ${others} other step${others === 1 ? '' : 's'} of the group start${others === 1 ? 's' : ''} from this state (${anchor.episodes} episodes)`,
+      ),
     ),
   );
 }

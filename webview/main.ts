@@ -7,12 +7,13 @@ import type {
   TrajectoryRecord,
   WebviewToHostMessage,
 } from '../protocol/webview-messages';
+import { anchorOf } from './anchorGroups';
 import { clear, h } from './dom';
 import { renderEpisode } from './episodeView';
 import { renderGroup } from './groupView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';
 import { restoreState, type UiState, type View } from './state';
-import { buildSteps, nextStep, type JumpTarget } from './steps';
+import { buildSteps, groupOf, nextStep, type JumpTarget } from './steps';
 import { renderTokenView } from './tokenView';
 import './styles.css';
 
@@ -87,13 +88,20 @@ class ReplayApp {
     this.render();
   }
 
-  private open(id: string, view: View = 'episode'): void {
+  private open(id: string, view: View = 'episode', stepIndex = 0): void {
     this.stop();
     this.update((s) => {
       s.selectedId = id;
-      s.stepIndex = 0;
+      s.stepIndex = stepIndex;
       s.view = view;
     });
+  }
+
+  /** The episode at the assistant step of one of its turns (from the group view's anchor states). */
+  private openStep(id: string, turn: number): void {
+    const record = this.records.find((r) => r.id === id);
+    const index = record ? buildSteps(record).findIndex((s) => s.kind === 'assistant' && s.turn === turn) : -1;
+    this.open(id, 'episode', Math.max(0, index));
   }
 
   private goTo(index: number): void {
@@ -233,6 +241,7 @@ class ReplayApp {
         },
         rerunOf: (turn, call) =>
           this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
+        anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
       });
     } else if (this.state.view === 'tokens') {
       body = renderTokenView(record, { compact: false });
@@ -240,6 +249,7 @@ class ReplayApp {
       body = renderGroup(this.records, record, this.state, {
         update: (c) => this.update(c),
         open: (id) => this.open(id),
+        openStep: (id, turn) => this.openStep(id, turn),
       });
     }
     clear(this.root);

@@ -3,6 +3,8 @@ export type View = 'runs' | 'episode' | 'tokens' | 'group';
 export type InspectorTab = 'io' | 'json' | 'tokens' | 'reward' | 'metadata';
 export type RunSort = 'step' | 'reward' | '-reward' | 'length' | '-length';
 export type GroupSort = 'reward' | '-reward' | 'turns' | 'sample';
+/** The group view's rows: one per episode, or the episodes' steps grouped by the state they start from. */
+export type GroupBy = 'episode' | 'anchor';
 
 export interface UiState {
   view: View;
@@ -12,6 +14,7 @@ export interface UiState {
   filters: { status: '' | 'finished' | 'truncated' | 'error'; toolErrorsOnly: boolean; step: string };
   runSort: RunSort;
   groupSort: GroupSort;
+  groupBy: GroupBy;
   followLive: boolean;
   playSpeedMs: number;
   runRowLimit: number;
@@ -27,6 +30,7 @@ export const DEFAULT_STATE: UiState = {
   filters: { status: '', toolErrorsOnly: false, step: '' },
   runSort: 'step',
   groupSort: '-reward',
+  groupBy: 'episode',
   followLive: true,
   playSpeedMs: 800,
   runRowLimit: ROW_PAGE,

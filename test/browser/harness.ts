@@ -22,6 +22,34 @@ export function fixture(name: string): TrajectoryRecord[] {
     .map((line) => JSON.parse(line) as TrajectoryRecord);
 }
 
+/**
+ * Records as the trainer writes them now that turns carry their step fields, derived from what a fixture
+ * recorded before they existed (until make_fixtures.py records them): each turn's state key is the one the
+ * trainer falls back on for an env without ToolEnv.state_key() ('start', then the observation the model last
+ * read), its step return its own and later process rewards plus the outcome reward, and its step advantage
+ * the mean advantage of its sampled tokens (null where none was trained).
+ */
+export function withStepFields(records: TrajectoryRecord[]): TrajectoryRecord[] {
+  return records.map((record) => {
+    let lastRead = 'start';
+    const turns = record.turns.map((turn, i) => {
+      const later = record.turns.slice(i).reduce((sum, t) => sum + t.process_reward, 0);
+      const advantages = record.tokens.turn
+        .map((t, k) => (t === turn.index && record.tokens.loss_mask[k] === 1 ? record.tokens.advantage[k] : null))
+        .filter((a): a is number => a !== null);
+      const withFields = {
+        ...turn,
+        state_key: lastRead,
+        step_return: later + record.outcome_reward,
+        step_advantage: advantages.length ? advantages.reduce((sum, a) => sum + a, 0) / advantages.length : null,
+      };
+      if (turn.observation !== null) lastRead = turn.observation;
+      return withFields;
+    });
+    return { ...record, turns };
+  });
+}
+
 export function pageFile(theme: Theme, bundle = 'main'): string {
   const nonce = 'test-nonce';
   const html = `<!DOCTYPE html>

@@ -2,14 +2,16 @@ import { strict as assert } from 'node:assert';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { fixture, launch, load, openReplay, SCREENSHOTS, type Theme } from './harness';
+import { anchorGroups } from '../../webview/anchorGroups';
+import { formatNumber } from '../../webview/dom';
+import { fixture, launch, load, openReplay, SCREENSHOTS, type Theme, withStepFields } from './harness';
 
 describe('replay panel in Chromium', function () {
   this.timeout(120_000);
   let browser: Browser;
   const lookup = fixture('lookup');
   const toolErrors = fixture('tool-errors');
-  const hostile = fixture('hostile');
+  const hostile = withStepFields(fixture('hostile')); // its second turn starts from a hostile observation
 
   before(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -145,6 +147,74 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it("shows each step's state, return and advantage, and groups a GRPO group's steps by anchor state", async () => {
+    const records = withStepFields(lookup);
+    const group = records.filter((r) => r.group === 0);
+    const twoTurns = group.find((r) => r.turns.length === 2)!; // its second turn starts from a state no other reached
+    const page = await openReplay(browser, records);
+    await page.click(`tr[data-id="${twoTurns.id}"]`);
+    await page.keyboard.press('j'); // Turn 1: assistant
+    const turn = twoTurns.turns[0];
+    assert.equal(await page.textContent('#step-state-key'), 'start');
+    assert.equal(await page.textContent('#step-return'), turn.step_return!.toFixed(3));
+    assert.equal(await page.textContent('#step-advantage'), turn.step_advantage!.toFixed(3));
+    assert.match(
+      (await page.textContent('#step-anchor')) ?? '',
+      new RegExp(`^size ${group.length}: ${group.length - 1} other steps`),
+    );
+    assert.match((await page.locator('li.step.current .step-values').textContent()) ?? '', /R 0\.08 · A \+\d/);
+
+    await page.click('#view-group');
+    assert.equal(await page.getAttribute('#group-by-episode', 'aria-pressed'), 'true');
+    await page.click('#group-by-anchor');
+    assert.equal(await page.getAttribute('#group-by-anchor', 'aria-pressed'), 'true');
+    const expected = anchorGroups(group).groups;
+    assert.deepEqual(
+      expected.map((g) => g.size),
+      [group.length, 1],
+    );
+    const anchors = page.locator('tbody.anchor-group');
+    assert.equal(await anchors.count(), expected.length);
+    assert.match((await anchors.nth(0).locator('tr.anchor-head').textContent()) ?? '', /^state 1 start/);
+    assert.match(
+      (await anchors.nth(0).locator('.anchor-size').textContent()) ?? '',
+      new RegExp(`anchor group of ${group.length} steps · ${group.length} episodes`),
+    );
+    assert.equal(await anchors.nth(0).locator('tr.anchor-step').count(), group.length);
+    assert.equal(await anchors.nth(0).locator('.badge').count(), 0);
+    const shownReturns = await anchors.nth(0).locator('tr.anchor-step td:nth-child(3)').allTextContents();
+    assert.deepEqual(
+      shownReturns,
+      expected[0].steps.map((step) => formatNumber(step.stepReturn)),
+    );
+    const singleton = page.locator('tbody.anchor-group.singleton');
+    assert.equal(await singleton.count(), 1);
+    assert.equal(await singleton.locator('.badge.singleton').textContent(), 'size 1 · no step-level signal');
+    assert.match(
+      (await page.textContent('#anchor-summary')) ?? '',
+      /2 distinct states over 9 steps · 1 reached by one step only/,
+    );
+    await singleton.locator('details.state-key summary').click(); // a long state key opens onto the whole of it
+    assert.equal(await singleton.locator('details.state-key pre').textContent(), twoTurns.turns[0].observation);
+
+    await singleton.locator('tr.anchor-step').click(); // opens that episode at that step
+    assert.equal(await page.getAttribute('#view-episode', 'aria-selected'), 'true');
+    assert.match((await page.locator('li.step.current').textContent()) ?? '', /^ Turn 2: assistant/);
+    assert.equal(await page.textContent('#step-state-key'), twoTurns.turns[0].observation);
+    assert.match((await page.textContent('#step-anchor')) ?? '', /^size 1: no other step/);
+    await page.screenshot({ path: join(SCREENSHOTS, 'episode-step-fields-vscode-light.png') });
+
+    // records written before the step fields: nothing to show, nothing to group by
+    await load(page, lookup);
+    await page.keyboard.press('j');
+    assert.equal(await page.locator('.step-fields, .step-values').count(), 0);
+    await page.click('#view-group');
+    assert.equal(await page.isDisabled('#group-by-anchor'), true);
+    assert.equal(await page.getAttribute('#group-by-episode', 'aria-pressed'), 'true');
+    assert.equal(await page.locator('.group-view tbody tr').count(), group.length);
+    await page.close();
+  });
+
   it('renders hostile model and tool output as inert text', async () => {
     const page = await openReplay(browser, hostile);
     await page.click(`tr[data-id="${hostile[0].id}"]`);
@@ -153,6 +223,10 @@ describe('replay panel in Chromium', function () {
     await page.click('#view-tokens');
     await page.click('#view-episode');
     await page.keyboard.press('t');
+    await page.click('#view-group');
+    await page.click('#group-by-anchor');
+    for (const summary of await page.locator('details.state-key summary').all()) await summary.click();
+    assert.ok(((await page.textContent('.anchor-view')) ?? '').includes(hostile[0].turns[0].observation!));
     const app = page.locator('#app');
     assert.equal(await app.locator('script, img, a, iframe, object').count(), 0);
     assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
@@ -262,7 +336,7 @@ describe('replay panel in Chromium', function () {
   });
 
   for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
-    it(`draws the run, an episode's errors and its tokens legibly in ${theme}, with screenshots`, async () => {
+    it(`draws the run, an episode's errors, its tokens and a group's anchor states legibly in ${theme}, with screenshots`, async () => {
       const page = await openReplay(browser, toolErrors, theme);
       assert.deepEqual(
         await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id'))),
@@ -285,6 +359,18 @@ describe('replay panel in Chromium', function () {
       await page.locator('.token[data-index]').first().waitFor();
       assert.equal(await page.locator('.token[data-index]').count(), toolErrors[0].tokens.ids.length);
       await page.screenshot({ path: join(SCREENSHOTS, `tokens-${theme}.png`) });
+      await load(page, withStepFields(lookup));
+      await page.click('#view-runs');
+      await page.click(`tr[data-id="${lookup[0].id}"]`);
+      await page.click('#view-group');
+      await page.click('#group-by-anchor');
+      await page.locator('details.state-key summary').first().click();
+      const badgeContrast = await contrast(page, '.badge.singleton');
+      assert.ok(
+        badgeContrast >= 4.5,
+        `size-1 badge against its background: ${badgeContrast.toFixed(2)} (WCAG AA: 4.5)`,
+      );
+      await page.screenshot({ path: join(SCREENSHOTS, `group-anchors-${theme}.png`) });
       await page.close();
     });
   }
