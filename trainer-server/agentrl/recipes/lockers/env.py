@@ -5,16 +5,17 @@ A task names a recipient ("Deliver the parcel to Rosa."). The locker number is n
 building's directory knows it, so the agent must
   1. `<find>Rosa</find>`: look the recipient up (the directory answers "Rosa: locker 11"), and then
   2. `<put>11</put>`: put the parcel in that locker, with the number the first call revealed.
-The building has state the agent changes: the parcel starts at the front desk and is wherever the last `put` left it
-(a `put` into the wrong locker moves it there; another `put` can move it on). The directory is busy at random
-(`busy_rate` of the lookups, 0.25 by default: "The directory is busy. Try again."), seeded per episode, so retrying
-a failed lookup is a skill the agent can learn; the worked example never shows it.
+The building has state the agent changes: the parcel starts at the front desk, and a `put` delivers it, to the right
+locker or the wrong one, and ends the episode (two `put`s in one turn: the parcel ends in the last one named). The
+directory is busy at random (`busy_rate` of the lookups, 0.25 by default: "The directory is busy. Try again."),
+seeded per episode, so retrying a failed lookup is a skill the agent can learn; the worked example never shows it.
 
 Reward: 1 when, at the end of the episode, the parcel is in the recipient's locker, else 0 - the building's final
 state, whatever the agent wrote. Breakdown: `accuracy` (the reward), `looked_up` (the directory revealed the
 recipient's locker), `put` (a parcel was put in some locker), for diagnosis. Process rewards (`process_reward`,
 off by default because any per-step reward can be earned without delivering): +process_reward on the turn whose
 lookup first reveals the recipient's locker, -process_reward on a turn that puts the parcel in a wrong locker.
+An answer without a call ends the episode too (the parcel stays at the desk unless it was delivered).
 
 State key (for GiGPO's anchor states): where the parcel is and whether the recipient's locker is known - a failed
 lookup leaves the state as it was, so a retry is compared with the first attempts of the other samples.
@@ -40,7 +41,6 @@ EXAMPLE = [
     {"role": "tool", "content": "Bob: locker 12"},
     {"role": "assistant", "content": "<put>12</put>"},
     {"role": "tool", "content": "The parcel is in locker 12."},
-    {"role": "assistant", "content": "Done."},
 ]
 LOCKERS = range(10, 100)
 BUSY = "The directory is busy. Try again."
@@ -148,6 +148,7 @@ class LockersEnv(ToolEnv):
         if self.building.parcel != parcel_before and self.building.parcel != self.building.target:
             reward -= self.process_reward
         result.reward = reward
+        result.done = result.done or self.building.parcel != parcel_before  # a delivery ends the episode
         self.after_last_step = (self.building.recipient_locker_known, self.building.parcel)
         return result
 
@@ -188,4 +189,4 @@ class LockersEnv(ToolEnv):
 
     def scripted_turns(self, task: dict[str, Any]) -> list[str]:
         locker = task["directory"][task["recipient"]]
-        return [f"<find>{task['recipient']}</find>", f"<put>{locker}</put>", "Done."]
+        return [f"<find>{task['recipient']}</find>", f"<put>{locker}</put>"]
