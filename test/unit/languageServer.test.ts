@@ -173,6 +173,7 @@ describe('run-config language server: completion and hover', () => {
     assert.ok(keys.includes('max_turns') && keys.includes('temperature') && !keys.includes('lr'));
     const values = complete(text, text.indexOf('name: ') + 6).map((s) => s.label);
     assert.deepEqual(values, ALGORITHMS);
+    assert.ok(values.includes('gigpo') && values.includes('step_ppo')); // the step-level algorithms
     const top = complete('', 0).map((s) => s.label);
     assert.ok(top.includes('model') && top.includes('train'));
   });

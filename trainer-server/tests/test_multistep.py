@@ -169,7 +169,14 @@ def test_the_recipe_passes_env_check():
     assert "status finished, reward 1" in json.loads(done.stdout)[-1]["message"]
 
 
-def scripted_run(tmp_path, algorithm, *overrides):
+# The scripted engine numbers a turn by the assistant turns in its context: the worked example's come first.
+POLICY = ScriptedPolicy(
+    [*["(example)"] * sum(m["role"] == "assistant" for m in EXAMPLE), "<find>Rosa</find>", "<put>11</put>"]
+)
+
+
+def scripted_run(tmp_path, algorithm, *overrides, max_steps=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "tasks.jsonl").write_text(json.dumps(TASK) + "\n")
     (tmp_path / "run.agentrl.yaml").write_text(
         f"name: lockers-{algorithm}\nmodel: {{path: tiny}}\n"
@@ -180,10 +187,7 @@ def scripted_run(tmp_path, algorithm, *overrides):
         "train: {steps: 2, batch_size: 8, micro_batch_size: 4, checkpoint_every: 2}\n"
     )
     config = load_config(tmp_path / "run.agentrl.yaml", list(overrides))
-    # The scripted engine numbers a turn by the assistant turns in its context: the worked example's come first.
-    example_turns = ["(example)"] * sum(m["role"] == "assistant" for m in EXAMPLE)
-    policy = ScriptedPolicy([*example_turns, "<find>Rosa</find>", "<put>11</put>", "Done."])
-    return train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path, policy=policy)
+    return train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path, policy=POLICY, max_steps=max_steps)
 
 
 @pytest.mark.parametrize(
@@ -256,3 +260,24 @@ def test_the_recipe_earns_reward_in_several_steps_with_the_packaged_model(tmp_pa
     delivered = [r for r in records if r["reward"] == 1.0]
     assert len(delivered) >= 1
     assert all(r["stats"]["num_tool_calls"] >= 2 for r in delivered)  # a lookup, then the delivery
+
+
+def test_a_resumed_gigpo_run_replays_the_busy_directory_and_the_advantages_exactly(tmp_path):
+    straight = scripted_run(tmp_path / "a", "gigpo", "train.steps=4")
+    halved = scripted_run(tmp_path / "b", "gigpo", "train.steps=4", "train.checkpoint_every=2", max_steps=2)
+    assert latest_status(read_events(halved))["status"] == "stopped"
+    train(None, runs_dir=tmp_path / "b" / "runs", resume_dir=halved, policy=POLICY)
+    assert latest_status(read_events(halved))["status"] == "completed"
+
+    def records(run_dir):
+        found = []
+        for path in sorted((run_dir / "trajectories").glob("*.jsonl")):
+            for line in path.open():
+                record = {k: v for k, v in json.loads(line).items() if k != "run_id"}
+                for turn in record["turns"]:
+                    for call in turn["tool_calls"]:
+                        call.pop("latency_ms")  # wall-clock, the one thing that may differ
+                found.append(record)
+        return found
+
+    assert records(straight) == records(halved)  # the same lookups failed, the same state keys and advantages

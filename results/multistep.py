@@ -1,0 +1,261 @@
+"""The multi-step recipe (parcel lockers, trainer-server/agentrl/recipes/lockers): what a trained agent does over
+several steps, and the step-level algorithms against GRPO and token-level PPO at the same wall-clock.
+
+    .venv/bin/python results/multistep.py ablation [--budget-s 300] [--seeds 0 1] [--algorithms grpo gigpo ...]
+    .venv/bin/python results/multistep.py steps EVAL_RUN_DIR [EVAL_RUN_DIR ...]
+
+`ablation` (about 7 minutes a run on 2 cores): for each seed and algorithm, `agentrl train` on the recipe in its own
+process, stopped with SIGTERM once the budget has run out since the process started (the step in flight finishes
+and a checkpoint is written, as Ctrl-C does), so every algorithm gets the same wall-clock, start-up included; then
+the final checkpoint is evaluated greedily on the first 200 held-out tasks. Every evaluation uses the recipe's own
+seed, so every agent meets the same busy directory at the same lookups, and the untrained model is evaluated once
+on the same terms. Writes results/multistep.json, results/multistep.md and results/multistep.png; runs in
+results/runs/multistep/.
+
+`steps` reads evaluation runs (`agentrl demo` prints theirs) and prints, for each, the success rate, the tool calls
+per episode over the successful ones, and the retry rate: the share of failed calls followed in the next turn by a
+call to the same Tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from agentrl.run.config import load_config, resolve_paths
+from agentrl.run.eval import evaluate
+from agentrl.run.runstore import RunStore, read_events
+from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
+
+HERE = Path(__file__).resolve().parent
+RECIPE = HERE.parent / "trainer-server" / "agentrl" / "recipes" / "lockers" / "lockers_grpo.agentrl.yaml"
+RUNS = HERE / "runs" / "multistep"
+EVAL_LIMIT = 200
+# Each algorithm as the ablation runs it: the recipe's settings, with these changed. GiGPO discounts steps as its
+# paper does (gamma 0.95); the PPOs keep gamma 1 and the critic's defaults.
+ALGORITHMS = {
+    "grpo": [],
+    "gigpo": ["algorithm.name=gigpo", "algorithm.gamma=0.95"],
+    "step_ppo": ["algorithm.name=step_ppo"],
+    "ppo": ["algorithm.name=ppo"],
+}
+
+
+def trajectories(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted((run_dir / "trajectories").glob("*.jsonl")) for line in path.open()]
+
+
+def step_figures(records: list[dict]) -> dict:
+    """Success, tool calls per successful episode (mean and distribution) and the retry rate after a failed call."""
+    success = [r for r in records if r["reward_breakdown"].get("accuracy", r["reward"]) >= 1.0]
+    calls = Counter(r["stats"]["num_tool_calls"] for r in success)
+    failed = retried = 0
+    for record in records:
+        turns = record["turns"]
+        for turn, following in zip(turns, [*turns[1:], None]):
+            for call in turn["tool_calls"]:
+                if call["error"] is not None:
+                    failed += 1
+                    retried += following is not None and any(c["name"] == call["name"] for c in following["tool_calls"])
+    return {
+        "n": len(records),
+        "success": len(success) / len(records) if records else 0.0,
+        "calls_per_success_mean": sum(k * v for k, v in calls.items()) / len(success) if success else 0.0,
+        "calls_per_success": {str(k): calls[k] for k in sorted(calls)},
+        "failed_calls": failed,
+        "retry_rate": retried / failed if failed else 0.0,
+    }
+
+
+def train_for(algorithm: str, seed: int, budget_s: float) -> tuple[Path, float, int]:
+    """One training run stopped after budget_s; returns its folder, its wall-clock and the steps it completed."""
+    run_id = f"{algorithm}-seed{seed}"
+    command = [
+        sys.executable,
+        "-m",
+        "agentrl.cli",
+        "train",
+        str(RECIPE),
+        "--runs-dir",
+        str(RUNS),
+        "--run-id",
+        run_id,
+        "--quiet",
+        "--set",
+        f"seed={seed}",
+        "--set",
+        "train.steps=1000",
+        "--set",
+        "train.checkpoint_every=1000",
+    ]
+    for override in ALGORITHMS[algorithm]:
+        command += ["--set", override]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)  # the step in flight finishes, then a checkpoint
+        process.wait()
+    wall = time.perf_counter() - started
+    run_dir = RUNS / run_id
+    steps = max((e["data"]["step"] for e in read_events(run_dir) if e["type"] == "metrics"), default=0)
+    return run_dir, wall, steps
+
+
+def held_out(config, checkpoint: Path | None):
+    return evaluate(
+        config,
+        config.data.eval,
+        limit=EVAL_LIMIT,
+        checkpoint=str(checkpoint) if checkpoint else None,
+        baseline=None,
+        batch_size=50,
+        runs_dir=RUNS,
+    )
+
+
+def ablation(args: argparse.Namespace) -> None:
+    RUNS.mkdir(parents=True, exist_ok=True)
+    config = resolve_paths(load_config(RECIPE, []), RECIPE.parent)
+    untrained = held_out(config, None)
+    base = [t["accuracy"] for t in untrained.per_task]
+    results = {
+        "recipe": str(RECIPE.relative_to(HERE.parent)),
+        "budget_s": args.budget_s,
+        "eval_n": len(base),
+        "untrained": {
+            "accuracy": untrained.metrics["accuracy"],
+            "per_task": base,
+            **step_figures(trajectories(untrained.run_dir)),
+        },
+        "runs": [],
+    }
+    for seed in args.seeds:
+        for algorithm in args.algorithms:
+            run_dir, wall, steps = train_for(algorithm, seed, args.budget_s)
+            checkpoint = RunStore(run_dir).latest_checkpoint()
+            evaluation = held_out(config, checkpoint)
+            scores = [t["accuracy"] for t in evaluation.per_task]
+            results["runs"].append(
+                {
+                    "algorithm": algorithm,
+                    "seed": seed,
+                    "wall_s": round(wall, 1),
+                    "steps": steps,
+                    "accuracy": evaluation.metrics["accuracy"],
+                    "ci95": bootstrap_ci(scores),
+                    "gain_ci95": paired_bootstrap_ci(base, scores),
+                    "per_task": scores,
+                    **step_figures(trajectories(evaluation.run_dir)),
+                }
+            )
+            (HERE / "multistep.json").write_text(json.dumps(results, indent=1) + "\n")  # each run kept as it lands
+            print(
+                f"{algorithm} seed {seed}: {steps} steps in {wall:.0f} s, held-out {scores and sum(scores) / len(scores):.3f}"
+            )
+    summarise(results)
+
+
+def summarise(results: dict) -> None:
+    """multistep.md (a table per algorithm, both seeds pooled with a paired CI against the untrained model) and the
+    plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    untrained = results["untrained"]
+    lines = [
+        f"Parcel lockers, {results['eval_n']} held-out tasks, greedy; each run trained for {results['budget_s']:.0f} s "
+        "of wall-clock (start-up included) on 2 CPU cores, SmolLM2-135M-Instruct.",
+        "",
+        "| agent | seed | steps | held-out success [95% CI] | gain vs untrained [paired 95% CI] | calls per success | "
+        "retry rate after a failed call |",
+        "|---|---|---|---|---|---|---|",
+        f"| untrained | – | 0 | {untrained['accuracy']:.3f} | – | {untrained['calls_per_success_mean']:.2f} | "
+        f"{untrained['retry_rate']:.2f} |",
+    ]
+    by_algorithm: dict[str, list[dict]] = {}
+    for run in results["runs"]:
+        by_algorithm.setdefault(run["algorithm"], []).append(run)
+        low, high = run["ci95"]
+        gain_low, gain_high = run["gain_ci95"]
+        lines.append(
+            f"| {run['algorithm']} | {run['seed']} | {run['steps']} | {run['accuracy']:.3f} [{low:.3f}, {high:.3f}] | "
+            f"{run['accuracy'] - untrained['accuracy']:+.3f} [{gain_low:+.3f}, {gain_high:+.3f}] | "
+            f"{run['calls_per_success_mean']:.2f} | {run['retry_rate']:.2f} |"
+        )
+    lines += ["", "Seeds pooled (every held-out task once per seed, paired by task and seed):", ""]
+    for algorithm, runs in by_algorithm.items():
+        pooled = [score for run in sorted(runs, key=lambda r: r["seed"]) for score in run["per_task"]]
+        low, high = bootstrap_ci(pooled)
+        gain_low, gain_high = paired_bootstrap_ci(untrained["per_task"] * len(runs), pooled)
+        line = (
+            f"- {algorithm}: {sum(pooled) / len(pooled):.3f} [{low:.3f}, {high:.3f}] over {len(runs)} seeds; "
+            f"vs untrained [{gain_low:+.3f}, {gain_high:+.3f}]"
+        )
+        grpo = sorted(by_algorithm.get("grpo", []), key=lambda r: r["seed"])
+        if algorithm != "grpo" and [r["seed"] for r in grpo] == sorted(r["seed"] for r in runs):
+            reference = [score for run in grpo for score in run["per_task"]]
+            diff_low, diff_high = paired_bootstrap_ci(reference, pooled)
+            difference = (sum(pooled) - sum(reference)) / len(pooled)
+            line += f"; vs grpo {difference:+.3f} [{diff_low:+.3f}, {diff_high:+.3f}]"
+        lines.append(line)
+    (HERE / "multistep.md").write_text("\n".join(lines) + "\n")
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
+    names = list(by_algorithm)
+    for index, algorithm in enumerate(names):
+        for run in by_algorithm[algorithm]:
+            low, high = run["ci95"]
+            axes.errorbar(
+                index + 0.1 * (run["seed"] - 0.5),
+                run["accuracy"],
+                yerr=[[run["accuracy"] - low], [high - run["accuracy"]]],
+                fmt="o",
+                capsize=3,
+                color=f"C{run['seed']}",
+                label=f"seed {run['seed']}" if index == 0 else None,
+            )
+    axes.axhline(untrained["accuracy"], linestyle="--", color="gray", label="untrained")
+    axes.set_xticks(range(len(names)), names)
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("held-out success (greedy)")
+    axes.set_title(f"parcel lockers: {results['budget_s']:.0f} s of training each", fontsize=11)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(HERE / "multistep.png")
+    plt.close(figure)
+
+
+def steps(args: argparse.Namespace) -> None:
+    for run_dir in args.runs:
+        print(json.dumps({"run": str(run_dir), **step_figures(trajectories(Path(run_dir)))}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_ablation = commands.add_parser("ablation")
+    run_ablation.add_argument("--budget-s", type=float, default=300.0)
+    run_ablation.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    run_ablation.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+    run_ablation.set_defaults(handler=ablation)
+    read_steps = commands.add_parser("steps")
+    read_steps.add_argument("runs", nargs="+", type=Path)
+    read_steps.set_defaults(handler=steps)
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args.handler(args)
+
+
+if __name__ == "__main__":
+    main()
