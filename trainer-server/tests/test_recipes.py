@@ -1,5 +1,6 @@
 """The recipes' pieces: safe calculator, answer scoring, BM25 search, eval, the packaged default model."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -21,13 +22,14 @@ from agentrl.recipes.arithmetic import tasks as arithmetic_tasks
 from agentrl.recipes.arithmetic.env import ArithmeticEnv
 from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
-from agentrl.recipes.multihop.env import MultiHopQAEnv
+from agentrl.recipes.multihop.env import MultiHopQAEnv, golds_of
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
 from conftest import REPO
 
 RECIPES = REPO / "trainer-server" / "agentrl" / "recipes"
 MULTIHOP_DATA = RECIPES / "multihop" / "data"
 MULTIHOP_FILES = (str(MULTIHOP_DATA / "train.jsonl"), str(MULTIHOP_DATA / "heldout.jsonl"))  # the recipe's data
+MULTIHOP_FULL_TRAIN = MULTIHOP_DATA / "train_full.jsonl"  # multihop_full_grpo's: HotpotQA, 2Wiki, MuSiQue train
 INVENTED_QUESTION = "Where was Quillon Varbeck, the inventor of the glass harpsichord, born?"
 INVENTED_FACT = "Quillon Varbeck: Quillon Varbeck (1843 – 1901) was a Moravian instrument maker. He was born in Zlatno."
 
@@ -49,6 +51,35 @@ def write_foreign_hotpotqa(folder):
         ],
     }
     path = folder / "foreign_hotpotqa.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return path
+
+
+def write_foreign_musique(folder):
+    """A MuSiQue-layout file (the official keys) whose paragraphs the bundled data lacks."""
+    record = {
+        "id": "2hop__invented_1",
+        "paragraphs": [
+            {
+                "idx": 0,
+                "title": "Glass harpsichord",
+                "paragraph_text": "It was invented by Quillon Varbeck.",
+                "is_supporting": True,
+            },
+            {
+                "idx": 1,
+                "title": "Quillon Varbeck",
+                "paragraph_text": "Quillon Varbeck (1843 – 1901) was a Moravian instrument maker. He was born in Zlatno. ",
+                "is_supporting": True,
+            },
+        ],
+        "question": INVENTED_QUESTION,
+        "question_decomposition": [],
+        "answer": "Zlatno",
+        "answer_aliases": ["Zlatno, Moravia", "ZL"],
+        "answerable": True,
+    }
+    path = folder / "foreign_musique.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     return path
 
@@ -160,6 +191,96 @@ def test_the_hugging_face_context_layout_is_read_too(tmp_path):
     assert paragraphs_of([tmp_path / "hf.jsonl"]) == ["Quillon Varbeck: He was born in Zlatno."]
 
 
+def test_the_musique_layout_is_read_too(tmp_path):
+    musique = write_foreign_musique(tmp_path)
+    assert paragraphs_of([musique]) == ["Glass harpsichord: It was invented by Quillon Varbeck.", INVENTED_FACT]
+    assert INVENTED_FACT not in index_of(MULTIHOP_FILES).search(INVENTED_QUESTION, 3)
+    [search] = MultiHopQAEnv(top_k=3, data_files=[*MULTIHOP_FILES, str(musique)]).tools
+    assert INVENTED_FACT in search.execute(query="Quillon Varbeck birthplace born")
+    mixed = tmp_path / "mixed.jsonl"  # one file may hold both layouts, record by record
+    mixed.write_text(write_foreign_hotpotqa(tmp_path).read_text() + musique.read_text())
+    assert set(paragraphs_of([mixed])) == {
+        INVENTED_FACT,
+        "Glass harpsichord: It was invented by Quillon Varbeck.",
+        "Glass harpsichord: The glass harpsichord was invented by Quillon Varbeck.",
+    }
+    # the bundled MuSiQue train records: 20 paragraphs each, searchable by their text
+    records = [json.loads(line) for line in MULTIHOP_FULL_TRAIN.open(encoding="utf-8")]
+    musique_records = [r for r in records if "paragraphs" in r]
+    first = musique_records[0]
+    assert len(musique_records) == 497 and len(first["paragraphs"]) == 20
+    supporting = next(p for p in first["paragraphs"] if p["is_supporting"])
+    paragraph = f"{supporting['title']}: {supporting['paragraph_text'].strip()}"
+    assert paragraph in paragraphs_of([MULTIHOP_FULL_TRAIN])
+    assert paragraph in index_of([MULTIHOP_FULL_TRAIN]).search(supporting["paragraph_text"], 3)
+
+
+def test_a_musique_file_given_as_data_is_searched_and_scored(tmp_path):
+    """What `agentrl eval --data <a MuSiQue file>` builds (the model aside): its paragraphs, its golds."""
+    from agentrl.environment.loader import config_env_factory
+    from agentrl.run.config import load_config, resolve_paths
+    from agentrl.run.tasks import load_tasks
+
+    recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
+    config = resolve_paths(load_config(recipe), recipe.parent)
+    musique = write_foreign_musique(tmp_path)
+    [task] = load_tasks(str(musique), None)
+    make_env = config_env_factory(config, str(musique), args={**config.env.args, "baseline": "naive-rag"})
+    try:
+        env = make_env()
+        assert INVENTED_FACT in env.reset(task)[-1]["content"]  # naive RAG retrieved the --data file's paragraph
+        assert env.score("Answer: Zlatno, Moravia").breakdown["em"] == 1.0  # an alias is a gold
+        assert env.score("Answer: Zlatno").breakdown == {
+            "em": 1.0,
+            "f1": 1.0,
+            "substring": 1.0,
+            "answered": 1.0,
+            "retrieved_answer": 1.0,
+        }
+    finally:
+        make_env.close()
+
+
+def test_musique_answer_aliases_are_golds_for_exact_match_and_f1():
+    records = [json.loads(line) for line in MULTIHOP_FULL_TRAIN.open(encoding="utf-8")]
+    hall = next(r for r in records if r["answer"] == "G. Stanley Hall")
+    assert golds_of(hall) == ["G. Stanley Hall", "Stanley Hall"]
+    assert golds_of({"question": "q", "answer": "yes"}) == ["yes"]  # HotpotQA, 2WikiMultihopQA: the answer alone
+    assert golds_of({"answer": "US", "answer_aliases": ["US", "America"]}) == ["US", "America"]  # each once
+    dollar = next(r for r in records if r["answer"] == "Hong Kong dollar")
+    assert "$" in dollar["answer_aliases"] and "$" not in golds_of(dollar)  # it would match an empty answer
+    env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
+    env.reset(hall)
+    assert f1_score("Stanley Hall", "G. Stanley Hall") == pytest.approx(0.8)  # against the answer alone
+    # the maximum over the answer and its aliases (MuSiQue's evaluation); substring match takes the answer alone
+    assert env.score("Answer: Stanley Hall").breakdown == {
+        "em": 1.0,
+        "f1": 1.0,
+        "substring": 0.0,
+        "answered": 1.0,
+        "retrieved_answer": 0.0,
+    }
+    assert env.score("Answer: Stanley Hall").reward == 1.0
+    assert env.score("Answer: G. Stanley Hall").breakdown["substring"] == 1.0
+    assert env.score("Answer: Hall").reward == pytest.approx(2 / 3)  # the best F1: against "Stanley Hall"
+    # a two-letter alias (MuSiQue gives "in" for "the Finance Minister of India") counts for exact match and F1
+    # as MuSiQue's evaluation counts it, but never as a substring, which it is of almost any text
+    india = next(r for r in records if "paragraphs" in r and "in" in r["answer_aliases"])
+    env.reset(india)
+    assert env.score("Answer: in").breakdown["em"] == 1.0
+    assert env.score("Answer: Berlin").breakdown == {
+        "em": 0.0,
+        "f1": 0.0,
+        "substring": 0.0,
+        "answered": 1.0,
+        "retrieved_answer": 0.0,
+    }
+    found = ToolCallOutcome(id="c", name="search", arguments={"query": "q"}, raw="", result=["Berlin: in Germany."])
+    assert env.step("", [found]).reward == 0.0  # "in" occurs in the passage, the answer does not
+    with pytest.raises(ValueError, match="answer_aliases is not a list of strings"):
+        env.reset({"question": "q", "answer": "a", "answer_aliases": "b"})
+
+
 @pytest.mark.parametrize(
     "record, message",
     [
@@ -170,9 +291,16 @@ def test_the_hugging_face_context_layout_is_read_too(tmp_path):
             {"question": "q", "answer": "a", "context": {"title": ["t"], "sentences": []}},
             "not lists of the same length",
         ),
+        ({"question": "q", "answer": "a", "paragraphs": []}, 'has no "context" paragraphs and no "paragraphs"'),
+        (
+            {"question": "q", "answer": "a", "paragraphs": [{"title": "t", "text": "s."}]},
+            r"a paragraphs entry is not \{title, paragraph_text\} \(MuSiQue layout",
+        ),
+        (["q", "a"], 'has no "context" paragraphs and no "paragraphs"'),
     ],
 )
 def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, message):
+    """A record in no known layout (HotpotQA's `context`, its Hugging Face export, MuSiQue's `paragraphs`)."""
     plain = tmp_path / "plain_qa.jsonl"
     plain.write_text(
         json.dumps({"question": "q", "answer": "a", "context": [["t", ["s."]]]}) + "\n" + json.dumps(record) + "\n"
@@ -278,6 +406,26 @@ def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
 
     train, heldout = questions("train.jsonl"), questions("heldout.jsonl")
     assert len(heldout) == 150 and len(train) == 117 and not set(train) & set(heldout)
+    heldout_bytes = (MULTIHOP_DATA / "heldout.jsonl").read_bytes()  # the held-out set results/ reports, unchanged
+    assert hashlib.sha256(heldout_bytes).hexdigest() == (
+        "56384ae8ec4207724debaeee2f01a40fe1220001a7d7f6092946a47450f58247"
+    )
+
+
+def test_the_full_training_split_holds_no_heldout_or_dev_question():
+    def ids_and_questions(path: Path) -> tuple[set[str], set[str], int]:
+        records = [json.loads(line) for line in path.open(encoding="utf-8")]
+        ids = {str(r["_id"] if "_id" in r else r["id"]) for r in records}
+        return ids, {normalize_answer(r["question"]) for r in records}, len(records)
+
+    train_ids, train_questions, n = ids_and_questions(MULTIHOP_FULL_TRAIN)
+    assert n == len(train_ids) == len(train_questions) == 2195  # HotpotQA 599, 2WikiMultihopQA 1,099, MuSiQue 497
+    for name in ("heldout.jsonl", "train.jsonl", "hotpotqa_dev_distractor.jsonl", "2wikimultihopqa_dev.jsonl"):
+        ids, questions, _ = ids_and_questions(MULTIHOP_DATA / name)
+        assert not ids & train_ids, name
+        assert not questions & train_questions, name
+    # the full config's corpus: data.train's and data.eval's distinct paragraphs
+    assert len(paragraphs_of([MULTIHOP_FULL_TRAIN, MULTIHOP_DATA / "heldout.jsonl"])) == 21184
 
 
 @pytest.mark.parametrize(
@@ -287,6 +435,7 @@ def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
         "gsm8k/gsm8k_grpo.agentrl.yaml",
         "multihop/multihop_grpo.agentrl.yaml",
         "multihop/multihop_ppo.agentrl.yaml",
+        "multihop/multihop_full_grpo.agentrl.yaml",
     ],
 )
 def test_recipe_envs_pass_env_check(recipe):

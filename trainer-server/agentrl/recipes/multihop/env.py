@@ -1,9 +1,12 @@
-"""Multi-hop QA with a search tool: the Agent-R1 setting (HotpotQA, 2WikiMultihopQA).
+"""Multi-hop QA with a search tool: the Agent-R1 setting (HotpotQA, 2WikiMultihopQA, MuSiQue).
 
 The agent searches, reads, searches again, and answers with `Answer: ...`. The score is that stated
 answer's exact match, F1 and substring match against the gold answer (HotpotQA's official normalisation);
 an episode without an `Answer:` line answered nothing and scores 0, as an answer-tag extractor does in
-Search-R1 and Agent-R1. The breakdown also says whether an answer was given (`answered`) and whether a
+Search-R1 and Agent-R1. A MuSiQue record's `answer_aliases` are golds too for exact match and F1, each the
+maximum over the answer and its aliases (MuSiQue's official evaluation); substring match and the retrieval
+check use the `answer` alone, since aliases include codes such as "in", "no" or "it" that occur inside
+almost any text. The breakdown also says whether an answer was given (`answered`) and whether a
 search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`).
 
 Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first search whose passages
@@ -17,10 +20,11 @@ chat turns, in the call format the recipe's configs use (`rollout.tool_format: t
 `<search>query</search>`, which a 135M model writes far more reliably than JSON). The example's question
 and paragraphs are in no data file.
 
-The search corpus is the union of the `context` paragraphs of every data file the run or evaluation reads:
-agentrl passes the env their paths as `data_files` (data.train, data.eval, and eval's --data), so a run
-evaluated on another HotpotQA or 2WikiMultihopQA file searches that file's paragraphs too. A data file
-without context paragraphs is an error naming the file (see search.py for the layouts read).
+The search corpus is the union of the paragraphs of every data file the run or evaluation reads (`context`
+in HotpotQA's and 2WikiMultihopQA's layout, `paragraphs` in MuSiQue's): agentrl passes the env their paths as
+`data_files` (data.train, data.eval, and eval's --data), so a run evaluated on another HotpotQA,
+2WikiMultihopQA or MuSiQue file searches that file's paragraphs too. A data file with a record in no known
+layout is an error naming the file and line (see search.py for the layouts read).
 
 Baselines (`agentrl eval --baseline`): `naive-rag` retrieves once with the question from the same corpus,
 puts the passages in the prompt and gives no tools (with `examples: 1`, the worked example's question
@@ -58,6 +62,15 @@ EXAMPLE_HOPS = [
 EXAMPLE_ANSWER = "Dijon"
 
 
+def golds_of(task: dict[str, Any]) -> list[str]:
+    """The task's gold answers: `answer`, then MuSiQue's `answer_aliases` when the record has them, each once; an
+    alias that normalises to nothing (MuSiQue has "$") is left out, as an empty answer would match it exactly."""
+    aliases = task.get("answer_aliases") or []
+    if not (isinstance(aliases, list) and all(isinstance(a, str) for a in aliases)):
+        raise ValueError(f"answer_aliases is not a list of strings: {aliases!r}")
+    return list(dict.fromkeys([str(task["answer"]), *(a for a in aliases if normalize_answer(a))]))
+
+
 class MultiHopQAEnv(ToolEnv):
     def __init__(
         self, top_k: int = 3, baseline: str | None = None, examples: int = 0, *, data_files: Sequence[str], **args: Any
@@ -72,11 +85,13 @@ class MultiHopQAEnv(ToolEnv):
         self.index = index_of(data_files)
         self.naive_rag = baseline == "naive-rag"
         self.tools = [] if self.naive_rag else [Search(self.index, top_k)]
-        self.gold = ""
+        self.gold = ""  # the record's answer
+        self.golds: list[str] = []  # the answer and its aliases
         self.retrieved_gold = False
 
     def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
-        self.gold = str(task["answer"])
+        self.golds = golds_of(task)
+        self.gold = self.golds[0]
         self.retrieved_gold = False
         question = task["question"]
         if self.naive_rag:
@@ -131,7 +146,8 @@ class MultiHopQAEnv(ToolEnv):
         return StepResult(messages=messages, reward=reward)
 
     def holds_the_answer(self, passages: list[str]) -> bool:
-        """The gold answer occurs in these passages; never for yes/no answers, which occur anywhere."""
+        """The record's answer (not its aliases) occurs in these passages; never for yes/no answers, which occur
+        anywhere."""
         return normalize_answer(self.gold) not in ("yes", "no") and any(substring_match(p, self.gold) for p in passages)
 
     def score(self, final_text: str) -> EpisodeScore:
@@ -139,11 +155,9 @@ class MultiHopQAEnv(ToolEnv):
         if answer is None:
             em = f1 = sub = 0.0
         else:
-            em, f1, sub = (
-                exact_match(answer, self.gold),
-                f1_score(answer, self.gold),
-                substring_match(answer, self.gold),
-            )
+            em = max(exact_match(answer, gold) for gold in self.golds)
+            f1 = max(f1_score(answer, gold) for gold in self.golds)
+            sub = substring_match(answer, self.gold)
         return EpisodeScore(
             reward=f1,
             breakdown={
