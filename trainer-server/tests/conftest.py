@@ -25,3 +25,21 @@ def tiny():
     from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
     return build_tiny_model_and_tokenizer(layers=1, hidden=32, seed=0)
+
+
+def rollout_only_records(config: Path, episodes: int, runs_dir: Path, *overrides: str) -> list[dict]:
+    """A Try run of a recipe (`agentrl train CONFIG --rollout-only N`, greedy): its trajectory records."""
+    import subprocess
+    import sys
+
+    sets = [arg for override in ("rollout.temperature=0", *overrides) for arg in ("--set", override)]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "train", str(config), "--rollout-only", str(episodes), *sets]
+        + ["--runs-dir", str(runs_dir), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    [run_dir] = list(runs_dir.iterdir())
+    return [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]

@@ -18,7 +18,7 @@ from agentrl.run.config import load_config
 from agentrl.run.metrics import step_metrics
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
-from conftest import REPO
+from conftest import REPO, rollout_only_records
 
 LOCKERS = REPO / "trainer-server" / "agentrl" / "recipes" / "lockers"
 TASK = {
@@ -232,30 +232,7 @@ def test_step_level_algorithms_train_on_the_multi_step_env(tmp_path, trajectory_
 def test_the_recipe_earns_reward_in_several_steps_with_the_packaged_model(tmp_path):
     """The recipe smoke test: the real default model, greedy, on a few training tasks, looks recipients up and
     delivers some parcels with the number it read, so GRPO has a signal from the first step."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentrl.cli",
-            "train",
-            str(LOCKERS / "lockers_grpo.agentrl.yaml"),
-            "--rollout-only",
-            "16",
-            "--set",
-            "rollout.temperature=0",
-            "--set",
-            "rollout.engine=hf",
-            "--runs-dir",
-            str(tmp_path),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    [run_dir] = list(tmp_path.iterdir())
-    records = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    records = rollout_only_records(LOCKERS / "lockers_grpo.agentrl.yaml", 16, tmp_path, "rollout.engine=hf")
     assert len(records) == 16
     delivered = [r for r in records if r["reward"] == 1.0]
     assert len(delivered) >= 1

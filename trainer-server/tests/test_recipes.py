@@ -24,7 +24,7 @@ from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
 from agentrl.recipes.multihop.env import MultiHopQAEnv, golds_of
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
-from conftest import REPO
+from conftest import REPO, rollout_only_records
 
 RECIPES = REPO / "trainer-server" / "agentrl" / "recipes"
 MULTIHOP_DATA = RECIPES / "multihop" / "data"
@@ -580,28 +580,7 @@ def test_arithmetic_reward_is_the_correct_answer_only():
 def test_the_demo_recipe_earns_reward_with_the_packaged_model(tmp_path):
     """The recipe smoke test: the real default model, greedy, on a few training problems, calls the
     calculator and solves some of them, so GRPO has a signal from the first step."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentrl.cli",
-            "train",
-            str(RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml"),
-            "--rollout-only",
-            "16",
-            "--set",
-            "rollout.temperature=0",
-            "--runs-dir",
-            str(tmp_path),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    [run_dir] = list(tmp_path.iterdir())
-    records = [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    records = rollout_only_records(RECIPES / "arithmetic" / "arithmetic_grpo.agentrl.yaml", 16, tmp_path)
     assert len(records) == 16
     assert sum(r["reward_breakdown"]["tool_use"] for r in records) >= 4
     assert sum(r["reward"] for r in records) >= 1

@@ -8,9 +8,11 @@ the held-out score measures problems the agent never trained on.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
+
+from agentrl.recipes import splits
+from agentrl.recipes.splits import generate
 
 DATA = Path(__file__).parent / "data"
 TRAIN_SIZE, HELDOUT_SIZE = 2000, 200
@@ -72,23 +74,14 @@ def make_task(rng: random.Random) -> dict[str, object]:
     return {"question": template.format(a=a, b=b), "answer": answer, "op": op}
 
 
-def generate(count: int, seed: int, exclude: set[str] = frozenset()) -> list[dict[str, object]]:
-    rng, tasks, seen = random.Random(seed), [], set(exclude)
-    while len(tasks) < count:
-        task = make_task(rng)
-        if task["question"] not in seen:
-            seen.add(task["question"])
-            tasks.append({"id": f"s{seed}-{len(tasks)}", **task})
-    return tasks
+def question_of(task: dict[str, object]) -> str:
+    return str(task["question"])
 
 
 def write_splits(folder: Path = DATA) -> None:
-    train = generate(TRAIN_SIZE, TRAIN_SEED)
-    heldout = generate(HELDOUT_SIZE, HELDOUT_SEED, exclude={t["question"] for t in train})
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, tasks in (("train.jsonl", train), ("heldout.jsonl", heldout)):
-        with open(folder / name, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(t) + "\n" for t in tasks)
+    train = generate(make_task, question_of, TRAIN_SIZE, TRAIN_SEED)
+    heldout = generate(make_task, question_of, HELDOUT_SIZE, HELDOUT_SEED, exclude={question_of(t) for t in train})
+    splits.write_splits(folder, train, heldout)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ import json
 import random
 from pathlib import Path
 
+from agentrl.recipes import splits
+from agentrl.recipes.splits import generate
+
 DATA = Path(__file__).parent / "data"
 TRAIN_SIZE, HELDOUT_SIZE = 2000, 200
 TRAIN_SEED, HELDOUT_SEED = 11, 12
@@ -48,23 +51,10 @@ def task_key(task: dict[str, object]) -> str:
     return json.dumps([task["question"], task["directory"]], sort_keys=True)
 
 
-def generate(count: int, seed: int, exclude: set[str] = frozenset()) -> list[dict[str, object]]:
-    rng, tasks, seen = random.Random(seed), [], set(exclude)
-    while len(tasks) < count:
-        task = make_task(rng)
-        if task_key(task) not in seen:
-            seen.add(task_key(task))
-            tasks.append({"id": f"s{seed}-{len(tasks)}", **task})
-    return tasks
-
-
 def write_splits(folder: Path = DATA) -> None:
-    train = generate(TRAIN_SIZE, TRAIN_SEED)
-    heldout = generate(HELDOUT_SIZE, HELDOUT_SEED, exclude={task_key(t) for t in train})
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, tasks in (("train.jsonl", train), ("heldout.jsonl", heldout)):
-        with open(folder / name, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(t) + "\n" for t in tasks)
+    train = generate(make_task, task_key, TRAIN_SIZE, TRAIN_SEED)
+    heldout = generate(make_task, task_key, HELDOUT_SIZE, HELDOUT_SEED, exclude={task_key(t) for t in train})
+    splits.write_splits(folder, train, heldout)
 
 
 if __name__ == "__main__":
