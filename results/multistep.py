@@ -1,16 +1,17 @@
 """The multi-step recipe (parcel lockers, trainer-server/agentrl/recipes/lockers): what a trained agent does over
 several steps, and the step-level algorithms against GRPO and token-level PPO at the same wall-clock.
 
-    .venv/bin/python results/multistep.py ablation [--budget-s 300] [--seeds 0 1] [--algorithms grpo gigpo ...]
+    .venv/bin/python results/multistep.py ablation [--budget-s 180] [--seeds 0 1] [--algorithms grpo gigpo ...]
+        [--name multistep] [--set env.args.busy_rate=0.5 ...]
     .venv/bin/python results/multistep.py steps EVAL_RUN_DIR [EVAL_RUN_DIR ...]
 
-`ablation` (about 7 minutes a run on 2 cores): for each seed and algorithm, `agentrl train` on the recipe in its own
+`ablation` (about 5 minutes a run on 2 cores with the default budget): for each seed and algorithm, `agentrl train` on the recipe in its own
 process, stopped with SIGTERM once the budget has run out since the process started (the step in flight finishes
 and a checkpoint is written, as Ctrl-C does), so every algorithm gets the same wall-clock, start-up included; then
 the final checkpoint is evaluated greedily on the first 200 held-out tasks. Every evaluation uses the recipe's own
 seed, so every agent meets the same busy directory at the same lookups, and the untrained model is evaluated once
-on the same terms. Writes results/multistep.json, results/multistep.md and results/multistep.png; runs in
-results/runs/multistep/.
+on the same terms. Writes results/NAME.json, .md and .png (NAME: --name, multistep by default); runs in
+results/runs/multistep/. `--set KEY=VALUE` changes the recipe for training and evaluation alike.
 
 `steps` reads evaluation runs (`agentrl demo` prints theirs) and prints, for each, the success rate, the tool calls
 per episode over the successful ones, and the retry rate: the share of failed calls followed in the next turn by a
@@ -74,9 +75,9 @@ def step_figures(records: list[dict]) -> dict:
     }
 
 
-def train_for(algorithm: str, seed: int, budget_s: float) -> tuple[Path, float, int]:
-    """One training run stopped after budget_s; returns its folder, its wall-clock and the steps it completed."""
-    run_id = f"{algorithm}-seed{seed}"
+def train_for(algorithm: str, seed: int, args: argparse.Namespace) -> tuple[Path, float, int]:
+    """One training run stopped after args.budget_s; returns its folder, its wall-clock and the steps it completed."""
+    run_id = f"{args.name}-{algorithm}-seed{seed}"
     command = [
         sys.executable,
         "-m",
@@ -95,12 +96,12 @@ def train_for(algorithm: str, seed: int, budget_s: float) -> tuple[Path, float, 
         "--set",
         "train.checkpoint_every=1000",
     ]
-    for override in ALGORITHMS[algorithm]:
+    for override in [*args.overrides, *ALGORITHMS[algorithm]]:
         command += ["--set", override]
     started = time.perf_counter()
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     try:
-        process.wait(timeout=budget_s)
+        process.wait(timeout=args.budget_s)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGTERM)  # the step in flight finishes, then a checkpoint
         process.wait()
@@ -124,11 +125,12 @@ def held_out(config, checkpoint: Path | None):
 
 def ablation(args: argparse.Namespace) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
-    config = resolve_paths(load_config(RECIPE, []), RECIPE.parent)
+    config = resolve_paths(load_config(RECIPE, args.overrides), RECIPE.parent)
     untrained = held_out(config, None)
     base = [t["accuracy"] for t in untrained.per_task]
     results = {
         "recipe": str(RECIPE.relative_to(HERE.parent)),
+        "overrides": args.overrides,
         "budget_s": args.budget_s,
         "eval_n": len(base),
         "untrained": {
@@ -140,7 +142,7 @@ def ablation(args: argparse.Namespace) -> None:
     }
     for seed in args.seeds:
         for algorithm in args.algorithms:
-            run_dir, wall, steps = train_for(algorithm, seed, args.budget_s)
+            run_dir, wall, steps = train_for(algorithm, seed, args)
             checkpoint = RunStore(run_dir).latest_checkpoint()
             evaluation = held_out(config, checkpoint)
             scores = [t["accuracy"] for t in evaluation.per_task]
@@ -157,14 +159,14 @@ def ablation(args: argparse.Namespace) -> None:
                     **step_figures(trajectories(evaluation.run_dir)),
                 }
             )
-            (HERE / "multistep.json").write_text(json.dumps(results, indent=1) + "\n")  # each run kept as it lands
+            (HERE / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")  # each run kept as it lands
             print(
                 f"{algorithm} seed {seed}: {steps} steps in {wall:.0f} s, held-out {scores and sum(scores) / len(scores):.3f}"
             )
-    summarise(results)
+    summarise(results, args.name)
 
 
-def summarise(results: dict) -> None:
+def summarise(results: dict, name: str) -> None:
     """multistep.md (a table per algorithm, both seeds pooled with a paired CI against the untrained model) and the
     plot."""
     import matplotlib
@@ -175,7 +177,9 @@ def summarise(results: dict) -> None:
     untrained = results["untrained"]
     lines = [
         f"Parcel lockers, {results['eval_n']} held-out tasks, greedy; each run trained for {results['budget_s']:.0f} s "
-        "of wall-clock (start-up included) on 2 CPU cores, SmolLM2-135M-Instruct.",
+        "of wall-clock (start-up included) on 2 CPU cores, SmolLM2-135M-Instruct"
+        + (f"; the recipe with {', '.join(results['overrides'])}" if results.get("overrides") else "")
+        + ".",
         "",
         "| agent | seed | steps | held-out success [95% CI] | gain vs untrained [paired 95% CI] | calls per success | "
         "retry rate after a failed call |",
@@ -209,7 +213,7 @@ def summarise(results: dict) -> None:
             difference = (sum(pooled) - sum(reference)) / len(pooled)
             line += f"; vs grpo {difference:+.3f} [{diff_low:+.3f}, {diff_high:+.3f}]"
         lines.append(line)
-    (HERE / "multistep.md").write_text("\n".join(lines) + "\n")
+    (HERE / f"{name}.md").write_text("\n".join(lines) + "\n")
     figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
     names = list(by_algorithm)
     for index, algorithm in enumerate(names):
@@ -232,7 +236,7 @@ def summarise(results: dict) -> None:
     axes.grid(alpha=0.3)
     axes.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(HERE / "multistep.png")
+    figure.savefig(HERE / f"{name}.png")
     plt.close(figure)
 
 
@@ -245,9 +249,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     run_ablation = commands.add_parser("ablation")
-    run_ablation.add_argument("--budget-s", type=float, default=300.0)
+    run_ablation.add_argument("--budget-s", type=float, default=180.0)
     run_ablation.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     run_ablation.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+    run_ablation.add_argument("--name", default="multistep", help="results/NAME.json, .md, .png (default multistep)")
+    run_ablation.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="for training and eval"
+    )
     run_ablation.set_defaults(handler=ablation)
     read_steps = commands.add_parser("steps")
     read_steps.add_argument("runs", nargs="+", type=Path)
