@@ -111,6 +111,21 @@ def train_for(algorithm: str, seed: int, args: argparse.Namespace) -> tuple[Path
     return run_dir, wall, steps
 
 
+def machine() -> str:
+    """The CPU model, its cores and whether it multiplies bfloat16 in hardware (the learner's autocast follows it)."""
+    import platform
+
+    import torch
+    from agentrl.models.precision import bfloat16_is_native
+
+    names = [
+        line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line
+    ]
+    cpu = names[0] if names else platform.processor() or platform.machine()
+    bf16 = "bfloat16 in hardware" if bfloat16_is_native(torch.device("cpu")) else "no bfloat16 in hardware"
+    return f"{os.cpu_count()}-core {cpu}, {bf16}"
+
+
 def held_out(config, checkpoint: Path | None):
     return evaluate(
         config,
@@ -130,6 +145,8 @@ def ablation(args: argparse.Namespace) -> None:
     base = [t["accuracy"] for t in untrained.per_task]
     results = {
         "recipe": str(RECIPE.relative_to(HERE.parent)),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
         "overrides": args.overrides,
         "budget_s": args.budget_s,
         "eval_n": len(base),
@@ -175,9 +192,12 @@ def summarise(results: dict, name: str) -> None:
     import matplotlib.pyplot as plt
 
     untrained = results["untrained"]
+    wall_s = [run["wall_s"] for run in results["runs"]]
+    walls = f"{min(wall_s):.0f}-{max(wall_s):.0f} s in all" if wall_s else "no run yet"
     lines = [
-        f"Parcel lockers, {results['eval_n']} held-out tasks, greedy; each run trained for {results['budget_s']:.0f} s "
-        "of wall-clock (start-up included) on 2 CPU cores, SmolLM2-135M-Instruct"
+        f"Parcel lockers, {results['eval_n']} held-out tasks, greedy. Each run was stopped {results['budget_s']:.0f} s "
+        f"after it started (start-up included) and finished the step in flight ({walls}), SmolLM2-135M-Instruct; "
+        f"{results.get('machine', 'a 2-core CPU')}, {results.get('date', '')}"
         + (f"; the recipe with {', '.join(results['overrides'])}" if results.get("overrides") else "")
         + ".",
         "",
