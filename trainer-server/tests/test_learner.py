@@ -48,8 +48,11 @@ def test_gradient_accumulation_matches_one_batch(tiny, bf16_autocast):
     Learner(m_full, tokenizer, cfg_full, torch.device("cpu")).update(copy.deepcopy(episodes))
     Learner(m_micro, tokenizer, cfg_micro, torch.device("cpu")).update(copy.deepcopy(episodes))
     if not bf16_autocast:
-        for a, b in zip(m_full.parameters(), m_micro.parameters()):
-            assert torch.allclose(a, b, atol=1e-5)
+        # AdamW divides each entry's step by that entry's own gradient size, so an entry whose gradient is ~0 moves by
+        # an lr-sized step that float rounding decides (on an AVX-512 CPU: one entry of 2,048 by 1.9e-5 while the two
+        # gradients differed by 7e-10). Each tensor's difference is bounded by how far the update moved it.
+        for a, b, before in zip(m_full.parameters(), m_micro.parameters(), model.parameters()):
+            assert float((a - b).detach().norm()) <= 1e-3 * float((a - before).detach().norm()) + 1e-7
     # The gradients the optimizer stepped with (it leaves them in place), every parameter's.
     full = torch.cat([p.grad.flatten() for p in m_full.parameters()])
     micro = torch.cat([p.grad.flatten() for p in m_micro.parameters()])

@@ -275,7 +275,10 @@ def test_cli_config_error_names_key_value_and_allowed(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2
-    assert "algorithm.name: Input should be 'grpo', 'ppo', 'reinforce_pp' or 'rloo' (got 'a2c')" in done.stderr
+    assert (
+        "algorithm.name: Input should be 'gigpo', 'grpo', 'ppo', 'reinforce_pp', 'rloo' or 'step_ppo' (got 'a2c')"
+        in done.stderr
+    )
     assert "train.bogus: unknown key" in done.stderr
     done = subprocess.run(
         [*AGENTRL, "train", str(EXAMPLE_CONFIG), "--set", "rollout.group_size=3"],
