@@ -119,6 +119,27 @@ def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path,
     assert worker_reports(one) == []  # a run in one process has no workers to report
 
 
+def test_gigpo_on_two_learner_workers_trains_as_one_process_does(tmp_path, local_ray):
+    """Every learner worker collates the whole step, so GiGPO's anchor states (here the observations the model read)
+    and its group statistics are those of the whole batch, whichever worker trains which rows."""
+    gigpo = (*TWO_STEPS, "algorithm.name=gigpo", "algorithm.gamma=0.95")
+    one = train(example(*gigpo), runs_dir=tmp_path / "one", config_base_dir=EXAMPLE_CONFIG.parent)
+    cluster = train(example(*gigpo, *ON_RAY), runs_dir=tmp_path / "ray", config_base_dir=EXAMPLE_CONFIG.parent)
+    assert latest_status(read_events(cluster))["status"] == "completed"
+    assert_same_episodes(cluster, one)
+    for got, expected in zip(trajectories(cluster), trajectories(one), strict=True):
+        assert [t["state_key"] for t in got["turns"]] == [t["state_key"] for t in expected["turns"]]
+        pairs = zip(got["tokens"]["advantage"], expected["tokens"]["advantage"], strict=True)
+        assert all(a == b or abs(a - b) <= 1e-5 for a, b in pairs)
+    expected, got = final_weights(one), final_weights(cluster)
+    initial = load_policy(example().model, 0)[0].state_dict()
+    worst = max(
+        float((expected[name] - got[name]).norm()) / max(float((expected[name] - initial[name]).norm()), 1e-12)
+        for name in expected
+    )
+    assert worst <= PARAMETER_TOLERANCE
+
+
 SLOW_ENV = """
 import time
 from pathlib import Path
