@@ -342,6 +342,16 @@ def test_multihop_env_breakdown_and_naive_rag():
     assert rag.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)  # the one retrieval
 
 
+def test_multihop_exact_match_reward_earns_nothing_for_a_hedged_answer():
+    env = MultiHopQAEnv(top_k=2, answer_reward="em", data_files=MULTIHOP_FILES)
+    env.reset({"question": "Which film came out first, Ed Wood or Big Fish?", "answer": "Ed Wood"})
+    assert env.score("Answer: Ed Wood").reward == 1.0
+    hedged = env.score("Answer: Ed Wood or Big Fish")
+    assert hedged.reward == 0.0 and hedged.breakdown["f1"] == pytest.approx(4 / 7)  # F1 would pay for naming both
+    with pytest.raises(ValueError, match="answer_reward"):
+        MultiHopQAEnv(answer_reward="bleu", data_files=MULTIHOP_FILES)
+
+
 def test_multihop_reward_is_the_stated_answers_f1_plus_one_retrieval_reward():
     env = MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES)
     env.reset({"question": "Who directed Ed Wood?", "answer": "Tim Burton"})

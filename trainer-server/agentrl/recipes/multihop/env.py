@@ -9,7 +9,7 @@ check use the `answer` alone, since aliases include codes such as "in", "no" or 
 almost any text. The breakdown also says whether an answer was given (`answered`) and whether a
 search, or naive RAG's one retrieval, brought back a passage holding the answer (`retrieved_answer`).
 
-Reward: the answer's F1, plus a process reward of RETRIEVAL_REWARD for the first search whose passages
+Reward: the answer's F1 (`answer_reward: em`: its exact match), plus a process reward of RETRIEVAL_REWARD for the first search whose passages
 contain the gold answer (a good intermediate action, earned only by searching well). No format bonus,
 and no penalty for a failed call: measured on this recipe, F1 over free text taught the 135M model to stop
 searching and write long sentences that overlap the answer by chance, and a -0.1 per failed call drove it
@@ -41,6 +41,9 @@ from agentrl.recipes.answers import exact_match, f1_score, final_answer_text, no
 from agentrl.recipes.multihop.search import Search, index_of
 
 RETRIEVAL_REWARD = 0.1
+# What the stated answer earns: its F1 (the default), or its exact match, which a hedged answer ("X or Y" to "which
+# came first, X or Y?") cannot earn: trained on the 2,195-question split with F1, the agent learned to name both.
+ANSWER_REWARDS = ("f1", "em")
 TOOL_PROMPT = (
     "Answer the question. Use the search tool to find the facts you need; you may search several times. "
     "When you know the answer, end with a line 'Answer: <short answer>'."
@@ -73,13 +76,30 @@ def golds_of(task: dict[str, Any]) -> list[str]:
 
 class MultiHopQAEnv(ToolEnv):
     def __init__(
-        self, top_k: int = 3, baseline: str | None = None, examples: int = 0, *, data_files: Sequence[str], **args: Any
+        self,
+        top_k: int = 3,
+        baseline: str | None = None,
+        examples: int = 0,
+        answer_reward: str = "f1",
+        *,
+        data_files: Sequence[str],
+        **args: Any,
     ) -> None:
+        if answer_reward not in ANSWER_REWARDS:
+            raise ValueError(f"answer_reward must be one of {sorted(ANSWER_REWARDS)}, got {answer_reward!r}")
         if baseline not in (None, "naive-rag"):
             raise ValueError(f"unknown baseline {baseline!r} for multi-hop QA; known: naive-rag")
         if examples not in (0, 1):
             raise ValueError(f"examples must be 0 or 1 (there is one worked example), got {examples!r}")
-        super().__init__(top_k=top_k, baseline=baseline, examples=examples, data_files=data_files, **args)
+        super().__init__(
+            top_k=top_k,
+            baseline=baseline,
+            examples=examples,
+            answer_reward=answer_reward,
+            data_files=data_files,
+            **args,
+        )
+        self.answer_reward = answer_reward
         self.top_k = top_k
         self.examples = examples
         self.index = index_of(data_files)
@@ -159,7 +179,7 @@ class MultiHopQAEnv(ToolEnv):
             f1 = max(f1_score(answer, gold) for gold in self.golds)
             sub = substring_match(answer, self.gold)
         return EpisodeScore(
-            reward=f1,
+            reward=em if self.answer_reward == "em" else f1,
             breakdown={
                 "em": em,
                 "f1": f1,
