@@ -28,7 +28,7 @@ const builds = [
   },
   {
     ...common,
-    entryPoints: ['webview/main.ts'],
+    entryPoints: ['webview/replay/main.ts'],
     outfile: 'dist/webview/main.js',
     platform: 'browser',
     format: 'iife',

@@ -10,9 +10,15 @@ export default tseslint.config(
     },
   },
   {
-    // The webview is a browser app: it never touches the extension host's APIs or sockets.
+    // The webviews are browser apps (webview/replay/, webview/dashboard/, and what they share at webview/): they never
+    // touch the extension host's APIs or sockets.
     files: ['webview/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { paths: ['vscode', 'ws'], patterns: ['../extension/*'] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: ['vscode', 'ws'], patterns: ['../extension/*', '../../extension/*'] },
+      ],
+    },
   },
   {
     files: ['extension/**/*.ts'],

@@ -1,4 +1,4 @@
-// Messages between the replay panel's host (extension/) and its webview (webview/). Both sides import
+// Messages between the replay panel's host (extension/replay/) and its webview (webview/replay/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
 import type { RunStatus, ToolRerunResult } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';

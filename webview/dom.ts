@@ -1,5 +1,6 @@
-// The only way the replay panel creates DOM: element names and attributes are ours, and every piece of
-// trajectory content goes in as a text node. Model and tool output is untrusted: it never becomes HTML.
+// The only way the webviews (the replay panel and the Run Dashboard) create DOM: element names and attributes
+// are ours, and every piece of trajectory content goes in as a text node. Model and tool output is untrusted: it
+// never becomes HTML.
 
 type Child = Node | string | number | null | undefined | false;
 

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { anchorGroups } from '../../webview/anchorGroups';
+import { anchorGroups } from '../../webview/replay/anchorGroups';
 import { formatNumber } from '../../webview/dom';
 import { fixture, launch, load, openReplay, SCREENSHOTS, type Theme, withStepFields } from './harness';
 

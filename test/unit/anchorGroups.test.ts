@@ -2,7 +2,13 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
-import { anchorGroups, anchorOf, hasStateKeys, hasStepFields, stateKeyPreview } from '../../webview/anchorGroups';
+import {
+  anchorGroups,
+  anchorOf,
+  hasStateKeys,
+  hasStepFields,
+  stateKeyPreview,
+} from '../../webview/replay/anchorGroups';
 
 type Turn = TrajectoryRecord['turns'][number];
 

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { lineDiff } from '../../webview/lineDiff';
+import { lineDiff } from '../../webview/replay/lineDiff';
 
 describe('line diff of a re-run tool call', () => {
   it('keeps common lines and marks what the current outcome dropped and added, in order', () => {

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
-import { buildSteps, hasZeroVariance, nextStep } from '../../webview/steps';
+import { buildSteps, hasZeroVariance, nextStep } from '../../webview/replay/steps';
 
 const records = readFileSync(
   join(resolve(__dirname, '..', '..'), 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'),

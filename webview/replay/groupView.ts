@@ -1,8 +1,8 @@
 // The group view: the samples of one prompt side by side, as GRPO compares them; or, by anchor state, the
 // steps of those samples grouped by the state they start from, as GiGPO compares them.
-import type { TrajectoryRecord } from '../protocol/webview-messages';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { anchorGroups, hasStateKeys, stateKeyPreview, type AnchorGroup } from './anchorGroups';
-import { formatNumber, h, icon } from './dom';
+import { formatNumber, h, icon } from '../dom';
 import type { GroupBy, GroupSort, UiState } from './state';
 import { groupOf, hasZeroVariance } from './steps';
 

@@ -1,8 +1,8 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
-import type { ToolRerunMessage, TrajectoryRecord } from '../protocol/webview-messages';
+import type { ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
 import { hasStepFields, type AnchorGroup } from './anchorGroups';
-import { formatNumber, h, icon, pretty } from './dom';
+import { formatNumber, h, icon, pretty } from '../dom';
 import { lineDiff } from './lineDiff';
 import type { InspectorTab, UiState } from './state';
 import { buildSteps, type JumpTarget, type Step } from './steps';

@@ -2,8 +2,8 @@
 // (masked tokens hatched and dimmed), the advantage (background colour) and the logprob (bar under the
 // token) overlay it; hover or focus shows the exact values. Rows are virtualised: only the rows in view
 // exist in the DOM, so 20,000 tokens stay responsive.
-import type { TrajectoryRecord } from '../protocol/webview-messages';
-import { formatNumber, h } from './dom';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
+import { formatNumber, h } from '../dom';
 
 const TOKENS_PER_ROW = 32;
 const ROW_HEIGHT = 26;

@@ -6,16 +6,16 @@ import type {
   ToolRerunMessage,
   TrajectoryRecord,
   WebviewToHostMessage,
-} from '../protocol/webview-messages';
+} from '../../protocol/webview-messages';
 import { anchorOf } from './anchorGroups';
-import { clear, h } from './dom';
+import { clear, h } from '../dom';
 import { renderEpisode } from './episodeView';
 import { renderGroup } from './groupView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';
 import { restoreState, type UiState, type View } from './state';
 import { buildSteps, groupOf, nextStep, type JumpTarget } from './steps';
 import { renderTokenView } from './tokenView';
-import './styles.css';
+import '../styles.css';
 
 interface VsCodeApi {
   postMessage(message: WebviewToHostMessage): void;

@@ -1,6 +1,6 @@
 // The run browser: every trajectory of the loaded file or run, filtered and sorted.
-import type { TrajectoryRecord } from '../protocol/webview-messages';
-import { formatNumber, h, icon } from './dom';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
+import { formatNumber, h, icon } from '../dom';
 import { ROW_PAGE, type RunSort, type UiState } from './state';
 
 export function visibleRecords(records: TrajectoryRecord[], state: UiState): TrajectoryRecord[] {

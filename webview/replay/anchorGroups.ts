@@ -2,7 +2,7 @@
 // same state (equal `state_key`) form an anchor group, and their step returns are compared with each other
 // the way GRPO compares the episodes' rewards. A state only one step reached gives nothing to compare.
 // Pure: no DOM, so the unit tests run it in Node.
-import type { TrajectoryRecord } from '../protocol/webview-messages';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
 
 export interface AnchorStep {
   /** The episode's trajectory id. */

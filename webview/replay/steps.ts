@@ -1,6 +1,6 @@
 // An episode as a list of steps the user walks through: prompt, each assistant turn, each tool call
 // ("what happened") with the ToolEnv's reading of it ("what it means"), and the final reward.
-import type { TrajectoryRecord } from '../protocol/webview-messages';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
 
 type Turn = TrajectoryRecord['turns'][number];
 type ToolCall = Turn['tool_calls'][number];
