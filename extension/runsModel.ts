@@ -15,6 +15,7 @@ import {
   type TrajectorySummary,
   type WorkerRestartedEvent,
 } from '../protocol/generated/rpc';
+import { forgetSupersededEvents } from '../protocol/superseded-events';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
@@ -115,9 +116,7 @@ export class RunsModel {
     switch (event.type) {
       case 'status': {
         Object.assign(state.info, event.runInfo);
-        const superseded = event.data.superseded_from_seq;
-        if (superseded !== undefined)
-          for (const seq of state.health.keys()) if (seq >= superseded) state.health.delete(seq);
+        forgetSupersededEvents(state.health, event);
         break;
       }
       case 'metrics':

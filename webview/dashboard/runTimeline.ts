@@ -1,10 +1,11 @@
 // One run's events as the dashboard draws them: metric series by name, its status and its health alerts.
 // Events come from the host in seq order, but the same event can come twice (the history re-sent after a
 // webview reload, a resubscription after a reconnect): one is kept per seq. A resumed run's status event
-// names the first superseded seq (protocol/README.md): the events from there up to it are forgotten, since
-// the resumed process re-emits the steps after its checkpoint.
+// supersedes the events after its checkpoint (protocol/superseded-events.ts): they are forgotten, since the
+// resumed process re-emits those steps.
 import type { DashboardEvent, DashboardHealth } from '../../protocol/dashboard-messages';
 import type { StatusEvent } from '../../protocol/generated/rpc';
+import { forgetSupersededEvents } from '../../protocol/superseded-events';
 
 export interface MetricSeries {
   steps: number[];
@@ -36,11 +37,7 @@ export class RunTimeline {
       if (this.bySeq.has(event.seq)) continue;
       changed = true;
       this.bySeq.set(event.seq, event);
-      const superseded = event.type === 'status' ? event.data.superseded_from_seq : undefined;
-      if (superseded !== undefined) {
-        for (const seq of [...this.bySeq.keys()]) if (seq >= superseded && seq < event.seq) this.bySeq.delete(seq);
-        rebuild = true;
-      }
+      if (event.type === 'status' && forgetSupersededEvents(this.bySeq, event)) rebuild = true;
       if (event.seq < this.lastSeq) rebuild = true;
       else if (!rebuild) this.fold(event);
       this.lastSeq = Math.max(this.lastSeq, event.seq);
