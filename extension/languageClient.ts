@@ -16,7 +16,7 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
-import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './languageServer/protocol';
+import { trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
 import { RUN_CONFIG_GLOB } from './settings';
 
 /** More crashes than this within CRASH_WINDOW_MS and the server stays down until the user restarts it. */
@@ -84,7 +84,7 @@ export function startLanguageClient(
   let devices: TrainerDevicesParams | null = null;
 
   const sendDevices = async (): Promise<void> => {
-    if (client.state === State.Running) await client.sendNotification(TRAINER_DEVICES_NOTIFICATION, devices);
+    if (client.state === State.Running) await client.sendNotification(trainerDevicesNotification, devices);
   };
   const start = async (): Promise<void> => {
     try {

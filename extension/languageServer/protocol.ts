@@ -1,11 +1,13 @@
-// Custom messages between the extension (language client) and this server.
+// The custom messages between the extension (language client) and this server, each a typed constant declared once
+// (vscode-eslint's NotificationType pattern): both ends name the constant, so its method and its params cannot
+// drift apart. vscode-jsonrpc's platform-neutral entry point is the one both the client and the server can load.
+import { NotificationType } from 'vscode-jsonrpc';
+import type { InitializeResult } from '../../protocol/generated/rpc';
 
-/** Client -> server, sent by the extension host (languageClient.ts `notifyTrainerDevices`) after it connects to
- *  a trainer server: the devices its `initialize` result reported (or null after it disconnects), so hovers on
- *  `model.*` can say what the run will have to work with and whether the model roughly fits. */
-export const TRAINER_DEVICES_NOTIFICATION = 'agentRl/trainerDevices';
+/** The devices a trainer server reports in its `initialize` result (protocol/schemas/rpc.schema.json). */
+export type TrainerDevicesParams = InitializeResult['devices'];
 
-export interface TrainerDevicesParams {
-  cpu: { name: string; cores: number; memoryBytes?: number };
-  gpus: Array<{ name: string; memoryBytes: number }>;
-}
+/** Client -> server, sent by the extension host (languageClient.ts) after it connects to a trainer server: the
+ *  devices its `initialize` result reported, or null after it disconnects, so hovers on `model.*` can say what the
+ *  run will have to work with and whether the model roughly fits. */
+export const trainerDevicesNotification = new NotificationType<TrainerDevicesParams | null>('agentRl/trainerDevices');

@@ -19,7 +19,7 @@ import { parseDocument } from 'yaml';
 import { complete, hoverText } from './assist';
 import { describeModelSource, modelSource } from './modelPath';
 import { devicesSummary } from './fit';
-import { TRAINER_DEVICES_NOTIFICATION, type TrainerDevicesParams } from './protocol';
+import { trainerDevicesNotification, type TrainerDevicesParams } from './protocol';
 import { validateRunConfig, type Finding } from './validate';
 
 const connection = createConnection(ProposedFeatures.all);
@@ -98,7 +98,7 @@ connection.onCodeAction((params): CodeAction[] =>
     }),
 );
 
-connection.onNotification(TRAINER_DEVICES_NOTIFICATION, (params: TrainerDevicesParams | null) => {
+connection.onNotification(trainerDevicesNotification, (params) => {
   trainerDevices = params ?? undefined;
 });
 

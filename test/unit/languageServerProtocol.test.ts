@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { TRAINER_DEVICES_NOTIFICATION } from '../../extension/languageServer/protocol';
+import { trainerDevicesNotification } from '../../extension/languageServer/protocol';
 import {
   createMessageConnection,
   StreamMessageReader,
@@ -73,7 +73,7 @@ describe('run-config language server over LSP', function () {
     await connection.sendNotification('textDocument/didOpen', {
       textDocument: { uri, languageId: 'yaml', version: 1, text: readFileSync(file, 'utf8') },
     });
-    await connection.sendNotification(TRAINER_DEVICES_NOTIFICATION, {
+    await connection.sendNotification(trainerDevicesNotification, {
       cpu: { name: 'x86_64', cores: 16 },
       gpus: [{ name: 'H100', memoryBytes: 80 * 2 ** 30 }],
     });
