@@ -18,3 +18,5 @@ export const Commands = {
   showLogs: 'agentRl.showLogs',
   restartLanguageServer: 'agentRl.restartLanguageServer',
 } as const;
+
+export type CommandId = (typeof Commands)[keyof typeof Commands];

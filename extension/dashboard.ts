@@ -11,31 +11,12 @@ import type {
   DashboardRun,
   DashboardWebviewMessage,
 } from '../protocol/dashboard-messages';
-import type { RpcMethods, RunEventParams, RunInfo } from '../protocol/generated/rpc';
+import type { RunEventParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
-import { registerGuardedCommand } from './guardedCommand';
+import { registerCommands, type Ctx } from './ctx';
 import type { RunsTreeNode, TimelineEvent } from './runsModel';
+import type { TrainerConnection } from './trainerConnection';
 import { webviewHtml } from './webviewHtml';
-
-/** What the dashboard needs from a connected trainer (TrainerConnection has it). */
-export interface DashboardTrainer {
-  request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params']): Promise<RpcMethods[M]['result']>;
-  /** Streams the run's events into the model and onRunEvent (idempotent). */
-  follow(runId: string): Promise<void>;
-  readonly onRunEvent: vscode.Event<RunEventParams>;
-  readonly model: {
-    runIds(): string[];
-    run(runId: string): RunInfo | undefined;
-    timeline(runId: string): TimelineEvent[];
-    description(node: RunsTreeNode): string;
-  };
-}
-
-export interface DashboardDeps {
-  log: vscode.LogOutputChannel;
-  /** The trainer connection when connected, else undefined. */
-  trainer: () => DashboardTrainer | undefined;
-}
 
 /** How long live events wait to travel together: a replayed log of 10,000s of events is a few messages. */
 const BATCH_MS = 50;
@@ -43,44 +24,49 @@ const BATCH_MS = 50;
 /** A Runs-view row, or `{runId}` from a link (status bar, notification). */
 type DashboardTarget = { runId: string } | RunsTreeNode;
 
-export function registerDashboard(context: vscode.ExtensionContext, deps: DashboardDeps): vscode.Disposable {
-  const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
+export function registerDashboard(ctx: Ctx): vscode.Disposable {
+  // One panel per set of runs: opening it again shows the open one.
   const panels = new Map<string, vscode.WebviewPanel>();
-  const open = async (runIds: string[]): Promise<string[] | undefined> => {
-    const trainer = deps.trainer();
-    if (!trainer) throw new Error('not connected to a trainer server; start or connect one to see its runs');
+  const open = (runIds: string[]): string[] => {
     const key = runIds.join('\n');
     const existing = panels.get(key);
     if (existing) {
       existing.reveal();
       return runIds;
     }
-    const panel = openDashboard(webviewRoot, deps, trainer, runIds);
+    const panel = openDashboard(ctx, connectedTrainer(ctx), runIds);
     panels.set(key, panel);
     panel.onDidDispose(() => panels.delete(key));
     return runIds;
   };
-  return vscode.Disposable.from(
-    registerGuardedCommand(deps.log, Commands.openDashboard, 'Open Run Dashboard', async (target?: DashboardTarget) => {
-      const picked = target ? [target.runId] : await pickRuns(deps, 'Open Run Dashboard', false);
-      return picked?.length ? open(picked) : undefined;
-    }),
+  return registerCommands(ctx, {
+    [Commands.openDashboard]: {
+      title: 'Open Run Dashboard',
+      make: (ctx) => async (target?: DashboardTarget) => {
+        const picked = target ? [target.runId] : await pickRuns(ctx, 'Open Run Dashboard', false);
+        return picked?.length ? open(picked) : undefined;
+      },
+    },
     // From a run's row: a list of every run with that one ticked, to tick the others to overlay.
-    registerGuardedCommand(deps.log, Commands.compareRuns, 'Compare in Dashboard', async (target?: DashboardTarget) => {
-      const picked = await pickRuns(deps, 'Compare in Dashboard', true, target?.runId);
-      return picked?.length ? open(picked) : undefined;
-    }),
-  );
+    [Commands.compareRuns]: {
+      title: 'Compare in Dashboard',
+      make: (ctx) => async (target?: DashboardTarget) => {
+        const picked = await pickRuns(ctx, 'Compare in Dashboard', true, target?.runId);
+        return picked?.length ? open(picked) : undefined;
+      },
+    },
+  });
 }
 
-async function pickRuns(
-  deps: DashboardDeps,
-  title: string,
-  many: boolean,
-  preselected?: string,
-): Promise<string[] | undefined> {
-  const trainer = deps.trainer();
-  if (!trainer) throw new Error('not connected to a trainer server');
+/** The trainer connection, which must be connected: the dashboard draws a server's runs. */
+function connectedTrainer(ctx: Ctx): TrainerConnection {
+  if (!ctx.connection.isConnected)
+    throw new Error('not connected to a trainer server; start or connect one to see its runs');
+  return ctx.connection;
+}
+
+async function pickRuns(ctx: Ctx, title: string, many: boolean, preselected?: string): Promise<string[] | undefined> {
+  const trainer = connectedTrainer(ctx);
   // The run the command came from leads: the others are compared with it.
   const runIds = trainer.model.runIds().sort((a, b) => Number(b === preselected) - Number(a === preselected));
   if (runIds.length === 0) throw new Error('the trainer server has no runs yet');
@@ -104,12 +90,8 @@ async function pickRuns(
   return chosen?.map((item) => item.runId);
 }
 
-function openDashboard(
-  webviewRoot: vscode.Uri,
-  deps: DashboardDeps,
-  trainer: DashboardTrainer,
-  runIds: string[],
-): vscode.WebviewPanel {
+function openDashboard(ctx: Ctx, trainer: TrainerConnection, runIds: string[]): vscode.WebviewPanel {
+  const webviewRoot = vscode.Uri.joinPath(ctx.extensionContext.extensionUri, 'dist', 'webview');
   const names = runIds.map((runId) => trainer.model.run(runId)?.name ?? runId);
   const title = runIds.length === 1 ? `Dashboard: ${names[0]}` : `Compare: ${names.join(', ')}`;
   const panel = vscode.window.createWebviewPanel('agentRl.dashboard', title, vscode.ViewColumn.Active, {
@@ -147,7 +129,7 @@ function openDashboard(
             config: await trainer.request('run/config', { runId }).then(
               (r) => r.config,
               (err: Error) => {
-                deps.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
+                ctx.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
                 return undefined;
               },
             ),
@@ -166,9 +148,7 @@ function openDashboard(
   });
   panel.webview.html = webviewHtml(panel.webview, webviewRoot, 'dashboard', 'Run Dashboard');
   for (const runId of runIds)
-    void trainer
-      .follow(runId)
-      .catch((err: Error) => deps.log.warn(`dashboard: cannot follow ${runId}: ${err.message}`));
+    void trainer.follow(runId).catch((err: Error) => ctx.log.warn(`dashboard: cannot follow ${runId}: ${err.message}`));
   return panel;
 }
 

@@ -5,8 +5,8 @@ import { parse } from 'yaml';
 import * as vscode from 'vscode';
 import { Commands } from './commands';
 import { healthProblems } from './healthProblems';
-import { findRunConfigs, RUN_CONFIG_GLOB } from './settings';
-import type { TrainerConnection } from './trainerConnection';
+import type { Ctx } from './ctx';
+import { RUN_CONFIG_GLOB } from './settings';
 
 const SOURCE = 'Agent RL health';
 
@@ -17,16 +17,14 @@ interface Shown {
   line: number;
 }
 
-export function registerHealthDiagnostics(
-  connection: TrainerConnection,
-  log: vscode.LogOutputChannel,
-): vscode.Disposable {
+export function registerHealthDiagnostics(ctx: Ctx): vscode.Disposable {
+  const { connection, log } = ctx;
   const collection = vscode.languages.createDiagnosticCollection('agentRl.health');
   // config -> run -> its problems: a config trained several times shows each run's alerts in force
   const byConfig = new Map<string, Map<string, { diagnostics: vscode.Diagnostic[]; shown: Shown[] }>>();
 
   async function configOf(runName: string): Promise<vscode.Uri | undefined> {
-    for (const uri of await findRunConfigs()) {
+    for (const uri of await ctx.settings.findRunConfigs()) {
       const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(uri));
       if ((parse(text) as { name?: unknown } | null)?.name === runName) return uri;
     }

@@ -16,6 +16,7 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
+import { registerCommands, type Ctx } from './ctx';
 import { trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
 import { RUN_CONFIG_GLOB } from './settings';
 
@@ -26,8 +27,6 @@ const CRASH_WINDOW_MS = 3 * 60_000;
 export interface LanguageClientHandle {
   restart(): Promise<void>;
   stop(): Promise<void>;
-  /** Called by the trainer connection after `initialize` (devices) and on disconnect (null). */
-  notifyTrainerDevices(devices: TrainerDevicesParams | null): Promise<void>;
 }
 
 export function traceFor(level: vscode.LogLevel): Trace {
@@ -60,11 +59,10 @@ export function crashPolicy(log: vscode.LogOutputChannel, now: () => number = Da
   };
 }
 
-export function startLanguageClient(
-  context: vscode.ExtensionContext,
-  log: vscode.LogOutputChannel,
-): LanguageClientHandle {
-  const module = context.asAbsolutePath('dist/languageServer.js');
+/** Starts the client (its server follows); the trainer connection's devices reach the server as they change. */
+export function startLanguageClient(ctx: Ctx): LanguageClientHandle {
+  const { extensionContext, log } = ctx;
+  const module = extensionContext.asAbsolutePath('dist/languageServer.js');
   const serverOptions: ServerOptions = {
     run: { module, transport: TransportKind.ipc },
     debug: { module, transport: TransportKind.ipc, options: { execArgv: ['--nolazy', '--inspect=6011'] } },
@@ -104,14 +102,19 @@ export function startLanguageClient(
     async stop() {
       if (client.isRunning()) await client.stop();
     },
-    async notifyTrainerDevices(next) {
-      devices = next;
-      await sendDevices();
-    },
   };
 
-  context.subscriptions.push(
-    vscode.commands.registerCommand(Commands.restartLanguageServer, () => handle.restart()),
+  extensionContext.subscriptions.push(
+    registerCommands(ctx, {
+      [Commands.restartLanguageServer]: {
+        title: 'Restart Run-Config Language Server',
+        make: () => () => handle.restart(),
+      },
+    }),
+    ctx.connection.onDidChangeDevices((next) => {
+      devices = next;
+      void sendDevices();
+    }),
     log.onDidChangeLogLevel((level) => void client.setTrace(traceFor(level))),
     client.onDidChangeState((event) => {
       if (event.newState === State.Running) void sendDevices(); // a (re)started server starts without them

@@ -1,36 +1,21 @@
-// Server and run commands: Start Local Server, Connect/Disconnect, Start/Stop/Resume Training, Try Environment,
-// Export Model, and the CodeLens on run configs. Everything that runs workspace code (a server, a run) needs workspace
-// trust, checked here as well as in the manifest. Each command returns what it did (a URL, a run id), which
-// the extension-host tests read.
+// Run commands: Start/Stop/Resume Training, Try Environment, Export Model, Refresh Runs, and the CodeLens on run
+// configs. Everything that runs workspace code (a run) needs workspace trust, checked here as well as in the
+// manifest. Each command returns what it did (a run id, a folder), which the extension-host tests read.
 import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
+import { ensureConnected } from './connectionCommands';
+import { registerCommands, requireTrust, type Ctx } from './ctx';
 import { packEnvFolder } from './envBundle';
-import { registerGuardedCommand } from './guardedCommand';
 import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
-import {
-  findRunConfigs,
-  pythonPath,
-  runsFolder,
-  RUN_CONFIG_GLOB,
-  serverUrl,
-  tokenKey,
-  tryEpisodes,
-  workspaceRoot,
-} from './settings';
+import { RUN_CONFIG_GLOB } from './settings';
 import { toolProblems } from './toolProblems';
-import type { RunHandle, TrainerConnection } from './trainerConnection';
+import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
-
-export interface RunCommandDeps {
-  context: vscode.ExtensionContext;
-  log: vscode.LogOutputChannel;
-  connection: TrainerConnection;
-}
 
 // An export loads the model on the server: seconds for small models, minutes for large ones.
 const EXPORT_TIMEOUT_MS = 30 * 60_000;
@@ -40,38 +25,19 @@ type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNo
  * `step`, the latest checkpoint. A step node of the Runs view exports that step's checkpoint. */
 type ExportTarget = { runId: string; step?: number; mergeLora?: boolean; destination?: string } | RunsTreeNode;
 
-export function registerRunCommands(deps: RunCommandDeps): vscode.Disposable {
-  const toolProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
-  const register = <A extends unknown[], R>(
-    id: string,
-    what: string,
-    command: (...args: A) => Promise<R | undefined>,
-  ) => registerGuardedCommand(deps.log, id, what, command);
+export function registerRunCommands(ctx: Ctx): vscode.Disposable {
+  // A try run's Tool failures, at each Tool's definition; the next try run replaces them.
+  const tryProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
   return vscode.Disposable.from(
-    toolProblems,
-    register(Commands.startLocalServer, 'Start Local Server', () => startLocalServer(deps)),
-    register(Commands.connectServer, 'Connect to Server', (args?: { url: string; token?: string }) =>
-      connectServer(deps, args),
-    ),
-    register(Commands.disconnectServer, 'Disconnect', async () => {
-      await deps.connection.disconnect();
-      return true;
+    tryProblems,
+    registerCommands(ctx, {
+      [Commands.refreshRuns]: { title: 'Refresh Runs', make: refreshRuns },
+      [Commands.startTraining]: { title: 'Start Training', make: startTraining },
+      [Commands.tryEnvironment]: { title: 'Try Environment', make: (ctx) => tryEnvironment(ctx, tryProblems) },
+      [Commands.stopTraining]: { title: 'Stop Training', make: stopTraining },
+      [Commands.resumeTraining]: { title: 'Resume Training', make: resumeTraining },
+      [Commands.exportModel]: { title: 'Export Model', make: exportModel },
     }),
-    register(Commands.refreshRuns, 'Refresh Runs', async () => {
-      await deps.connection.refresh();
-      return true;
-    }),
-    register(
-      Commands.startTraining,
-      'Start Training',
-      async (target?: vscode.Uri | string) => (await startRun(deps, target, 'train'))?.runId,
-    ),
-    register(Commands.tryEnvironment, 'Try Environment', (target?: vscode.Uri | string) =>
-      tryEnvironment(deps, target, toolProblems),
-    ),
-    register(Commands.stopTraining, 'Stop Training', (target?: RunTarget) => stopRun(deps, target)),
-    register(Commands.resumeTraining, 'Resume Training', (target?: RunTarget) => resumeRun(deps, target)),
-    register(Commands.exportModel, 'Export Model', (target?: ExportTarget) => exportModel(deps, target)),
     vscode.languages.registerCodeLensProvider({ pattern: RUN_CONFIG_GLOB }, new RunConfigLenses()),
   );
 }
@@ -97,91 +63,27 @@ class RunConfigLenses implements vscode.CodeLensProvider {
   }
 }
 
-function requireTrust(action: string): boolean {
-  if (vscode.workspace.isTrusted) return true;
-  void vscode.window
-    .showErrorMessage(
-      `${action} runs code from this workspace, which is not trusted. Replaying trajectory files works without trust.`,
-      'Manage Workspace Trust',
-    )
-    .then((choice) => choice && vscode.commands.executeCommand('workbench.trust.manage'));
-  return false;
-}
+/** Re-reads the server's run list. */
+export const refreshRuns = (ctx: Ctx) => async (): Promise<boolean> => {
+  await ctx.connection.refresh();
+  return true;
+};
 
-async function startLocalServer(deps: RunCommandDeps): Promise<string | undefined> {
-  if (!requireTrust('Starting a trainer server')) return undefined;
-  const root = workspaceRoot();
-  if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
-  const python = pythonPath();
-  await vscode.window.withProgress(
-    {
-      location: vscode.ProgressLocation.Notification,
-      title: 'Agent RL: starting the trainer server',
-      cancellable: true,
-    },
-    async (progress, cancel) => {
-      progress.report({ message: python });
-      const abort = new AbortController();
-      cancel.onCancellationRequested(() => abort.abort());
-      await deps.connection.startLocal(python, root, runsFolder(root), abort.signal);
-    },
-  );
-  return deps.connection.url;
-}
+/** Trains a run config (the given one, the active editor's, or one picked); returns the run's id. */
+export const startTraining =
+  (ctx: Ctx) =>
+  async (target?: vscode.Uri | string): Promise<string | undefined> =>
+    (await startRun(ctx, target, 'train'))?.runId;
 
-async function connectServer(
-  deps: RunCommandDeps,
-  args?: { url: string; token?: string },
-): Promise<string | undefined> {
-  const url =
-    args?.url ??
-    (await vscode.window.showInputBox({
-      title: 'Connect to a trainer server',
-      prompt: 'WebSocket URL of `agentrl serve`',
-      value: serverUrl() ?? 'ws://127.0.0.1:8765',
-      ignoreFocusOut: true,
-      validateInput: (v) =>
-        /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
-    }));
-  if (!url) return undefined;
-  const secrets = deps.context.secrets;
-  let token = args?.token ?? (await secrets.get(tokenKey(url)));
-  if (token === undefined) {
-    token = await vscode.window.showInputBox({
-      title: `Token for ${url}`,
-      prompt:
-        "The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.",
-      password: true,
-      ignoreFocusOut: true,
-    });
-    if (token === undefined) return undefined;
-  }
-  try {
-    await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
-      () => deps.connection.connectRemote(url.trim(), token || undefined),
-    );
-  } catch (err) {
-    if (/token|401/.test((err as Error).message)) await secrets.delete(tokenKey(url));
-    throw err;
-  }
-  if (token) await secrets.store(tokenKey(url), token);
-  return url;
-}
-
-/** Connects the way the settings say (a URL, else a local server) unless already connected. */
-export async function ensureConnected(deps: RunCommandDeps): Promise<void> {
-  if (deps.connection.isConnected) return;
-  const url = serverUrl();
-  const connected = url ? await connectServer(deps, { url }) : await startLocalServer(deps);
-  if (!connected) throw new Error('No trainer server: start a local one or connect to one.');
-}
-
-async function pickConfig(target: vscode.Uri | string | undefined, title: string): Promise<vscode.Uri | undefined> {
+async function pickConfig(
+  ctx: Ctx,
+  target: vscode.Uri | string | undefined,
+  title: string,
+): Promise<vscode.Uri | undefined> {
   if (target) return typeof target === 'string' ? vscode.Uri.file(target) : target;
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
-  const configs = await findRunConfigs();
+  const configs = await ctx.settings.findRunConfigs();
   if (configs.length === 0)
     throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
   if (configs.length === 1) return configs[0];
@@ -194,31 +96,31 @@ async function pickConfig(target: vscode.Uri | string | undefined, title: string
 }
 
 async function startRun(
-  deps: RunCommandDeps,
+  ctx: Ctx,
   target: vscode.Uri | string | undefined,
   mode: 'train' | 'try',
 ): Promise<RunHandle | undefined> {
   if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
-  const configUri = await pickConfig(target, mode === 'try' ? 'Try Environment' : 'Start Training');
+  const configUri = await pickConfig(ctx, target, mode === 'try' ? 'Try Environment' : 'Start Training');
   if (!configUri) return undefined;
   const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === configUri.toString());
   if (document?.isDirty) await document.save();
   const config = readRunConfig(configUri.fsPath);
-  await ensureConnected(deps);
+  await ensureConnected(ctx);
   const folder = dirname(configUri.fsPath);
-  const params: RunStartParams = { config, mode, ...(mode === 'try' ? { episodes: tryEpisodes() } : {}) };
-  if (deps.connection.kind === 'local') {
+  const params: RunStartParams = { config, mode, ...(mode === 'try' ? { episodes: ctx.settings.tryEpisodes() } : {}) };
+  if (ctx.connection.kind === 'local') {
     params.configDir = folder;
   } else {
     // The server cannot see this machine's files: the config's folder travels as a bundle.
     const bundle = packEnvFolder(folder);
-    deps.log.info(
-      `Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${deps.connection.url}`,
+    ctx.log.info(
+      `Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${ctx.connection.url}`,
     );
     const uploaded = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
       () =>
-        deps.connection.request(
+        ctx.connection.request(
           'env/upload',
           { name: folder.split(/[\\/]/).pop()!, archive: bundle.archive.toString('base64') },
           120_000,
@@ -226,14 +128,14 @@ async function startRun(
     );
     params.envBundle = uploaded.bundleId;
   }
-  const run = await deps.connection.startRun(params);
+  const run = await ctx.connection.startRun(params);
   const { runId } = run;
-  deps.log.info(
+  ctx.log.info(
     `Started ${mode === 'try' ? 'a try run' : 'training'} ${runId} from ${vscode.workspace.asRelativePath(configUri)}`,
   );
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   if (mode === 'train') {
-    const name = deps.connection.model.run(runId)?.name ?? runId;
+    const name = ctx.connection.model.run(runId)?.name ?? runId;
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
@@ -241,66 +143,66 @@ async function startRun(
   return run;
 }
 
-async function tryEnvironment(
-  deps: RunCommandDeps,
-  target: vscode.Uri | string | undefined,
-  problems: vscode.DiagnosticCollection,
-): Promise<string | undefined> {
-  const configUri = await pickConfig(target, 'Try Environment');
-  if (!configUri) return undefined;
-  const run = await startRun(deps, configUri, 'try');
-  if (!run) return undefined;
-  const { runId } = run;
-  const status = await vscode.window.withProgress(
-    {
-      location: vscode.ProgressLocation.Notification,
-      title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`,
-      cancellable: true,
-    },
-    async (progress, cancel) => {
-      progress.report({ message: `${tryEpisodes()} episodes with the base model, no updates` });
-      const cancelled = new Promise<undefined>((resolve) =>
-        cancel.onCancellationRequested(() => {
-          void deps.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined);
-          resolve(undefined);
-        }),
-      );
-      return Promise.race([run.ended, cancelled]);
-    },
-  );
-  if (!status) return runId;
-  const errors = await reportToolErrors(deps, runId, configUri.fsPath, problems);
-  const info = deps.connection.model.run(runId);
-  const episodes = deps.connection.model.trajectories(runId);
-  const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
-  const summary =
-    status === 'completed'
-      ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
-      : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
-  deps.log.info(summary);
-  await vscode.commands.executeCommand(Commands.openReplay, { runId });
-  const actions = errors ? ['Show Problems'] : [];
-  const show =
-    status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
-  void show(summary, ...actions).then(
-    (choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'),
-  );
-  return runId;
-}
+/** Try Environment: a few episodes with the base model and no updates, then their replay, and the Tools that failed
+ *  in `problems`; returns the try run's id. */
+const tryEnvironment =
+  (ctx: Ctx, problems: vscode.DiagnosticCollection) =>
+  async (target?: vscode.Uri | string): Promise<string | undefined> => {
+    const configUri = await pickConfig(ctx, target, 'Try Environment');
+    if (!configUri) return undefined;
+    const run = await startRun(ctx, configUri, 'try');
+    if (!run) return undefined;
+    const { runId } = run;
+    const status = await vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`,
+        cancellable: true,
+      },
+      async (progress, cancel) => {
+        progress.report({ message: `${ctx.settings.tryEpisodes()} episodes with the base model, no updates` });
+        const cancelled = new Promise<undefined>((resolve) =>
+          cancel.onCancellationRequested(() => {
+            void ctx.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined);
+            resolve(undefined);
+          }),
+        );
+        return Promise.race([run.ended, cancelled]);
+      },
+    );
+    if (!status) return runId;
+    const errors = await reportToolErrors(ctx, runId, configUri.fsPath, problems);
+    const info = ctx.connection.model.run(runId);
+    const episodes = ctx.connection.model.trajectories(runId);
+    const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
+    const summary =
+      status === 'completed'
+        ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
+        : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
+    ctx.log.info(summary);
+    await vscode.commands.executeCommand(Commands.openReplay, { runId });
+    const actions = errors ? ['Show Problems'] : [];
+    const show =
+      status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+    void show(summary, ...actions).then(
+      (choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'),
+    );
+    return runId;
+  };
 
 /** Lists the try run's Tool failures in the Problems panel at each Tool's definition (an MCP server's tools: at
  * the server's entry in the run config); returns how many. */
 async function reportToolErrors(
-  deps: RunCommandDeps,
+  ctx: Ctx,
   runId: string,
   configPath: string,
   problems: vscode.DiagnosticCollection,
 ): Promise<number> {
   const envFolder = dirname(configPath);
   problems.clear();
-  const page = await deps.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
+  const page = await ctx.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
   // through the connection's cache: the replay panel opened next shows these without fetching them again
-  const records = await deps.connection.records.get(
+  const records = await ctx.connection.records.get(
     runId,
     page.items.map((summary) => summary.id),
   );
@@ -313,7 +215,7 @@ async function reportToolErrors(
   });
   const byFile = new Map<string, vscode.Diagnostic[]>();
   for (const problem of found) {
-    deps.log.warn(`[try ${runId}] ${problem.message}`);
+    ctx.log.warn(`[try ${runId}] ${problem.message}`);
     if (!problem.location) continue;
     const { path, line } = problem.location;
     const diagnostic = new vscode.Diagnostic(
@@ -329,130 +231,142 @@ async function reportToolErrors(
 }
 
 async function pickRun(
-  deps: RunCommandDeps,
+  ctx: Ctx,
   target: RunTarget | undefined,
   title: string,
   eligible: (runId: string) => boolean,
 ): Promise<string | undefined> {
   if (target && 'runId' in target) return target.runId;
-  if (!deps.connection.isConnected) throw new Error('Not connected to a trainer server.');
-  const runIds = deps.connection.model.runIds().filter(eligible);
+  if (!ctx.connection.isConnected) throw new Error('Not connected to a trainer server.');
+  const runIds = ctx.connection.model.runIds().filter(eligible);
   if (runIds.length === 0) throw new Error(`No run to ${title.toLowerCase().split(' ')[0]}.`);
   if (runIds.length === 1) return runIds[0];
   const items = runIds.map((runId) => ({
-    label: deps.connection.model.run(runId)!.name,
-    description: deps.connection.model.description({ kind: 'run', runId }),
+    label: ctx.connection.model.run(runId)!.name,
+    description: ctx.connection.model.description({ kind: 'run', runId }),
     detail: runId,
     runId,
   }));
   return (await vscode.window.showQuickPick(items, { title, placeHolder: 'Run' }))?.runId;
 }
 
-async function stopRun(deps: RunCommandDeps, target?: RunTarget): Promise<string | undefined> {
-  const runId = await pickRun(deps, target, 'Stop Training', (id) => deps.connection.model.isActive(id));
-  if (!runId) return undefined;
-  const mode =
-    (target && 'mode' in target && target.mode) ||
-    (
-      await vscode.window.showQuickPick(
-        [
-          {
-            label: 'Graceful',
-            description: 'finish the current step, write a checkpoint, then stop (resumable)',
-            mode: 'graceful' as const,
-          },
-          {
-            label: 'Immediate',
-            description: 'kill it now; work since the last checkpoint is lost',
-            mode: 'immediate' as const,
-          },
-        ],
-        { title: `Stop ${deps.connection.model.run(runId)?.name ?? runId}` },
-      )
-    )?.mode;
-  if (!mode) return undefined;
-  const result = await deps.connection.request('run/stop', { runId, mode });
-  deps.log.info(`Stop (${mode}) requested for ${runId}: ${result.status}`);
-  return result.status;
-}
+/** Stops an active run, gracefully (a checkpoint first, resumable) or at once; returns the status the server gave. */
+export const stopTraining =
+  (ctx: Ctx) =>
+  async (target?: RunTarget): Promise<string | undefined> => {
+    const runId = await pickRun(ctx, target, 'Stop Training', (id) => ctx.connection.model.isActive(id));
+    if (!runId) return undefined;
+    const mode =
+      (target && 'mode' in target && target.mode) ||
+      (
+        await vscode.window.showQuickPick(
+          [
+            {
+              label: 'Graceful',
+              description: 'finish the current step, write a checkpoint, then stop (resumable)',
+              mode: 'graceful' as const,
+            },
+            {
+              label: 'Immediate',
+              description: 'kill it now; work since the last checkpoint is lost',
+              mode: 'immediate' as const,
+            },
+          ],
+          { title: `Stop ${ctx.connection.model.run(runId)?.name ?? runId}` },
+        )
+      )?.mode;
+    if (!mode) return undefined;
+    const result = await ctx.connection.request('run/stop', { runId, mode });
+    ctx.log.info(`Stop (${mode}) requested for ${runId}: ${result.status}`);
+    return result.status;
+  };
 
-async function resumeRun(deps: RunCommandDeps, target?: RunTarget): Promise<string | undefined> {
-  if (!requireTrust('Resuming training')) return undefined;
-  const runId = await pickRun(deps, target, 'Resume Training', (id) => deps.connection.model.isResumable(id));
-  if (!runId) return undefined;
-  try {
-    await deps.connection.request('run/resume', { runId });
-  } catch (err) {
-    if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT)
-      throw new Error(
-        `${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`,
-      );
-    throw err;
-  }
-  await deps.connection.refresh();
-  await deps.connection.follow(runId);
-  deps.log.info(`Resumed ${runId}`);
-  return runId;
-}
+/** Resumes a stopped or failed training run from its latest checkpoint and follows it; returns its id. */
+export const resumeTraining =
+  (ctx: Ctx) =>
+  async (target?: RunTarget): Promise<string | undefined> => {
+    if (!requireTrust('Resuming training')) return undefined;
+    const runId = await pickRun(ctx, target, 'Resume Training', (id) => ctx.connection.model.isResumable(id));
+    if (!runId) return undefined;
+    try {
+      await ctx.connection.request('run/resume', { runId });
+    } catch (err) {
+      if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT)
+        throw new Error(
+          `${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`,
+        );
+      throw err;
+    }
+    await ctx.connection.refresh();
+    await ctx.connection.follow(runId);
+    ctx.log.info(`Resumed ${runId}`);
+    return runId;
+  };
 
 /** Export Model: the server writes the run's latest checkpoint as a model folder into the run's own folder
  * (`run/export`); with a local server it is copied where the user picks, with a remote one its path is given. */
-async function exportModel(deps: RunCommandDeps, target?: ExportTarget): Promise<string | undefined> {
-  const runId = await pickRun(deps, target, 'Export Model', () => true);
-  if (!runId) return undefined;
-  const given = target && !('kind' in target) ? target : undefined;
-  const step = target && 'kind' in target && target.kind === 'step' ? target.step : given?.step;
-  const name = deps.connection.model.run(runId)?.name ?? runId;
-  const mergeLora =
-    given?.mergeLora ??
-    (
-      await vscode.window.showQuickPick(
-        [
-          {
-            label: 'As trained',
-            description: 'the full model, or the LoRA adapter alone if the run trained one',
-            merge: false,
-          },
-          { label: 'LoRA merged into a full model', description: 'for a run that trained a LoRA adapter', merge: true },
-        ],
-        { title: `Export Model: ${name}` },
-      )
-    )?.merge;
-  if (mergeLora === undefined) return undefined;
-  const local = deps.connection.kind === 'local';
-  const destination = local
-    ? (given?.destination ??
+export const exportModel =
+  (ctx: Ctx) =>
+  async (target?: ExportTarget): Promise<string | undefined> => {
+    const runId = await pickRun(ctx, target, 'Export Model', () => true);
+    if (!runId) return undefined;
+    const given = target && !('kind' in target) ? target : undefined;
+    const step = target && 'kind' in target && target.kind === 'step' ? target.step : given?.step;
+    const name = ctx.connection.model.run(runId)?.name ?? runId;
+    const mergeLora =
+      given?.mergeLora ??
       (
-        await vscode.window.showOpenDialog({
-          canSelectFolders: true,
-          canSelectFiles: false,
-          openLabel: 'Export Here',
-          title: `Export Model: ${name}`,
-        })
-      )?.[0]?.fsPath)
-    : undefined;
-  if (local && !destination) return undefined;
-  const exported = await vscode.window.withProgress(
-    { location: vscode.ProgressLocation.Notification, title: `Agent RL: exporting ${name}` },
-    () => deps.connection.request('run/export', { runId, mergeLora, ...(step ? { step } : {}) }, EXPORT_TIMEOUT_MS),
-  );
-  const kind = exported.weights === 'adapter' ? 'LoRA adapter' : 'model';
-  if (!destination) {
-    deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) on the server: ${exported.path}`);
+        await vscode.window.showQuickPick(
+          [
+            {
+              label: 'As trained',
+              description: 'the full model, or the LoRA adapter alone if the run trained one',
+              merge: false,
+            },
+            {
+              label: 'LoRA merged into a full model',
+              description: 'for a run that trained a LoRA adapter',
+              merge: true,
+            },
+          ],
+          { title: `Export Model: ${name}` },
+        )
+      )?.merge;
+    if (mergeLora === undefined) return undefined;
+    const local = ctx.connection.kind === 'local';
+    const destination = local
+      ? (given?.destination ??
+        (
+          await vscode.window.showOpenDialog({
+            canSelectFolders: true,
+            canSelectFiles: false,
+            openLabel: 'Export Here',
+            title: `Export Model: ${name}`,
+          })
+        )?.[0]?.fsPath)
+      : undefined;
+    if (local && !destination) return undefined;
+    const exported = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Agent RL: exporting ${name}` },
+      () => ctx.connection.request('run/export', { runId, mergeLora, ...(step ? { step } : {}) }, EXPORT_TIMEOUT_MS),
+    );
+    const kind = exported.weights === 'adapter' ? 'LoRA adapter' : 'model';
+    if (!destination) {
+      ctx.log.info(`Exported ${runId} step ${exported.step} (${kind}) on the server: ${exported.path}`);
+      void vscode.window
+        .showInformationMessage(
+          `Agent RL: ${name} step ${exported.step} exported on the server to ${exported.path}.`,
+          'Copy Path',
+        )
+        .then((choice) => choice && vscode.env.clipboard.writeText(exported.path));
+      return exported.path;
+    }
+    const folder = join(destination, `${name}-step-${exported.step}${mergeLora ? '-merged' : ''}`);
+    if (existsSync(folder)) throw new Error(`${folder} already exists; pick another folder.`);
+    cpSync(exported.path, folder, { recursive: true });
+    ctx.log.info(`Exported ${runId} step ${exported.step} (${kind}) to ${folder}`);
     void vscode.window
-      .showInformationMessage(
-        `Agent RL: ${name} step ${exported.step} exported on the server to ${exported.path}.`,
-        'Copy Path',
-      )
-      .then((choice) => choice && vscode.env.clipboard.writeText(exported.path));
-    return exported.path;
-  }
-  const folder = join(destination, `${name}-step-${exported.step}${mergeLora ? '-merged' : ''}`);
-  if (existsSync(folder)) throw new Error(`${folder} already exists; pick another folder.`);
-  cpSync(exported.path, folder, { recursive: true });
-  deps.log.info(`Exported ${runId} step ${exported.step} (${kind}) to ${folder}`);
-  void vscode.window
-    .showInformationMessage(`Agent RL: ${name} step ${exported.step} exported to ${folder}.`, 'Open Folder')
-    .then((choice) => choice && vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(folder)));
-  return folder;
-}
+      .showInformationMessage(`Agent RL: ${name} step ${exported.step} exported to ${folder}.`, 'Open Folder')
+      .then((choice) => choice && vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(folder)));
+    return folder;
+  };

@@ -8,6 +8,7 @@ import type { HealthEvent } from '../protocol/generated/rpc';
 import type { HealthAlert, TrainerConnection } from './trainerConnection';
 import { describeHealth, type RunsTreeNode, type WorkerRowState } from './runsModel';
 import { Commands } from './commands';
+import type { Ctx } from './ctx';
 
 export const RUNS_VIEW_ID = 'agentRl.runs';
 
@@ -125,7 +126,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   }
 }
 
-export function registerRunsView(connection: TrainerConnection): vscode.Disposable {
+export function registerRunsView({ connection }: Ctx): vscode.Disposable {
   const provider = new RunsTreeProvider(connection);
   const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
   const setContext = () =>

@@ -7,7 +7,8 @@ import * as vscode from 'vscode';
 import { parse } from 'yaml';
 import { Commands } from './commands';
 import type { McpListToolsResult } from '../protocol/generated/rpc';
-import { registerGuardedCommand } from './guardedCommand';
+import { ensureConnected } from './connectionCommands';
+import { registerCommands, type Ctx } from './ctx';
 import {
   addServerEntry,
   entryFromInput,
@@ -25,7 +26,6 @@ import {
   validateToolName,
   type ToolKind,
 } from './scaffold';
-import { findRunConfigs } from './settings';
 
 /** `model`: the run config's model.path; without it, the embedded default model. */
 export interface NewEnvironmentArgs {
@@ -44,30 +44,24 @@ export interface NewToolArgs {
   config?: string;
 }
 
-/** The trainer's `mcp/listTools`: starts the server where runs would, lists its tools, stops it. */
-export type ListMcpTools = (entry: McpServerEntry) => Promise<McpListToolsResult>;
 export interface NewToolEnvArgs {
   folder: string;
   name: string;
 }
 
-export function registerScaffoldCommands(
-  templatesDir: string,
-  log: vscode.LogOutputChannel,
-  listMcpTools: ListMcpTools,
-): vscode.Disposable {
-  return vscode.Disposable.from(
-    registerGuardedCommand(log, Commands.newEnvironment, 'New Environment', (args?: NewEnvironmentArgs) =>
-      newEnvironment(templatesDir, log, args),
-    ),
-    registerGuardedCommand(log, Commands.newTool, 'New Tool', (args?: NewToolArgs) =>
-      newTool(templatesDir, log, listMcpTools, args),
-    ),
-    registerGuardedCommand(log, Commands.newToolEnv, 'New ToolEnv', (args?: NewToolEnvArgs) =>
-      newToolEnv(templatesDir, log, args),
-    ),
-  );
+// The trainer gives a server 60 s to start and list its tools.
+const MCP_LIST_TIMEOUT_MS = 75_000;
+
+export function registerScaffoldCommands(ctx: Ctx): vscode.Disposable {
+  return registerCommands(ctx, {
+    [Commands.newEnvironment]: { title: 'New Environment', make: newEnvironment },
+    [Commands.newTool]: { title: 'New Tool', make: newTool },
+    [Commands.newToolEnv]: { title: 'New ToolEnv', make: newToolEnv },
+  });
 }
+
+/** The templates the renderers of scaffold.ts fill in, shipped with the extension. */
+const templatesDir = (ctx: Ctx): string => join(ctx.extensionContext.extensionPath, 'extension', 'templates');
 
 function writeNewFiles(folder: string, files: Map<string, string>): void {
   const clash = [...files.keys()].find((file) => existsSync(join(folder, file)));
@@ -77,123 +71,119 @@ function writeNewFiles(folder: string, files: Map<string, string>): void {
 }
 
 /** New Environment: a name, the tool names, the model, a parent folder; writes the env and opens its run config. */
-async function newEnvironment(
-  templatesDir: string,
-  log: vscode.LogOutputChannel,
-  args?: NewEnvironmentArgs,
-): Promise<string | undefined> {
-  const name =
-    args?.name ??
-    (await vscode.window.showInputBox({
-      title: 'New Environment (1/3)',
-      prompt: 'Environment name',
-      value: 'my-env',
-      validateInput: validateEnvName,
-      ignoreFocusOut: true,
-    }));
-  if (!name) return undefined;
-  const tools =
-    args?.tools ??
-    splitTools(
+const newEnvironment =
+  (ctx: Ctx) =>
+  async (args?: NewEnvironmentArgs): Promise<string | undefined> => {
+    const name =
+      args?.name ??
       (await vscode.window.showInputBox({
-        title: 'New Environment (2/3)',
-        prompt: 'Tool names, comma-separated',
-        value: 'search',
+        title: 'New Environment (1/3)',
+        prompt: 'Environment name',
+        value: 'my-env',
+        validateInput: validateEnvName,
         ignoreFocusOut: true,
-        validateInput: (v) =>
-          splitTools(v).map(validateToolName).find(Boolean) ??
-          (splitTools(v).length ? undefined : 'Name at least one tool.'),
-      })) ?? '',
-    );
-  if (tools.length === 0) return undefined;
-  const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel();
-  if (!model) return undefined;
-  const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
-  if (!parent) return undefined;
-  const folder = join(parent, name);
-  if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
-  writeNewFiles(folder, renderEnvironment({ name, tools, model }, templatesDir));
-  log.info(`New environment written to ${folder}`);
-  await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
-  return folder;
-}
+      }));
+    if (!name) return undefined;
+    const tools =
+      args?.tools ??
+      splitTools(
+        (await vscode.window.showInputBox({
+          title: 'New Environment (2/3)',
+          prompt: 'Tool names, comma-separated',
+          value: 'search',
+          ignoreFocusOut: true,
+          validateInput: (v) =>
+            splitTools(v).map(validateToolName).find(Boolean) ??
+            (splitTools(v).length ? undefined : 'Name at least one tool.'),
+        })) ?? '',
+      );
+    if (tools.length === 0) return undefined;
+    const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel();
+    if (!model) return undefined;
+    const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
+    if (!parent) return undefined;
+    const folder = join(parent, name);
+    if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
+    writeNewFiles(folder, renderEnvironment({ name, tools, model }, templatesDir(ctx)));
+    ctx.log.info(`New environment written to ${folder}`);
+    await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
+    return folder;
+  };
 
 /** New Tool: adds a Tool class to an env's tools.py and registers it in env.py; opens the new class. */
-async function newTool(
-  templatesDir: string,
-  log: vscode.LogOutputChannel,
-  listMcpTools: ListMcpTools,
-  args?: NewToolArgs,
-): Promise<string | undefined> {
-  const folder = args?.folder ?? (await pickEnvFolder('New Tool (1/3)'));
-  if (!folder) return undefined;
-  const kind =
-    args?.kind ??
-    (args
-      ? 'class'
-      : (
-          await vscode.window.showQuickPick(
-            [
-              {
-                label: 'Python class',
-                description: 'class Name(Tool) with execute(); full control',
-                toolKind: 'class' as const,
-              },
-              {
-                label: 'Python function',
-                description: '@tool on a typed function: the schema comes from its hints',
-                toolKind: 'function' as const,
-              },
-              {
-                label: 'From an MCP server',
-                description: "a server's tools, offered beside the env's own (env.mcp_servers)",
-                toolKind: 'mcp' as const,
-              },
-            ],
-            { title: 'New Tool (2/3)', placeHolder: 'How to write the Tool', ignoreFocusOut: true },
-          )
-        )?.toolKind);
-  if (!kind) return undefined;
-  if (kind === 'mcp') return addMcpServer(folder, log, listMcpTools, args);
-  const toolsPath = join(folder, 'tools.py');
-  const envPath = join(folder, 'env.py');
-  const toolsPy = readFileSync(toolsPath, 'utf8');
-  const taken = new Set(parseTools(toolsPy).map((t) => t.name));
-  const name =
-    args?.name ??
-    (await vscode.window.showInputBox({
-      title: 'New Tool (3/3)',
-      prompt: 'Tool name, as the model calls it',
-      ignoreFocusOut: true,
-      validateInput: (v) =>
-        validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
-    }));
-  if (!name) return undefined;
-  const added = addTool(name, toolsPy, existsSync(envPath) ? readFileSync(envPath, 'utf8') : '', templatesDir, kind);
-  writeFileSync(toolsPath, added.toolsPy);
-  if (added.envPy !== undefined) writeFileSync(envPath, added.envPy);
-  else
-    void vscode.window.showWarningMessage(
-      `Added the Tool to tools.py, but env.py no longer has the "from tools import ..." and "self.tools = [...]" lines it was generated with: register ${name} in your ToolEnv yourself.`,
+const newTool =
+  (ctx: Ctx) =>
+  async (args?: NewToolArgs): Promise<string | undefined> => {
+    const folder = args?.folder ?? (await pickEnvFolder(ctx, 'New Tool (1/3)'));
+    if (!folder) return undefined;
+    const kind =
+      args?.kind ??
+      (args
+        ? 'class'
+        : (
+            await vscode.window.showQuickPick(
+              [
+                {
+                  label: 'Python class',
+                  description: 'class Name(Tool) with execute(); full control',
+                  toolKind: 'class' as const,
+                },
+                {
+                  label: 'Python function',
+                  description: '@tool on a typed function: the schema comes from its hints',
+                  toolKind: 'function' as const,
+                },
+                {
+                  label: 'From an MCP server',
+                  description: "a server's tools, offered beside the env's own (env.mcp_servers)",
+                  toolKind: 'mcp' as const,
+                },
+              ],
+              { title: 'New Tool (2/3)', placeHolder: 'How to write the Tool', ignoreFocusOut: true },
+            )
+          )?.toolKind);
+    if (!kind) return undefined;
+    if (kind === 'mcp') return addMcpServer(ctx, folder, args);
+    const toolsPath = join(folder, 'tools.py');
+    const envPath = join(folder, 'env.py');
+    const toolsPy = readFileSync(toolsPath, 'utf8');
+    const taken = new Set(parseTools(toolsPy).map((t) => t.name));
+    const name =
+      args?.name ??
+      (await vscode.window.showInputBox({
+        title: 'New Tool (3/3)',
+        prompt: 'Tool name, as the model calls it',
+        ignoreFocusOut: true,
+        validateInput: (v) =>
+          validateToolName(v) ?? (taken.has(v) ? `tools.py already has a Tool named "${v}".` : undefined),
+      }));
+    if (!name) return undefined;
+    const added = addTool(
+      name,
+      toolsPy,
+      existsSync(envPath) ? readFileSync(envPath, 'utf8') : '',
+      templatesDir(ctx),
+      kind,
     );
-  log.info(`New Tool "${name}" added to ${toolsPath}`);
-  const document = await vscode.workspace.openTextDocument(toolsPath);
-  const line = document
-    .getText()
-    .split('\n')
-    .findIndex((l) => l.includes(kind === 'class' ? `name = "${name}"` : `def ${name}(`));
-  await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
-  return toolsPath;
-}
+    writeFileSync(toolsPath, added.toolsPy);
+    if (added.envPy !== undefined) writeFileSync(envPath, added.envPy);
+    else
+      void vscode.window.showWarningMessage(
+        `Added the Tool to tools.py, but env.py no longer has the "from tools import ..." and "self.tools = [...]" lines it was generated with: register ${name} in your ToolEnv yourself.`,
+      );
+    ctx.log.info(`New Tool "${name}" added to ${toolsPath}`);
+    const document = await vscode.workspace.openTextDocument(toolsPath);
+    const line = document
+      .getText()
+      .split('\n')
+      .findIndex((l) => l.includes(kind === 'class' ? `name = "${name}"` : `def ${name}(`));
+    await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
+    return toolsPath;
+  };
 
 /** New Tool > From an MCP server: its command line or URL and a name, its tools listed by the trainer, then the
  * entry written into the env's run config, which opens at it. */
-async function addMcpServer(
-  folder: string,
-  log: vscode.LogOutputChannel,
-  listMcpTools: ListMcpTools,
-  args?: NewToolArgs,
-): Promise<string | undefined> {
+async function addMcpServer(ctx: Ctx, folder: string, args?: NewToolArgs): Promise<string | undefined> {
   const input =
     args?.server ??
     (await vscode.window.showInputBox({
@@ -228,7 +218,7 @@ async function addMcpServer(
   const entry = entryFromInput(input, name);
   const listed = await vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: `Agent RL: listing the tools of MCP server "${name}"` },
-    () => listMcpTools(entry),
+    () => listMcpTools(ctx, entry),
   );
   if (!args) {
     const add = { label: `$(add) Add "${name}" to ${basename(configPath)}`, add: true };
@@ -249,7 +239,7 @@ async function addMcpServer(
   edit.replace(document.uri, new vscode.Range(0, 0, document.lineCount, 0), updated);
   if (!(await vscode.workspace.applyEdit(edit)) || !(await document.save()))
     throw new Error(`Could not write the server's entry into ${configPath}.`);
-  log.info(
+  ctx.log.info(
     `MCP server "${name}" added to ${configPath}: ${listed.tools.map((tool) => tool.name).join(', ') || 'no tools'}`,
   );
   // The extension host's copy of the document hears of the edit after applyEdit resolves; a selection set before
@@ -258,6 +248,15 @@ async function addMcpServer(
   const line = findServerEntry(updated, name) ?? 0;
   await vscode.window.showTextDocument(document, { selection: new vscode.Range(line, 0, line, 0) });
   return configPath;
+}
+
+/** The trainer's `mcp/listTools`: starts the server where runs would, lists its tools, stops it. */
+async function listMcpTools(ctx: Ctx, entry: McpServerEntry): Promise<McpListToolsResult> {
+  // The server's program runs on the trainer's machine, as it would in a run: a trusted workspace only.
+  if (!vscode.workspace.isTrusted)
+    throw new Error("Listing an MCP server's tools starts its program; trust this workspace first.");
+  await ensureConnected(ctx);
+  return ctx.connection.request('mcp/listTools', { server: entry }, MCP_LIST_TIMEOUT_MS);
 }
 
 /** Resolves once `document` holds `text` (or after a few seconds, when another edit got there first). */
@@ -293,30 +292,33 @@ async function pickConfigIn(folder: string): Promise<string | undefined> {
 }
 
 /** New ToolEnv: another ToolEnv over an env folder's Tools, with its own run config. */
-async function newToolEnv(
-  templatesDir: string,
-  log: vscode.LogOutputChannel,
-  args?: NewToolEnvArgs,
-): Promise<string | undefined> {
-  const folder = args?.folder ?? (await pickEnvFolder('New ToolEnv (1/2)'));
-  if (!folder) return undefined;
-  const name =
-    args?.name ??
-    (await vscode.window.showInputBox({
-      title: 'New ToolEnv (2/2)',
-      prompt: "ToolEnv name (also its run config's name)",
-      value: `${basename(folder)}-v2`,
-      validateInput: validateEnvName,
-      ignoreFocusOut: true,
-    }));
-  if (!name) return undefined;
-  const files = renderToolEnv(name, readFileSync(join(folder, 'tools.py'), 'utf8'), folderModel(folder), templatesDir);
-  writeNewFiles(folder, files);
-  const module = [...files.keys()].find((f) => f.endsWith('.py'))!;
-  log.info(`New ToolEnv written to ${join(folder, module)}`);
-  await vscode.window.showTextDocument(vscode.Uri.file(join(folder, module)));
-  return join(folder, module);
-}
+const newToolEnv =
+  (ctx: Ctx) =>
+  async (args?: NewToolEnvArgs): Promise<string | undefined> => {
+    const folder = args?.folder ?? (await pickEnvFolder(ctx, 'New ToolEnv (1/2)'));
+    if (!folder) return undefined;
+    const name =
+      args?.name ??
+      (await vscode.window.showInputBox({
+        title: 'New ToolEnv (2/2)',
+        prompt: "ToolEnv name (also its run config's name)",
+        value: `${basename(folder)}-v2`,
+        validateInput: validateEnvName,
+        ignoreFocusOut: true,
+      }));
+    if (!name) return undefined;
+    const files = renderToolEnv(
+      name,
+      readFileSync(join(folder, 'tools.py'), 'utf8'),
+      folderModel(folder),
+      templatesDir(ctx),
+    );
+    writeNewFiles(folder, files);
+    const module = [...files.keys()].find((f) => f.endsWith('.py'))!;
+    ctx.log.info(`New ToolEnv written to ${join(folder, module)}`);
+    await vscode.window.showTextDocument(vscode.Uri.file(join(folder, module)));
+    return join(folder, module);
+  };
 
 const DEFAULT_MODEL = 'smollm2';
 
@@ -378,8 +380,8 @@ async function pickParentFolder(): Promise<vscode.Uri | undefined> {
 }
 
 /** An env folder: one holding tools.py beside a run config. The active editor's folder comes first. */
-async function pickEnvFolder(title: string): Promise<string | undefined> {
-  const configs = await findRunConfigs();
+async function pickEnvFolder(ctx: Ctx, title: string): Promise<string | undefined> {
+  const configs = await ctx.settings.findRunConfigs();
   const folders = [...new Set(configs.map((c) => dirname(c.fsPath)))].filter((f) => existsSync(join(f, 'tools.py')));
   const active = vscode.window.activeTextEditor?.document.uri.fsPath;
   if (folders.length === 0) {

@@ -1,17 +1,28 @@
 // The extension's settings (package.json `contributes.configuration`), read in one place, and where the
-// workspace keeps what they are about (its root, its run configs).
+// workspace keeps what they are about (its root, its run configs). Commands read them through their Ctx's
+// `settings`, so a unit test gives its own.
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import * as vscode from 'vscode';
 
 const SECTION = 'agentRl';
 
-export function workspaceRoot(): string | undefined {
+export interface Settings {
+  /** The first workspace folder's path; undefined with no folder open. */
+  workspaceRoot(): string | undefined;
+  pythonPath(): string;
+  runsFolder(root: string): string;
+  serverUrl(): string | undefined;
+  tryEpisodes(): number;
+  findRunConfigs(): Thenable<vscode.Uri[]>;
+}
+
+function workspaceRoot(): string | undefined {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
 }
 
 /** `agentRl.pythonPath`, else $AGENTRL_PYTHON, else the workspace's .venv, else `python3` on PATH. */
-export function pythonPath(): string {
+function pythonPath(): string {
   const configured = vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')?.trim();
   if (configured) return configured;
   if (process.env.AGENTRL_PYTHON) return process.env.AGENTRL_PYTHON;
@@ -21,18 +32,18 @@ export function pythonPath(): string {
 }
 
 /** Where a local server keeps its run folders: `agentRl.runsFolder` (relative to the workspace) or `.agentrl/runs`. */
-export function runsFolder(root: string): string {
+function runsFolder(root: string): string {
   const configured =
     vscode.workspace.getConfiguration(SECTION).get<string>('runsFolder')?.trim() || join('.agentrl', 'runs');
   return isAbsolute(configured) ? configured : join(root, configured);
 }
 
 /** `agentRl.serverUrl`: empty means "start a local server". */
-export function serverUrl(): string | undefined {
+function serverUrl(): string | undefined {
   return vscode.workspace.getConfiguration(SECTION).get<string>('serverUrl')?.trim() || undefined;
 }
 
-export function tryEpisodes(): number {
+function tryEpisodes(): number {
   return vscode.workspace.getConfiguration(SECTION).get<number>('tryEpisodes') ?? 4;
 }
 
@@ -43,6 +54,16 @@ export const tokenKey = (url: string): string => `agentRl.serverToken:${url}`;
 export const RUN_CONFIG_GLOB = '**/*.agentrl.yaml';
 
 /** The workspace's run configs, outside dependency, virtual-env and run folders. */
-export function findRunConfigs(): Thenable<vscode.Uri[]> {
+function findRunConfigs(): Thenable<vscode.Uri[]> {
   return vscode.workspace.findFiles(RUN_CONFIG_GLOB, '{**/node_modules/**,**/.venv/**,**/.agentrl/**}', 200);
 }
+
+/** The settings as the user and the workspace have them. */
+export const workspaceSettings: Settings = {
+  workspaceRoot,
+  pythonPath,
+  runsFolder,
+  serverUrl,
+  tryEpisodes,
+  findRunConfigs,
+};

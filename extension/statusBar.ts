@@ -4,13 +4,13 @@
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../protocol/generated/rpc';
 import { Commands } from './commands';
-import type { TrainerConnection } from './trainerConnection';
+import type { Ctx } from './ctx';
 import { appendHealthAlerts, RUNS_VIEW_ID } from './runsView';
 
 const commandLink = (title: string, command: string, args?: unknown): string =>
   `[${title}](command:${command}${args === undefined ? '' : `?${encodeURIComponent(JSON.stringify([args]))}`})`;
 
-export function registerStatusBar(connection: TrainerConnection): vscode.Disposable {
+export function registerStatusBar({ connection }: Ctx): vscode.Disposable {
   const item = vscode.window.createStatusBarItem('agentRl.status', vscode.StatusBarAlignment.Left, 10);
   item.name = 'Agent RL';
   const update = (): void => {

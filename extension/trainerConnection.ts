@@ -1,7 +1,7 @@
 // The one connection to a trainer server the extension holds: a local server it started (and stops), or a
 // remote URL with a token from SecretStorage. Feeds the Runs model from `run/list` and the event stream,
 // forwards run logs and health alerts into the log channel by level, announces the health alerts that start
-// while it watches, and tells the language server what devices it has.
+// while it watches, and the devices the server has (for the language server).
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,13 +35,6 @@ export interface RunHandle {
   ended: Promise<RunInfo['status'] | undefined>;
 }
 
-export interface TrainerConnectionDeps {
-  context: vscode.ExtensionContext;
-  log: vscode.LogOutputChannel;
-  /** Told the server's devices after each initialize, and null when the connection ends. */
-  onDevices(devices: InitializeResult['devices'] | null): void;
-}
-
 export class TrainerConnection implements vscode.Disposable {
   readonly model = new RunsModel();
   /** Trajectory records fetched so far: every reader of records goes through it. */
@@ -56,13 +49,20 @@ export class TrainerConnection implements vscode.Disposable {
   private readonly stateEmitter = new vscode.EventEmitter<ConnectionState>();
   private readonly runEventEmitter = new vscode.EventEmitter<RunEventParams>();
   private readonly healthAlertEmitter = new vscode.EventEmitter<HealthAlert>();
+  private readonly devicesEmitter = new vscode.EventEmitter<InitializeResult['devices'] | null>();
   /** The connection's state, including 'idle' after a disconnect. */
   readonly onDidChangeState = this.stateEmitter.event;
   readonly onRunEvent = this.runEventEmitter.event;
   /** A health alert that started while this client watched the run (not one from its history). */
   readonly onHealthAlert = this.healthAlertEmitter.event;
+  /** The server's devices after each initialize, and null when the connection ends (the language server's hovers
+   *  say what a run would have to work with). */
+  readonly onDidChangeDevices = this.devicesEmitter.event;
 
-  constructor(private readonly deps: TrainerConnectionDeps) {}
+  constructor(
+    private readonly extensionContext: vscode.ExtensionContext,
+    private readonly log: vscode.LogOutputChannel,
+  ) {}
 
   get state(): ConnectionState {
     return this.client?.state ?? 'idle';
@@ -113,14 +113,14 @@ export class TrainerConnection implements vscode.Disposable {
       cwd,
       runsDir,
       tokenFile: tokenFile.path,
-      log: this.deps.log,
+      log: this.log,
       signal,
     });
     this.localServer = server;
     void server.exited.then(({ code, signal: killed }) => {
       if (this.localServer !== server) return;
       this.localServer = undefined;
-      this.deps.log.error(`The local trainer server exited (${killed ?? `exit code ${code}`}).`);
+      this.log.error(`The local trainer server exited (${killed ?? `exit code ${code}`}).`);
       void this.disconnect();
     });
     try {
@@ -155,7 +155,7 @@ export class TrainerConnection implements vscode.Disposable {
     this.model.clear();
     this.records.clear();
     this.announceAfter.clear();
-    this.deps.onDevices(null);
+    this.devicesEmitter.fire(null);
     this.stateEmitter.fire('idle');
   }
 
@@ -207,30 +207,34 @@ export class TrainerConnection implements vscode.Disposable {
     this.stateEmitter.dispose();
     this.runEventEmitter.dispose();
     this.healthAlertEmitter.dispose();
+    this.devicesEmitter.dispose();
   }
 
   private async open(kind: ServerKind, url: string, token: string | undefined): Promise<InitializeResult> {
     const client = new TrainerClient({
       url,
       openSocket: webSocketFactory(token),
-      clientInfo: { name: 'agent-rl-studio', version: String(this.deps.context.extension.packageJSON.version ?? '0') },
+      clientInfo: {
+        name: 'agent-rl-studio',
+        version: String(this.extensionContext.extension.packageJSON.version ?? '0'),
+      },
     });
     this.client = client;
     this.kindValue = kind;
     client.onStateChange(({ state, reason }) => {
       if (this.client !== client) return;
-      if (state === 'reconnecting') this.deps.log.warn(`Lost the trainer server at ${url} (${reason}); reconnecting.`);
+      if (state === 'reconnecting') this.log.warn(`Lost the trainer server at ${url} (${reason}); reconnecting.`);
       if (state === 'closed' && reason && reason !== 'closed by the client')
-        this.deps.log.error(`Trainer server connection closed: ${reason}`);
-      if (state === 'closed' || state === 'reconnecting') this.deps.onDevices(null);
+        this.log.error(`Trainer server connection closed: ${reason}`);
+      if (state === 'closed' || state === 'reconnecting') this.devicesEmitter.fire(null);
       this.stateEmitter.fire(state);
     });
     client.onInitialized((result) => {
-      this.deps.log.info(
+      this.log.info(
         `Connected to trainer server ${result.serverVersion} at ${url} (protocol ${result.protocolVersion}; ${describeDevices(result.devices)})`,
       );
-      this.deps.onDevices(result.devices);
-      void this.refresh().catch((err: Error) => this.deps.log.error(`Could not list runs: ${err.message}`));
+      this.devicesEmitter.fire(result.devices);
+      void this.refresh().catch((err: Error) => this.log.error(`Could not list runs: ${err.message}`));
     });
     client.onRunEvent((event) => {
       this.model.applyEvent(event);
@@ -243,8 +247,8 @@ export class TrainerConnection implements vscode.Disposable {
         const { runId, sentSeq, latestSeq } = notification.params;
         const message = `Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`;
         // Replaying a finished run's long log from its start is expected; falling behind a live run is worth a warning.
-        if (this.model.isActive(runId)) this.deps.log.warn(message);
-        else this.deps.log.info(message);
+        if (this.model.isActive(runId)) this.log.warn(message);
+        else this.log.info(message);
       }
     });
     return client.connect();
@@ -257,35 +261,35 @@ export class TrainerConnection implements vscode.Disposable {
       const text = `[${name}] ${event.data.message}`;
       switch (event.data.level) {
         case 'trace':
-          this.deps.log.trace(text);
+          this.log.trace(text);
           break;
         case 'debug':
-          this.deps.log.debug(text);
+          this.log.debug(text);
           break;
         case 'warning':
-          this.deps.log.warn(text);
+          this.log.warn(text);
           break;
         case 'error':
-          this.deps.log.error(text);
+          this.log.error(text);
           break;
         default:
-          this.deps.log.info(text);
+          this.log.info(text);
       }
     } else if (event.type === 'status') {
       const { status, step, totalSteps, message } = event.runInfo;
       const text = `[${name}] ${status} at step ${step}/${totalSteps}${message ? `: ${message}` : ''}`;
-      if (status === 'failed') this.deps.log.error(`${text}${event.data.traceback ? `\n${event.data.traceback}` : ''}`);
-      else this.deps.log.info(text);
+      if (status === 'failed') this.log.error(`${text}${event.data.traceback ? `\n${event.data.traceback}` : ''}`);
+      else this.log.info(text);
     } else if (event.type === 'worker_restarted') {
-      this.deps.log.warn(`[${name}] step ${event.data.step}: ${event.data.message}`);
+      this.log.warn(`[${name}] step ${event.data.step}: ${event.data.message}`);
     } else if (event.type === 'health') {
       const alert = event.data;
       const text = `[${name}] step ${alert.step}: ${alert.code}: ${describeHealth(alert)}`;
       if (alert.resolved) {
-        this.deps.log.info(text);
+        this.log.info(text);
       } else {
-        if (alert.severity === 'error') this.deps.log.error(text);
-        else this.deps.log.warn(text);
+        if (alert.severity === 'error') this.log.error(text);
+        else this.log.warn(text);
         this.healthAlertEmitter.fire({ runId: event.runId, runName: name, alert });
       }
     }
@@ -293,7 +297,7 @@ export class TrainerConnection implements vscode.Disposable {
 
   /** A fresh random token per server start, in a file only this user can read (never on a command line). */
   private localTokenFile(): { path: string; token: string } {
-    const dir = this.deps.context.globalStorageUri.fsPath;
+    const dir = this.extensionContext.globalStorageUri.fsPath;
     if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
     const path = join(dir, 'local-server.token');
     const token = randomBytes(32).toString('hex');

@@ -1,53 +1,33 @@
 // Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for
 // `*.trajectories.jsonl`, and the relay between a trainer run and the webview. Talks to the webview only
-// through the typed messages of protocol/webview-messages.ts; knows the trainer only through ReplayTrainer.
+// through the typed messages of protocol/webview-messages.ts.
 import * as vscode from 'vscode';
-import { ACTIVE_RUN_STATUSES, type RpcMethods, type RunEventParams } from '../../protocol/generated/rpc';
+import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
-import type { TrajectoryCache } from '../trajectoryCache';
+import { registerCommands, type Ctx } from '../ctx';
+import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
 import { relayToolRerun } from './toolRerun';
 import { findToolDefinition, parseTrajectories } from './toolSource';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
 
-/** What the replay host needs from a connected trainer (TrainerConnection has it). */
-export interface ReplayTrainer {
-  request<M extends keyof RpcMethods>(
-    method: M,
-    params: RpcMethods[M]['params'],
-    timeoutMs?: number,
-  ): Promise<RpcMethods[M]['result']>;
-  /** Streams the run's events to onRunEvent (idempotent). */
-  follow(runId: string): Promise<void>;
-  readonly onRunEvent: vscode.Event<RunEventParams>;
-  /** Trajectory records by id, fetched once per connection (trajectoryCache.ts). */
-  readonly records: Pick<TrajectoryCache, 'get'>;
-}
-
-export interface ReplayDeps {
-  log: Pick<vscode.LogOutputChannel, 'info' | 'warn' | 'error'>;
-  /** The trainer client when connected, else undefined. */
-  trainer?: () => ReplayTrainer | undefined;
-}
-
-export function registerReplay(context: vscode.ExtensionContext, deps: ReplayDeps): void {
-  const webviewRoot = vscode.Uri.joinPath(context.extensionUri, 'dist', 'webview');
-  context.subscriptions.push(
-    vscode.commands.registerCommand(Commands.openReplay, (target?: vscode.Uri | ReplayRunTarget) =>
-      openReplay(webviewRoot, deps, target),
-    ),
-    vscode.window.registerCustomEditorProvider(
-      TRAJECTORY_EDITOR_VIEW_TYPE,
-      new TrajectoryEditorProvider(webviewRoot, deps),
-      {
-        webviewOptions: { retainContextWhenHidden: false },
-        supportsMultipleEditorsPerDocument: true,
-      },
-    ),
+export function registerReplay(ctx: Ctx): vscode.Disposable {
+  return vscode.Disposable.from(
+    registerCommands(ctx, { [Commands.openReplay]: { title: 'Open Trajectory Replay', make: openReplay } }),
+    vscode.window.registerCustomEditorProvider(TRAJECTORY_EDITOR_VIEW_TYPE, new TrajectoryEditorProvider(ctx), {
+      webviewOptions: { retainContextWhenHidden: false },
+      supportsMultipleEditorsPerDocument: true,
+    }),
   );
 }
+
+/** The trainer connection when connected: a run's trajectories come from it, a file's re-runs go through it. */
+const connectedTrainer = (ctx: Ctx): TrainerConnection | undefined =>
+  ctx.connection.isConnected ? ctx.connection : undefined;
+
+const webviewRoot = (ctx: Ctx): vscode.Uri => vscode.Uri.joinPath(ctx.extensionContext.extensionUri, 'dist', 'webview');
 
 /** A run to replay; with `step` (the Run Dashboard), the panel opens on that step's groups. */
 export interface ReplayRunTarget {
@@ -56,32 +36,25 @@ export interface ReplayRunTarget {
 }
 
 /** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
-async function openReplay(
-  webviewRoot: vscode.Uri,
-  deps: ReplayDeps,
-  target?: vscode.Uri | ReplayRunTarget,
-): Promise<void> {
-  if (target && 'runId' in target) return openRun(webviewRoot, deps, target.runId, target.step);
-  const uri =
-    target instanceof vscode.Uri
-      ? target
-      : (
-          await vscode.window.showOpenDialog({
-            title: 'Open trajectories',
-            canSelectMany: false,
-            filters: { Trajectories: ['jsonl'] },
-          })
-        )?.[0];
-  if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
-}
+const openReplay =
+  (ctx: Ctx) =>
+  async (target?: vscode.Uri | ReplayRunTarget): Promise<void> => {
+    if (target && 'runId' in target) return openRun(ctx, target.runId, target.step);
+    const uri =
+      target instanceof vscode.Uri
+        ? target
+        : (
+            await vscode.window.showOpenDialog({
+              title: 'Open trajectories',
+              canSelectMany: false,
+              filters: { Trajectories: ['jsonl'] },
+            })
+          )?.[0];
+    if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
+  };
 
-async function openRun(
-  webviewRoot: vscode.Uri,
-  deps: ReplayDeps,
-  runId: string,
-  step: number | undefined,
-): Promise<void> {
-  const trainer = deps.trainer?.();
+async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promise<void> {
+  const trainer = connectedTrainer(ctx);
   if (!trainer) {
     void vscode.window.showErrorMessage(
       'Agent RL: not connected to a trainer server; start or connect one to replay a live run.',
@@ -93,7 +66,7 @@ async function openRun(
     'agentRl.replay',
     title,
     vscode.ViewColumn.Active,
-    webviewOptions(webviewRoot),
+    webviewOptions(ctx),
   );
   const fetchRecords = async (): Promise<TrajectoryRecord[]> => {
     const ids: string[] = [];
@@ -132,17 +105,15 @@ async function openRun(
       const records = await trainer.records.get(runId, ids);
       post(panel.webview, { type: 'append', records });
     } catch (err) {
-      deps.log.error(`replay: could not fetch new trajectories of ${runId}: ${(err as Error).message}`);
+      ctx.log.error(`replay: could not fetch new trajectories of ${runId}: ${(err as Error).message}`);
     } finally {
       flushing = false;
       void flush();
     }
   };
   panel.onDidDispose(() => subscription.dispose());
-  void trainer
-    .follow(runId)
-    .catch((err: Error) => deps.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
-  connect(panel.webview, webviewRoot, deps, async () => {
+  void trainer.follow(runId).catch((err: Error) => ctx.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
+  connect(ctx, panel.webview, async () => {
     const [records, info] = await Promise.all([fetchRecords(), trainer.request('run/get', { runId })]);
     records.forEach((r) => seen.add(r.id));
     ready = true;
@@ -159,22 +130,19 @@ async function openRun(
 }
 
 class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
-  constructor(
-    private readonly webviewRoot: vscode.Uri,
-    private readonly deps: ReplayDeps,
-  ) {}
+  constructor(private readonly ctx: Ctx) {}
 
   openCustomDocument(uri: vscode.Uri): vscode.CustomDocument {
     return { uri, dispose: () => undefined };
   }
 
   resolveCustomEditor(document: vscode.CustomDocument, panel: vscode.WebviewPanel): void {
-    panel.webview.options = webviewOptions(this.webviewRoot);
-    connect(panel.webview, this.webviewRoot, this.deps, async () => {
+    panel.webview.options = webviewOptions(this.ctx);
+    connect(this.ctx, panel.webview, async () => {
       const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(document.uri));
       const { records, errors } = parseTrajectories(text);
       if (errors.length) {
-        this.deps.log.warn(
+        this.ctx.log.warn(
           `replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`,
         );
         void vscode.window.showWarningMessage(
@@ -186,43 +154,38 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
   }
 }
 
-function webviewOptions(webviewRoot: vscode.Uri): vscode.WebviewOptions & vscode.WebviewPanelOptions {
-  return { enableScripts: true, localResourceRoots: [webviewRoot] };
+function webviewOptions(ctx: Ctx): vscode.WebviewOptions & vscode.WebviewPanelOptions {
+  return { enableScripts: true, localResourceRoots: [webviewRoot(ctx)] };
 }
 
 /** Sets the HTML and answers every `ready` (first load and each reload) with what `load` gives. */
-function connect(
-  webview: vscode.Webview,
-  webviewRoot: vscode.Uri,
-  deps: ReplayDeps,
-  load: () => Promise<HostToWebviewMessage>,
-): void {
+function connect(ctx: Ctx, webview: vscode.Webview, load: () => Promise<HostToWebviewMessage>): void {
   webview.onDidReceiveMessage(async (message: WebviewToHostMessage) => {
     switch (message.type) {
       case 'ready':
         try {
           post(webview, await load());
         } catch (err) {
-          deps.log.error(`replay: ${(err as Error).message}`);
+          ctx.log.error(`replay: ${(err as Error).message}`);
           void vscode.window.showErrorMessage(`Agent RL: could not load trajectories: ${(err as Error).message}`);
         }
         return;
       case 'openToolSource':
-        await openToolSource(message.toolName, deps);
+        await openToolSource(ctx, message.toolName);
         return;
       case 'rerunToolCall': {
         // A file's records name their run too: any trainer that has the run can re-run its calls.
         const reply = await relayToolRerun(message, {
           isTrusted: () => vscode.workspace.isTrusted,
-          trainer: () => deps.trainer?.(),
+          trainer: () => connectedTrainer(ctx),
         });
-        if (!reply.reply.ok) deps.log.info(`replay: re-run of ${message.trajectoryId}: ${reply.reply.message}`);
+        if (!reply.reply.ok) ctx.log.info(`replay: re-run of ${message.trajectoryId}: ${reply.reply.message}`);
         post(webview, reply);
         return;
       }
     }
   });
-  webview.html = webviewHtml(webview, webviewRoot, 'main', 'Trajectory replay');
+  webview.html = webviewHtml(webview, webviewRoot(ctx), 'main', 'Trajectory replay');
 }
 
 function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
@@ -230,7 +193,7 @@ function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
 }
 
 /** Opens the Python file of the workspace that defines the Tool, at its definition. */
-async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void> {
+async function openToolSource(ctx: Ctx, toolName: string): Promise<void> {
   const files = await vscode.workspace.findFiles(
     '**/*.py',
     '{**/.venv/**,**/node_modules/**,**/site-packages/**}',
@@ -244,7 +207,7 @@ async function openToolSource(toolName: string, deps: ReplayDeps): Promise<void>
     await vscode.window.showTextDocument(file, { selection: new vscode.Range(position, position), preview: true });
     return;
   }
-  deps.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
+  ctx.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
   void vscode.window.showInformationMessage(
     `No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`,
   );
