@@ -1,0 +1,76 @@
+import { fake, Uri, WebviewPanel } from './vscodeStub';
+import { strict as assert } from 'node:assert';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { commands } from 'vscode';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
+import { Commands } from '../../extension/commands';
+import { registerReplay, TRAJECTORY_EDITOR_VIEW_TYPE } from '../../extension/replay';
+import { fakeCtx, runInfo, type FakeCtx } from './fakeCtx';
+
+const record = (id: string) => ({ id, run_id: 'r1', step: 1 }) as unknown as TrajectoryRecord;
+
+describe('replay panel host', () => {
+  let f: FakeCtx;
+  beforeEach(() => {
+    fake.reset();
+    f = fakeCtx();
+    for (const id of ['a', 'b', 'c']) f.connection.trajectoryRecords.set(id, record(id));
+    f.connection.answers['run/get'] = ({ runId }) => runInfo(runId);
+    // two pages of summaries
+    f.connection.answers['trajectory/query'] = ({ cursor }) =>
+      (cursor
+        ? { items: [{ id: 'b' }], total: 2, nextCursor: null }
+        : { items: [{ id: 'a' }], total: 2, nextCursor: 'p2' }) as never;
+    registerReplay(f.ctx);
+  });
+
+  it("loads a run's trajectories, every page, when the page is ready, then appends new ones as they are written", async () => {
+    await commands.executeCommand(Commands.openReplay, { runId: 'r1', step: 2 });
+    const [panel] = fake.panels;
+    assert.equal(panel.title, 'Replay: r1 step 2');
+    assert.deepEqual(f.connection.calls, ['follow r1']);
+    await panel.receive({ type: 'ready' });
+    assert.deepEqual(panel.posted, [
+      {
+        type: 'load',
+        source: 'r1',
+        records: [record('a'), record('b')],
+        live: true,
+        runStatus: 'running',
+        focusStep: 2,
+      },
+    ]);
+    const trajectory = (id: string, seq: number) =>
+      f.connection.runEvents.fire({ runId: 'r1', seq, time: seq, type: 'trajectory', data: { id } as never });
+    trajectory('b', 5); // already loaded
+    trajectory('c', 6);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(panel.posted.slice(1), [{ type: 'append', records: [record('c')] }]);
+  });
+
+  it('says to connect a server to replay a run', async () => {
+    f.connection.isConnected = false;
+    await commands.executeCommand(Commands.openReplay, { runId: 'r1' });
+    assert.equal(fake.panels.length, 0);
+    assert.match(fake.messages[0].text, /not connected to a trainer server; start or connect one to replay a live run/);
+  });
+
+  it('opens a trajectory file in the custom editor, which loads its records and counts the unreadable lines', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'agentrl-replay-')), 'a.trajectories.jsonl');
+    writeFileSync(file, `${JSON.stringify(record('a'))}\nnot json\n`);
+    await commands.executeCommand(Commands.openReplay, Uri.file(file));
+    assert.deepEqual(fake.executed, [
+      { command: 'vscode.openWith', args: [Uri.file(file), TRAJECTORY_EDITOR_VIEW_TYPE] },
+    ]);
+    const editor = fake.customEditors.get(TRAJECTORY_EDITOR_VIEW_TYPE) as {
+      resolveCustomEditor(document: { uri: Uri }, panel: WebviewPanel): void;
+    };
+    const panel = new WebviewPanel(TRAJECTORY_EDITOR_VIEW_TYPE, 'a.trajectories.jsonl');
+    editor.resolveCustomEditor({ uri: Uri.file(file) }, panel);
+    await panel.receive({ type: 'ready' });
+    assert.deepEqual(panel.posted, [{ type: 'load', source: file, records: [record('a')], live: false }]);
+    assert.match(fake.messages[0].text, /^1 line\(s\) of .* are not valid JSON and were skipped/);
+  });
+});

@@ -1,0 +1,235 @@
+import { CodeLens, fake, pick, TextDocument, Uri } from './vscodeStub';
+import { strict as assert } from 'node:assert';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { commands } from 'vscode';
+import { ErrorCode } from '../../protocol/generated/rpc';
+import { Commands } from '../../extension/commands';
+import { registerRunCommands } from '../../extension/runCommands';
+import { TrainerRequestError } from '../../extension/trainerClient';
+import { fakeCtx, runInfo, type FakeCtx } from './fakeCtx';
+
+describe('run commands', () => {
+  let f: FakeCtx;
+  let envFolder: string;
+  let config: string;
+  beforeEach(() => {
+    fake.reset();
+    envFolder = mkdtempSync(join(tmpdir(), 'agentrl-run-commands-'));
+    config = join(envFolder, 'lookup.agentrl.yaml');
+    writeFileSync(config, 'name: lookup\nmodel:\n  path: tiny\n');
+    f = fakeCtx({ findRunConfigs: async () => [Uri.file(config)] });
+    registerRunCommands(f.ctx);
+  });
+
+  describe('Start Training', () => {
+    beforeEach(() => {
+      f.connection.answers['run/start'] = () => ({ runId: 'r1' });
+    });
+
+    it("starts the workspace's one run config on a local server, with the config's folder to resolve paths in", async () => {
+      assert.equal(await commands.executeCommand(Commands.startTraining), 'r1');
+      assert.deepEqual(f.connection.requests, [
+        {
+          method: 'run/start',
+          params: { config: { name: 'lookup', model: { path: 'tiny' } }, mode: 'train', configDir: envFolder },
+        },
+      ]);
+      assert.deepEqual(
+        fake.executed.map((e) => e.command),
+        ['agentRl.runs.focus'],
+      );
+      assert.deepEqual(fake.messages, [
+        { severity: 'info', text: 'Agent RL: training r1 started.', actions: ['Open Dashboard'] },
+      ]);
+    });
+
+    it("uploads the config's folder to a remote server and starts the run from the bundle", async () => {
+      f.connection.kind = 'remote';
+      writeFileSync(join(envFolder, 'env.py'), 'print(1)\n');
+      f.connection.answers['env/upload'] = () => ({ bundleId: 'b7', sha256: '0f', files: 2, bytes: 10 });
+      assert.equal(await commands.executeCommand(Commands.startTraining, config), 'r1');
+      assert.deepEqual(
+        f.connection.requests.map((r) => r.method),
+        ['env/upload', 'run/start'],
+      );
+      assert.equal((f.connection.requests[1].params as { envBundle: string }).envBundle, 'b7');
+      assert.equal((f.connection.requests[1].params as { configDir?: string }).configDir, undefined);
+    });
+
+    it('saves an unsaved config first, and starts a local server when none is connected', async () => {
+      const document = new TextDocument(Uri.file(config), '');
+      document.isDirty = true;
+      fake.textDocuments = [document];
+      f.connection.isConnected = false;
+      await commands.executeCommand(Commands.startTraining, Uri.file(config));
+      assert.equal(document.isDirty, false);
+      assert.deepEqual(f.connection.calls, ['startLocal python3 /workspace /workspace/.agentrl/runs']);
+    });
+
+    it('asks which config when the workspace has several, and does nothing when dismissed', async () => {
+      f.settings.findRunConfigs = async () => [Uri.file(config), Uri.file(join(envFolder, 'other.agentrl.yaml'))];
+      assert.equal(await commands.executeCommand(Commands.startTraining), undefined);
+      assert.equal(fake.prompts[0].options.title, 'Start Training');
+      assert.deepEqual(f.connection.requests, []);
+    });
+
+    it('refuses in an untrusted workspace', async () => {
+      fake.trusted = false;
+      assert.equal(await commands.executeCommand(Commands.startTraining, config), undefined);
+      assert.match(fake.messages[0].text, /^Training runs code from this workspace/);
+      assert.deepEqual(f.connection.requests, []);
+    });
+
+    it('says where to start when the workspace has no run config', async () => {
+      f.settings.findRunConfigs = async () => [];
+      await commands.executeCommand(Commands.startTraining);
+      assert.match(fake.messages[0].text, /^Start Training: No run config \(\*\.agentrl\.yaml\) in this workspace/);
+    });
+  });
+
+  it('Try Environment runs the episodes, puts each failing Tool in the problems at its definition, and opens the replay', async () => {
+    writeFileSync(join(envFolder, 'tools.py'), 'class Search(Tool):\n    name = "search"\n');
+    f.connection.answers['run/start'] = (params) => {
+      assert.deepEqual(params, {
+        config: { name: 'lookup', model: { path: 'tiny' } },
+        mode: 'try',
+        episodes: 4,
+        configDir: envFolder,
+      });
+      f.connection.model.upsertRun(runInfo('t1', { mode: 'try', status: 'completed', name: 'lookup' }));
+      f.connection.model.applyEvent({
+        runId: 't1',
+        seq: 1,
+        time: 1,
+        type: 'trajectory',
+        data: { id: 'e1', reward: 0.5 } as never,
+      });
+      return { runId: 't1' };
+    };
+    const failed = {
+      id: 'e1',
+      turns: [{ tool_calls: [{ name: 'search', error: 'KeyError: x', error_kind: 'tool' }] }],
+    };
+    f.connection.trajectoryRecords.set('e1', failed as never);
+    f.connection.answers['trajectory/query'] = () => ({ items: [{ id: 'e1' }], total: 1, nextCursor: null }) as never;
+    const openedReplays: unknown[] = [];
+    commands.registerCommand(Commands.openReplay, async (target: unknown) => void openedReplays.push(target));
+
+    assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), 't1');
+    assert.deepEqual(openedReplays, [{ runId: 't1' }]);
+    const problems = fake.diagnostics.get('agentRl.tryEnvironment')!;
+    const [atTool] = problems.get(Uri.file(join(envFolder, 'tools.py')))!;
+    assert.equal(atTool.range.start.line, 1, 'the line that names the Tool');
+    assert.equal(atTool.source, 'Agent RL: Try Environment');
+    const summary = fake.messages.find((m) => m.text.startsWith('Try run lookup'))!;
+    assert.equal(summary.severity, 'warning');
+    assert.match(summary.text, /1 episodes, mean reward 0\.50, 1 Tool errors\./);
+    assert.deepEqual(summary.actions, ['Show Problems']);
+  });
+
+  describe('Stop Training', () => {
+    beforeEach(() => {
+      f.connection.model.setRuns([runInfo('r1'), runInfo('r2', { status: 'completed' })]);
+      f.connection.answers['run/stop'] = ({ runId }) => ({ runId, status: 'stopping' });
+    });
+
+    it('stops the run and mode it is given', async () => {
+      assert.equal(
+        await commands.executeCommand(Commands.stopTraining, { runId: 'r2', mode: 'immediate' }),
+        'stopping',
+      );
+      assert.deepEqual(f.connection.requests, [{ method: 'run/stop', params: { runId: 'r2', mode: 'immediate' } }]);
+    });
+
+    it('from the palette: takes the only active run and asks how to stop it', async () => {
+      fake.answers = [pick('Graceful')];
+      assert.equal(await commands.executeCommand(Commands.stopTraining), 'stopping');
+      assert.deepEqual(f.connection.requests, [{ method: 'run/stop', params: { runId: 'r1', mode: 'graceful' } }]);
+      assert.equal(fake.prompts[0].options.title, 'Stop r1-name');
+    });
+
+    it('says so when no run is active', async () => {
+      f.connection.model.setRuns([runInfo('r2', { status: 'completed' })]);
+      await commands.executeCommand(Commands.stopTraining);
+      assert.equal(fake.messages[0].text, 'Stop Training: No run to stop.');
+    });
+  });
+
+  describe('Resume Training', () => {
+    it('resumes the run, re-reads the runs and follows it', async () => {
+      f.connection.answers['run/resume'] = ({ runId }) => ({ runId, status: 'queued' });
+      assert.equal(await commands.executeCommand(Commands.resumeTraining, { runId: 'r1' }), 'r1');
+      assert.deepEqual(f.connection.calls, ['refresh', 'follow r1']);
+    });
+
+    it('explains a run-state conflict: which runs resume', async () => {
+      f.connection.answers['run/resume'] = () => {
+        throw new TrainerRequestError('run/resume', ErrorCode.RUN_STATE_CONFLICT, 'run r1 is running');
+      };
+      assert.equal(await commands.executeCommand(Commands.resumeTraining, { runId: 'r1' }), undefined);
+      assert.match(
+        fake.messages[0].text,
+        /^Resume Training: run r1 is running \(only a training run with a checkpoint resumes, once it is /,
+      );
+    });
+  });
+
+  describe('Export Model', () => {
+    let exported: string;
+    beforeEach(() => {
+      exported = mkdtempSync(join(tmpdir(), 'agentrl-export-'));
+      writeFileSync(join(exported, 'config.json'), '{}');
+      f.connection.model.setRuns([runInfo('r1', { name: 'lookup' })]);
+      f.connection.answers['run/export'] = ({ step }) => ({
+        runId: 'r1',
+        step: step ?? 9,
+        path: exported,
+        weights: 'full',
+      });
+    });
+
+    it("copies a local server's export into the folder given, named after the run and step", async () => {
+      const destination = mkdtempSync(join(tmpdir(), 'agentrl-destination-'));
+      const folder = await commands.executeCommand(Commands.exportModel, { runId: 'r1', mergeLora: true, destination });
+      assert.equal(folder, join(destination, 'lookup-step-9-merged'));
+      assert.equal(readFileSync(join(destination, 'lookup-step-9-merged', 'config.json'), 'utf8'), '{}');
+      assert.deepEqual(f.connection.requests[0].params, { runId: 'r1', mergeLora: true });
+    });
+
+    it("exports a step row's checkpoint, and refuses to overwrite a folder", async () => {
+      const destination = mkdtempSync(join(tmpdir(), 'agentrl-destination-'));
+      mkdirSync(join(destination, 'lookup-step-5'));
+      fake.answers = [pick('As trained'), [Uri.file(destination)]];
+      await commands.executeCommand(Commands.exportModel, { kind: 'step', runId: 'r1', step: 5 });
+      assert.deepEqual(f.connection.requests[0].params, { runId: 'r1', mergeLora: false, step: 5 });
+      assert.match(fake.messages[0].text, /lookup-step-5 already exists; pick another folder\./);
+    });
+
+    it("gives a remote server's export path, which stays on the server", async () => {
+      f.connection.kind = 'remote';
+      assert.equal(await commands.executeCommand(Commands.exportModel, { runId: 'r1', mergeLora: false }), exported);
+      assert.ok(existsSync(exported));
+      assert.deepEqual(fake.prompts, [], 'no folder is asked for');
+      assert.deepEqual(fake.messages[0].actions, ['Copy Path']);
+    });
+  });
+
+  it('Refresh Runs re-reads the run list', async () => {
+    assert.equal(await commands.executeCommand(Commands.refreshRuns), true);
+    assert.deepEqual(f.connection.calls, ['refresh']);
+  });
+
+  it('puts Start Training and Try Environment above the first line of a run config', () => {
+    const uri = Uri.file(config);
+    const lenses: CodeLens[] = fake.codeLensProviders[0].provideCodeLenses(new TextDocument(uri, ''));
+    assert.deepEqual(
+      lenses.map((lens) => [lens.range.start.line, lens.command?.command, lens.command?.arguments]),
+      [
+        [0, Commands.startTraining, [uri]],
+        [0, Commands.tryEnvironment, [uri]],
+      ],
+    );
+  });
+});

@@ -1,0 +1,96 @@
+import { fake, pick, Uri } from './vscodeStub';
+import { strict as assert } from 'node:assert';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { commands } from 'vscode';
+import { Commands } from '../../extension/commands';
+import { registerScaffoldCommands } from '../../extension/scaffoldCommands';
+import { fakeCtx, type FakeCtx } from './fakeCtx';
+
+describe('scaffold commands', () => {
+  let f: FakeCtx;
+  let parent: string;
+  beforeEach(() => {
+    fake.reset();
+    parent = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-commands-'));
+    f = fakeCtx();
+    registerScaffoldCommands(f.ctx);
+  });
+
+  const newEnvironment = (name = 'lookup') =>
+    commands.executeCommand(Commands.newEnvironment, { name, tools: ['search'], parent, model: 'tiny' });
+
+  it('New Environment writes the env from the extension templates and opens its run config', async () => {
+    const folder = await newEnvironment();
+    assert.equal(folder, join(parent, 'lookup'));
+    assert.ok(readdirSync(folder as string).includes('lookup.agentrl.yaml'));
+    assert.match(readFileSync(join(parent, 'lookup', 'lookup.agentrl.yaml'), 'utf8'), /path: tiny/);
+    assert.deepEqual(
+      fake.shownDocuments.map((d) => d.uri.fsPath),
+      [join(parent, 'lookup', 'lookup.agentrl.yaml')],
+    );
+    assert.deepEqual(f.log.lines, [`info: New environment written to ${join(parent, 'lookup')}`]);
+  });
+
+  it('New Environment asks name, tools, model and folder in turn, and stops where the user does', async () => {
+    fake.workspaceFolders = [{ uri: Uri.file(parent) }];
+    fake.answers = ['qa', 'search, calc', pick('tiny')];
+    assert.equal(await commands.executeCommand(Commands.newEnvironment), join(parent, 'qa'));
+    assert.deepEqual(
+      fake.prompts.map((p) => p.options.title),
+      ['New Environment (1/3)', 'New Environment (2/3)', 'New Environment (3/3)'],
+    );
+    assert.match(readFileSync(join(parent, 'qa', 'tools.py'), 'utf8'), /calc/);
+    fake.answers = ['later'];
+    assert.equal(await commands.executeCommand(Commands.newEnvironment), undefined, 'the tools prompt dismissed');
+  });
+
+  it('New Environment refuses a folder that exists', async () => {
+    await newEnvironment();
+    assert.equal(await newEnvironment(), undefined);
+    assert.equal(
+      fake.messages[0].text,
+      `New Environment: ${join(parent, 'lookup')} already exists; choose another name.`,
+    );
+  });
+
+  it('New Tool adds a Tool class to tools.py and registers it in env.py; New ToolEnv adds a second env on the same Tools', async () => {
+    const folder = (await newEnvironment()) as string;
+    const toolsPath = await commands.executeCommand(Commands.newTool, { folder, name: 'calculator' });
+    assert.equal(toolsPath, join(folder, 'tools.py'));
+    assert.match(readFileSync(join(folder, 'tools.py'), 'utf8'), /name = "calculator"/);
+    assert.match(readFileSync(join(folder, 'env.py'), 'utf8'), /calculator|Calculator/);
+    const module = await commands.executeCommand(Commands.newToolEnv, { folder, name: 'lookup-v2' });
+    assert.equal(typeof module, 'string');
+    assert.ok(readdirSync(folder).some((file) => file.startsWith('lookup-v2') && file.endsWith('.agentrl.yaml')));
+  });
+
+  it('New Tool from an MCP server lists its tools only in a trusted workspace, through the connected trainer', async () => {
+    const folder = (await newEnvironment()) as string;
+    fake.trusted = false;
+    const args = { folder, name: 'weather', kind: 'mcp', server: 'python weather.py' };
+    assert.equal(await commands.executeCommand(Commands.newTool, args), undefined);
+    assert.match(
+      fake.messages[0].text,
+      /^New Tool: Listing an MCP server's tools starts its program; trust this workspace first\./,
+    );
+    assert.equal(f.connection.requests.length, 0);
+
+    fake.trusted = true;
+    f.connection.answers['mcp/listTools'] = () =>
+      ({ tools: [{ name: 'forecast', description: 'the weather' }] }) as never;
+    const config = join(folder, 'lookup.agentrl.yaml');
+    assert.equal(await commands.executeCommand(Commands.newTool, args), config);
+    assert.equal(f.connection.requests[0].method, 'mcp/listTools');
+    assert.equal((f.connection.requests[0].params as { server: { name: string } }).server.name, 'weather');
+    const written = fake.textDocuments.find((d) => d.uri.fsPath === config)!.getText();
+    assert.match(written, /weather/);
+    assert.match(written, /python/);
+  });
+
+  it('New Tool without an environment in the workspace offers New Environment', async () => {
+    assert.equal(await commands.executeCommand(Commands.newTool), undefined);
+    assert.deepEqual(fake.messages[0].actions, ['New Environment']);
+  });
+});
