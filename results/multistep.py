@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from agentrl.run.config import load_config, resolve_paths
+from agentrl.contract.config import load_config, resolve_paths
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import RunStore, read_events
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci

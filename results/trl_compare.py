@@ -212,7 +212,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "trl_compare.json")
     args = parser.parse_args()
 
-    from agentrl.run.config import load_config_dict
+    from agentrl.contract.config import load_config_dict
 
     sys.path.insert(0, str(TRL_DIR))
     import yaml

@@ -1,4 +1,4 @@
-// What kind of `model.path` a run config names, by the trainer's rule (agentrl/run/config.py, `model_source`):
+// What kind of `model.path` a run config names, by the trainer's rule (agentrl/contract/config.py, `model_source`):
 // the built-in names and the Hub id pattern are read from the run-config schema, where the trainer declares them.
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';

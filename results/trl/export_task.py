@@ -39,11 +39,10 @@ def model_folder(model_path: str) -> Path:
 def export(config: Any, out: Path) -> Path:
     """Writes out/settings.json and out/train.jsonl; returns out."""
     import agentrl
-    from agentrl.environment.loader import env_factory, load_env_class
+    from agentrl.contract.tasks import load_tasks
+    from agentrl.environment.loader import data_files_in_use, env_factory, load_env_class
     from agentrl.environment.toolcall import get_format
-    from agentrl.rollout.engine import ChatFormat
-    from agentrl.run.config import data_files_in_use
-    from agentrl.run.tasks import load_tasks
+    from agentrl.rollout.chat import ChatFormat
     from agentrl.run.trainer import tasks_for_step
     from transformers import AutoTokenizer
 
@@ -95,7 +94,7 @@ def export(config: Any, out: Path) -> Path:
 
 
 def load_recipe(path: Path, overrides: list[str]) -> Any:
-    from agentrl.run.config import load_config, resolve_paths
+    from agentrl.contract.config import load_config, resolve_paths
 
     return resolve_paths(load_config(path, overrides), path.resolve().parent)
 

@@ -118,7 +118,7 @@ class AgentRollout:
     def __init__(self, settings: dict[str, Any], tokenizer: Any, records: list[dict[str, Any]]) -> None:
         from agentrl.environment.loader import env_factory, load_env_class
         from agentrl.environment.toolcall import get_format, schemas_by_name
-        from agentrl.rollout.engine import ChatFormat
+        from agentrl.rollout.chat import ChatFormat
 
         self.tokenizer = tokenizer
         self.rollout = settings["rollout"]

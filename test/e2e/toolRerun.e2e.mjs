@@ -39,7 +39,7 @@ const RECORD = `
 import os
 import sys
 from agentrl.rollout.scripted import ScriptedPolicy
-from agentrl.run.config import load_config
+from agentrl.contract.config import load_config
 from agentrl.run.trainer import train
 
 config, runs_dir, run_id, call = sys.argv[1:]

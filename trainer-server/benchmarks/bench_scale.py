@@ -22,11 +22,11 @@ from pathlib import Path
 import ray
 import torch
 from agentrl.cluster import RayCluster
+from agentrl.contract.config import RunConfig, load_config, resolve_paths
+from agentrl.contract.tasks import load_tasks
 from agentrl.environment.loader import env_factory, load_env_class
 from agentrl.models.loading import load_policy
-from agentrl.rollout.engine import make_rollout_engine
-from agentrl.run.config import RunConfig, load_config, resolve_paths
-from agentrl.run.tasks import load_tasks
+from agentrl.rollout.factory import make_rollout_engine
 from agentrl.run.trainer import tasks_for_step
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "agentrl" / "examples" / "lookup" / "lookup.agentrl.yaml"

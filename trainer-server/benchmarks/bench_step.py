@@ -48,12 +48,12 @@ from typing import Any
 
 import torch
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
+from agentrl.contract.config import load_config_dict
 from agentrl.learning.batch import TrainBatch
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy, resolve_device
 from agentrl.models.precision import uses_bf16_autocast
-from agentrl.rollout.engine import make_rollout_engine
-from agentrl.run.config import load_config_dict
+from agentrl.rollout.factory import make_rollout_engine
 
 TASKS = [
     "the tallest mountain in Europe",

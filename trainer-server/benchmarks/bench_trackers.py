@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentrl.run.config import load_config
+from agentrl.contract.config import load_config
 from agentrl.run.trackers import Trackers
 from agentrl.run.trainer import train
 

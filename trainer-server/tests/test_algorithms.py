@@ -2,14 +2,21 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
-from agentrl.learning.algorithms import ALGORITHM_NAMES, get_algorithm
+from agentrl.contract.config import (
+    ALGORITHM_NAMES,
+    POLICY_LOSS_NAMES,
+    AlgorithmConfig,
+    ConfigError,
+    load_config_dict,
+)
+from agentrl.learning.algorithms import get_algorithm
 from agentrl.learning.algorithms.base import Algorithm
 from agentrl.learning.algorithms.common import (
     aggregate,
-    clipped_policy_loss,
     discounted_sum_backward,
     group_stats,
     kl_penalty,
@@ -19,8 +26,11 @@ from agentrl.learning.algorithms.common import (
     unpack_chains,
 )
 from agentrl.learning.batch import TrainBatch
-from agentrl.run.config import AlgorithmConfig, ConfigError, load_config_dict
+from agentrl.learning.policy_losses import get_policy_loss
+from agentrl.learning.policy_losses.clipped import clipped_policy_loss
 from conftest import PROTOCOL
+
+POLICY_LOSSES = Path(__file__).resolve().parents[1] / "agentrl" / "learning" / "policy_losses"
 
 # Positions: [prompt, turn-0 token, turn-0 token, tool token, turn-1 token]
 MASK = [0.0, 1.0, 1.0, 0.0, 1.0]
@@ -155,6 +165,63 @@ def test_clipped_policy_loss_and_clip_higher():
     assert clipped.tolist() == [1.0, 1.0]
     loss_high, _ = clipped_policy_loss(logprobs, old, adv, 0.2, 0.28)  # DAPO: a looser upper clip
     assert loss_high.tolist() == pytest.approx([-1.28, 0.8])
+
+
+def test_gspo_clips_each_sequence_on_the_geometric_mean_of_its_ratios():
+    """Two sequences with the same tokens' log-ratios [0.1, -0.3] (and a padded token): s = exp(-0.1) = 0.905 each.
+    With A = +1 the clip at 1 - 0.05 is not active (-A s > -A 0.95); with A = -1 it is, and the clipped sequence's
+    tokens get no gradient. An unclipped token's gradient is -A s_i: d s_i,t / d log pi(a_t) = s_i,t."""
+    old = torch.zeros(2, 3)
+    logprobs = torch.tensor([[0.1, -0.3, 5.0], [0.1, -0.3, 5.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    advantages = torch.tensor([[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0]])
+    cfg = AlgorithmConfig(policy_loss="gspo", clip_eps=0.05)
+    loss, clipped = get_policy_loss("gspo")(logprobs, old, advantages, mask, cfg)
+    s = math.exp(-0.1)
+    assert torch.allclose(loss * mask, torch.tensor([[-s, -s, 0.0], [0.95, 0.95, 0.0]]))
+    assert (clipped * mask).tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]
+    (loss * mask).sum().backward()
+    assert torch.allclose(logprobs.grad, torch.tensor([[-s, -s, 0.0], [0.0, 0.0, 0.0]]))
+
+
+def test_cispo_weighs_log_pi_by_the_clipped_ratio_and_drops_no_gradient():
+    """r = [e^0.5, e^-0.5] = [1.649, 0.607] clipped to [1 - 0.2, 1 + 0.28]: weights [1.28, 0.8]; L = -w A log pi, and
+    the gradient -w A reaches both tokens although both ratios left the range (PPO's clip would drop both)."""
+    logprobs = torch.tensor([0.5, -0.5], requires_grad=True)
+    advantages = torch.tensor([1.0, 2.0])
+    cfg = AlgorithmConfig(policy_loss="cispo", clip_eps=0.2, clip_eps_high=0.28)
+    loss, clipped = get_policy_loss("cispo")(logprobs, torch.zeros(2), advantages, torch.ones(2), cfg)
+    assert loss.tolist() == pytest.approx([-1.28 * 0.5, 0.8 * 2 * 0.5])
+    assert clipped.tolist() == [1.0, 1.0]
+    loss.sum().backward()
+    assert logprobs.grad.tolist() == pytest.approx([-1.28, -1.6])
+
+
+def test_every_policy_loss_on_policy_has_the_clipped_losss_gradient():
+    """At r = 1 (the training pass's own logprobs as pi_old) every policy loss's gradient is -A d log pi."""
+    advantages = torch.tensor([[0.7, -1.3, 0.2]])
+    mask = torch.ones(1, 3)
+    gradients = []
+    for name in POLICY_LOSS_NAMES:
+        logprobs = torch.tensor([[-0.4, -1.1, -2.0]], requires_grad=True)
+        loss, _ = get_policy_loss(name)(
+            logprobs, logprobs.detach(), advantages, mask, AlgorithmConfig(policy_loss=name)
+        )
+        loss.sum().backward()
+        gradients.append(logprobs.grad)
+    assert all(torch.allclose(g, -advantages) for g in gradients)
+
+
+def test_the_policy_loss_registry_and_the_run_config_agree():
+    assert set(POLICY_LOSS_NAMES) == {p.stem for p in POLICY_LOSSES.glob("*.py")} - {"__init__"}
+    with pytest.raises(ValueError, match="unknown policy loss"):
+        get_policy_loss("dpo")
+    with pytest.raises(ConfigError, match="algorithm.policy_loss"):
+        load_config_dict(
+            {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}, "algorithm": {"policy_loss": "x"}}
+        )
+    schema = json.loads((PROTOCOL / "schemas" / "run-config.schema.json").read_text())
+    assert schema["$defs"]["AlgorithmConfig"]["properties"]["policy_loss"]["enum"] == list(POLICY_LOSS_NAMES)
 
 
 @pytest.mark.parametrize(

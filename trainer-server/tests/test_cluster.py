@@ -12,9 +12,9 @@ import pytest
 import ray
 import torch
 from agentrl.cluster.worker_states import WorkerStates
+from agentrl.contract.config import ConfigError
+from agentrl.contract.schemas import validator_for
 from agentrl.models.loading import load_policy
-from agentrl.run.config import ConfigError
-from agentrl.run.contract import validator_for
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from agentrl.server.runs import on_ray_cluster

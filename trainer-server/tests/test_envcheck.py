@@ -1,6 +1,6 @@
 import json
 
-from agentrl.environment.check import check_env
+from agentrl.rollout.check import check_env
 
 ENV = """
 from failing_tools import FailingToolsEnv  # the tests' folder is on sys.path

@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 from agentrl.cli.export import export
+from agentrl.contract.config import resolve_paths
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights
-from agentrl.run.config import resolve_paths
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import list_checkpoints
 from agentrl.run.trainer import train

@@ -5,13 +5,14 @@ from dataclasses import replace
 
 import pytest
 import torch
+from agentrl.contract import schemas
+from agentrl.contract.config import ConfigError, HealthConfig, load_config
+from agentrl.contract.schemas import HEALTH_CODES, HEALTH_SEVERITIES
+from agentrl.environment.tool import ToolCallRecord
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import load_policy_weights
-from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
-from agentrl.run import contract
-from agentrl.run.config import ConfigError, HealthConfig, load_config
-from agentrl.run.contract import HEALTH_CODES, HEALTH_SEVERITIES
+from agentrl.rollout.episode import Episode, TurnRecord
 from agentrl.run.health import MAX_EXAMPLES, RULE_BY_CODE, RULES, HealthMonitor, History, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, latest_status, read_events
@@ -374,7 +375,7 @@ def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_tha
     [checkpoint] = RunStore(run_dir).checkpoints()
     assert checkpoint.name == "step-000001"
     state = json.loads((checkpoint / "state.json").read_text())
-    contract.validator_for("run-folder.schema.json", "checkpointState").validate(state)
+    schemas.validator_for("run-folder.schema.json", "checkpointState").validate(state)
     model, _, device = load_policy(config.model, config.seed)
     load_policy_weights(model, checkpoint)  # every tensor present, none extra (it says which otherwise)
     assert all(torch.isfinite(tensor).all() for tensor in model.state_dict().values())

@@ -3,13 +3,15 @@ import copy
 import pytest
 import torch
 from agentrl import StepResult
+from agentrl.contract.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning import learner as learner_module
+from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.batch import TrainBatch, collate
-from agentrl.learning.learner import Learner, target_logprobs, vocabulary_logits
-from agentrl.rollout.engine import RolloutEngine
-from agentrl.rollout.prefix import MIN_SHARED_PREFIX, shared_prefix_length
-from agentrl.run.config import load_config_dict
+from agentrl.learning.learner import Learner
+from agentrl.learning.logprobs import target_logprobs, vocabulary_logits
+from agentrl.models.prefix import MIN_SHARED_PREFIX, shared_prefix_length
+from agentrl.rollout.hf_engine import HfRolloutEngine
 
 BASE = {
     "env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"},
@@ -26,7 +28,7 @@ class KeepGoingEnv(LookupEnv):
 
 
 def episodes_for(model, tokenizer, cfg):
-    engine = RolloutEngine(model, tokenizer, KeepGoingEnv, cfg.rollout, torch.device("cpu"))
+    engine = HfRolloutEngine(model, tokenizer, KeepGoingEnv, cfg.rollout, torch.device("cpu"))
     return engine.run([{"key": "1"}, {"key": "2"}], group_size=2, seed=3)
 
 
@@ -163,7 +165,7 @@ def head_of_kind(model, kind: str):
 
 
 @pytest.mark.parametrize("head", ["linear", "bias and cap", "adapted"])
-@pytest.mark.parametrize("kept_logits_bytes", [0, learner_module.KEPT_LOGITS_BYTES])
+@pytest.mark.parametrize("kept_logits_bytes", [0, logprobs_module.KEPT_LOGITS_BYTES])
 @pytest.mark.parametrize("chunk_rows", [1, 7, 10_000])
 def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, kept_logits_bytes, head):
     """`target_logprobs` projects `chunk_rows` positions at a time, projecting each chunk again in the backward when
@@ -229,13 +231,13 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, 
 def count_entropy_calls(monkeypatch) -> list[bool]:
     """Records, for each entropy the learner computes from now on, whether gradients were enabled."""
     calls: list[bool] = []
-    entropy = learner_module.entropy_from_logits
+    entropy = logprobs_module.entropy_from_logits
 
     def counted(*args):
         calls.append(torch.is_grad_enabled())
         return entropy(*args)
 
-    monkeypatch.setattr(learner_module, "entropy_from_logits", counted)
+    monkeypatch.setattr(logprobs_module, "entropy_from_logits", counted)
     return calls
 
 
@@ -455,7 +457,7 @@ def test_micro_batches_take_the_order_that_computes_fewer_positions(tiny, prompt
 
 def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot():
     import pytest
-    from agentrl.learning.learner import check_vocabulary_logits
+    from agentrl.learning.logprobs import check_vocabulary_logits
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GraniteConfig, GraniteForCausalLM
 
     small = {

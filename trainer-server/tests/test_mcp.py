@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from agentrl.environment.check import check_env
+from agentrl.contract.config import ConfigError, McpServerConfig, load_config
 from agentrl.environment.mcp import McpServers, McpUnavailableError
 from agentrl.environment.tool import ToolFailure
+from agentrl.rollout.check import check_env
 from agentrl.rollout.scripted import ScriptedPolicy
-from agentrl.run.config import ConfigError, McpServerConfig, load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p

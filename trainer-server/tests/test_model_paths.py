@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from agentrl.contract.config import ModelConfig, load_config_dict, model_source, resolve_paths
 from agentrl.models.loading import load_policy
 from agentrl.models.smollm2 import cache_dir, load_smollm2
-from agentrl.run.config import ModelConfig, load_config_dict, model_source, resolve_paths
 
 
 def test_each_kind_of_model_path_is_told_apart(tmp_path):
@@ -65,7 +65,7 @@ def test_a_hub_id_in_the_local_hub_cache_loads_offline(tmp_path):
     for file in cache_dir().iterdir():  # the Hub cache's snapshots are links too
         (snapshot / file.name).symlink_to(file)
     probe = (
-        "from agentrl.models.loading import load_policy; from agentrl.run.config import ModelConfig;"
+        "from agentrl.models.loading import load_policy; from agentrl.contract.config import ModelConfig;"
         "model, tokenizer, _ = load_policy(ModelConfig(path='agentrl-tests/smollm2'), seed=0);"
         "print(float(model.get_input_embeddings().weight.double().sum()), tokenizer('hi').input_ids)"
     )

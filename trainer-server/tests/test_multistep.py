@@ -9,12 +9,13 @@ import sys
 
 import pytest
 from agentrl import ToolCallOutcome
+from agentrl.contract.config import load_config
+from agentrl.environment.tool import ToolCallRecord
 from agentrl.environment.toolprocess import ToolWorker
 from agentrl.recipes.lockers import tasks as lockers_tasks
 from agentrl.recipes.lockers.env import BUSY, EXAMPLE, LockersEnv
-from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
+from agentrl.rollout.episode import Episode, TurnRecord
 from agentrl.rollout.scripted import ScriptedPolicy
-from agentrl.run.config import load_config
 from agentrl.run.metrics import step_metrics
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train

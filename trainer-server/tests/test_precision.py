@@ -3,10 +3,10 @@ about, since torch then multiplies in scalar loops, tens of times slower than fl
 
 import pytest
 import torch
+from agentrl.contract.config import ConfigError, load_config, load_config_dict
 from agentrl.learning.learner import Learner
 from agentrl.models import precision
 from agentrl.rollout import vllm_engine
-from agentrl.run.config import ConfigError, load_config, load_config_dict
 from agentrl.run.runstore import read_events
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG

@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from agentrl.run.contract import (
+from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
     ERROR_CODES,
@@ -83,11 +83,11 @@ HAND_COPIES = {
 
 @pytest.mark.parametrize("what", HAND_COPIES)
 def test_no_python_source_spells_a_shared_name_set_by_hand(what):
-    """Error codes and status sets come from agentrl.run.contract (the schema), never from a copy."""
+    """Error codes and status sets come from agentrl.contract.schemas (the schema), never from a copy."""
     package = PROTOCOL.parent / "trainer-server" / "agentrl"
     copies = [
         f"{path.relative_to(package)}: {match.group(0)}"
         for path in package.rglob("*.py")
         for match in HAND_COPIES[what].finditer(path.read_text(encoding="utf-8"))
     ]
-    assert copies == [], f"{what} written by hand; use agentrl.run.contract"
+    assert copies == [], f"{what} written by hand; use agentrl.contract.schemas"

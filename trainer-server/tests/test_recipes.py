@@ -217,9 +217,9 @@ def test_the_musique_layout_is_read_too(tmp_path):
 
 def test_a_musique_file_given_as_data_is_searched_and_scored(tmp_path):
     """What `agentrl eval --data <a MuSiQue file>` builds (the model aside): its paragraphs, its golds."""
+    from agentrl.contract.config import load_config, resolve_paths
+    from agentrl.contract.tasks import load_tasks
     from agentrl.environment.loader import config_env_factory
-    from agentrl.run.config import load_config, resolve_paths
-    from agentrl.run.tasks import load_tasks
 
     recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     config = resolve_paths(load_config(recipe), recipe.parent)
@@ -310,8 +310,8 @@ def test_a_data_file_without_context_is_an_error_naming_it(tmp_path, record, mes
 
 
 def test_the_eval_env_gets_the_data_files_in_use(tmp_path):
-    from agentrl.environment.loader import env_factory, load_env_class
-    from agentrl.run.config import data_files_in_use, load_config, resolve_paths
+    from agentrl.contract.config import load_config, resolve_paths
+    from agentrl.environment.loader import data_files_in_use, env_factory, load_env_class
 
     recipe = RECIPES / "multihop" / "multihop_grpo.agentrl.yaml"
     config = resolve_paths(load_config(recipe), recipe.parent)

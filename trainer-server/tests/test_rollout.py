@@ -1,10 +1,12 @@
 import pytest
 import torch
+from agentrl.contract.config import RolloutConfig
 from agentrl.environment.toolcall import get_format
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.batch import collate
-from agentrl.rollout.engine import MAX_CHARS_PER_TOKEN, ChatFormat, RolloutEngine, _draw, run_scripted_episode
-from agentrl.run.config import RolloutConfig
+from agentrl.rollout.chat import MAX_CHARS_PER_TOKEN, ChatFormat
+from agentrl.rollout.hf_engine import HfRolloutEngine, _draw
+from agentrl.rollout.loop import run_scripted_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,7 +60,7 @@ def test_a_huge_tool_output_is_cut_before_it_is_tokenized(tiny, monkeypatch):
 def _engine(tiny, **overrides):
     model, tokenizer = tiny
     cfg = RolloutConfig(**{"max_turns": 2, "max_new_tokens": 12, "max_context": 400, **overrides})
-    return RolloutEngine(model, tokenizer, LookupEnv, cfg, torch.device("cpu")), cfg
+    return HfRolloutEngine(model, tokenizer, LookupEnv, cfg, torch.device("cpu")), cfg
 
 
 @settings(max_examples=8, deadline=None)
@@ -109,7 +111,7 @@ def test_a_prompt_longer_than_the_context_is_truncated_before_generating(tiny):
     chat = ChatFormat(tokenizer, tool_output_tokens=32, call_format=get_format("hermes"))
     short_prompt = len(chat.prompt([{"role": "user", "content": "key 1"}], [t.schema() for t in LookupEnv().tools]))
     cfg = RolloutConfig(max_turns=1, max_new_tokens=4, max_context=short_prompt + 20)
-    engine = RolloutEngine(model, tokenizer, PaddedLookupEnv, cfg, torch.device("cpu"))
+    engine = HfRolloutEngine(model, tokenizer, PaddedLookupEnv, cfg, torch.device("cpu"))
     long, short = engine.run([{"key": "1", "pad": 40}, {"key": "1"}], group_size=1, seed=0)
     assert long.status == "truncated" and long.status_reason == "prompt_over_max_context" and long.turns == []
     assert long.response_length == 0 and short.turns
@@ -182,7 +184,7 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
     cfg = RolloutConfig(
         max_turns=2, max_new_tokens=40, max_context=2000, tool_format="tags", stop_at_tool_call=True, temperature=0.0
     )
-    engine = RolloutEngine(model, tokenizer, lambda: ArithmeticEnv(examples=1), cfg, torch.device("cpu"))
+    engine = HfRolloutEngine(model, tokenizer, lambda: ArithmeticEnv(examples=1), cfg, torch.device("cpu"))
     scripts = [engine.chat.encode("<calculator>6 * 7</calculator> = 40"), engine.chat.encode("Answer: 42")]
     position = {"turn": 0, "token": 0}
 

@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 import yaml
-from agentrl.run.contract import EVENT_TYPES, load_schema, validator_for
+from agentrl.contract.schemas import EVENT_TYPES, load_schema, validator_for
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import EVENTS_FILE, read_events
 from agentrl.run.trainer import train

@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from agentrl.rollout.episode import Episode, ToolCallRecord, TurnRecord
+from agentrl.environment.tool import ToolCallRecord
+from agentrl.rollout.episode import Episode, TurnRecord
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, last_seq, latest_status, list_run_dirs, read_events
 

@@ -7,7 +7,7 @@ import time
 import zipfile
 
 import pytest
-from agentrl.learning.algorithms import ALGORITHM_NAMES
+from agentrl.contract.config import ALGORITHM_NAMES
 from agentrl.run.runstore import read_events
 from conftest import EXAMPLE_CONFIG
 from server_harness import ServerProcess, example_config, is_final_status, kill_run_process

@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
+from agentrl.contract.config import load_config
 from agentrl.rollout.scripted import ScriptedPolicy
-from agentrl.run.config import load_config
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
 from server_harness import ServerProcess

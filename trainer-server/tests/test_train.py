@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from agentrl.rollout.engine import RolloutEngine
+from agentrl.contract.config import ALGORITHM_NAMES, POLICY_LOSS_NAMES, load_config
+from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.scripted import ScriptedPolicy
-from agentrl.run.config import load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG, PROTOCOL
@@ -34,14 +34,24 @@ def trajectories(run_dir):
     return records
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
-def test_tiny_model_learns_the_lookup_task(tmp_path, algorithm):
-    config = example(f"algorithm.name={algorithm}", "train.steps=20", "train.checkpoint_every=20")
+@pytest.mark.parametrize(
+    ("algorithm", "policy_loss"),
+    [(name, "clipped") for name in ALGORITHM_NAMES]
+    + [("grpo", name) for name in POLICY_LOSS_NAMES if name != "clipped"],
+)
+def test_tiny_model_learns_the_lookup_task(tmp_path, algorithm, policy_loss):
+    """Every algorithm, and every policy loss beside the default, trains the tiny model end to end."""
+    config = example(
+        f"algorithm.name={algorithm}",
+        f"algorithm.policy_loss={policy_loss}",
+        "train.steps=20",
+        "train.checkpoint_every=20",
+    )
     run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     rewards = [m["reward/mean"] for _, m in sorted(metrics_by_step(run_dir).items())]
     assert len(rewards) == 20
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
-    assert last > first + 0.08, f"{algorithm} did not learn: {rewards}"
+    assert last > first + 0.08, f"{algorithm} with the {policy_loss} loss did not learn: {rewards}"
     assert latest_status(read_events(run_dir))["status"] == "completed"
 
 
@@ -222,7 +232,7 @@ def test_a_nan_gradient_stops_before_the_optimizer_step(tiny):
 
     model, tokenizer = tiny
     config = example("rollout.group_size=2", "train.batch_size=2")
-    engine = RolloutEngine(
+    engine = HfRolloutEngine(
         model,
         tokenizer,
         __import__("agentrl.examples.lookup.env", fromlist=["LookupEnv"]).LookupEnv,

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 import torch
+from agentrl.contract.config import RolloutConfig
 from agentrl.examples.lookup.env import Lookup, LookupEnv
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
-from agentrl.rollout.engine import RolloutEngine, make_rollout_engine
-from agentrl.run.config import RolloutConfig
+from agentrl.rollout.factory import make_rollout_engine
+from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.run.runstore import read_events
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG
@@ -46,7 +47,7 @@ def engine():
 def test_auto_takes_hf_for_a_model_vllm_cannot_serve_and_vllm_says_why():
     model, tokenizer = build_tiny_model_and_tokenizer(layers=1, hidden=64, seed=0)  # head size 16
     auto = make_rollout_engine(model, tokenizer, LookupEnv, RolloutConfig(engine="auto"), CPU, concurrent_episodes=4)
-    assert type(auto) is RolloutEngine and auto.description == "hf"
+    assert type(auto) is HfRolloutEngine and auto.description == "hf"
     with pytest.raises(
         ValueError,
         match=r"rollout.engine is 'vllm' but vLLM's CPU attention supports head sizes .*"
@@ -348,7 +349,7 @@ def test_async_steps_sample_one_step_behind_and_correct_for_it(tmp_path):
 
 
 def test_async_steps_refuse_an_engine_that_samples_from_the_trained_model(tmp_path):
-    from agentrl.run.config import ConfigError
+    from agentrl.contract.config import ConfigError
 
     with pytest.raises(ConfigError, match="train.async_steps: 1 needs a rollout engine with its own copy"):
         example("rollout.engine=hf", "train.async_steps=1")

@@ -106,7 +106,7 @@ def main() -> None:
         record_run_events()
         return
     import torch
-    from agentrl.run.config import load_config
+    from agentrl.contract.config import load_config
     from agentrl.run.trainer import train
 
     torch.set_num_threads(1)

@@ -56,8 +56,8 @@ def write(name: str, records: list[dict]) -> None:
 
 def main() -> None:
     import torch
+    from agentrl.contract.config import load_config
     from agentrl.rollout.scripted import ScriptedPolicy
-    from agentrl.run.config import load_config
     from agentrl.run.trainer import train
 
     torch.set_num_threads(1)

@@ -63,7 +63,7 @@ def plot_learning_curve(run_dir: Path, before: float, after: float, metric: str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.run.config import ConfigError, load_config, resolve_paths
+    from agentrl.contract.config import ConfigError, load_config, resolve_paths
     from agentrl.run.eval import evaluate
     from agentrl.run.runstore import RunStore
     from agentrl.run.stats import paired_bootstrap_ci

@@ -49,9 +49,9 @@ def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
 def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: bool = False) -> dict[str, Any]:
     import yaml
 
+    from agentrl.contract.config import load_config_dict
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import is_adapter, load_policy_weights, save_policy
-    from agentrl.run.config import load_config_dict
     from agentrl.run.runstore import CONFIG_FILE, list_checkpoints
 
     checkpoints = {int(path.name.removeprefix("step-")): path for path in list_checkpoints(run_dir)}
@@ -78,7 +78,7 @@ def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: boo
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.run.config import ConfigError
+    from agentrl.contract.config import ConfigError
 
     try:
         result = export(Path(args.run_dir), Path(args.out), step=args.step, merge_lora=args.merge_lora)

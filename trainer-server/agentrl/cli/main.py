@@ -1,6 +1,6 @@
-"""`agentrl` command line. Each subcommand lives in the module that owns it, which provides
-`add_arguments(parser)` and `run(args) -> int`; this file only wires them, importing lazily so
-`agentrl schema` does not pay for torch."""
+"""`agentrl` command line. Each subcommand is `agentrl/cli/<name>.py`, which provides `add_arguments(parser)` and
+`run(args) -> int` and calls the package that does the work; this file only wires them, and each imports the work's
+package lazily, so `agentrl schema` does not pay for torch."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import importlib
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("agentrl.cli.train", "train a run config (headless, with a progress bar)"),
     "schema": ("agentrl.cli.schema", "print the run-config JSON Schema"),
-    "env": ("agentrl.environment.check", "check an environment folder: `agentrl env check PATH`"),
-    "serve": ("agentrl.server.cli", "serve the JSON-RPC WebSocket API for editors"),
-    "eval": ("agentrl.run.eval", "evaluate a config, checkpoint or baseline on a data file"),
+    "env": ("agentrl.cli.env", "check an environment folder: `agentrl env check PATH`"),
+    "serve": ("agentrl.cli.serve", "serve the JSON-RPC WebSocket API for editors"),
+    "eval": ("agentrl.cli.eval", "evaluate a config, checkpoint or baseline on a data file"),
     "export": ("agentrl.cli.export", "write a run's trained model as a folder transformers and vLLM load"),
     "demo": ("agentrl.cli.demo", "the README's main job: train the default model on the arithmetic recipe"),
 }

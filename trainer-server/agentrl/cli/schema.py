@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.run.config import run_config_schema
+    from agentrl.contract.config import run_config_schema
 
     print(json.dumps(run_config_schema(), indent=2))
     return 0

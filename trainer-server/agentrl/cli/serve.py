@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     runs_dir = Path(args.runs_dir).resolve()
     if args.ray is not None:
         from agentrl.cluster.connect import RAY_MISSING
-        from agentrl.run.config import ClusterConfig
+        from agentrl.contract.config import ClusterConfig
 
         try:
             ClusterConfig(backend="ray", address=args.ray)

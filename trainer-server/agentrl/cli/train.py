@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    from agentrl.contract.config import ConfigError, RunConfig, load_config
     from agentrl.environment.loader import EnvLoadError
-    from agentrl.run.config import ConfigError, RunConfig, load_config
 
     if not args.config and not args.resume:
         print("agentrl train: give a CONFIG file or --resume RUN_DIR", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from agentrl.run.config import ClusterConfig
+from agentrl.contract.config import ClusterConfig
 
 RAY_MISSING = (
     "cluster.backend: ray needs Ray, which this agentrl install lacks: pip install 'agentrl[ray]' "

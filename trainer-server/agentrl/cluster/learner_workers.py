@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 
 from agentrl.cluster.worker_states import WorkerStates, node_address
+from agentrl.contract.config import RunConfig
 from agentrl.learning.batch import TrainBatch
 from agentrl.learning.learner import Learner, Update
-from agentrl.run.config import RunConfig
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights

@@ -11,7 +11,7 @@ from agentrl.cluster.learner_workers import ClusterLearner
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
 from agentrl.cluster.weights import SharedWeights
 from agentrl.cluster.worker_states import WorkerStates
-from agentrl.run.config import RunConfig
+from agentrl.contract.config import RunConfig
 
 if TYPE_CHECKING:
     from agentrl.rollout.scripted import ScriptedPolicy

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentrl.cluster.worker_states import WorkerStates, node_address
+from agentrl.contract.config import RunConfig
 from agentrl.rollout.episode import Episode
-from agentrl.run.config import RunConfig
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
@@ -33,7 +33,7 @@ class RolloutWorker:
 
         from agentrl.environment.loader import config_env_factory
         from agentrl.models.loading import load_policy
-        from agentrl.rollout.engine import make_rollout_engine
+        from agentrl.rollout.factory import make_rollout_engine
 
         run_config = RunConfig.model_validate(config)
         torch.manual_seed(run_config.seed)
@@ -94,7 +94,7 @@ def contiguous_shares(count: int, workers: int) -> list[range]:
 
 class ClusterRolloutEngine:
     """The driver's engine: `run`, `greedy`, `weights_updated`, `sync_weights`, `close` and `last_stats` as
-    agentrl.rollout.engine.RolloutEngine has them, over `cluster.rollout_workers` actors."""
+    agentrl.rollout.loop.RolloutEngine has them, over `cluster.rollout_workers` actors."""
 
     shares_policy_weights = False  # each worker samples from its own copy, brought up to date every step
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentrl.learning.algorithms import AlgorithmName
-
 CONFIG_SUFFIX = ".agentrl.yaml"
+# The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
+# agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
+AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]
+ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
+PolicyLossName = Literal["cispo", "clipped", "gspo"]
+POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
 SCHEMA_ID = "https://agent-rl-studio.dev/schemas/run-config.schema.json"
 
 
@@ -227,7 +231,15 @@ class RolloutISConfig(_Section):
 
 
 class AlgorithmConfig(_Section):
-    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm.")
+    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm (how rewards become advantages).")
+    policy_loss: PolicyLossName = Field(
+        "clipped",
+        description=(
+            "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
+            "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
+            "gradient dropped)."
+        ),
+    )
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
     clip_eps_high: float | None = Field(
         None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."
@@ -647,13 +659,6 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if model_source(resolved.model.path, base_dir) not in ("builtin", "hub"):
         resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved
-
-
-def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
-    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
-    paths: what an env that asks for `data_files` receives (see `agentrl.environment.loader.env_factory`)."""
-    paths = [config.data.train, config.data.eval, *more]
-    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
 
 
 def run_config_schema() -> dict[str, Any]:

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.contract.config import McpServerConfig, RunConfig, env_module_is_file
 from agentrl.environment.env import ToolEnv
 from agentrl.environment.mcp import McpServers
-from agentrl.run.config import McpServerConfig, RunConfig, data_files_in_use, env_module_is_file
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
 USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
@@ -21,6 +21,13 @@ USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modul
 
 class EnvLoadError(ValueError):
     """The env named by a config cannot be loaded; the message says what to fix."""
+
+
+def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
+    """Every data file a run reads (data.train, data.eval) plus `more` (eval's --data), each once, as absolute
+    paths: what an env that asks for `data_files` receives (see `env_factory` below)."""
+    paths = [config.data.train, config.data.eval, *more]
+    return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
 
 
 def _import_file(path: Path) -> object:

@@ -20,10 +20,10 @@ import os
 import sys
 from typing import IO, Any
 
+from agentrl.contract.config import ConfigError, load_config
 from agentrl.environment.loader import EnvLoadError, config_env_factory
 from agentrl.environment.mcp import McpUnavailableError
 from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
-from agentrl.run.config import ConfigError, load_config
 
 
 def _say(channel: IO[str], message: dict[str, Any]) -> None:

@@ -18,11 +18,24 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import jsonschema
 
-from agentrl.rollout.episode import ToolCallRecord
+
+@dataclass
+class ToolCallRecord:
+    """One executed tool call, as the trajectory stores it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None  # None when the call's JSON could not be parsed
+    raw: str  # the call as the model wrote it
+    result: Any = None  # the Tool's raw outcome: "what happened"
+    error: str | None = None  # unknown tool, bad JSON, schema violation, exception, timeout, bad result
+    error_kind: Literal["unknown_tool", "bad_json", "schema", "exception", "timeout", "bad_result"] | None = None
+    latency_ms: float = 0.0
+
 
 # What a ToolEnv receives for each executed call: the same record the trajectory stores.
 ToolCallOutcome = ToolCallRecord

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from agentrl.run.config import BUILTIN_MODELS, HUB_ID, ModelConfig
+from agentrl.contract.config import BUILTIN_MODELS, HUB_ID, ModelConfig
 
 
 def text_config(model: Any) -> Any:

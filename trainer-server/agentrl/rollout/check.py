@@ -1,21 +1,18 @@
-"""`agentrl env check PATH`: load an environment and play one scripted episode, no model needed.
-
-PATH is a `*.agentrl.yaml` run config or a folder holding exactly one. The same `check_env` serves
-the server's `env/check` request, so an editor sees the same diagnostics locally and remotely.
-"""
+"""Check an environment: load it from its run config and play one scripted episode through the episode loop, no
+model needed. `agentrl env check PATH` (cli/env.py) and the server's `env/check` request both call `check_env`, so an
+editor sees the same diagnostics locally and remotely. PATH is a `*.agentrl.yaml` run config or a folder holding
+exactly one."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentrl.contract.config import RunConfig
     from agentrl.environment.loader import EnvFactory
-    from agentrl.run.config import RunConfig
 
 CONFIG_GLOB = "*.agentrl.yaml"
 
@@ -50,8 +47,8 @@ def _source_location(obj: Any) -> tuple[str | None, int | None]:
 
 def check_env(path: str | Path) -> list[dict[str, Any]]:
     """Diagnostics `{severity: error|warning|info, message, file?, line?}`; no error means usable."""
+    from agentrl.contract.config import ConfigError, load_config, resolve_paths
     from agentrl.environment.loader import EnvLoadError, config_env_factory
-    from agentrl.run.config import ConfigError, load_config, resolve_paths
 
     try:
         config_path = _find_config(Path(path))
@@ -69,10 +66,10 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> list[dict[str, Any]]:
+    from agentrl.contract.tasks import load_tasks
     from agentrl.environment.mcp import McpTool, McpUnavailableError
     from agentrl.environment.toolprocess import ToolWorker
-    from agentrl.rollout.engine import run_scripted_episode
-    from agentrl.run.tasks import load_tasks
+    from agentrl.rollout.loop import run_scripted_episode
 
     try:
         env = make_env()
@@ -135,21 +132,3 @@ def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> li
         )
     )
     return found
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="env_command", required=True, metavar="ACTION")
-    check = sub.add_parser("check", help="load an env and run one scripted episode")
-    check.add_argument("path", help="a *.agentrl.yaml run config, or a folder holding one")
-    check.add_argument("--json", action="store_true", help="print diagnostics as one JSON array")
-
-
-def run(args: argparse.Namespace) -> int:
-    diagnostics = check_env(args.path)
-    if args.json:
-        print(json.dumps(diagnostics, indent=2))
-    else:
-        for d in diagnostics:
-            where = f"{d['file']}:{d['line']}: " if "line" in d else (f"{d['file']}: " if "file" in d else "")
-            print(f"{d['severity']}: {where}{d['message']}", file=sys.stdout if d["severity"] == "info" else sys.stderr)
-    return 1 if any(d["severity"] == "error" for d in diagnostics) else 0

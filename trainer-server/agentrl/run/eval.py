@@ -1,4 +1,4 @@
-"""`agentrl eval CONFIG`: run the agent greedily on every record of a data file and score it.
+"""Evaluation (`agentrl eval CONFIG`, cli/eval.py): run the agent greedily on every record of a data file and score it.
 
 Writes the episodes as a run folder (mode `eval`, trajectories at step 0, viewable in the replay panel)
 and ends by printing one JSON line of metrics: `n`, the mean reward, and each of `accuracy`, `em`,
@@ -7,8 +7,6 @@ and ends by printing one JSON line of metrics: `n`, the mean reward, and each of
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,26 +16,6 @@ METRIC_KEYS = ("accuracy", "em", "f1", "substring")
 # base-tool-call is the untrained model with the env as it is; any other baseline is the env's own
 # (its `baseline` argument): naive-rag for multi-hop QA, no-tool for the arithmetic recipe.
 UNTRAINED_BASELINE = "base-tool-call"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="a *.agentrl.yaml run config (its model, env and limits)")
-    parser.add_argument(
-        "--checkpoint",
-        help="a checkpoint folder of a run (runs/RUN/checkpoints/step-N) or a folder `agentrl export` wrote",
-    )
-    parser.add_argument("--data", help="JSON Lines file in the dataset's own layout (default: the config's data.eval)")
-    parser.add_argument("--limit", type=int, help="only the first N records")
-    parser.add_argument(
-        "--baseline",
-        metavar="NAME",
-        help=f"{UNTRAINED_BASELINE}: the untrained model with the env's tools; any other name is "
-        "the env's own baseline, e.g. naive-rag (multi-hop QA: retrieve once, then answer) "
-        "or no-tool (arithmetic: answer without the calculator)",
-    )
-    parser.add_argument("--batch-size", type=int, default=8, help="episodes generated together (default 8)")
-    parser.add_argument("--runs-dir", default="runs", help="where the eval's run folder goes (default: runs)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
 
 @dataclass
@@ -58,13 +36,12 @@ def evaluate(
     runs_dir: str | Path,
 ) -> Evaluation:
 
+    from agentrl.contract.tasks import load_tasks
     from agentrl.environment.loader import config_env_factory
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
-    from agentrl.rollout.engine import make_rollout_engine
-    from agentrl.rollout.episode import record_episodes
-    from agentrl.run.runstore import RunStore, new_run_id
-    from agentrl.run.tasks import load_tasks
+    from agentrl.rollout.factory import make_rollout_engine
+    from agentrl.run.runstore import RunStore, new_run_id, record_episodes
 
     if baseline == UNTRAINED_BASELINE and checkpoint:
         raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")
@@ -116,32 +93,3 @@ def evaluate(
     store.append_event("metrics", {"step": 0, "metrics": metrics})
     store.append_event("status", {"status": "completed", "step": 0, "total_steps": 0}, durable=True)
     return Evaluation(metrics, store.run_dir, [{"reward": e.total_reward, **e.reward_breakdown} for e in episodes])
-
-
-def run(args: argparse.Namespace) -> int:
-    from agentrl.environment.loader import EnvLoadError
-    from agentrl.run.config import ConfigError, load_config, resolve_paths
-
-    try:
-        config_path = Path(args.config)
-        config = resolve_paths(load_config(config_path, args.overrides), config_path.resolve().parent)
-    except ConfigError as err:
-        print(f"agentrl eval: {err}", file=sys.stderr)
-        return 2
-    data = args.data or config.data.eval or config.data.train
-    try:
-        result = evaluate(
-            config,
-            data,
-            limit=args.limit,
-            checkpoint=args.checkpoint,
-            baseline=args.baseline,
-            batch_size=args.batch_size,
-            runs_dir=args.runs_dir,
-        )
-    except (EnvLoadError, ValueError, FileNotFoundError, TypeError) as err:
-        print(f"agentrl eval: {err}", file=sys.stderr)
-        return 2
-    print(f"eval: trajectories in {result.run_dir}", file=sys.stderr)
-    print(json.dumps({k: (int(v) if k == "n" else round(v, 4)) for k, v in result.metrics.items()}))
-    return 0

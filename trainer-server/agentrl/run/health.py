@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrl.contract.config import HealthConfig
+from agentrl.contract.schemas import HEALTH_CODES
 from agentrl.rollout.episode import Episode, trajectory_id
-from agentrl.run.config import HealthConfig
-from agentrl.run.contract import HEALTH_CODES
 
 # A few trajectories to open in the replay beside an alert, not the whole step.
 MAX_EXAMPLES = 5

@@ -15,11 +15,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agentrl.run.contract import check_event
+from agentrl.contract.schemas import check_event
+
+if TYPE_CHECKING:
+    from agentrl.rollout.episode import Episode
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
@@ -236,3 +239,43 @@ class RunStore:
 
     def clear_pid(self) -> None:
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
+
+
+def record_episodes(
+    store: RunStore,
+    step: int,
+    episodes: list[Episode],
+    tokenizer: Any,
+    advantages: list[list[float | None]] | None = None,
+) -> list[dict[str, Any]]:
+    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
+    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
+    per_episode = advantages or [None] * len(episodes)
+    records = [
+        ep.to_record(
+            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
+        )
+        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
+    ]
+    path = store.write_trajectories(step, records)
+    for record in records:
+        stats = record["stats"]
+        store.append_event(
+            "trajectory",
+            {
+                "id": record["id"],
+                "step": step,
+                "group": record["group"],
+                "sample": record["sample"],
+                "task_id": record["task_id"],
+                "status": record["status"],
+                "reward": record["reward"],
+                "advantage": record["advantage"],
+                "num_turns": stats["num_turns"],
+                "num_tool_calls": stats["num_tool_calls"],
+                "num_tool_errors": stats["num_tool_errors"],
+                "response_tokens": stats["response_tokens"],
+                "file": f"trajectories/{path.name}",
+            },
+        )
+    return records

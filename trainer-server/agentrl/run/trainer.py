@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING, Any
 import torch
 import yaml
 
+from agentrl.contract.config import RunConfig, load_config_dict, resolve_paths
+from agentrl.contract.tasks import load_tasks
 from agentrl.environment.loader import config_env_factory
 from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
-from agentrl.rollout.episode import Episode, record_episodes
-from agentrl.run.config import RunConfig, load_config_dict, resolve_paths
+from agentrl.rollout.episode import Episode
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
-from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
-from agentrl.run.tasks import load_tasks
+from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id, record_episodes
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
     from agentrl.cluster import RayCluster
     from agentrl.cluster.learner_workers import ClusterLearner
     from agentrl.cluster.rollout_workers import ClusterRolloutEngine
-    from agentrl.rollout.engine import RolloutEngine
+    from agentrl.rollout.loop import RolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -83,7 +83,7 @@ class _Run:
     def __init__(self, config: RunConfig, store: RunStore, progress: bool, policy: ScriptedPolicy | None) -> None:
         from agentrl.models.loading import load_policy
         from agentrl.models.precision import bfloat16_is_native
-        from agentrl.rollout.engine import make_rollout_engine, vllm_unavailable_reason
+        from agentrl.rollout.factory import make_rollout_engine, vllm_unavailable_reason
 
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)

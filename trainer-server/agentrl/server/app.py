@@ -25,9 +25,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
+from agentrl.contract.config import ALGORITHM_NAMES, McpServerConfig
 from agentrl.environment.mcp import McpUnavailableError, list_server_tools
-from agentrl.learning.algorithms import ALGORITHM_NAMES
-from agentrl.run.config import McpServerConfig
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore

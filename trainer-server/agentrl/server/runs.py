@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from agentrl.run.config import ConfigError, RunConfig, load_config_dict, resolve_paths
-from agentrl.run.contract import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
+from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, resolve_paths
+from agentrl.contract.schemas import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,

@@ -1,21 +1,19 @@
 """The algorithms, one file each, read top to bottom: `<name>.py` turns per-token rewards into per-token
 advantages, with the equation beside each line, and says what else it needs from the learner (`base.Algorithm`).
 
-This module is the one registry of their names: the run config's `algorithm.name`, the server's capabilities
-and the learner all read `ALGORITHM_NAMES`. It imports no torch, so the config and the server load fast; an
-algorithm's file is imported when the learner asks for it.
+The names are the run contract's (`agentrl.contract.config.ALGORITHM_NAMES`: the run config's `algorithm.name`
+and the server's capabilities read them); this registry finds each name's file, imported when the learner asks.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
+
+from agentrl.contract.config import ALGORITHM_NAMES
 
 if TYPE_CHECKING:
     from agentrl.learning.algorithms.base import Algorithm
-
-AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]  # each the name of its file here
-ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 
 
 def get_algorithm(name: str) -> Algorithm:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from agentrl.contract.config import AlgorithmConfig
 from agentrl.learning.batch import TrainBatch
-from agentrl.run.config import AlgorithmConfig
 
 
 @dataclass(frozen=True)

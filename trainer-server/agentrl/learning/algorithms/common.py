@@ -1,5 +1,5 @@
-"""Pieces every algorithm shares: masked statistics, returns, the clipped policy loss with its three
-aggregations, and the KL estimators."""
+"""Pieces every algorithm shares: masked statistics, returns, the loss aggregations, the KL estimators and the
+per-step views of a batch (the policy losses are in agentrl/learning/policy_losses/)."""
 
 from __future__ import annotations
 
@@ -75,21 +75,6 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Te
     return mean[index], variance.sqrt()[index]
 
 
-def clipped_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    clip_low: float,
-    clip_high: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token PPO surrogate: L = max(-A * r, -A * clip(r, 1 - eps_low, 1 + eps_high)), r = pi / pi_old.
-    Returns (loss per token, 1 where the clip was active)."""
-    ratio = torch.exp(logprobs - old_logprobs)  # r_t
-    unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
-
-
 def truncated_is_weights(
     old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, sampled: torch.Tensor, cap: float
 ) -> torch.Tensor:
@@ -137,12 +122,21 @@ def step_rewards(token_rewards: torch.Tensor, token_turns: torch.Tensor, steps: 
     )
 
 
+def step_sums(
+    values: torch.Tensor, mask: torch.Tensor, token_turns: torch.Tensor, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per episode and turn: the sum of `values` over the turn's trained tokens, and how many there are.
+    [B, T] -> ([B, steps], [B, steps])."""
+    in_turn = ((mask > 0) & (token_turns >= 0)).to(values.dtype)
+    index = token_turns.clamp(min=0)
+    counts = torch.zeros(mask.shape[0], steps, dtype=values.dtype).scatter_add_(1, index, in_turn)
+    sums = torch.zeros(mask.shape[0], steps, dtype=values.dtype).scatter_add_(1, index, values * in_turn)
+    return sums, counts
+
+
 def trained_steps(mask: torch.Tensor, token_turns: torch.Tensor, steps: int) -> torch.Tensor:
     """[B, steps] bool: turn k of episode i has trained tokens (turns past an episode's end have none)."""
-    counts = torch.zeros(mask.shape[0], steps, dtype=mask.dtype).scatter_add_(
-        1, token_turns.clamp(min=0), (mask > 0).to(mask.dtype) * (token_turns >= 0)
-    )
-    return counts > 0
+    return step_sums(mask, mask, token_turns, steps)[1] > 0
 
 
 def first_token_of_steps(mask: torch.Tensor, token_turns: torch.Tensor, steps: int) -> torch.Tensor:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.contract.config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages, Algorithm
 from agentrl.learning.algorithms.common import (
     EPS,
@@ -28,7 +29,6 @@ from agentrl.learning.algorithms.common import (
     trained_steps,
 )
 from agentrl.learning.batch import TrainBatch
-from agentrl.run.config import AlgorithmConfig
 
 
 def discounted_step_returns(rewards: torch.Tensor, exists: torch.Tensor, gamma: float) -> torch.Tensor:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.contract.config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages, Algorithm
 from agentrl.learning.algorithms.common import episode_returns, returns_to_go
 from agentrl.learning.batch import TrainBatch
-from agentrl.run.config import AlgorithmConfig
 
 
 class RLOO(Algorithm):

@@ -9,8 +9,8 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from agentrl.run.config import MlflowConfig
-from agentrl.run.trackers import TRAJECTORY_COLUMNS
+from agentrl.contract.config import MlflowConfig
+from agentrl.run.trackers.table import TRAJECTORY_COLUMNS
 
 # MLflow names allow letters, digits, and _ - . / and space; tool metrics can hold other characters ("(unparsed)").
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_\-./ ]")

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from agentrl.run.config import TensorBoardConfig
-from agentrl.run.trackers import TRAJECTORY_COLUMNS
+from agentrl.contract.config import TensorBoardConfig
+from agentrl.run.trackers.table import TRAJECTORY_COLUMNS
 
 
 def _cell(value: Any) -> str:

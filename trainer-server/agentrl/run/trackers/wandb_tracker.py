@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentrl.run.config import WandbConfig
-from agentrl.run.trackers import TRAJECTORY_COLUMNS
+from agentrl.contract.config import WandbConfig
+from agentrl.run.trackers.table import TRAJECTORY_COLUMNS
 
 HEALTH_COLUMNS = ("step", "code", "severity", "resolved", "message", "fix", "trajectory_ids")
 # W&B run ids allow letters, digits, dashes and underscores; the agentrl run id is that already, by construction,

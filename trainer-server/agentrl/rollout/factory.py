@@ -1,0 +1,50 @@
+"""The rollout engine a run config asks for (`rollout.engine`: hf, vllm, or auto), or the scripted one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from agentrl.contract.config import RolloutConfig
+from agentrl.environment.env import ToolEnv
+from agentrl.rollout.hf_engine import HfRolloutEngine
+from agentrl.rollout.loop import RolloutEngine
+
+if TYPE_CHECKING:
+    from agentrl.rollout.scripted import ScriptedPolicy
+
+
+def vllm_unavailable_reason(model: Any, device: torch.device) -> str:
+    from agentrl.rollout import vllm_engine
+
+    return vllm_engine.unsupported_reason(model, device) or "vLLM can serve this model"
+
+
+def make_rollout_engine(
+    model: Any,
+    tokenizer: Any,
+    env_factory: Callable[[], ToolEnv],
+    rollout_cfg: RolloutConfig,
+    device: torch.device,
+    concurrent_episodes: int,
+    policy: ScriptedPolicy | None = None,
+) -> RolloutEngine:
+    """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
+    model, else hf); with a scripted `policy`, the hf engine writing its turns. `engine.description` says which."""
+    if policy is not None:
+        from agentrl.rollout.scripted import ScriptedRolloutEngine
+
+        return ScriptedRolloutEngine(model, tokenizer, env_factory, rollout_cfg, device, policy=policy)
+    if rollout_cfg.engine != "hf":
+        from agentrl.rollout import vllm_engine
+
+        reason = vllm_engine.unsupported_reason(model, device)
+        if reason is None:
+            return vllm_engine.VllmRolloutEngine(
+                model, tokenizer, env_factory, rollout_cfg, device, concurrent_episodes
+            )
+        if rollout_cfg.engine == "vllm":
+            raise ValueError(f"rollout.engine is 'vllm' but {reason}; or set rollout.engine: hf")
+    return HfRolloutEngine(model, tokenizer, env_factory, rollout_cfg, device)
