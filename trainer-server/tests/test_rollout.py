@@ -162,12 +162,12 @@ def test_tool_calls_run_while_other_episodes_still_generate(tiny, monkeypatch):
     call = engine.chat.encode('<tool_call>{"name": "lookup", "arguments": {"key": "1"}}</tool_call>')
     eos = engine.eos_id
 
-    def sample(contexts, limits, call_ends, generator, row_done):
+    def sample(contexts, limits, call_ends, generator, row_done, temperature, top_p):
         row_done(0, call + [eos], [-1.0] * (len(call) + 1), "eos")
         waited = tool_ran.wait(timeout=10)  # row 1 is "still generating" until episode 0's tool has run
         row_done(1, [eos], [-1.0], "eos" if waited else "limit")
 
-    monkeypatch.setattr(engine, "_sample", sample)
+    monkeypatch.setattr(engine.sampler, "_sample", sample)
     started = time.perf_counter()
     first, second = engine.run([{"key": "1"}], group_size=2, seed=0)
     assert time.perf_counter() - started < 5
@@ -188,7 +188,7 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
     scripts = [engine.chat.encode("<calculator>6 * 7</calculator> = 40"), engine.chat.encode("Answer: 42")]
     position = {"turn": 0, "token": 0}
 
-    def scripted_pick(logits, generator):
+    def scripted_pick(logits, generators, temperature, top_p):
         script = scripts[position["turn"]]
         token = script[min(position["token"], len(script) - 1)] if position["token"] < len(script) else engine.eos_id
         position["token"] += 1
@@ -201,7 +201,7 @@ def test_a_turn_ends_at_its_closed_tag_call_and_the_tool_result_follows(tiny, mo
         original_generate(*args, **kwargs)
         position["turn"] += 1
 
-    monkeypatch.setattr(engine, "_pick", scripted_pick)
+    monkeypatch.setattr(engine.sampler, "_pick", scripted_pick)
     monkeypatch.setattr(engine, "_generate", next_turn)
     (episode,) = engine.run([{"question": "What is 6 times 7?", "answer": 42}], group_size=1, seed=0)
     assert [t.assistant for t in episode.turns] == ["<calculator>6 * 7</calculator>", "Answer: 42"]

@@ -108,12 +108,17 @@ class ToolFailure(Exception):
 ToolRunner = Callable[[Tool, dict[str, Any]], concurrent.futures.Future[Any]]
 
 
+def call_sync_or_async(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call the user's function on the calling thread; an async one gets its own event loop here."""
+    if inspect.iscoroutinefunction(function):
+        return asyncio.run(function(*args, **kwargs))
+    return function(*args, **kwargs)
+
+
 def invoke_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
     """One call on the calling thread; an async Tool gets its own event loop here."""
     try:
-        if inspect.iscoroutinefunction(tool.execute):
-            return asyncio.run(tool.execute(**arguments))
-        return tool.execute(**arguments)
+        return call_sync_or_async(tool.execute, **arguments)
     except (SystemExit, KeyboardInterrupt) as err:
         raise ToolFailure(
             f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or raises"
@@ -124,16 +129,21 @@ def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.F
     """Every Tool runs in a daemon thread: a blocking call, in sync or async code, then delays only its own
     thread, so the rollout's timeout holds for every kind of Tool, and a Tool that never returns neither blocks
     the rollout nor keeps the process alive at exit."""
+    return in_daemon_thread(f"tool-{tool.name}", lambda: invoke_tool(tool, arguments))
+
+
+def in_daemon_thread(name: str, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """`call()` in a new daemon thread; its value or whatever it raised (SystemExit included) settles the future."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     future.set_running_or_notify_cancel()  # started: a caller that stops waiting cannot cancel it any more
 
     def target() -> None:
         try:
-            future.set_result(invoke_tool(tool, arguments))
-        except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to the model
+            future.set_result(call())
+        except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to its caller
             future.set_exception(err)
 
-    threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True).start()
+    threading.Thread(target=target, name=name, daemon=True).start()
     return future
 
 

@@ -25,6 +25,10 @@ class HfRolloutEngine(RolloutEngine):
     description = "hf"
     shares_policy_weights = True  # samples from the very model object the learner trains
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sampler = BatchSampler(self.model, self.tokenizer, self.device)
+
     def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
         """Play the episodes to their end; returns the engine's own figures for the step's metrics."""
         generators = [
@@ -76,7 +80,6 @@ class HfRolloutEngine(RolloutEngine):
             if not live.finished:
                 truncate_episode(live, "max_turns")
 
-    @torch.no_grad()
     def _generate(
         self,
         contexts: list[list[int]],
@@ -85,13 +88,37 @@ class HfRolloutEngine(RolloutEngine):
         generators: list[torch.Generator],
         row_done: Callable[[int, list[int], list[float], TurnEnd], None],
     ) -> None:
+        """Each turn's sampling (the scripted engine writes the turns instead)."""
+        self.sampler.generate(contexts, limits, call_ends, generators, row_done, self.cfg.temperature, self.cfg.top_p)
+
+
+class BatchSampler:
+    """Sampling over a batch of token contexts with a transformers model, each row from its own generator: the hf
+    engine's turns, and the requests of concurrent episodes at the agent endpoint (agent_engine.py)."""
+
+    def __init__(self, model: Any, tokenizer: Any, device: torch.device) -> None:
+        self.model, self.tokenizer, self.device = model, tokenizer, device
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+
+    @torch.no_grad()
+    def generate(
+        self,
+        contexts: list[list[int]],
+        limits: list[int],
+        stop_texts: list[list[str]],
+        generators: list[torch.Generator],
+        row_done: Callable[[int, list[int], list[float], TurnEnd], None],
+        temperature: float,
+        top_p: float,
+    ) -> None:
         """Sample up to `limits[i]` tokens after each context, ending a row early at EOS or once its text
-        closes a tool call (holds one of `call_ends[i]`); `row_done(row, ids, logprobs, end)` is called as soon as a row
-        stops, while the others go on."""
+        holds one of `stop_texts[i]` (a closed tool call, a request's stop sequence); `row_done(row, ids, logprobs,
+        end)` is called as soon as a row stops, while the others go on."""
         was_training = self.model.training
         self.model.eval()
         try:
-            self._sample(contexts, limits, call_ends, generators, row_done)
+            self._sample(contexts, limits, stop_texts, generators, row_done, temperature, top_p)
         finally:
             self.model.train(was_training)
 
@@ -133,9 +160,11 @@ class HfRolloutEngine(RolloutEngine):
         self,
         contexts: list[list[int]],
         limits: list[int],
-        call_ends: list[list[str]],
+        stop_texts: list[list[str]],
         generators: list[torch.Generator],
         row_done: Callable[[int, list[int], list[float], TurnEnd], None],
+        temperature: float,
+        top_p: float,
     ) -> None:
         batch = len(contexts)
         past, logits, attention, last_position = self._prefill(contexts)
@@ -144,7 +173,9 @@ class HfRolloutEngine(RolloutEngine):
         sampled_logprobs: list[list[float]] = [[] for _ in range(batch)]
         open_rows = set(range(batch))
         for step in range(max(limits)):
-            token, logprob = self._pick(logits, [generators[row] if row in open_rows else None for row in range(batch)])
+            token, logprob = self._pick(
+                logits, [generators[row] if row in open_rows else None for row in range(batch)], temperature, top_p
+            )
             for row, (token_id, token_logprob) in enumerate(zip(token.tolist(), logprob.tolist())):
                 if row not in open_rows:
                     continue  # a finished row keeps a slot in the batch; what it samples is dropped
@@ -153,7 +184,7 @@ class HfRolloutEngine(RolloutEngine):
                 end: TurnEnd | None = None
                 if token_id == self.eos_id:
                     end = "eos"
-                elif call_ends[row] and self._closes_a_call(sampled[row], call_ends[row]):
+                elif stop_texts[row] and self._holds_a_stop(sampled[row], stop_texts[row]):
                     end = "call_end"
                 elif step + 1 >= limits[row]:
                     end = "limit"
@@ -174,7 +205,7 @@ class HfRolloutEngine(RolloutEngine):
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_position = next_position + 1
 
-    def _closes_a_call(self, ids: list[int], endings: list[str]) -> bool:
+    def _holds_a_stop(self, ids: list[int], endings: list[str]) -> bool:
         """Whether the text of `ids` now holds one of `endings`. Checked after every token, so only the last
         few tokens need decoding (enough for the longest ending: a token is at least one character); the
         ending may share its last token with a character or two after it."""
@@ -182,19 +213,19 @@ class HfRolloutEngine(RolloutEngine):
         return any(e in tail for e in endings)
 
     def _pick(
-        self, logits: torch.Tensor, generators: list[torch.Generator | None]
+        self, logits: torch.Tensor, generators: list[torch.Generator | None], temperature: float, top_p: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One token per row, row i drawn with `generators[i]`. A finished row (None) draws nothing: its token is
         dropped anyway, and a draw would move its generator by however long the other rows of its batch run."""
-        if self.cfg.temperature == 0:
+        if temperature == 0:
             logprobs = torch.log_softmax(logits, -1)
             token = logits.argmax(-1)
         else:
-            logprobs = torch.log_softmax(logits / self.cfg.temperature, -1)
+            logprobs = torch.log_softmax(logits / temperature, -1)
             probs = logprobs.exp()
-            if self.cfg.top_p < 1.0:
+            if top_p < 1.0:
                 sorted_probs, order = probs.sort(-1, descending=True)
-                outside = sorted_probs.cumsum(-1) - sorted_probs > self.cfg.top_p  # keep the first token always
+                outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the first token always
                 sorted_probs = sorted_probs.masked_fill(outside, 0.0)
                 probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
             token = _draw(probs, generators)
