@@ -3,6 +3,10 @@
 import type { TrajectoryRecord } from './trajectory';
 
 /**
+ * A run's id: its folder's name under the runs folder, generated from the run's name (ASCII letters, digits, '-' and '_', never starting with '-' or '_'); every method that takes one checks it (agentrl.run.runstore.check_run_id)
+ */
+export type RunId = string;
+/**
  * A run's status, as its latest status event says (the server reports a run whose process is gone without saying how it ended as failed or interrupted). x-subsets: the sets both sides act on, by the constant name each language gives them.
  */
 export type RunStatus = "queued" | "running" | "stopping" | "completed" | "stopped" | "failed" | "interrupted";
@@ -56,6 +60,7 @@ export type HealthCode =
 export type HealthSeverity = "warning" | "error";
 
 export interface RpcDefinitions {
+  runId?: RunId;
   runStatus?: RunStatus;
   runMode?: RunMode;
   errorCode?: ErrorCode;
@@ -371,7 +376,7 @@ export interface RunStartResult {
   runId: string;
 }
 export interface RunStopParams {
-  runId: string;
+  runId: RunId;
   mode: "graceful" | "immediate";
 }
 export interface RunStopResult {
@@ -379,7 +384,7 @@ export interface RunStopResult {
   status: RunStatus;
 }
 export interface RunResumeParams {
-  runId: string;
+  runId: RunId;
 }
 export interface RunResumeResult {
   runId: string;
@@ -390,10 +395,10 @@ export interface RunListResult {
   runs: RunInfo[];
 }
 export interface RunGetParams {
-  runId: string;
+  runId: RunId;
 }
 export interface RunConfigParams {
-  runId: string;
+  runId: RunId;
 }
 /**
  * The run's frozen, resolved config (config.yaml of its folder: every key, defaults filled in, absolute paths), as run-config.schema.json describes it; what a client compares runs by.
@@ -411,7 +416,7 @@ export interface RunConfigResult {
  * Export a run's trained model: the checkpoint at `step` (default: the latest) as a folder transformers and peft load (what `agentrl export` writes), under the run's folder on the server (exports/step-NNNNNN, or step-NNNNNN-merged).
  */
 export interface RunExportParams {
-  runId: string;
+  runId: RunId;
   step?: number;
   /**
    * Merge a LoRA adapter into a full model (refused for a run that trained every weight).
@@ -431,7 +436,7 @@ export interface RunExportResult {
   weights: "full" | "adapter";
 }
 export interface RunSubscribeParams {
-  runId: string;
+  runId: RunId;
   since?: number;
 }
 export interface RunSubscribeResult {
@@ -439,13 +444,13 @@ export interface RunSubscribeResult {
   lastSeq: number;
 }
 export interface RunUnsubscribeParams {
-  runId: string;
+  runId: RunId;
 }
 export interface RunUnsubscribeResult {
   runId: string;
 }
 export interface TrajectoryQueryParams {
-  runId: string;
+  runId: RunId;
   step?: number;
   status?: "finished" | "truncated" | "error";
   hasToolError?: boolean;
@@ -462,7 +467,7 @@ export interface TrajectoryQueryResult {
  * The records of several trajectories in one request: `ids` (at most 1,000), or every trajectory of a `step`; exactly one of the two (-32602 otherwise). A resumed run's superseded trajectories are written again; the latest record of an id is the one returned.
  */
 export interface TrajectoryGetParams {
-  runId: string;
+  runId: RunId;
   /**
    * @maxItems 1000
    */
@@ -479,7 +484,7 @@ export interface TrajectoryGetResult {
  * Run one recorded tool call again with the current code of its Tool: the server reads the call (tool name and arguments) from the run's trajectory record, builds the env from the run's frozen config as training does, and executes the call in a child process with the Tool's timeout. The client names the call; it never supplies the arguments.
  */
 export interface ToolRerunParams {
-  runId: string;
+  runId: RunId;
   trajectoryId: string;
   /**
    * The turn's index in the record's turns.

@@ -15,8 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from agentrl.server.protocol import RpcError
-from server_harness import Client, ServerProcess, example_config
+import yaml
+from agentrl.server.protocol import RUN_NOT_FOUND, RpcError
+from conftest import EXAMPLE_CONFIG
+from server_harness import Client, ServerProcess, example_config, is_final_status
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -446,3 +448,162 @@ def test_the_same_archive_uploaded_twice_at_once_is_stored_once(tmp_path, monkey
     digest, files = store.add(archive)
     assert (digest, files) == other_upload[0] and files == 1
     assert [p.name for p in (tmp_path / "bundles").iterdir()] == [digest]  # no staging folder left
+
+
+def test_a_run_id_of_dot_dot_or_a_planted_link_reaches_no_run_outside_the_runs_folder(server, tmp_path):
+    """A run.json above the runs folder, and a link in it to a folder elsewhere: no method acts on either. `..` and
+    `a/b` break every method's runId schema (invalid params); a link named like a run resolves outside (not found)."""
+    outside = server.runs_dir.parent
+    (outside / "run.json").write_text(json.dumps({"run_id": "..", "created_at": ""}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "run.json").write_text(json.dumps({"run_id": "planted", "created_at": ""}))
+    (server.runs_dir / "planted-link").symlink_to(elsewhere, target_is_directory=True)
+    client = server.client()
+    for method in ("run/get", "run/config", "run/export", "run/resume", "run/subscribe", "trajectory/query"):
+        for run_id in ("..", "a/b", "-x", ".hidden"):
+            error = client.call(method, {"runId": run_id})["error"]
+            assert error["code"] == -32602, (method, run_id, error)  # INVALID_PARAMS, from the schema
+        error = client.call(method, {"runId": "planted-link"})["error"]
+        assert error["code"] == RUN_NOT_FOUND and "outside" in error["message"], (method, error)
+    assert all(run["runId"] != "planted-link" for run in client.request("run/list")["runs"])
+
+
+def test_any_run_name_gives_a_run_id_every_method_accepts():
+    """Non-ASCII names and names starting with '-' or '.' gave ids the protocol's pattern or the trainer's argument
+    parser refused after run/start had answered: every id is now ASCII and starts with a letter or digit."""
+    from agentrl.contract.schemas import validator_for
+    from agentrl.run.runstore import check_run_id, new_run_id
+
+    stop_params = validator_for("rpc.schema.json", "run/stop.params")
+    for name in ("naïve-ünïcode", "名前", "-starts-with-dash", ".hidden", "--", "", "a" * 300, "ok_name-1"):
+        run_id = new_run_id(name)
+        assert check_run_id(run_id) == run_id and run_id.isascii() and run_id[0].isalnum(), run_id
+        stop_params.validate({"runId": run_id, "mode": "graceful"})
+    for bad in ("..", "a/b", "-x", "_x", ".x", "naïve", ""):
+        with pytest.raises(ValueError, match="not a run id"):
+            check_run_id(bad)
+
+
+def test_the_trainer_refuses_a_run_id_that_is_a_path(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "train", str(EXAMPLE_CONFIG), "--run-id", "../escape"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--run-id: '../escape' is not a run id" in done.stderr
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_a_token_file_other_users_can_read_is_refused_off_loopback_and_warned_of_on_loopback(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-enough-token-0123456789\n")
+    token_file.chmod(0o644)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--token-file",
+            str(token_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "refusing to bind 0.0.0.0" in done.stderr and "(mode 0644)" in done.stderr
+    assert f"chmod 600 {token_file}" in done.stderr and done.stdout == ""
+    loopback = ServerProcess(tmp_path / "runs", "--token-file", str(token_file))
+    try:
+        Client(loopback.url, additional_headers={"Authorization": "Bearer a-long-enough-token-0123456789"})
+    finally:
+        loopback.stop()
+    stderr = loopback.process.stderr.read()
+    assert "warning: --token-file" in stderr and "(mode 0644)" in stderr
+
+
+def test_an_agentrl_planted_in_the_servers_working_folder_never_runs_in_its_children(tmp_path):
+    """Runs, checks, exports and re-runs start `python -m agentrl...` where the server was started; `-m` alone puts
+    that folder first on the child's import path. Every child is started by one function, which leaves it off."""
+    from agentrl.server.children import agentrl_command
+
+    (tmp_path / "agentrl").mkdir()
+    (tmp_path / "agentrl" / "__init__.py").write_text('raise SystemExit("PLANTED agentrl ran")\n')
+    planted = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "schema"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "PLANTED agentrl ran" in planted.stderr  # what a child started the old way imported
+    child = subprocess.run(agentrl_command("agentrl.cli", "schema"), cwd=tmp_path, capture_output=True, text=True)
+    assert child.returncode == 0 and "PLANTED" not in child.stderr and json.loads(child.stdout)["$id"]
+    server_sources = (Path(__file__).resolve().parents[1] / "agentrl" / "server").glob("*.py")
+    starting_python = sorted(path.name for path in server_sources if "sys.executable" in path.read_text())
+    assert starting_python == ["children.py"]
+
+
+def test_runs_bundles_and_incoming_configs_are_private_to_the_servers_user(tmp_path):
+    """Another local user read an MCP server's Authorization header from a run's config.yaml and from .incoming/: the
+    server and its runs create everything 0700/0600 (umask 077), and run/config answers with the secrets redacted."""
+    server = ServerProcess(tmp_path / "runs")
+    try:
+        client = server.client()
+        run_id = client.request("run/start", {"config": example_config(steps=1)})["runId"]
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+        client.events_until(run_id, is_final_status, timeout=300)
+    finally:
+        server.stop()
+    runs = tmp_path / "runs"
+    folders = [runs, runs / ".bundles", runs / ".incoming", runs / ".logs", runs / run_id]
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in folders} == {p.name: 0o700 for p in folders}
+    files = [*(runs / run_id).glob("*.*"), *(runs / ".incoming").iterdir(), *(runs / ".logs").iterdir()]
+    assert files and {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {p.name: 0o600 for p in files}
+
+
+def test_run_config_answers_with_credentials_redacted(server):
+    run = server.runs_dir / "with-secrets-1"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"run_id": run.name, "created_at": ""}))
+    frozen = example_config()
+    frozen["env"]["mcp_servers"] = [
+        {"name": "web", "url": "https://mcp.example/mcp", "headers": {"Authorization": "Bearer sk-live-123"}},
+        {"name": "local", "command": "mcp-server", "env": {"API_KEY": "sk-live-456"}},
+    ]
+    frozen["logging"] = {"mlflow": {"tracking_uri": "https://user:hunter2@mlflow.example", "experiment": "e"}}
+    (run / "config.yaml").write_text(yaml.safe_dump(frozen))
+    answer = json.dumps(server.client().request("run/config", {"runId": run.name}))
+    assert "sk-live" not in answer and "hunter2" not in answer
+    shown = json.loads(answer)["config"]
+    assert shown["env"]["mcp_servers"][0]["headers"] == {"Authorization": "<redacted>"}
+    assert shown["env"]["mcp_servers"][1]["env"] == {"API_KEY": "<redacted>"}
+    assert shown["logging"]["mlflow"]["tracking_uri"] == "https://user:<redacted>@mlflow.example"
+
+
+def test_a_runs_folder_another_user_may_write_to_or_owns_is_refused(tmp_path):
+    from agentrl.server.private import private_folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(shared)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "can be written by other users (mode 0777)" in done.stderr
+    readable = tmp_path / "readable"
+    readable.mkdir(mode=0o755)
+    readable.chmod(0o755)
+    assert stat.S_IMODE(private_folder(readable).stat().st_mode) == 0o700  # ours: made private
+    if os.getuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)  # nobody
+    with pytest.raises(ValueError, match="belongs to another user"):
+        private_folder(theirs)

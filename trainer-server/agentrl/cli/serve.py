@@ -8,7 +8,9 @@ import json
 import logging
 import os
 import secrets
+import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -22,8 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "generated into RUNS_DIR/.serve-token, readable by you only",
     )
     parser.add_argument("--token", help=argparse.SUPPRESS)  # refused with a reason: see run()
-    parser.add_argument("--runs-dir", default="runs", help="folder of run folders (default: runs)")
-    parser.add_argument("--bundles-dir", help="where uploaded env bundles live (default: RUNS_DIR/../bundles)")
+    parser.add_argument(
+        "--runs-dir",
+        default="runs",
+        help="folder of run folders (default: runs); created 0700, refused if another user owns it or may write to it",
+    )
+    parser.add_argument(
+        "--bundles-dir",
+        help=f"where uploaded env bundles live (default: RUNS_DIR/{BUNDLES_FOLDER}); yours alone, as RUNS_DIR",
+    )
     parser.add_argument(
         "--allow-origin",
         action="append",
@@ -57,6 +66,7 @@ TOKEN_ENV = "AGENTRL_TOKEN"
 # Off loopback the token is all that stands between the network and running code on this machine.
 MIN_REMOTE_TOKEN_LENGTH = 16
 GENERATED_TOKEN_FILE = ".serve-token"
+BUNDLES_FOLDER = ".bundles"
 
 
 def is_loopback(host: str) -> bool:
@@ -68,9 +78,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve_token(args: argparse.Namespace, runs_dir: Path) -> tuple[str, Path | None]:
+def serve_token(args: argparse.Namespace, runs_dir: Path, warn: Callable[[str], None]) -> tuple[str, Path | None]:
     """The token connections must present, and the file it was generated into when none was given: like
-    Jupyter, a server never runs without one, since any local user could otherwise upload code and run it."""
+    Jupyter, a server never runs without one, since any local user could otherwise upload code and run it. A token
+    file others may read is refused off loopback, and `warn`ed of on loopback."""
     if args.token is not None:
         raise ValueError(
             f"--token puts the token in every local user's process list; put it in a file "
@@ -79,10 +90,19 @@ def serve_token(args: argparse.Namespace, runs_dir: Path) -> tuple[str, Path | N
     if args.token_file:
         try:
             token = Path(args.token_file).read_text(encoding="utf-8").strip()
+            mode = Path(args.token_file).stat().st_mode
         except OSError as err:
             raise ValueError(f"cannot read --token-file: {err}") from None
         if not token:
             raise ValueError("--token-file is empty")
+        if mode & 0o077:  # as ssh refuses a private key others can read
+            exposure = (
+                f"--token-file {args.token_file} can be read or written by other users (mode {stat.S_IMODE(mode):04o}), "
+                f"who could then run code on this machine; chmod 600 {args.token_file}"
+            )
+            if not is_loopback(args.host):
+                raise ValueError(f"refusing to bind {args.host}: {exposure}")
+            warn(f"warning: {exposure}")
     else:
         token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
@@ -111,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from agentrl.server.app import ServerOptions, TrainerServer
+    from agentrl.server.private import make_private_by_default, private_folder
 
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -129,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             print(f"agentrl serve --ray: {args.ray!r} is not auto, local or ray://HOST:PORT", file=sys.stderr)
             return 2
+    make_private_by_default()
+    bundles_dir = Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir / BUNDLES_FOLDER
     try:
-        token, generated_in = serve_token(args, runs_dir)
+        private_folder(runs_dir)
+        private_folder(bundles_dir)
+        token, generated_in = serve_token(args, runs_dir, warn=lambda message: print(message, file=sys.stderr))
     except ValueError as err:
         print(f"agentrl serve: {err}", file=sys.stderr)
         return 2
@@ -144,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         runs_dir=runs_dir,
-        bundles_dir=Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir.parent / "bundles",
+        bundles_dir=bundles_dir,
         token=token,
         allowed_origins=tuple(args.allow_origin),
         max_connections=args.max_connections,

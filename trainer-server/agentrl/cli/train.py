@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     from agentrl.contract.config import ConfigError, RunConfig, load_config
     from agentrl.environment.loader import EnvLoadError
+    from agentrl.run.runstore import check_run_id
 
     if not args.config and not args.resume:
         print("agentrl train: give a CONFIG file or --resume RUN_DIR", file=sys.stderr)
@@ -44,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
     if args.rollout_only is not None and args.rollout_only < 1:
         print("agentrl train: --rollout-only must be at least 1", file=sys.stderr)
         return 2
+    if args.run_id is not None:
+        try:
+            check_run_id(args.run_id)
+        except ValueError as err:
+            print(f"agentrl train: --run-id: {err}", file=sys.stderr)
+            return 2
     config: RunConfig | None = None
     try:
         if args.config:

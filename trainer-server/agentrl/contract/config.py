@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 CONFIG_SUFFIX = ".agentrl.yaml"
 # The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
@@ -147,6 +148,43 @@ class EnvConfig(_Section):
         if len(set(names)) != len(names):
             raise ValueError(f"env.mcp_servers: each server needs its own name; {names} repeats one")
         return self
+
+
+class AgentConfig(_Section):
+    """An agent the user already has, trained as it is: the trainer calls `function(task, base_url)` once per
+    episode, where base_url is an OpenAI-compatible endpoint served by the policy (agentrl/rollout/endpoint.py)."""
+
+    module: str = Field(
+        ...,
+        description=(
+            "Where the agent lives: a Python file relative to this config (e.g. 'agent.py'), or a dotted module name."
+        ),
+    )
+    function: str = Field(
+        "run",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "The function that plays one episode: run(task, base_url), sync or async; what it returns goes to "
+            "the reward function. Point an OpenAI client at base_url (OpenAI(base_url=base_url, api_key='-'))."
+        ),
+    )
+    reward: str = Field(
+        ...,
+        pattern=r"^.+:[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "The reward function as MODULE:FUNCTION (e.g. 'reward.py:score'; the module as in `module`): "
+            "score(task, result) -> float or EpisodeScore, where result is what the agent's function returned."
+        ),
+    )
+    timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        description=(
+            "Seconds an episode's agent may run; past it the episode is an error, later requests from it are refused, "
+            "and the run goes on."
+        ),
+    )
 
 
 class DataConfig(_Section):
@@ -516,7 +554,13 @@ class RunConfig(_Section):
     name: str = Field("run", min_length=1, max_length=100, description="Human name; the run id adds a timestamp.")
     seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
     model: ModelConfig = Field(default_factory=ModelConfig)
-    env: EnvConfig
+    # Exactly one of env and agent (checked below); the schema shows each as a section, not as "or null".
+    env: EnvConfig | SkipJsonSchema[None] = Field(
+        None, description="The ToolEnv that gives the episodes; or else `agent`."
+    )
+    agent: AgentConfig | SkipJsonSchema[None] = Field(
+        None, description="An OpenAI-compatible agent that gives the episodes through the endpoint; or else `env`."
+    )
     data: DataConfig
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
@@ -527,6 +571,20 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_cross_field(self) -> RunConfig:
+        if (self.env is None) == (self.agent is None):
+            raise ValueError(
+                "give either env (a ToolEnv that gives the episodes) or agent (an OpenAI-compatible agent run "
+                "against the trainer's endpoint), not " + ("both" if self.env is not None else "neither")
+            )
+        if self.agent is not None:
+            if self.rollout.engine == "vllm":
+                raise ValueError(
+                    "agent: the endpoint samples with the hf engine for now; set rollout.engine: hf or auto"
+                )
+            if self.cluster.backend == "ray":
+                raise ValueError("agent: runs on a Ray cluster are not supported yet; set cluster.backend: local")
+            if self.train.async_steps:
+                raise ValueError("agent: train.async_steps needs the vllm engine, which the endpoint does not use yet")
         if self.train.async_steps and self.rollout.engine == "hf":
             raise ValueError(
                 "train.async_steps: 1 needs a rollout engine with its own copy of the weights "
@@ -638,11 +696,18 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
         return str(path if path.is_absolute() else (base_dir / path).resolve())
 
     resolved = config.model_copy(deep=True)
-    if env_module_is_file(resolved.env.module):
-        resolved.env.module = absolute("env.module", resolved.env.module)
-    for index, server in enumerate(resolved.env.mcp_servers):
-        if server.command is not None:
-            server.cwd = absolute(f"env.mcp_servers[{index}].cwd", server.cwd or ".")
+    if resolved.env is not None:
+        if env_module_is_file(resolved.env.module):
+            resolved.env.module = absolute("env.module", resolved.env.module)
+        for index, server in enumerate(resolved.env.mcp_servers):
+            if server.command is not None:
+                server.cwd = absolute(f"env.mcp_servers[{index}].cwd", server.cwd or ".")
+    if resolved.agent is not None:
+        if env_module_is_file(resolved.agent.module):
+            resolved.agent.module = absolute("agent.module", resolved.agent.module)
+        reward_module, reward_function = resolved.agent.reward.rsplit(":", 1)
+        if env_module_is_file(reward_module):
+            resolved.agent.reward = f"{absolute('agent.reward', reward_module)}:{reward_function}"
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
@@ -659,6 +724,29 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if model_source(resolved.model.path, base_dir) not in ("builtin", "hub"):
         resolved.model.path = absolute("model.path", resolved.model.path)
     return resolved
+
+
+REDACTED = "<redacted>"
+
+
+def redact_secrets(config: dict[str, Any]) -> dict[str, Any]:
+    """A run config (as a dict) to show or send elsewhere, with the credentials it may carry replaced by REDACTED:
+    each MCP server's `env` and `headers` values and the password of an MLflow tracking URI. The frozen config.yaml
+    keeps them (a resumed run needs them) in a folder only its user can read; the `run/config` answer and the
+    trackers get this."""
+    shown = json.loads(json.dumps(config))
+    for server in (shown.get("env") or {}).get("mcp_servers") or []:
+        for key in ("env", "headers"):
+            if isinstance(server.get(key), dict):
+                server[key] = {name: REDACTED for name in server[key]}
+    mlflow = (shown.get("logging") or {}).get("mlflow") or {}
+    uri = mlflow.get("tracking_uri")
+    if isinstance(uri, str) and urlparse(uri).password:
+        parsed = urlparse(uri)
+        mlflow["tracking_uri"] = parsed._replace(
+            netloc=parsed.netloc.replace(f":{parsed.password}@", f":{REDACTED}@")
+        ).geturl()
+    return shown
 
 
 def run_config_schema() -> dict[str, Any]:

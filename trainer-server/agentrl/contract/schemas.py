@@ -55,6 +55,10 @@ ACTIVE_RUN_STATUSES = _STATUS_SETS["ACTIVE_RUN_STATUSES"]
 ENDED_RUN_STATUSES = _STATUS_SETS["ENDED_RUN_STATUSES"]
 RESUMABLE_RUN_STATUSES = _STATUS_SETS["RESUMABLE_RUN_STATUSES"]
 
+# What a run id may be (its folder's name): rpc.schema.json's `$defs/runId`, which every method's runId refers to.
+RUN_ID_PATTERN: str = _RPC_DEFS["runId"]["pattern"]
+RUN_ID_MAX_LENGTH: int = _RPC_DEFS["runId"]["maxLength"]
+
 ERROR_CODES: dict[str, int] = {code["x-name"]: code["const"] for code in _RPC_DEFS["errorCode"]["oneOf"]}
 
 # The codes a `health` event may carry (agentrl/run/health.py has one rule per code) and its severities.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agentrl.contract.schemas import check_event
+from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event
 
 if TYPE_CHECKING:
     from agentrl.rollout.episode import Episode
@@ -31,9 +32,32 @@ PID_FILE = "pid"
 
 
 def new_run_id(name: str) -> str:
+    """NAME-TIMESTAMP-RANDOM, with NAME made of the name's ASCII letters, digits, '-' and '_' (anything else becomes
+    '-') and never starting with '-' or '_' (an argument parser reads a leading '-' as an option): a valid run id
+    (`check_run_id`) whatever the run's name."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:40] or "run"
-    return f"{safe}-{stamp}-{uuid.uuid4().hex[:6]}"
+    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_" else "-" for ch in name)[:40].lstrip("-_")
+    return check_run_id(f"{safe or 'run'}-{stamp}-{uuid.uuid4().hex[:6]}")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it is a valid run id (rpc.schema.json's `$defs/runId`: it names a folder directly inside a runs
+    folder, never `..`, a path or a name an argument parser takes for an option); else ValueError saying why."""
+    if not isinstance(run_id, str) or len(run_id) > RUN_ID_MAX_LENGTH or not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise ValueError(
+            f"{run_id!r} is not a run id: ASCII letters, digits, '-' and '_', starting with a letter or digit, "
+            f"at most {RUN_ID_MAX_LENGTH} characters"
+        )
+    return run_id
+
+
+def run_folder(runs_dir: Path, run_id: str) -> Path:
+    """The folder of run `run_id` in `runs_dir`: ValueError for an invalid id or one whose folder would resolve
+    outside `runs_dir` (a link planted in its place)."""
+    folder = Path(runs_dir) / check_run_id(run_id)
+    if folder.resolve().parent != Path(runs_dir).resolve():
+        raise ValueError(f"run {run_id!r}: its folder resolves outside {runs_dir}")
+    return folder
 
 
 def trajectory_file_name(step: int) -> str:
@@ -114,10 +138,19 @@ def latest_status(events: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def list_run_dirs(runs_dir: Path) -> list[Path]:
+    """The runs in `runs_dir`: its folders that hold a run.json, named by a valid run id and resolving inside it."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    return sorted(p for p in runs_dir.iterdir() if (p / RUN_FILE).is_file())
+    return sorted(p for p in runs_dir.iterdir() if _is_run_folder(runs_dir, p))
+
+
+def _is_run_folder(runs_dir: Path, path: Path) -> bool:
+    try:
+        run_folder(runs_dir, path.name)
+    except ValueError:
+        return False
+    return (path / RUN_FILE).is_file()
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -140,7 +173,7 @@ class RunStore:
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any], meta: dict[str, Any]) -> RunStore:
-        run_dir = Path(runs_dir) / run_id
+        run_dir = run_folder(runs_dir, run_id)
         if run_dir.exists():
             raise FileExistsError(f"run folder already exists: {run_dir}")
         run_dir.mkdir(parents=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import yaml
 
-from agentrl.contract.config import RunConfig, load_config_dict, resolve_paths
+from agentrl.contract.config import RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.loader import config_env_factory
 from agentrl.learning.learner import Learner, NonFiniteError
@@ -286,7 +286,7 @@ def train(
                 config.logging,
                 run_id=store.run_id,
                 run_dir=str(store.run_dir),
-                resolved_config=config.model_dump(mode="json"),
+                resolved_config=redact_secrets(config.model_dump(mode="json")),
                 warn=run.warn,
             )
             step = _train_steps(run, step, last, total, stop)

@@ -11,7 +11,6 @@ import platform
 import re
 import secrets
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -30,6 +29,7 @@ from agentrl.environment.mcp import McpUnavailableError, list_server_tools
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
+from agentrl.server.children import agentrl_command
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
@@ -331,7 +331,7 @@ class TrainerServer:
         async with self.export_slot:
             exports = run_dir / "exports"
             staging = exports / f".tmp-{secrets.token_hex(4)}"
-            command = [sys.executable, "-m", "agentrl.cli", "export", str(run_dir), "--out", str(staging)]
+            command = agentrl_command("agentrl.cli", "export", str(run_dir), "--out", str(staging))
             command += [
                 *(["--step", str(params["step"])] if "step" in params else []),
                 *(["--merge-lora"] if merge else []),
@@ -505,13 +505,7 @@ class TrainerServer:
         folder = self.bundles.path(params["bundleId"])
         # The user's code runs in a child process, never in the server.
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agentrl.cli",
-            "env",
-            "check",
-            str(folder),
-            "--json",
+            *agentrl_command("agentrl.cli", "env", "check", str(folder), "--json"),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, resolve_paths
+from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.schemas import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
 from agentrl.run.runstore import (
     CONFIG_FILE,
@@ -32,7 +31,9 @@ from agentrl.run.runstore import (
     list_run_dirs,
     new_run_id,
     reverse_events,
+    run_folder,
 )
+from agentrl.server.children import agentrl_command
 from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 
 log = logging.getLogger("agentrl.server")
@@ -165,10 +166,14 @@ class RunManager:
 
     # --- queries ------------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
-        path = self.runs_dir / run_id
+        """The folder of a run this server knows; every method that takes a run id finds its run here."""
+        try:
+            path = run_folder(self.runs_dir, run_id)
+        except ValueError as err:
+            raise RpcError(RUN_NOT_FOUND, f"no run {run_id!r} in {self.runs_dir}: {err}") from None
         if run_id in self.live and not path.exists():
             return path  # queued: the process has not created its folder yet
-        if not (path / RUN_FILE).is_file() or path.parent != self.runs_dir:
+        if not (path / RUN_FILE).is_file():
             raise RpcError(RUN_NOT_FOUND, f"no run {run_id!r} in {self.runs_dir}")
         return path
 
@@ -205,7 +210,7 @@ class RunManager:
         path = frozen if frozen.is_file() else self.incoming_dir / f"{run_id}.agentrl.yaml"
         if not path.is_file():
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no config yet; ask again once it has started")
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return redact_secrets(yaml.safe_load(path.read_text(encoding="utf-8")))
 
     def list(self) -> list[dict[str, Any]]:
         ids = {p.name for p in list_run_dirs(self.runs_dir)} | set(self.live)
@@ -295,10 +300,7 @@ class RunManager:
         stderr_path.parent.mkdir(parents=True, exist_ok=True)
         with stderr_path.open("ab") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "agentrl.cli",
-                *args,
+                *agentrl_command("agentrl.cli", *args),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=stderr,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from agentrl.server import protocol as p
+from agentrl.server.children import agentrl_command
 
 # Building the env may import heavy modules or index a corpus; past this the re-run is given up.
 SETUP_TIMEOUT_S = 120.0
@@ -49,9 +49,7 @@ def wire_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
 async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agentrl.environment.rerun",
+        *agentrl_command("agentrl.environment.rerun"),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
