@@ -30,9 +30,9 @@ def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
     return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
 
 
-def _import_file(path: Path) -> object:
+def _import_file(path: Path, key: str) -> object:
     if not path.is_file():
-        raise EnvLoadError(f"env.module: file not found: {path}")
+        raise EnvLoadError(f"{key}: file not found: {path}")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
@@ -45,21 +45,25 @@ def _import_file(path: Path) -> object:
         spec.loader.exec_module(module)
     except Exception as err:
         sys.modules.pop(name, None)
-        raise EnvLoadError(f"env.module: importing {path} raised {type(err).__name__}: {err}") from err
+        raise EnvLoadError(f"{key}: importing {path} raised {type(err).__name__}: {err}") from err
     return module
 
 
-def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
+def load_module(module: str, key: str, base_dir: Path | None = None) -> object:
+    """A Python file (relative to `base_dir`) or a dotted module name, as a config's `key` names it."""
     if env_module_is_file(module):
         path = Path(module)
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path
-        loaded = _import_file(path)
-    else:
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError as err:
-            raise EnvLoadError(f"env.module: cannot import {module!r}: {err}") from err
+        return _import_file(path, key)
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise EnvLoadError(f"{key}: cannot import {module!r}: {err}") from err
+
+
+def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
+    loaded = load_module(module, "env.module", base_dir)
     cls = getattr(loaded, class_name, None)
     if cls is None:
         raise EnvLoadError(f"env.class_name: {module} defines no {class_name!r}")
@@ -128,6 +132,8 @@ def config_env_factory(
     """The envs a run config names, as training, evaluation, `agentrl env check`, a tool re-run and a cluster's
     rollout workers all build them: its ToolEnv class with its env.args (or `args`), the data files it reads
     (plus `more_data_files`), and its MCP servers."""
+    if config.env is None:
+        raise EnvLoadError("this run config trains an agent (agent:), which has no ToolEnv")
     return env_factory(
         load_env_class(config.env.module, config.env.class_name),
         config.env.args if args is None else args,

@@ -31,6 +31,7 @@ class ToolCallFormat(Protocol):
     uses_template_tools: bool  # the chat template's own `tools` rendering describes this format
 
     def parse(self, text: str, id_prefix: str, tools: ToolSchemas) -> ParsedTurn: ...
+    def remove_calls(self, text: str, tools: ToolSchemas) -> str: ...
     def describe(self, tools: ToolSchemas) -> str: ...
     def call_end(self, tools: ToolSchemas) -> list[str]: ...
 
@@ -79,6 +80,10 @@ class HermesFormat:
         if not turn.calls and "</tool_call>" in text:
             turn.error = "found </tool_call> without an opening <tool_call>"
         return _first_error(turn)
+
+    def remove_calls(self, text: str, tools: ToolSchemas) -> str:
+        """The text around the calls: an OpenAI-style reply's `content`, beside its `tool_calls`."""
+        return self._BLOCK.sub("", text).strip()
 
     @staticmethod
     def _call_from_json(body: str, call_id: str) -> ParsedCall:
@@ -138,8 +143,7 @@ class TagFormat:
         turn = ParsedTurn()
         if not tools:
             return turn
-        names = "|".join(re.escape(name) for name in tools)
-        for index, match in enumerate(re.finditer(rf"<({names})>(.*?)(</\1>|$)", text, re.DOTALL)):
+        for index, match in enumerate(self._calls(tools).finditer(text)):
             name, body, closed = match.groups()
             call = ParsedCall(
                 f"{id_prefix}-{index}", name, {self.parameter_of(tools[name]): body.strip()}, match.group(0)
@@ -148,6 +152,14 @@ class TagFormat:
                 call.arguments, call.error = None, f"unclosed <{name}>: end the call with </{name}>"
             turn.calls.append(call)
         return _first_error(turn)
+
+    def remove_calls(self, text: str, tools: ToolSchemas) -> str:
+        return self._calls(tools).sub("", text).strip() if tools else text.strip()
+
+    @staticmethod
+    def _calls(tools: ToolSchemas) -> re.Pattern[str]:
+        names = "|".join(re.escape(name) for name in tools)
+        return re.compile(rf"<({names})>(.*?)(</\1>|$)", re.DOTALL)
 
     def describe(self, tools: ToolSchemas) -> str:
         lines = [

@@ -58,6 +58,14 @@ class Episode:
     final_answer: str | None = None
     tool_servers: dict[str, str] = field(default_factory=dict)  # MCP tools only: tool name -> server name
 
+    def append_tokens(self, ids: list[int], role: TokenRole, turn: int, logprobs: list[float] | None = None) -> None:
+        """Ids appended as produced; loss mask 1 exactly on the sampled (assistant) ones, which alone have logprobs."""
+        self.token_ids.extend(ids)
+        self.token_roles.extend([role] * len(ids))
+        self.token_turns.extend([turn] * len(ids))
+        self.loss_mask.extend([1 if role == "assistant" else 0] * len(ids))
+        self.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
+
     @property
     def process_rewards(self) -> list[float]:
         return [t.process_reward for t in self.turns]

@@ -30,7 +30,7 @@ from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thr
 from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
 from agentrl.environment.toolprocess import ToolWorker
 from agentrl.rollout.chat import ChatFormat
-from agentrl.rollout.episode import Episode, TurnRecord
+from agentrl.rollout.episode import Episode, TokenRole, TurnRecord
 
 # How a row's turn ended: the model's end-of-turn token, a closed tool call (rollout.stop_at_tool_call),
 # or the token limit of the turn.
@@ -260,15 +260,9 @@ class RolloutEngine(ABC):
         return [live.episode for live in lives]
 
     def _append(
-        self, live: LiveEpisode, ids: list[int], role: str, turn: int, logprobs: list[float] | None = None
+        self, live: LiveEpisode, ids: list[int], role: TokenRole, turn: int, logprobs: list[float] | None = None
     ) -> None:
-        ep = live.episode
-        ep.token_ids.extend(ids)
-        ep.token_roles.extend([role] * len(ids))  # type: ignore[list-item]
-        ep.token_turns.extend([turn] * len(ids))
-        sampled = role == "assistant"
-        ep.loss_mask.extend([1 if sampled else 0] * len(ids))
-        ep.rollout_logprobs.extend(logprobs if logprobs is not None else [None] * len(ids))
+        live.episode.append_tokens(ids, role, turn, logprobs)
 
     @contextmanager
     def greedy(self) -> Iterator[None]:

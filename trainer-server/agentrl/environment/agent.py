@@ -1,0 +1,80 @@
+"""The user's own agent, trained as it is (run config `agent:`): an episode function that the trainer calls once per
+episode with the task and an OpenAI-compatible base URL (agentrl/rollout/endpoint.py), and a reward function that
+scores what it returned.
+
+The agent's code runs as a Tool's does (environment/tool.py): in a daemon thread of the trainer's process, so an
+exception is the episode's error, `sys.exit` ends nothing but the episode, and an agent that never returns is
+abandoned at its timeout while the run goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl.contract.config import AgentConfig
+from agentrl.environment.env import EpisodeScore
+from agentrl.environment.loader import EnvLoadError, load_module
+from agentrl.environment.tool import call_sync_or_async, describe_exception, in_daemon_thread
+
+
+class AgentFailure(Exception):
+    """The agent's episode function or its reward function failed; the message is the episode's error."""
+
+
+@dataclass(frozen=True)
+class AgentProgram:
+    run: Callable[[dict[str, Any], str], Any]  # run(task, base_url), sync or async
+    score: Callable[[dict[str, Any], Any], Any]  # score(task, result) -> float | EpisodeScore, sync or async
+    timeout_s: float
+    name: str  # how errors name the episode function: module:function
+
+    def start(self, task: dict[str, Any], base_url: str, episode_id: str) -> concurrent.futures.Future[Any]:
+        """Run one episode in its own daemon thread; the future holds what it returned, or an AgentFailure."""
+        return in_daemon_thread(f"agent-{episode_id}", lambda: _user_call(self.name, self.run, task, base_url))
+
+    def reward(self, task: dict[str, Any], result: Any) -> EpisodeScore:
+        """The episode's score, from the reward function; an AgentFailure when it raises or gives no number."""
+        score = _user_call("the reward function", self.score, task, result)
+        if not isinstance(score, EpisodeScore):
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                raise AgentFailure(
+                    f"the reward function returned {type(score).__name__}; it returns a float or an EpisodeScore"
+                )
+            score = EpisodeScore(reward=float(score))
+        if not math.isfinite(score.reward):
+            raise AgentFailure(f"the reward function returned {score.reward}; a reward is a finite number")
+        return score
+
+
+def _user_call(name: str, function: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call_sync_or_async(function, *args)
+    except (SystemExit, KeyboardInterrupt) as err:
+        raise AgentFailure(
+            f"{name} tried to end the process ({describe_exception(err)}); it returns or raises"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - the user's code: its failure is the episode's error
+        raise AgentFailure(f"{name} raised {describe_exception(err)}") from err
+
+
+def _load_function(module: str, function: str, key: str, base_dir: Path | None) -> Callable[..., Any]:
+    found = getattr(load_module(module, key, base_dir), function, None)
+    if not callable(found):
+        raise EnvLoadError(f"{key}: {module} defines no function {function!r}")
+    return found
+
+
+def load_agent(config: AgentConfig, base_dir: Path | None = None) -> AgentProgram:
+    """The agent a run config's `agent:` names (paths relative to `base_dir`, else already absolute)."""
+    reward_module, reward_function = config.reward.rsplit(":", 1)
+    return AgentProgram(
+        run=_load_function(config.module, config.function, "agent.module", base_dir),
+        score=_load_function(reward_module, reward_function, "agent.reward", base_dir),
+        timeout_s=config.timeout_s,
+        name=f"{Path(config.module).name}:{config.function}",
+    )

@@ -1,0 +1,326 @@
+"""The agent rollout engine (run config `agent:`): the user's own agent plays each episode against the endpoint.
+
+Per step, every episode (a group of n = n runs of the agent on one task) gets its own base URL and its agent runs in a
+daemon thread (environment/agent.py). The requests of concurrent episodes wait in one queue; this engine's thread
+samples them as a batch with the hf engine's sampler (`BatchSampler`), each episode from its own generator
+(`episode_seed`), as soon as every running agent is waiting on a request or BATCH_WAIT_S after the first one came.
+A row's reply goes back as soon as the row ends, so that agent runs its tools while the others still generate.
+
+An episode ends when its agent returns, raises or runs past agent.timeout_s; its later requests are refused. Its
+requests become one training sequence, or several where the agent rewrote its history (agent_capture.py): each
+sequence is a row of the episode's group with the episode's reward; the first keeps the agent run's sample index,
+the others are numbered after the group's runs (group_size, group_size + 1, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentrl.contract.config import RolloutConfig
+from agentrl.environment.agent import AgentFailure, AgentProgram
+from agentrl.environment.env import EpisodeScore
+from agentrl.environment.tool import in_daemon_thread
+from agentrl.environment.toolcall import get_format, schemas_by_name
+from agentrl.rollout.agent_capture import ContextFull, EpisodeCapture, ServedReply
+from agentrl.rollout.chat import ChatFormat
+from agentrl.rollout.endpoint import AgentEndpoint, ChatRequest, EndpointError
+from agentrl.rollout.episode import Episode
+from agentrl.rollout.hf_engine import BatchSampler
+from agentrl.rollout.loop import TurnEnd, episode_seed, task_id_of
+
+# How long a request waits for other episodes' requests to share its batch, when some agents are still busy.
+BATCH_WAIT_S = 0.05
+
+
+@dataclass
+class _Generation:
+    """One request waiting to be sampled."""
+
+    session: _Session
+    context: list[int]
+    limit: int
+    stops: list[str]
+    future: concurrent.futures.Future[tuple[list[int], list[float], TurnEnd]] = field(
+        default_factory=concurrent.futures.Future
+    )
+
+
+class _Queue:
+    """Requests from the endpoint's thread, batches for the engine's."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._waiting: list[_Generation] = []
+        self._first_arrival = 0.0
+        self._woken = False
+
+    def put(self, generation: _Generation) -> None:
+        with self._ready:
+            if not self._waiting:
+                self._first_arrival = time.monotonic()
+            self._waiting.append(generation)
+            self._ready.notify_all()
+
+    def wake(self) -> None:
+        """An agent ended: the engine looks again at which episodes are running."""
+        with self._ready:
+            self._woken = True
+            self._ready.notify_all()
+
+    def take(self, running: int, timeout: float) -> list[_Generation]:
+        """The waiting requests, once all `running` episodes have one or BATCH_WAIT_S after the first came; empty
+        after `timeout` or a wake."""
+        deadline = time.monotonic() + timeout
+        with self._ready:
+            while not self._woken and len(self._waiting) < running:
+                until = deadline if not self._waiting else min(deadline, self._first_arrival + BATCH_WAIT_S)
+                if until <= time.monotonic():
+                    break
+                self._ready.wait(until - time.monotonic())
+            batch, self._waiting, self._woken = self._waiting, [], False
+            return batch
+
+    def drop(self, session: _Session) -> None:
+        """The session ended: its waiting request is refused."""
+        with self._ready:
+            mine = [g for g in self._waiting if g.session is session]
+            self._waiting = [g for g in self._waiting if g.session is not session]
+        for generation in mine:
+            generation.future.set_exception(session.ended_error())
+
+
+class _Session:
+    """One episode at the endpoint: its requests answered one at a time, in order, into its capture."""
+
+    def __init__(self, engine: AgentRolloutEngine, episode_id: str, capture: EpisodeCapture, seed: int) -> None:
+        self.engine, self.episode_id, self.capture = engine, episode_id, capture
+        self.generator = torch.Generator(device=engine.device).manual_seed(seed)
+        self.ended = False
+        self._state = threading.Lock()  # the capture, between the endpoint's thread and the engine's
+        self._in_order: asyncio.Lock | None = None  # one request at a time: each extends what the previous answered
+
+    def ended_error(self) -> EndpointError:
+        return EndpointError(
+            410, f"episode {self.episode_id} has ended: its agent returned or ran out of time", "episode_ended"
+        )
+
+    def end(self) -> None:
+        with self._state:
+            self.ended = True
+
+    async def complete(self, request: ChatRequest) -> tuple[ServedReply, dict[str, Any]]:
+        if self._in_order is None:
+            self._in_order = asyncio.Lock()
+        async with self._in_order:
+            started = time.perf_counter()
+            cfg = self.engine.cfg
+            tools = request.tools if request.tool_choice != "none" else []
+            with self._state:
+                if self.ended:
+                    raise self.ended_error()
+                try:
+                    planned = self.capture.plan(request.messages, tools)
+                except ContextFull as err:
+                    raise EndpointError(400, str(err), "context_length_exceeded", "messages") from None
+                except ValueError as err:
+                    raise EndpointError(400, str(err), "invalid_value", "messages") from None
+            turn_cap = min(cfg.max_new_tokens, request.max_tokens or cfg.max_new_tokens)
+            room = cfg.max_context - len(planned.context)
+            stops = list(request.stop)
+            if cfg.stop_at_tool_call and tools:
+                stops += self.engine.call_format.call_end(schemas_by_name(tools))
+            generation = _Generation(self, planned.context, min(turn_cap, room), stops)
+            submitted = time.perf_counter()
+            self.engine.queue.put(generation)
+            ids, logprobs, end = await asyncio.wrap_future(generation.future)
+            sampled = time.perf_counter()
+            with self._state:
+                if self.ended:
+                    raise self.ended_error()
+                reply = self.capture.record(planned, ids, logprobs, end, room < turn_cap, list(request.stop))
+            self.engine.overheads_s.append((submitted - started) + (time.perf_counter() - sampled))
+            return reply, _bounded(request, cfg, min(turn_cap, room))
+
+
+def _bounded(request: ChatRequest, cfg: RolloutConfig, limit: int) -> dict[str, Any]:
+    """Where the run's sampling settings overrode what the request asked: the learner's logprobs assume the run's
+    temperature and top_p, and a turn has at most rollout.max_new_tokens within rollout.max_context."""
+    bounded: dict[str, Any] = {}
+    if request.temperature is not None and request.temperature != cfg.temperature:
+        bounded["temperature"] = {"requested": request.temperature, "used": cfg.temperature}
+    if request.top_p is not None and request.top_p != cfg.top_p:
+        bounded["top_p"] = {"requested": request.top_p, "used": cfg.top_p}
+    if request.max_tokens is not None and request.max_tokens > limit:
+        bounded["max_tokens"] = {"requested": request.max_tokens, "used": limit}
+    if request.tool_choice not in ("auto", "none"):
+        bounded["tool_choice"] = {"requested": request.tool_choice, "used": "auto"}  # the model is not constrained
+    return bounded
+
+
+@dataclass
+class _AgentRun:
+    """One run of the agent: one episode of a group."""
+
+    task: dict[str, Any]
+    group: int
+    sample: int
+    session: _Session
+    future: concurrent.futures.Future[Any]
+    deadline: float
+    failure: str | None = None
+
+
+class AgentRolloutEngine:
+    """Plays a step's episodes with the user's agent; the same surface as a RolloutEngine (loop.py)."""
+
+    description = "agent endpoint (hf)"
+    shares_policy_weights = True  # samples from the very model object the learner trains
+
+    def __init__(
+        self, model: Any, tokenizer: Any, agent: AgentProgram, rollout_cfg: RolloutConfig, device: torch.device
+    ) -> None:
+        self.model, self.tokenizer, self.agent, self.cfg, self.device = model, tokenizer, agent, rollout_cfg, device
+        self.call_format = get_format(rollout_cfg.tool_format)
+        self.chat = ChatFormat(tokenizer, rollout_cfg.tool_output_tokens, self.call_format)
+        self.sampler = BatchSampler(model, tokenizer, device)
+        self.queue = _Queue()
+        self.endpoint = AgentEndpoint(getattr(model, "name_or_path", "") or "agentrl-policy")
+        self.overheads_s: list[float] = []
+        self.last_stats: dict[str, float] = {}
+
+    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+        """Group `first_group + i` is `group_size` runs of the agent on `tasks[i]`, each sampling from its own
+        `episode_seed(seed, group, sample)`; returns every run's training sequences."""
+        started = time.perf_counter()
+        self.overheads_s = []
+        runs = [
+            self._start(task, first_group + g, s, episode_seed(seed, first_group + g, s))
+            for g, task in enumerate(tasks)
+            for s in range(group_size)
+        ]
+        batch_rows = self._serve(runs)
+        continuation_samples = {run.group: itertools.count(group_size) for run in runs}
+        episodes = []
+        for run in runs:
+            first, *continuations = self._finish(run)
+            first.sample = run.sample
+            for sequence in continuations:
+                sequence.sample = next(continuation_samples[run.group])
+            episodes += [first, *continuations]
+        elapsed = time.perf_counter() - started
+        captures = [run.session.capture for run in runs]
+        self.last_stats = {
+            "perf/rollout_tokens_per_s": sum(e.response_length for e in episodes) / elapsed if elapsed > 0 else 0.0,
+            "perf/rollout_time_s": elapsed,
+            "agent/requests": float(sum(c.answered for c in captures)),
+            "agent/prefix_breaks": float(sum(len(c.breaks) for c in captures)),
+            "agent/edited_messages": float(sum(c.breaks.count("edited") for c in captures)),
+            "agent/broken_episode_share": sum(bool(c.breaks) for c in captures) / len(captures),
+            "agent/failed_episode_share": sum(run.failure is not None for run in runs) / len(runs),
+            "agent/batch_rows_mean": sum(batch_rows) / len(batch_rows) if batch_rows else 0.0,
+        }
+        if self.overheads_s:
+            self.last_stats["perf/endpoint_overhead_ms"] = 1000 * sum(self.overheads_s) / len(self.overheads_s)
+        return episodes
+
+    def _start(self, task: dict[str, Any], group: int, sample: int, seed: int) -> _AgentRun:
+        episode_id = f"g{group}s{sample}-{secrets.token_hex(6)}"  # unguessable: a stale id from another step is unknown
+        capture = EpisodeCapture(self.chat, self.call_format, task_id_of(task), self.cfg.max_context)
+        session = _Session(self, episode_id, capture, seed)
+        base_url = self.endpoint.open(episode_id, session)
+        future = self.agent.start(copy.deepcopy(task), base_url, episode_id)  # the reward reads the task unchanged
+        future.add_done_callback(lambda _: self.queue.wake())
+        return _AgentRun(task, group, sample, session, future, time.monotonic() + self.agent.timeout_s)
+
+    def _serve(self, runs: list[_AgentRun]) -> list[int]:
+        """Sample the agents' requests until every agent has ended; returns the rows of each batch."""
+        batch_rows: list[int] = []
+        running = list(runs)
+        while running:
+            now = time.monotonic()
+            for run in [r for r in running if r.future.done() or now >= r.deadline]:
+                self._end(run)
+                running.remove(run)
+            if not running:
+                break
+            batch = self.queue.take(len(running), timeout=min(r.deadline for r in running) - now)
+            if batch:
+                batch_rows.append(len(batch))
+                self.sampler.generate(
+                    [g.context for g in batch],
+                    [g.limit for g in batch],
+                    [g.stops for g in batch],
+                    [g.session.generator for g in batch],
+                    lambda row, ids, logprobs, end: batch[row].future.set_result((ids, logprobs, end)),
+                    self.cfg.temperature,
+                    self.cfg.top_p,
+                )
+        return batch_rows
+
+    def _end(self, run: _AgentRun) -> None:
+        run.session.end()
+        self.endpoint.close_episode(run.session.episode_id)
+        self.queue.drop(run.session)
+        if not run.future.done():
+            run.failure = (
+                f"agent_timeout: {self.agent.name} did not return within agent.timeout_s ({self.agent.timeout_s:g} s)"
+            )
+        elif run.future.exception() is not None:  # an AgentFailure: what the agent's code raised, described
+            run.failure = f"agent_error: {run.future.exception()}"
+
+    def _finish(self, run: _AgentRun) -> list[Episode]:
+        """The run's sequences as rows of its group (samples set by the caller), scored with the episode's reward."""
+        sequences = run.session.capture.sequences
+        if not sequences:
+            sequences = [Episode(task_id_of(run.task), 0, 0, prompt_messages=[], tool_schemas=[])]
+            run.failure = run.failure or f"agent_error: {self.agent.name} returned without a request to the endpoint"
+        score = EpisodeScore(reward=0.0)
+        if run.failure is None:
+            scoring = in_daemon_thread(
+                f"reward-{run.session.episode_id}", lambda: self.agent.reward(run.task, run.future.result())
+            )
+            try:
+                score = scoring.result(timeout=self.agent.timeout_s)
+            except concurrent.futures.TimeoutError:
+                run.failure = f"agent_error: the reward function did not return within {self.agent.timeout_s:g} s"
+            except AgentFailure as err:
+                run.failure = f"agent_error: {err}"
+        for sequence in sequences:
+            sequence.group = run.group
+            sequence.outcome_reward = score.reward
+            sequence.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
+            sequence.final_answer = score.final_answer
+            if run.failure is not None:
+                sequence.status, sequence.status_reason = "error", run.failure
+        return sequences
+
+    @contextmanager
+    def greedy(self) -> Iterator[None]:
+        """Sample at temperature 0 inside the block (a held-out evaluation during training)."""
+        sampling = self.cfg
+        self.cfg = sampling.model_copy(update={"temperature": 0.0})
+        try:
+            yield
+        finally:
+            self.cfg = sampling
+
+    def weights_updated(self) -> None:
+        """Nothing to do: the sampler reads the learner's own model object."""
+
+    def sync_weights(self) -> None:
+        """Nothing to do, as for weights_updated."""
+
+    def close(self) -> None:
+        self.endpoint.close()
