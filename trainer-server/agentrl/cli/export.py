@@ -35,8 +35,12 @@ def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
     lines = [
         f"# {config.name}, step {step}",
         "",
-        f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on the environment "
-        f"`{config.env.class_name}` ({config.env.module}).",
+        f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on "
+        + (
+            f"the environment `{config.env.class_name}` ({config.env.module})."
+            if config.env is not None
+            else f"the agent `{config.agent.function}` ({config.agent.module}) through the OpenAI-compatible endpoint."
+        ),
         "",
         f"- Base model: `{config.model.path}`",
         f"- Weights: {kind}",

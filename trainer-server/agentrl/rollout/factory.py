@@ -1,4 +1,5 @@
-"""The rollout engine a run config asks for (`rollout.engine`: hf, vllm, or auto), or the scripted one."""
+"""The rollout engine a run config asks for (`rollout.engine`: hf, vllm, or auto; the agent engine for `agent:`), or
+the scripted one."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.loop import RolloutEngine
 
 if TYPE_CHECKING:
+    from agentrl.environment.agent import AgentProgram
+    from agentrl.rollout.agent_engine import AgentRolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -25,14 +28,24 @@ def vllm_unavailable_reason(model: Any, device: torch.device) -> str:
 def make_rollout_engine(
     model: Any,
     tokenizer: Any,
-    env_factory: Callable[[], ToolEnv],
+    env_factory: Callable[[], ToolEnv] | None,
     rollout_cfg: RolloutConfig,
     device: torch.device,
     concurrent_episodes: int,
     policy: ScriptedPolicy | None = None,
-) -> RolloutEngine:
+    agent: AgentProgram | None = None,
+) -> RolloutEngine | AgentRolloutEngine:
     """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
-    model, else hf); with a scripted `policy`, the hf engine writing its turns. `engine.description` says which."""
+    model, else hf); with a scripted `policy`, the hf engine writing its turns; with an `agent` (run config
+    `agent:`, no env), the agent engine over the hf engine's sampling. `engine.description` says which."""
+    if agent is not None:
+        if policy is not None:
+            raise ValueError("a scripted policy writes a ToolEnv's turns; an agent run samples from the model")
+        from agentrl.rollout.agent_engine import AgentRolloutEngine  # aiohttp: imported by agent runs only
+
+        return AgentRolloutEngine(model, tokenizer, agent, rollout_cfg, device)
+    if env_factory is None:
+        raise ValueError("a rollout needs an env factory or an agent")
     if policy is not None:
         from agentrl.rollout.scripted import ScriptedRolloutEngine
 

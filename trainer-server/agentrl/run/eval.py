@@ -37,6 +37,7 @@ def evaluate(
 ) -> Evaluation:
 
     from agentrl.contract.tasks import load_tasks
+    from agentrl.environment.agent import load_agent
     from agentrl.environment.loader import config_env_factory
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
@@ -45,17 +46,25 @@ def evaluate(
 
     if baseline == UNTRAINED_BASELINE and checkpoint:
         raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")
-    env_args = dict(config.env.args)
-    if baseline and baseline != UNTRAINED_BASELINE:
-        env_args["baseline"] = baseline
-    make_env = config_env_factory(config, data_path, args=env_args)
-    make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
+    make_env, agent = None, None
+    if config.agent is not None:  # the agent's own code is what runs: it has no env baselines
+        if baseline and baseline != UNTRAINED_BASELINE:
+            raise ValueError(f"--baseline {baseline}: an agent run (agent:) has no env whose baseline to run")
+        agent = load_agent(config.agent)
+    else:
+        env_args = dict(config.env.args)
+        if baseline and baseline != UNTRAINED_BASELINE:
+            env_args["baseline"] = baseline
+        make_env = config_env_factory(config, data_path, args=env_args)
+        make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
     model, tokenizer, device = load_policy(config.model, config.seed)
     if checkpoint:
         load_policy_weights(model, Path(checkpoint))
     tasks = load_tasks(data_path, limit)
-    engine = make_rollout_engine(model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size)
+    engine = make_rollout_engine(
+        model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size, agent=agent
+    )
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")
     store = RunStore.create(
         Path(runs_dir),
@@ -80,7 +89,8 @@ def evaluate(
             print(f"eval: {len(episodes)}/{len(tasks)} ({engine.description})", file=sys.stderr, flush=True)
     finally:
         engine.close()
-        make_env.close()
+        if make_env is not None:
+            make_env.close()
     record_episodes(store, 0, episodes, tokenizer)
     metrics: dict[str, float] = {
         "n": float(len(episodes)),

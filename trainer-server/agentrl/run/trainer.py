@@ -27,6 +27,7 @@ import yaml
 
 from agentrl.contract.config import RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.tasks import load_tasks
+from agentrl.environment.agent import load_agent
 from agentrl.environment.loader import config_env_factory
 from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from agentrl.cluster import RayCluster
     from agentrl.cluster.learner_workers import ClusterLearner
     from agentrl.cluster.rollout_workers import ClusterRolloutEngine
+    from agentrl.rollout.agent_engine import AgentRolloutEngine
     from agentrl.rollout.loop import RolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
@@ -88,11 +90,12 @@ class _Run:
         self.config, self.store, self.progress = config, store, progress
         torch.manual_seed(config.seed)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
-        self.make_env = config_env_factory(config, mcp_log_dir=store.run_dir)
+        # An agent run (config `agent:`) has no ToolEnv: the agent's own code runs its tools.
+        self.make_env = config_env_factory(config, mcp_log_dir=store.run_dir) if config.env is not None else None
         self.tasks = load_tasks(config.data.train, config.data.limit)
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
-        self.engine: RolloutEngine | ClusterRolloutEngine
+        self.engine: RolloutEngine | AgentRolloutEngine | ClusterRolloutEngine
         if config.cluster.backend == "ray":
             from agentrl.cluster import RayCluster
 
@@ -109,6 +112,7 @@ class _Run:
                 self.device,
                 concurrent_episodes=config.train.batch_size,
                 policy=policy,
+                agent=load_agent(config.agent) if config.agent is not None else None,
             )
         store.append_event("log", {"level": "info", "message": f"rollout engine: {self.engine.description}"})
         if progress:
@@ -132,7 +136,9 @@ class _Run:
     def rollout_stats(self) -> dict[str, float]:
         """The engine's figures for the rollout just run, and the MCP servers restarted during it."""
         stats = dict(self.engine.last_stats)
-        if self.make_env.mcp and self.cluster is None:  # on a cluster, each rollout worker holds its own servers
+        if (
+            self.make_env is not None and self.make_env.mcp and self.cluster is None
+        ):  # on a cluster, each rollout worker holds its own servers
             stats["tools/mcp_restarts"] = float(self.make_env.mcp.take_restarts())
         return stats
 
@@ -160,7 +166,8 @@ class _Run:
             self.cluster.close()
         else:
             self.engine.close()
-        self.make_env.close()
+        if self.make_env is not None:
+            self.make_env.close()
         if self.trackers is not None:
             self.trackers.close()
 

@@ -1,0 +1,544 @@
+"""The agent endpoint (issue #31): an agent's own OpenAI-SDK code plays episodes against the trainer, whose replies
+have the OpenAI API's shapes and whose recorded sequences are token-exact (docs/token-pipeline.md, rules 9-10)."""
+
+import json
+import sys
+import textwrap
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import openai
+import pytest
+import torch
+from agentrl.contract.config import ConfigError, RolloutConfig, load_config_dict
+from agentrl.environment.agent import AgentProgram
+from agentrl.rollout.agent_engine import AgentRolloutEngine
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletion
+
+TURN_OPENS = "<|im_start|>assistant"  # the tiny model's template opens every assistant turn with it
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Return the value stored under a key.",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+    },
+}
+CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "3"}}</tool_call>'
+
+# The OpenAI API's chat.completion object (its OpenAPI spec, CreateChatCompletionResponse): the required fields
+# and the values they may take.
+COMPLETION_SCHEMA = {
+    "type": "object",
+    "required": ["id", "object", "created", "model", "choices"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "chat.completion"},
+        "created": {"type": "integer"},
+        "model": {"type": "string"},
+        "choices": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["index", "message", "finish_reason", "logprobs"],
+                "properties": {
+                    "index": {"type": "integer"},
+                    "finish_reason": {"enum": ["stop", "length", "tool_calls", "content_filter", "function_call"]},
+                    "logprobs": {"type": ["object", "null"]},
+                    "message": {
+                        "type": "object",
+                        "required": ["role", "content", "refusal"],
+                        "properties": {
+                            "role": {"const": "assistant"},
+                            "content": {"type": ["string", "null"]},
+                            "refusal": {"type": ["string", "null"]},
+                            "tool_calls": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["id", "type", "function"],
+                                    "properties": {
+                                        "id": {"type": "string"},
+                                        "type": {"const": "function"},
+                                        "function": {
+                                            "type": "object",
+                                            "required": ["name", "arguments"],
+                                            "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "usage": {
+            "type": "object",
+            "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
+            "properties": {k: {"type": "integer"} for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+        },
+    },
+}
+ERROR_SCHEMA = {  # the OpenAI API's ErrorResponse
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {"message": {"type": "string"}, "type": {"type": "string"}},
+        }
+    },
+}
+
+
+def make_engine(tiny, run, score=lambda task, result: 1.0, timeout_s=30.0, **rollout):
+    model, tokenizer = tiny
+    cfg = RolloutConfig(**{"max_new_tokens": 24, "max_context": 600, **rollout})
+    agent = AgentProgram(run=run, score=score, timeout_s=timeout_s, name="agent.py:run")
+    return AgentRolloutEngine(model, tokenizer, agent, cfg, torch.device("cpu"))
+
+
+def script(engine, monkeypatch, reply):
+    """The model's turns written by `reply(context_text, turn)` instead of sampled; returns the ids of every turn
+    written, in order, as the engine 'sampled' them."""
+    sampled: list[list[int]] = []
+
+    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
+        for row, context in enumerate(contexts):
+            text = engine.tokenizer.decode(context)
+            ids = engine.chat.encode(reply(text, text.count(TURN_OPENS) - 1))[: limits[row] - 1]
+            ids.append(engine.tokenizer.eos_token_id)
+            sampled.append(ids)
+            row_done(row, ids, [-0.5] * len(ids), "eos")
+
+    monkeypatch.setattr(engine.sampler, "generate", generate)
+    return sampled
+
+
+def tool_loop_agent(task, base_url):
+    """A plain OpenAI-SDK agent: call the model, run the tools it asks for, until it answers."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": f"What is stored under key {task['key']}?"}]
+    for _ in range(4):
+        reply = client.chat.completions.create(model="policy", messages=messages, tools=[LOOKUP])
+        message = reply.choices[0].message
+        messages.append(message)
+        if not message.tool_calls:
+            return message.content
+        for call in message.tool_calls:
+            value = {"3": "blue"}.get(json.loads(call.function.arguments)["key"], "none")
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": value})
+    return None
+
+
+def expected_text(tokenizer, messages, tools):
+    return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=True)
+
+
+def test_an_openai_sdk_agent_runs_a_multi_turn_tool_loop(tiny, monkeypatch):
+    engine = make_engine(tiny, tool_loop_agent, score=lambda task, result: float(result == "It is blue."))
+    sampled = script(engine, monkeypatch, lambda text, turn: [CALL, "It is blue."][turn])
+    try:
+        [episode] = engine.run([{"key": "3"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    episode.check_invariants()
+    assert episode.status == "finished" and episode.outcome_reward == 1.0
+    assert [t.assistant for t in episode.turns] == [CALL, "It is blue."]
+    [call] = episode.turns[0].tool_calls
+    assert (call.name, call.arguments, call.result) == ("lookup", {"key": "3"}, "blue")  # the agent ran it
+    assert engine.last_stats["agent/requests"] == 2 and engine.last_stats["agent/prefix_breaks"] == 0
+    # One sequence: the prompt, turn 1's sampled ids, the tool message as the template renders it, turn 2's ids.
+    conversation = [
+        {"role": "user", "content": "What is stored under key 3?"},
+        {"role": "assistant", "content": CALL},
+        {"role": "tool", "content": "blue"},
+    ]
+    tokenizer = engine.tokenizer
+    assert (
+        tokenizer.decode(episode.token_ids)
+        == expected_text(tokenizer, conversation, [LOOKUP]) + "It is blue.<|im_end|>"
+    )
+    assert [ids for ids in _sampled_runs(episode)] == sampled
+    assert all(lp == -0.5 for lp, m in zip(episode.rollout_logprobs, episode.loss_mask) if m)
+
+
+def _sampled_runs(episode):
+    """The episode's runs of consecutive sampled ids, one per turn."""
+    runs, current = [], []
+    for token, mask in zip(episode.token_ids, episode.loss_mask):
+        if mask:
+            current.append(token)
+        elif current:
+            runs, current = [*runs, current], []
+    return [*runs, current] if current else runs
+
+
+def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
+    seen: dict = {}
+
+    def agent(task, base_url):
+        seen["base_url"] = base_url
+        body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "tools": [LOOKUP]}
+        seen["call"] = _post(base_url, body)
+        served = seen["call"][1]["choices"][0]["message"]
+        result = {"role": "tool", "tool_call_id": served["tool_calls"][0]["id"], "content": "blue"}
+        seen["answer"] = _post(base_url, {**body, "messages": [*body["messages"], served, result]})
+        seen["bounded"] = _post(base_url, {**body, "temperature": 0.3, "max_tokens": 100_000})
+        seen["stream"] = _post(base_url, {**body, "stream": True})
+        seen["n"] = _post(base_url, {**body, "n": 2})
+        seen["no_messages"] = _post(base_url, {"model": "x", "messages": []})
+        seen["models"] = json.loads(urllib.request.urlopen(base_url + "/models").read())
+        seen["unknown"] = _post(base_url.replace("/episodes/", "/episodes/nope-"), body)
+        return "done"
+
+    engine = make_engine(tiny, agent)
+    script(engine, monkeypatch, lambda text, turn: CALL if turn == 0 else "fine")
+    try:
+        engine.run([{"key": "3"}], group_size=1, seed=0)
+        seen["ended"] = _post(seen["base_url"], {"messages": [{"role": "user", "content": "late"}]})
+    finally:
+        engine.close()
+    for name in ("call", "answer", "bounded"):
+        status, reply = seen[name]
+        assert status == 200
+        jsonschema.validate(reply, COMPLETION_SCHEMA)
+        ChatCompletion.model_validate(reply)  # the SDK's own types, generated from the API's spec
+    call = seen["call"][1]["choices"][0]
+    assert call["finish_reason"] == "tool_calls" and call["message"]["content"] is None
+    assert json.loads(call["message"]["tool_calls"][0]["function"]["arguments"]) == {"key": "3"}
+    assert seen["answer"][1]["choices"][0]["message"] == {"role": "assistant", "content": "fine", "refusal": None}
+    assert seen["bounded"][1]["agentrl"]["bounded"] == {
+        "temperature": {"requested": 0.3, "used": 1.0},
+        "max_tokens": {"requested": 100_000, "used": 24},
+    }
+    usage = seen["call"][1]["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    for name, status, param, code in [
+        ("stream", 400, "stream", "unsupported_value"),
+        ("n", 400, "n", "unsupported_value"),
+        ("no_messages", 400, "messages", "invalid_value"),
+        ("unknown", 404, None, "episode_not_found"),
+        ("ended", 410, None, "episode_ended"),
+    ]:
+        got_status, body = seen[name]
+        jsonschema.validate(body, ERROR_SCHEMA)
+        assert (got_status, body["error"]["param"], body["error"]["code"]) == (status, param, code), name
+    assert seen["models"]["object"] == "list" and seen["models"]["data"][0]["object"] == "model"
+
+
+def _post(base_url, body):
+    request = urllib.request.Request(
+        base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_a_history_rewriting_agent_becomes_several_sequences_with_one_reward(tiny, monkeypatch):
+    def summarising_agent(task, base_url):
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "step one"}]
+        first = client.chat.completions.create(model="p", messages=messages).choices[0].message
+        messages += [first, {"role": "user", "content": "step two"}]
+        client.chat.completions.create(model="p", messages=messages)
+        summary = [{"role": "user", "content": "summary: one, two. step three"}]  # the history, rewritten
+        return client.chat.completions.create(model="p", messages=summary).choices[0].message.content
+
+    engine = make_engine(tiny, summarising_agent, score=lambda task, result: 0.25)
+    script(engine, monkeypatch, lambda text, turn: f"ok {turn}")
+    try:
+        episodes = engine.run([{"key": "1"}], group_size=2, seed=0)
+    finally:
+        engine.close()
+    assert engine.last_stats["agent/prefix_breaks"] == 2  # one per agent run
+    assert engine.last_stats["agent/edited_messages"] == 0 and engine.last_stats["agent/broken_episode_share"] == 1
+    assert sorted(e.sample for e in episodes) == [0, 1, 2, 3]  # runs 0 and 1, then their continuations
+    assert all(e.outcome_reward == 0.25 and e.group == 0 for e in episodes)
+    for episode in episodes:
+        episode.check_invariants()
+        text = engine.tokenizer.decode(episode.token_ids)
+        if episode.sample < 2:
+            assert [t.index for t in episode.turns] == [0, 1] and "summary" not in text
+        else:
+            assert [t.index for t in episode.turns] == [2]  # the request's place in the episode
+            assert text.startswith(
+                expected_text(engine.tokenizer, [{"role": "user", "content": "summary: one, two. step three"}], [])
+            )
+
+
+def test_an_edited_assistant_message_starts_a_new_sequence_from_the_edited_text(tiny, monkeypatch):
+    def editing_agent(task, base_url):
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "go"}]
+        first = client.chat.completions.create(model="p", messages=messages).choices[0].message
+        edited = {"role": "assistant", "content": first.content.upper()}  # the agent rewrites the model's words
+        return client.chat.completions.create(
+            model="p", messages=[*messages, edited, {"role": "user", "content": "and?"}]
+        )
+
+    engine = make_engine(tiny, editing_agent)
+    script(engine, monkeypatch, lambda text, turn: "draft answer")
+    try:
+        first, second = engine.run([{"key": "1"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    assert engine.last_stats["agent/prefix_breaks"] == 1 and engine.last_stats["agent/edited_messages"] == 1
+    assert first.turns[0].assistant == "draft answer" and len(first.turns) == 1
+    prompt = engine.tokenizer.decode(second.token_ids[: second.loss_mask.index(1)])
+    assert "DRAFT ANSWER" in prompt and "draft answer" not in prompt  # the edit is context, never trained on
+    assert second.prompt_messages[1] == {"role": "assistant", "content": "DRAFT ANSWER"}
+
+
+def test_crashes_exits_hangs_and_late_calls_end_their_episode_not_the_run(tiny, monkeypatch):
+    release_hang = threading.Event()
+    urls: dict[str, str] = {}
+
+    def agent(task, base_url):
+        urls[task["mode"]] = base_url
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        client.chat.completions.create(model="p", messages=[{"role": "user", "content": task["mode"]}])
+        if task["mode"] == "crash":
+            raise ValueError("the agent's own bug")
+        if task["mode"] == "exit":
+            sys.exit(3)
+        if task["mode"] == "hang":
+            release_hang.wait(60)
+        return "fine"
+
+    engine = make_engine(tiny, agent, timeout_s=3.0)
+    script(engine, monkeypatch, lambda text, turn: "ok")
+    tasks = [{"mode": mode} for mode in ("crash", "exit", "hang", "ok")]
+    try:
+        crash, exit_, hang, ok = engine.run(tasks, group_size=1, seed=0)
+        late = _post(urls["hang"], {"messages": [{"role": "user", "content": "late"}]})  # after its episode ended
+        again = engine.run([{"mode": "ok"}], group_size=1, seed=1)  # the engine goes on serving
+    finally:
+        release_hang.set()
+        engine.close()
+    assert (crash.status, crash.status_reason) == (
+        "error",
+        "agent_error: agent.py:run raised ValueError: the agent's own bug",
+    )
+    assert exit_.status == "error" and "tried to end the process (SystemExit: 3)" in exit_.status_reason
+    assert hang.status == "error" and hang.status_reason.startswith("agent_timeout: agent.py:run did not return within")
+    assert ok.status == "finished" and ok.outcome_reward == 1.0
+    assert all(e.turns for e in (crash, exit_, hang, ok))  # each got its first reply before it failed
+    assert late[0] == 410 and late[1]["error"]["code"] == "episode_ended"
+    assert again[0].status == "finished"
+
+
+def test_concurrent_episodes_are_not_mixed_up_and_share_batches(tiny):
+    """Real sampling from the tiny model: each episode's replies are exactly its own sequence's sampled turns."""
+    replies: dict[str, list[str]] = {}
+
+    def agent(task, base_url):
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": f"task {task['id']}"}]
+        for _ in range(3):
+            message = client.chat.completions.create(model="p", messages=messages, tools=[LOOKUP]).choices[0].message
+            replies.setdefault(task["id"], []).append(message.content or "")
+            messages += [message, {"role": "user", "content": "more"}]
+        return task["id"]
+
+    engine = make_engine(tiny, agent, score=lambda task, result: float(result == task["id"]), max_new_tokens=6)
+    try:
+        episodes = engine.run([{"id": f"t{i}"} for i in range(4)], group_size=2, seed=5)
+    finally:
+        engine.close()
+    assert len(episodes) == 8 and engine.last_stats["agent/prefix_breaks"] == 0
+    assert engine.last_stats["agent/batch_rows_mean"] > 1  # requests of different episodes were sampled together
+    for episode in episodes:
+        task_id = f"t{episode.group}"
+        assert episode.outcome_reward == 1.0 and episode.task_id == task_id
+        text = engine.tokenizer.decode(episode.token_ids)
+        assert f"task {task_id}" in text and all(f"task t{g}" not in text for g in range(4) if g != episode.group)
+        assert len(episode.turns) == 3
+    # A group's two runs share a task: their replies are told apart by what each sequence sampled.
+    for task_id, texts in replies.items():
+        group = [e for e in episodes if e.task_id == task_id]
+        assert sorted(texts) == sorted(t.assistant for e in group for t in e.turns)
+
+
+# Text of every script but the angle brackets that would open a tool call: assigned, printable characters, tabs and
+# newlines (SmolLM2's byte-level vocabulary lacks the bytes of a few control characters and unassigned code points).
+UNICODE_TEXT = st.text(
+    st.characters(
+        max_codepoint=0x1FFFF,
+        exclude_categories=("Cc", "Cs", "Co", "Cn"),
+        exclude_characters="<>",
+        include_characters="\n\t",
+    ),
+    max_size=12,
+)
+
+
+@pytest.fixture(scope="module")
+def unicode_chat():
+    """SmolLM2's byte-level tokenizer (every unicode text is exact) with the tiny model's tool-rendering template."""
+    from agentrl.models.smollm2 import cache_dir, load_smollm2
+    from agentrl.models.tiny import CHAT_TEMPLATE
+    from transformers import AutoTokenizer
+
+    if not (cache_dir() / "tokenizer.json").is_file():
+        load_smollm2(torch.float32)  # writes the cache
+    tokenizer = AutoTokenizer.from_pretrained(cache_dir(), local_files_only=True)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    turns=st.lists(
+        st.tuples(
+            st.one_of(UNICODE_TEXT, UNICODE_TEXT.map(lambda key: ("call", key))), st.lists(UNICODE_TEXT, max_size=2)
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_sequence_decodes_to_the_templates_rendering_of_the_conversation(unicode_chat, turns):
+    """For random conversations (tool calls with random unicode arguments, random tool results and user turns), the
+    recorded sequence decodes exactly to the template's rendering of the agent's last request (its assistant
+    messages as sampled) followed by the last sampled turn, and its sampled ids are exactly those sampled."""
+    texts = [
+        json.dumps({"name": "lookup", "arguments": {"key": t[1]}}, ensure_ascii=False).join(
+            ["<tool_call>", "</tool_call>"]
+        )
+        if isinstance(t, tuple)
+        else t
+        for t, _ in turns
+    ]
+    last_request: list = []
+
+    def agent(task, base_url):
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "start ✓"}]
+        for _, results in turns:
+            last_request[:] = [m if isinstance(m, dict) else m.model_dump() for m in messages]
+            message = client.chat.completions.create(model="p", messages=messages, tools=[LOOKUP]).choices[0].message
+            messages.append(message)
+            calls = message.tool_calls or []
+            messages += [
+                {"role": "tool", "tool_call_id": c.id, "content": results[0] if results else ""} for c in calls
+            ]
+            if len(results) > 1 or not calls:
+                messages.append({"role": "user", "content": results[-1] if results else "…"})
+        return "done"
+
+    engine = AgentRolloutEngine(
+        None,
+        unicode_chat,
+        AgentProgram(run=agent, score=lambda task, result: 1.0, timeout_s=30, name="agent.py:run"),
+        RolloutConfig(max_new_tokens=200, max_context=20_000),
+        torch.device("cpu"),
+    )
+    sampled = []
+
+    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
+        ids = engine.chat.encode(texts[len(sampled)]) + [unicode_chat.eos_token_id]
+        sampled.append(ids)
+        row_done(0, ids, [-1.0] * len(ids), "eos")
+
+    engine.sampler.generate = generate
+    try:
+        [episode] = engine.run([{"id": "p"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    assert episode.status == "finished" and engine.last_stats["agent/prefix_breaks"] == 0
+    assert _sampled_runs(episode) == sampled
+    as_sampled = [
+        {"role": "assistant", "content": texts[k]} if m["role"] == "assistant" else m
+        for k, m in zip(_assistant_counter(last_request), last_request)
+    ]
+    rendered = expected_text(unicode_chat, as_sampled, [LOOKUP]) + texts[-1] + unicode_chat.eos_token
+    assert unicode_chat.decode(episode.token_ids) == rendered
+
+
+def _assistant_counter(messages):
+    """For each message, the number of assistant messages before it (an assistant message's turn)."""
+    count, out = 0, []
+    for message in messages:
+        out.append(count)
+        count += message["role"] == "assistant"
+    return out
+
+
+def test_exactly_one_of_env_and_agent_gives_the_episodes():
+    data = {"train": "tasks.jsonl"}
+    agent = {"module": "agent.py", "reward": "reward.py:score"}
+    env = {"module": "env.py", "class_name": "Env"}
+    assert load_config_dict({"agent": agent, "data": data}).agent.function == "run"
+    for raw, message in [
+        ({"data": data}, "not neither"),
+        ({"agent": agent, "env": env, "data": data}, "not both"),
+        ({"agent": agent, "data": data, "rollout": {"engine": "vllm"}}, "rollout.engine: hf or auto"),
+        ({"agent": {**agent, "reward": "score"}, "data": data}, "agent.reward"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config_dict(raw)
+
+
+AGENT_PY = """
+import openai
+
+
+def run(task, base_url):
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": f"What is {task['a']} + {task['b']}?"}]
+    for _ in range(2):
+        message = client.chat.completions.create(model="policy", messages=messages, max_tokens=12).choices[0].message
+        messages += [message, {"role": "user", "content": "Check it once more."}]
+    return message.content
+"""
+REWARD_PY = """
+from agentrl import EpisodeScore
+
+
+def score(task, result):
+    digits = sum(ch.isdigit() for ch in result or "")
+    return EpisodeScore(reward=min(digits, 3) / 3, breakdown={"digits": float(digits)})
+"""
+
+
+def test_grpo_trains_through_the_endpoint_and_writes_valid_trajectories(tmp_path, trajectory_validator):
+    from agentrl.run.runstore import read_events
+    from agentrl.run.trainer import train
+
+    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT_PY))
+    (tmp_path / "reward.py").write_text(textwrap.dedent(REWARD_PY))
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "a": i, "b": 2 * i}) + "\n" for i in range(6)))
+    config = load_config_dict(
+        {
+            "model": {"path": "tiny", "tiny_layers": 1, "tiny_hidden": 32},
+            "agent": {"module": "agent.py", "reward": "reward.py:score", "timeout_s": 60},
+            "data": {"train": "tasks.jsonl"},
+            "rollout": {"group_size": 2, "max_new_tokens": 12, "max_context": 512, "engine": "auto"},
+            "train": {"steps": 2, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "checkpoint_every": 2},
+        }
+    )
+    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    events = list(read_events(run_dir))
+    assert [e["data"]["status"] for e in events if e["type"] == "status"][-1] == "completed"
+    assert any("agent endpoint" in e["data"].get("message", "") for e in events if e["type"] == "log")
+    metrics = [e["data"]["metrics"] for e in events if e["type"] == "metrics"]
+    assert len(metrics) == 2 and all(m["agent/requests"] == 8 and m["agent/prefix_breaks"] == 0 for m in metrics)
+    assert all("actor/logprob_gap" in m for m in metrics)
+    records = [json.loads(line) for path in sorted((run_dir / "trajectories").glob("*.jsonl")) for line in path.open()]
+    assert len(records) == 8
+    for record in records:
+        trajectory_validator.validate(record)
+        assert record["status"] == "finished" and record["stats"]["num_turns"] == 2
+        assert record["reward_breakdown"].keys() == {"digits"}
+    assert Path(run_dir / "checkpoints").is_dir()
