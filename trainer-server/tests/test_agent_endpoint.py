@@ -360,6 +360,30 @@ def test_an_async_agent_stop_sequences_tool_choice_none_and_a_full_context(tiny,
     assert len(episode.token_ids) < 600  # the request that did not fit added nothing
 
 
+def test_an_agent_gives_a_turn_a_process_reward_with_its_next_request(tiny, monkeypatch):
+    def agent(task, base_url):
+        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "a"}]
+        try:  # nothing answered yet: nothing to reward
+            client.chat.completions.create(model="p", messages=messages, extra_body={"agentrl": {"process_reward": 1}})
+        except openai.BadRequestError as err:
+            refused = err.body["param"]
+        first = client.chat.completions.create(model="p", messages=messages).choices[0].message
+        messages += [first, {"role": "user", "content": "b"}]
+        client.chat.completions.create(model="p", messages=messages, extra_body={"agentrl": {"process_reward": 0.25}})
+        return refused
+
+    engine = make_engine(tiny, agent, score=lambda task, result: float(result == "agentrl.process_reward"))
+    script(engine, monkeypatch, lambda text, turn: "ok")
+    try:
+        [episode] = engine.run([{"key": "1"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    assert [t.process_reward for t in episode.turns] == [0.25, 0.0]
+    assert episode.total_reward == 1.25
+    assert episode.token_rewards()[episode.turn_end_positions[0]] == 0.25  # on the turn's last sampled token
+
+
 def test_crashes_exits_hangs_and_late_calls_end_their_episode_not_the_run(tiny, monkeypatch):
     release_hang = threading.Event()
     urls: dict[str, str] = {}

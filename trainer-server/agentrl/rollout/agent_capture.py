@@ -188,6 +188,13 @@ class EpisodeCapture:
         finish = "length" if end == "limit" else ("tool_calls" if calls else "stop")
         return ServedReply(message, finish, len(planned.context), len(ids))
 
+    def reward_last_turn(self, reward: float) -> None:
+        """A process reward the agent reports for the turn answered last: it lands on that turn's last sampled token
+        (docs/token-pipeline.md, rule 4), as a ToolEnv's StepResult.reward does."""
+        if not self.sequences or not self.current.turns:
+            raise ValueError("no turn has been answered yet to give a process reward to")
+        self.current.turns[-1].process_reward += reward
+
     @property
     def current(self) -> Episode:
         return self.sequences[-1]

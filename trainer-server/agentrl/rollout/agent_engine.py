@@ -130,6 +130,11 @@ class _Session:
             with self._state:
                 if self.ended:
                     raise self.ended_error()
+                if request.process_reward is not None:
+                    try:
+                        self.capture.reward_last_turn(request.process_reward)
+                    except ValueError as err:
+                        raise EndpointError(400, str(err), "invalid_value", "agentrl.process_reward") from None
                 try:
                     planned = self.capture.plan(request.messages, tools)
                 except ContextFull as err:
@@ -258,15 +263,25 @@ class AgentRolloutEngine:
             batch = self.queue.take(len(running), timeout=min(r.deadline for r in running) - now)
             if batch:
                 batch_rows.append(len(batch))
-                self.sampler.generate(
-                    [g.context for g in batch],
-                    [g.limit for g in batch],
-                    [g.stops for g in batch],
-                    [g.session.generator for g in batch],
-                    lambda row, ids, logprobs, end: batch[row].future.set_result((ids, logprobs, end)),
-                    self.cfg.temperature,
-                    self.cfg.top_p,
-                )
+                try:
+                    self.sampler.generate(
+                        [g.context for g in batch],
+                        [g.limit for g in batch],
+                        [g.stops for g in batch],
+                        [g.session.generator for g in batch],
+                        lambda row, ids, logprobs, end: batch[row].future.set_result((ids, logprobs, end)),
+                        self.cfg.temperature,
+                        self.cfg.top_p,
+                    )
+                except BaseException:
+                    # The run fails with the sampler's error; no agent is left waiting for a reply that never comes.
+                    failed = EndpointError(500, "the trainer's sampler failed; the run stops", "internal_error")
+                    for generation in batch:
+                        if not generation.future.done():
+                            generation.future.set_exception(failed)
+                    for run in running:
+                        self._end(run)
+                    raise
         return batch_rows
 
     def _end(self, run: _AgentRun) -> None:

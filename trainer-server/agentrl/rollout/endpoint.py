@@ -7,7 +7,8 @@ concurrent episodes cannot be mixed up:
     GET  /episodes/<episode-id>/v1/models
 
 A request names messages, tools, tool_choice, temperature, top_p, max_tokens (or max_completion_tokens), stop and
-n = 1; streaming is refused. The reply is a standard `chat.completion` object; its `agentrl` field names the episode
+n = 1; streaming is refused. Its own field `agentrl: {"process_reward": x}` (the OpenAI SDK's `extra_body`) gives
+the turn answered last a process reward. The reply is a standard `chat.completion` object; its `agentrl` field names the episode
 and says where the run's sampling settings bounded what the request asked (`bounded`). An unknown episode, or one
 whose agent has ended, gets a 4xx error in the OpenAI error shape. What answering means (sampling, recording the
 tokens) is the episode handler's (agent_engine.py); this module is HTTP and the OpenAI API's shapes only.
@@ -16,6 +17,7 @@ tokens) is the episode handler's (agent_engine.py); this module is HTTP and the 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 import uuid
@@ -53,6 +55,7 @@ class ChatRequest:
     top_p: float | None = None
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
+    process_reward: float | None = None  # agentrl's own field: a reward for the turn answered last
 
 
 class EpisodeHandler(Protocol):
@@ -109,6 +112,16 @@ def parse_request(body: Any) -> ChatRequest:
     stop = [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         raise _bad("stop", "stop must be a string or a list of non-empty strings")
+    reported = body.get("agentrl") or {}
+    if not isinstance(reported, dict):
+        raise _bad("agentrl", 'agentrl must be an object, e.g. {"process_reward": 0.5}')
+    process_reward = reported.get("process_reward")
+    if process_reward is not None and (
+        isinstance(process_reward, bool)
+        or not isinstance(process_reward, int | float)
+        or not math.isfinite(process_reward)
+    ):
+        raise _bad("agentrl.process_reward", f"agentrl.process_reward must be a finite number, got {process_reward!r}")
     return ChatRequest(
         messages=messages,
         tools=tools,
@@ -117,6 +130,7 @@ def parse_request(body: Any) -> ChatRequest:
         top_p=_number(body, "top_p", 0.0, 1.0),
         max_tokens=max_tokens,
         stop=stop,
+        process_reward=None if process_reward is None else float(process_reward),
     )
 
 
