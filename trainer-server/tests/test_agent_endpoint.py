@@ -7,7 +7,6 @@ import textwrap
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import jsonschema
 import openai
@@ -595,7 +594,9 @@ def score(task, result):
 """
 
 
-def test_grpo_trains_through_the_endpoint_and_writes_valid_trajectories(tmp_path, trajectory_validator):
+def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluates(tmp_path, trajectory_validator):
+    from agentrl.contract.config import resolve_paths
+    from agentrl.run.eval import evaluate
     from agentrl.run.runstore import read_events
     from agentrl.run.trainer import train
 
@@ -624,4 +625,14 @@ def test_grpo_trains_through_the_endpoint_and_writes_valid_trajectories(tmp_path
         trajectory_validator.validate(record)
         assert record["status"] == "finished" and record["stats"]["num_turns"] == 2
         assert record["reward_breakdown"].keys() == {"digits"}
-    assert Path(run_dir / "checkpoints").is_dir()
+    [checkpoint] = sorted((run_dir / "checkpoints").iterdir())
+    evaluation = evaluate(
+        resolve_paths(config, tmp_path),
+        str(tmp_path / "tasks.jsonl"),
+        limit=3,
+        checkpoint=str(checkpoint),
+        baseline=None,
+        batch_size=2,
+        runs_dir=tmp_path / "eval-runs",
+    )
+    assert evaluation.metrics["n"] == 3 and len(evaluation.per_task) == 3
