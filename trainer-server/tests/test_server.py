@@ -103,7 +103,7 @@ def test_run_export_writes_the_model_into_the_run_folder_and_says_what_is_missin
     for params, code, message in (
         ({"runId": run_id, "step": 7}, -32011, "no checkpoint at step 7"),
         ({"runId": run_id, "mergeLora": True}, -32011, "no LoRA adapter to merge"),
-        ({"runId": ".."}, -32010, "no run '..'"),
+        ({"runId": ".."}, -32602, "runId"),  # not a run id ($defs/runId), so never a folder above the runs folder
         ({"runId": run_id, "out": "/tmp/x"}, -32602, "out"),
     ):
         error = client.call("run/export", params, timeout=300)["error"]

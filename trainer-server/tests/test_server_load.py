@@ -94,7 +94,7 @@ def test_a_third_concurrent_upload_waits_for_an_extraction_slot_while_new_client
     uploaders = [server.client() for _ in range(3)]
     replies: list[dict] = []
     all_replied = threading.Event()
-    watch = ExtractionWatch(server.runs_dir.parent / "bundles", all_replied)
+    watch = ExtractionWatch(server.runs_dir / ".bundles", all_replied)
     watch.start()
 
     def upload(client) -> None:
@@ -126,7 +126,7 @@ def test_one_connection_extracts_one_upload_at_a_time(server, bomb):
     for request_id in (101, 102):  # sent together, without waiting for the first answer
         client.ws.send(upload_frame(request_id, bomb))
     done = threading.Event()
-    watch = ExtractionWatch(server.runs_dir.parent / "bundles", done)
+    watch = ExtractionWatch(server.runs_dir / ".bundles", done)
     watch.start()
     replies = [json.loads(client.ws.recv(timeout=300)) for _ in range(2)]
     done.set()

@@ -247,7 +247,7 @@ HOSTILE = {
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_uploads_are_rejected_and_write_nothing(server, tmp_path, name):
     data, message = HOSTILE[name]
-    bundles = server.runs_dir.parent / "bundles"
+    bundles = server.runs_dir / ".bundles"
     before = sorted(p for p in bundles.rglob("*")) if bundles.exists() else []
     client = server.client()
     response = client.call("env/upload", {"name": name, "archive": base64.b64encode(data).decode()}, timeout=120)
@@ -267,7 +267,7 @@ def test_a_tar_of_the_current_folder_is_accepted(server, tmp_path):
     data = (tmp_path / "env.tgz").read_bytes()
     result = server.client().request("env/upload", {"name": "env", "archive": base64.b64encode(data).decode()})
     assert result["files"] == 1
-    bundle = server.runs_dir.parent / "bundles" / result["bundleId"]
+    bundle = server.runs_dir / ".bundles" / result["bundleId"]
     assert (bundle / "env.py").read_text() == "print('hi')\n"
 
 

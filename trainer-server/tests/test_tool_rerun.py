@@ -171,6 +171,7 @@ def test_bad_params_get_documented_errors(server, recorded, client):
 def test_off_loopback_it_is_refused_unless_the_server_allows_it(recorded, tmp_path, allowed):
     token_file = tmp_path / "token"
     token_file.write_text("a-token-of-more-than-16-characters\n")
+    token_file.chmod(0o600)  # a token file others may read is refused off loopback
     extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-tool-rerun"] if allowed else [])]
     remote = ServerProcess(recorded[1], *extra)
     remote.token = token_file.read_text().strip()
