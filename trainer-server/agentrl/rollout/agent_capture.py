@@ -36,7 +36,7 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     raise ValueError(f"message content must be a string, null or a list of content parts, not {type(content).__name__}")
 
 
@@ -58,13 +58,20 @@ def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("every message needs a string 'role'")
     normal: dict[str, Any] = {"role": role, "content": message_text(message.get("content"))}
     if role == "assistant" and message.get("tool_calls"):
+        calls = message["tool_calls"]
+        if not isinstance(calls, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls
+        ):
+            raise ValueError(
+                "an assistant message's tool_calls must be a list of {id, type, function: {name, arguments}}"
+            )
         normal["tool_calls"] = [
             {
                 "id": call.get("id"),
-                "name": call.get("function", {}).get("name"),
-                "arguments": _arguments(call.get("function", {}).get("arguments")),
+                "name": call["function"].get("name"),
+                "arguments": _arguments(call["function"].get("arguments")),
             }
-            for call in message["tool_calls"]
+            for call in calls
         ]
     if role == "tool" and message.get("tool_call_id") is not None:
         normal["tool_call_id"] = message["tool_call_id"]

@@ -143,10 +143,11 @@ class _Session:
                     raise EndpointError(400, str(err), "invalid_value", "messages") from None
             turn_cap = min(cfg.max_new_tokens, request.max_tokens or cfg.max_new_tokens)
             room = cfg.max_context - len(planned.context)
+            limit = min(turn_cap, room)
             stops = list(request.stop)
             if cfg.stop_at_tool_call and tools:
                 stops += self.engine.call_format.call_end(schemas_by_name(tools))
-            generation = _Generation(self, planned.context, min(turn_cap, room), stops)
+            generation = _Generation(self, planned.context, limit, stops)
             submitted = time.perf_counter()
             self.engine.queue.put(generation)
             ids, logprobs, end = await asyncio.wrap_future(generation.future)
@@ -156,7 +157,7 @@ class _Session:
                     raise self.ended_error()
                 reply = self.capture.record(planned, ids, logprobs, end, room < turn_cap, list(request.stop))
             self.engine.overheads_s.append((submitted - started) + (time.perf_counter() - sampled))
-            return reply, _bounded(request, cfg, min(turn_cap, room))
+            return reply, _bounded(request, cfg, limit)
 
 
 def _bounded(request: ChatRequest, cfg: RolloutConfig, limit: int) -> dict[str, Any]:
