@@ -53,7 +53,8 @@ export type HealthCode =
   | "logprob_gap"
   | "kl_above_bound"
   | "non_finite"
-  | "heldout_divergence";
+  | "heldout_divergence"
+  | "agent_prefix_breaks";
 /**
  * error: the run stopped (it cannot go on); warning: it goes on, but is unlikely to learn as it should.
  */

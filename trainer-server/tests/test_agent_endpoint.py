@@ -12,9 +12,11 @@ import jsonschema
 import openai
 import pytest
 import torch
-from agentrl.contract.config import ConfigError, RolloutConfig, load_config_dict
+from agentrl.contract.config import ConfigError, HealthConfig, RolloutConfig, load_config_dict
 from agentrl.environment.agent import AgentProgram
 from agentrl.rollout.agent_engine import AgentRolloutEngine
+from agentrl.run.health import HealthMonitor, StepEvidence
+from agentrl.run.metrics import rollout_metrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
@@ -304,6 +306,11 @@ def test_a_history_rewriting_agent_becomes_several_sequences_with_one_reward(tin
             assert text.startswith(
                 expected_text(engine.tokenizer, [{"role": "user", "content": "summary: one, two. step three"}], [])
             )
+    # The health alert that most episodes broke, pointing at a sequence that started over.
+    monitor = HealthMonitor(HealthConfig(consecutive_steps=1))
+    events = monitor.observe(StepEvidence(1, rollout_metrics(episodes) | engine.last_stats, episodes))
+    [alert] = [event for event in events if event["code"] == "agent_prefix_breaks"]  # (one reward: zero variance too)
+    assert alert["trajectory_ids"] == ["1-0-2"]
 
 
 def test_an_edited_assistant_message_starts_a_new_sequence_from_the_edited_text(tiny, monkeypatch):

@@ -135,6 +135,12 @@ RULE_CASES = {
             HEALTHY | {"reward/mean": 0.6, "eval/reward": 0.6},
         ],
     ),
+    # An agent run (config agent:): most of its episodes rewrote their history; an env run has no such figure.
+    "agent_prefix_breaks": (
+        [HEALTHY | {"agent/broken_episode_share": 0.75, "agent/prefix_breaks": 6.0, "agent/edited_messages": 1.0}] * 2,
+        2,
+        [HEALTHY | {"agent/broken_episode_share": 0.25, "agent/prefix_breaks": 2.0, "agent/edited_messages": 0.0}] * 4,
+    ),
 }
 
 

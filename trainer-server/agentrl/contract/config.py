@@ -456,6 +456,15 @@ class HealthConfig(_Section):
             "steps before the previous one) that counts."
         ),
     )
+    max_prefix_break_share: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "agent_prefix_breaks: share of an agent run's episodes (run config agent:) that rewrote their history, "
+            "each then several training sequences sharing its reward (agent/broken_episode_share)."
+        ),
+    )
 
 
 class TensorBoardConfig(_Section):

@@ -314,6 +314,22 @@ def _heldout_divergence(ev: StepEvidence, cfg: HealthConfig, history: History) -
     )  # what the training reward now pays for
 
 
+def _agent_prefix_breaks(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
+    share = ev.metrics.get("agent/broken_episode_share")
+    if share is None:
+        return None  # not an agent run (config agent:)
+    if share < cfg.max_prefix_break_share:
+        return False
+    return Finding(
+        f"{share:.0%} of this step's episodes sent the endpoint a history other than the one it answered "
+        f"({ev.metrics['agent/prefix_breaks']:.0f} prefix breaks, {ev.metrics['agent/edited_messages']:.0f} of them "
+        "edited assistant messages): each became several training sequences sharing its reward, so it weighs more "
+        "in its group, and the model is trained on turns whose context the agent then changed",
+        {"agent/broken_episode_share": share, "agent/prefix_breaks": ev.metrics["agent/prefix_breaks"]},
+        ev.one_per_group(lambda episode: bool(episode.turns) and episode.turns[0].index > 0),  # a later sequence
+    )
+
+
 RULES = (
     Rule(
         "zero_variance_groups",
@@ -413,6 +429,16 @@ RULES = (
         _heldout_divergence,
         ("eval/reward", "reward/mean"),
         per_evaluation=True,
+    ),
+    Rule(
+        "agent_prefix_breaks",
+        "the agent rewrites its history in most episodes",
+        "warning",
+        "send each reply back as the endpoint gave it (append the message object, or its role, content and "
+        "tool_calls unchanged) and keep earlier messages as they were; trim or summarise the history only when "
+        "it nears rollout.max_context. The listed trajectories are sequences that started over",
+        _agent_prefix_breaks,
+        ("agent/broken_episode_share", "agent/prefix_breaks"),
     ),
 )
 RULE_BY_CODE = {rule.code: rule for rule in RULES}
