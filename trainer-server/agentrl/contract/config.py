@@ -554,11 +554,6 @@ class ClusterConfig(_Section):
     )
 
 
-def _section_only(schema: dict[str, Any]) -> None:
-    """An optional section's schema as the section's own: the editor offers its keys, not a choice with null."""
-    schema.update(next(branch for branch in schema.pop("anyOf") if branch.get("type") != "null"))
-
-
 class RunConfig(_Section):
     """A training run: which model, which environment, which data, how to sample and how to learn."""
 
@@ -567,14 +562,10 @@ class RunConfig(_Section):
     name: str = Field("run", min_length=1, max_length=100, description="Human name; the run id adds a timestamp.")
     seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
     model: ModelConfig = Field(default_factory=ModelConfig)
-    # Exactly one of env and agent (checked below); the schema shows each as its section, not as "or null".
-    env: EnvConfig | None = Field(
-        None, description="The ToolEnv that gives the episodes; or else `agent`.", json_schema_extra=_section_only
-    )
+    # Exactly one of env and agent (checked below); a run folder's frozen config holds the other as null.
+    env: EnvConfig | None = Field(None, description="The ToolEnv that gives the episodes; or else `agent`.")
     agent: AgentConfig | None = Field(
-        None,
-        description="An OpenAI-compatible agent that gives the episodes through the endpoint; or else `env`.",
-        json_schema_extra=_section_only,
+        None, description="An OpenAI-compatible agent that gives the episodes through the endpoint; or else `env`."
     )
     data: DataConfig
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
