@@ -602,7 +602,9 @@ def score(task, result):
 
 
 def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluates(tmp_path, trajectory_validator):
+    import yaml
     from agentrl.contract.config import resolve_paths
+    from agentrl.contract.schemas import load_schema, validator_for
     from agentrl.run.eval import evaluate
     from agentrl.run.runstore import read_events
     from agentrl.run.trainer import train
@@ -619,8 +621,15 @@ def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluate
             "train": {"steps": 2, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "checkpoint_every": 2},
         }
     )
-    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path, max_steps=1)
+    train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)  # a checkpoint of an agent run resumes
     events = list(read_events(run_dir))
+    for event in events:
+        validator_for("run-folder.schema.json", "eventLine").validate(event)
+    validator_for("run-folder.schema.json", "runRecord").validate(json.loads((run_dir / "run.json").read_text()))
+    frozen = yaml.safe_load((run_dir / "config.yaml").read_text())
+    jsonschema.validate(frozen, load_schema("run-config.schema.json"))
+    assert frozen["env"] is None and frozen["agent"]["module"] == str(tmp_path / "agent.py")
     assert [e["data"]["status"] for e in events if e["type"] == "status"][-1] == "completed"
     assert any("agent endpoint" in e["data"].get("message", "") for e in events if e["type"] == "log")
     metrics = [e["data"]["metrics"] for e in events if e["type"] == "metrics"]
@@ -632,7 +641,7 @@ def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluate
         trajectory_validator.validate(record)
         assert record["status"] == "finished" and record["stats"]["num_turns"] == 2
         assert record["reward_breakdown"].keys() == {"digits"}
-    [checkpoint] = sorted((run_dir / "checkpoints").iterdir())
+    checkpoint = run_dir / "checkpoints" / "step-000002"
     evaluation = evaluate(
         resolve_paths(config, tmp_path),
         str(tmp_path / "tasks.jsonl"),
