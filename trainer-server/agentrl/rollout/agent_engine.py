@@ -21,8 +21,6 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +36,7 @@ from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.endpoint import AgentEndpoint, ChatRequest, EndpointError
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.hf_engine import BatchSampler
-from agentrl.rollout.loop import TurnEnd, episode_seed, task_id_of
+from agentrl.rollout.loop import SamplingSettings, TurnEnd, episode_seed, task_id_of
 
 # How long a request waits for other episodes' requests to share its batch, when some agents are still busy.
 BATCH_WAIT_S = 0.05
@@ -188,7 +186,7 @@ class _AgentRun:
     failure: str | None = None
 
 
-class AgentRolloutEngine:
+class AgentRolloutEngine(SamplingSettings):
     """Plays a step's episodes with the user's agent; the same surface as a RolloutEngine (loop.py)."""
 
     description = "agent endpoint (hf)"
@@ -321,16 +319,6 @@ class AgentRolloutEngine:
             if run.failure is not None:
                 sequence.status, sequence.status_reason = "error", run.failure
         return sequences
-
-    @contextmanager
-    def greedy(self) -> Iterator[None]:
-        """Sample at temperature 0 inside the block (a held-out evaluation during training)."""
-        sampling = self.cfg
-        self.cfg = sampling.model_copy(update={"temperature": 0.0})
-        try:
-            yield
-        finally:
-            self.cfg = sampling
 
     def weights_updated(self) -> None:
         """Nothing to do: the sampler reads the learner's own model object."""

@@ -191,7 +191,24 @@ def run_scripted_episode(
     return live.episode
 
 
-class RolloutEngine(ABC):
+class SamplingSettings:
+    """An engine's sampling settings (`cfg`, the run's rollout section), which an evaluation switches to greedy."""
+
+    cfg: RolloutConfig
+
+    @contextmanager
+    def greedy(self) -> Iterator[None]:
+        """Sample at temperature 0 inside the block: a held-out evaluation during training (trainer.evaluate_heldout).
+        The caller makes sure no other rollout runs meanwhile."""
+        sampling = self.cfg
+        self.cfg = sampling.model_copy(update={"temperature": 0.0})
+        try:
+            yield
+        finally:
+            self.cfg = sampling
+
+
+class RolloutEngine(SamplingSettings, ABC):
     """What every rollout engine does around its sampling: a step's episodes started from their ToolEnvs, their
     prompts tokenised, each turn recorded, its tools run, its observation appended, each episode scored; the tool
     worker process (rollout.tool_isolation: process). An engine writes `_roll`."""
@@ -263,17 +280,6 @@ class RolloutEngine(ABC):
         self, live: LiveEpisode, ids: list[int], role: TokenRole, turn: int, logprobs: list[float] | None = None
     ) -> None:
         live.episode.append_tokens(ids, role, turn, logprobs)
-
-    @contextmanager
-    def greedy(self) -> Iterator[None]:
-        """Sample at temperature 0 inside the block: a held-out evaluation during training (trainer.evaluate_heldout).
-        The caller makes sure no other rollout runs meanwhile."""
-        sampling = self.cfg
-        self.cfg = sampling.model_copy(update={"temperature": 0.0})
-        try:
-            yield
-        finally:
-            self.cfg = sampling
 
     def weights_updated(self) -> None:  # noqa: B027 - a hook: an engine with its own weights writes it
         """The learner changed the policy's weights. This engine samples from the learner's own model object,
