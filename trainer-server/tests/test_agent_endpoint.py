@@ -616,9 +616,12 @@ def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluate
         {
             "model": {"path": "tiny", "tiny_layers": 1, "tiny_hidden": 32},
             "agent": {"module": "agent.py", "reward": "reward.py:score", "timeout_s": 60},
-            "data": {"train": "tasks.jsonl"},
+            "data": {"train": "tasks.jsonl", "eval": "tasks.jsonl"},
             "rollout": {"group_size": 2, "max_new_tokens": 12, "max_context": 512, "engine": "auto"},
-            "train": {"steps": 2, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "checkpoint_every": 2},
+            "train": {
+                **{"steps": 2, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "checkpoint_every": 2},
+                **{"eval_every": 2, "eval_limit": 3},  # a greedy held-out evaluation through the endpoint
+            },
         }
     )
     run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path, max_steps=1)
@@ -635,6 +638,7 @@ def test_grpo_trains_through_the_endpoint_writes_valid_trajectories_and_evaluate
     metrics = [e["data"]["metrics"] for e in events if e["type"] == "metrics"]
     assert len(metrics) == 2 and all(m["agent/requests"] == 8 and m["agent/prefix_breaks"] == 0 for m in metrics)
     assert all("actor/logprob_gap" in m for m in metrics)
+    assert metrics[1]["eval/n"] == 3 and "eval/digits" in metrics[1]
     records = [json.loads(line) for path in sorted((run_dir / "trajectories").glob("*.jsonl")) for line in path.open()]
     assert len(records) == 8
     for record in records:
