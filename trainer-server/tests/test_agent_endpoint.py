@@ -212,6 +212,11 @@ def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch):
     assert episode.prompt_messages[0] == {"role": "system", "content": "Answer with the lookup tool."}
 
 
+def _run_starts(episode):
+    """Where each run of sampled ids starts."""
+    return [i for i, mask in enumerate(episode.loss_mask) if mask and (i == 0 or not episode.loss_mask[i - 1])]
+
+
 def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
     seen: dict = {}
 
@@ -442,11 +447,27 @@ def test_concurrent_episodes_are_not_mixed_up_and_share_batches(tiny):
         return task["id"]
 
     engine = make_engine(tiny, agent, score=lambda task, result: float(result == task["id"]), max_new_tokens=6)
+    sampled: dict[tuple[int, ...], list] = {}  # context -> what the sampler gave it (a group's runs share their first)
+    generate = engine.sampler.generate
+
+    def recording_generate(contexts, limits, stops, generators, row_done, temperature, top_p):
+        def done(row, ids, logprobs, end):
+            sampled.setdefault(tuple(contexts[row]), []).append((list(ids), list(logprobs)))
+            row_done(row, ids, logprobs, end)
+
+        generate(contexts, limits, stops, generators, done, temperature, top_p)
+
+    engine.sampler.generate = recording_generate
     try:
         episodes = engine.run([{"id": f"t{i}"} for i in range(4)], group_size=2, seed=5)
     finally:
         engine.close()
     assert len(episodes) == 8 and engine.last_stats["agent/prefix_breaks"] == 0
+    for episode in episodes:  # every turn's ids and logprobs are what the batched sampler gave its context
+        for start, run in zip(_run_starts(episode), _sampled_runs(episode), strict=True):
+            given = sampled[tuple(episode.token_ids[:start])]
+            given.remove((run, episode.rollout_logprobs[start : start + len(run)]))  # raises if it was not sampled
+    assert not any(sampled.values())  # and nothing sampled went unrecorded
     assert engine.last_stats["agent/batch_rows_mean"] > 1  # requests of different episodes were sampled together
     for episode in episodes:
         task_id = f"t{episode.group}"
