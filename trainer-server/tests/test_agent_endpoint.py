@@ -144,7 +144,7 @@ def expected_text(tokenizer, messages, tools):
     return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=True)
 
 
-def test_an_openai_sdk_agent_runs_a_multi_turn_tool_loop(tiny, monkeypatch):
+def test_an_openai_sdk_agent_runs_a_multi_turn_tool_loop(tiny, monkeypatch, trajectory_validator):
     engine = make_engine(tiny, tool_loop_agent, score=lambda task, result: float(result == "It is blue."))
     sampled = script(engine, monkeypatch, lambda text, turn: [CALL, "It is blue."][turn])
     try:
@@ -170,6 +170,7 @@ def test_an_openai_sdk_agent_runs_a_multi_turn_tool_loop(tiny, monkeypatch):
     )
     assert [ids for ids in _sampled_runs(episode)] == sampled
     assert all(lp == -0.5 for lp, m in zip(episode.rollout_logprobs, episode.loss_mask) if m)
+    trajectory_validator.validate(episode.to_record(run_id="r", step=1, decode_token=tokenizer.decode))
 
 
 def _sampled_runs(episode):
@@ -183,7 +184,7 @@ def _sampled_runs(episode):
     return [*runs, current] if current else runs
 
 
-def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch):
+def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch, trajectory_validator):
     """A framework from PyPI, the OpenAI Agents SDK (the API's own vendor's agent loop, over chat completions): its
     Runner sends the conversation back its own way, and the episode is still one sequence, its tool call run."""
     agents = pytest.importorskip("agents")
@@ -210,6 +211,7 @@ def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch):
     assert engine.last_stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
     assert episode.turns[0].tool_calls[0].result == "blue"
     assert episode.prompt_messages[0] == {"role": "system", "content": "Answer with the lookup tool."}
+    trajectory_validator.validate(episode.to_record(run_id="r", step=1, decode_token=engine.tokenizer.decode))
 
 
 def _run_starts(episode):
