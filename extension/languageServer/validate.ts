@@ -224,7 +224,126 @@ export function findDottedModule(module: string, from: string): string | undefin
   }
 }
 
-function semanticChecks(doc: Document, configPath: string, out: Finding[]): void {
+/** The source of the Python module a config names (env.module, agent.module, agent.reward's module) at `key`, or
+ * undefined with a finding: a file that does not exist (error), a dotted module found nowhere (warning). */
+function moduleSource(
+  module: string,
+  key: string,
+  base: string,
+  [start, end]: [number, number],
+  out: Finding[],
+): string | undefined {
+  const isFile = module.endsWith('.py') || module.includes('/') || module.includes('\\');
+  const file = isFile ? resolveFrom(base, module) : findDottedModule(module, base);
+  const code = key.replace('.', '-');
+  if (isFile && !existsSync(file!)) {
+    out.push({ start, end, severity: 'error', code, message: `${key}: ${file} does not exist` });
+    return undefined;
+  }
+  if (!file) {
+    out.push({
+      start,
+      end,
+      severity: 'warning',
+      code,
+      message: `${key}: no ${module.replace(/\./g, '/')}.py (or package) in the folders above this config; the trainer must be able to import it from its Python environment`,
+    });
+    return undefined;
+  }
+  return readFileSync(file, 'utf8');
+}
+
+const definesFunction = (source: string, name: string): boolean =>
+  new RegExp(`^(async\\s+)?def\\s+${name.replace(/[^\w]/g, '')}\\s*\\(`, 'm').test(source);
+
+/** env (a ToolEnv) or agent (the user's own agent): exactly one, its modules found and defining what the config
+ * names; returns the sources that read the task records (the env; the agent and its reward function). */
+function episodeSourceChecks(
+  doc: Document,
+  base: string,
+  at: (path: string[]) => [number, number],
+  top: [number, number],
+  out: Finding[],
+): string[] {
+  const env = valueOf(doc, ['env']);
+  const agent = valueOf(doc, ['agent']);
+  if ((env == null) === (agent == null)) {
+    const [start, end] = env != null ? at(['agent']) : top;
+    out.push({
+      start,
+      end,
+      severity: 'error',
+      code: 'episode-source',
+      message:
+        env != null
+          ? 'give either env (a ToolEnv) or agent (an OpenAI-compatible agent), not both'
+          : 'the config names no episodes: add env (a ToolEnv that gives them) or agent (an OpenAI-compatible agent run through the endpoint)',
+    });
+  }
+  const sources: string[] = [];
+  const module = valueOf(doc, ['env', 'module']);
+  if (typeof module === 'string') {
+    const source = moduleSource(module, 'env.module', base, at(['env', 'module']), out);
+    const className = valueOf(doc, ['env', 'class_name']);
+    if (source !== undefined) sources.push(source);
+    if (
+      source !== undefined &&
+      typeof className === 'string' &&
+      !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(source)
+    ) {
+      const [start, end] = at(['env', 'class_name']);
+      out.push({
+        start,
+        end,
+        severity: 'error',
+        code: 'env-class',
+        message: `env.class_name: ${module} defines no class ${className}`,
+      });
+    }
+  }
+  const agentModule = valueOf(doc, ['agent', 'module']);
+  if (typeof agentModule === 'string') {
+    const source = moduleSource(agentModule, 'agent.module', base, at(['agent', 'module']), out);
+    const fn = valueOf(doc, ['agent', 'function']) ?? 'run';
+    if (source !== undefined) sources.push(source);
+    if (source !== undefined && typeof fn === 'string' && !definesFunction(source, fn)) {
+      const [start, end] = valueNode(doc, ['agent', 'function']) ? at(['agent', 'function']) : at(['agent', 'module']);
+      out.push({
+        start,
+        end,
+        severity: 'error',
+        code: 'agent-function',
+        message: `agent.function: ${agentModule} defines no function ${fn} (the trainer calls ${fn}(task, base_url))`,
+      });
+    }
+  }
+  const reward = valueOf(doc, ['agent', 'reward']);
+  const [rewardModule, rewardFunction] = typeof reward === 'string' ? splitReward(reward) : [];
+  if (rewardModule && rewardFunction) {
+    const where = at(['agent', 'reward']);
+    const source = moduleSource(rewardModule, 'agent.reward', base, where, out);
+    if (source !== undefined) sources.push(source);
+    if (source !== undefined && !definesFunction(source, rewardFunction)) {
+      out.push({
+        start: where[0],
+        end: where[1],
+        severity: 'error',
+        code: 'agent-reward',
+        message: `agent.reward: ${rewardModule} defines no function ${rewardFunction} (the trainer calls ${rewardFunction}(task, result))`,
+      });
+    }
+  }
+  return sources;
+}
+
+/** 'reward.py:score' -> ['reward.py', 'score'] (the last colon: a Windows path may hold one). */
+function splitReward(reward: string): [string, string] | [] {
+  const colon = reward.lastIndexOf(':');
+  return colon > 0 ? [reward.slice(0, colon), reward.slice(colon + 1)] : [];
+}
+
+/** `top`: where a finding about the whole config goes (its first line). */
+function semanticChecks(doc: Document, configPath: string, top: [number, number], out: Finding[]): void {
   const base = dirname(configPath);
   const at = (path: string[]): [number, number] => range(valueNode(doc, path), [0, 0]);
   const batch = valueOf(doc, ['train', 'batch_size']) ?? 8;
@@ -241,40 +360,8 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
       fix: { title: `Change to ${fixed}`, text: String(fixed) },
     });
   }
-  let envSource: string | undefined;
-  const module = valueOf(doc, ['env', 'module']);
-  const className = valueOf(doc, ['env', 'class_name']);
-  if (typeof module === 'string') {
-    const isFile = module.endsWith('.py') || module.includes('/') || module.includes('\\');
-    const file = isFile ? resolveFrom(base, module) : findDottedModule(module, base);
-    const [start, end] = at(['env', 'module']);
-    if (isFile && !existsSync(file!)) {
-      out.push({ start, end, severity: 'error', code: 'env-module', message: `env.module: ${file} does not exist` });
-    } else if (!file) {
-      out.push({
-        start,
-        end,
-        severity: 'warning',
-        code: 'env-module',
-        message: `env.module: no ${module.replace(/\./g, '/')}.py (or package) in the folders above this config; the trainer must be able to import it from its Python environment`,
-      });
-    } else {
-      envSource = readFileSync(file, 'utf8');
-      if (
-        typeof className === 'string' &&
-        !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(envSource)
-      ) {
-        const [classStart, classEnd] = at(['env', 'class_name']);
-        out.push({
-          start: classStart,
-          end: classEnd,
-          severity: 'error',
-          code: 'env-class',
-          message: `env.class_name: ${module} defines no class ${className}`,
-        });
-      }
-    }
-  }
+  const taskReaders = episodeSourceChecks(doc, base, at, top, out);
+  const reader = valueOf(doc, ['agent']) != null ? 'the agent' : 'the env';
   const model = valueOf(doc, ['model', 'path']);
   if (typeof model === 'string' && modelSource(model, base) === 'missing') {
     const [start, end] = at(['model', 'path']);
@@ -313,14 +400,14 @@ function semanticChecks(doc: Document, configPath: string, out: Finding[]): void
       continue;
     }
     promptChars = Math.max(promptChars, JSON.stringify(record).length);
-    const missing = envSource ? fieldsReadByEnv(envSource).filter((f) => !(f in record)) : [];
+    const missing = [...new Set(taskReaders.flatMap(fieldsReadByEnv))].filter((f) => !(f in record));
     if (missing.length) {
       out.push({
         start,
         end,
         severity: 'warning',
         code: 'data-fields',
-        message: `data.${key}: the first record has no ${missing.map((m) => `'${m}'`).join(', ')}, which the env reads from each task`,
+        message: `data.${key}: the first record has no ${missing.map((m) => `'${m}'`).join(', ')}, which ${reader} reads from each task`,
       });
     }
   }
@@ -355,13 +442,9 @@ export function validateRunConfig(text: string, configPath: string): Finding[] {
   }));
   if (doc.errors.length) return out;
   const contents = doc.contents as Node | null;
-  checkNode(
-    contents,
-    RUN_CONFIG_SCHEMA,
-    [],
-    [0, Math.min(text.length, text.indexOf('\n') >= 0 ? text.indexOf('\n') : text.length)],
-    out,
-  );
-  if (!out.some((f) => f.code === 'type' && f.message.startsWith('the config'))) semanticChecks(doc, configPath, out);
+  const firstLine: [number, number] = [0, text.indexOf('\n') >= 0 ? text.indexOf('\n') : text.length];
+  checkNode(contents, RUN_CONFIG_SCHEMA, [], firstLine, out);
+  if (!out.some((f) => f.code === 'type' && f.message.startsWith('the config')))
+    semanticChecks(doc, configPath, firstLine, out);
   return out;
 }

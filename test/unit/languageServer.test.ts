@@ -150,6 +150,40 @@ describe('run-config language server: diagnostics', () => {
     assert.equal(f.snippet, '1024');
   });
 
+  it('agent: its modules found and defining the functions the trainer calls, and the task fields the agent reads', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agent-config-'));
+    writeFileSync(join(dir, 'agent.py'), 'async def play(task, base_url):\n    return task["question"]\n');
+    writeFileSync(join(dir, 'reward.py'), 'def score(task, result):\n    return float(task["answer"] == result)\n');
+    writeFileSync(join(dir, 'tasks.jsonl'), '{"question": "2 + 2?"}\n');
+    const findings = (agent: string) =>
+      validateRunConfig(`agent:\n${agent}data:\n  train: tasks.jsonl\n`, join(dir, 'c.agentrl.yaml')).map((f) => [
+        f.code,
+        f.message,
+      ]);
+    assert.deepEqual(findings('  module: agent.py\n  function: play\n  reward: reward.py:score\n'), [
+      ['data-fields', "data.train: the first record has no 'answer', which the agent reads from each task"],
+    ]);
+    assert.deepEqual(findings('  module: missing.py\n  reward: reward.py:grade\n'), [
+      ['agent-module', `agent.module: ${join(dir, 'missing.py')} does not exist`],
+      ['agent-reward', 'agent.reward: reward.py defines no function grade (the trainer calls grade(task, result))'],
+      ['data-fields', "data.train: the first record has no 'answer', which the agent reads from each task"],
+    ]);
+    assert.deepEqual(findings('  module: agent.py\n  reward: nowhere.py:score\n').slice(0, 2), [
+      ['agent-function', 'agent.function: agent.py defines no function run (the trainer calls run(task, base_url))'],
+      ['agent-reward', `agent.reward: ${join(dir, 'nowhere.py')} does not exist`],
+    ]);
+  });
+
+  it('a config gives either env or agent, and says so when it gives both or neither', () => {
+    const both = 'env:\n  module: agentrl.examples.lookup.env\nagent:\n  module: agent.py\n  reward: r.py:score\n';
+    const [f] = validateRunConfig(both, join(DIR, 'c.agentrl.yaml')).filter((f) => f.code === 'episode-source');
+    assert.equal(f.message, 'give either env (a ToolEnv) or agent (an OpenAI-compatible agent), not both');
+    assert.equal(both.slice(f.start, f.end).split('\n')[0], 'module: agent.py'); // at the agent: section
+    const [neither] = validateRunConfig('name: x\ndata:\n  train: tasks.jsonl\n', join(DIR, 'c.agentrl.yaml'));
+    assert.deepEqual([neither.code, neither.start, neither.end], ['episode-source', 0, 'name: x'.length]);
+    assert.match(neither.message, /add env \(a ToolEnv that gives them\) or agent/);
+  });
+
   it('YAML syntax errors are reported, not thrown', () => {
     const [f] = validateRunConfig('env: [unclosed\n', '/tmp/x.agentrl.yaml');
     assert.equal(f.code, 'yaml');
@@ -176,6 +210,17 @@ describe('run-config language server: completion and hover', () => {
     assert.ok(values.includes('gigpo') && values.includes('step_ppo')); // the step-level algorithms
     const top = complete('', 0).map((s) => s.label);
     assert.ok(top.includes('model') && top.includes('train'));
+  });
+
+  it('completes and hovers the keys of agent:', () => {
+    const agent = 'agent:\n  module: agent.py\n  \n';
+    const keys = complete(agent, agent.indexOf('\n  \n') + 3).map((s) => s.label);
+    assert.deepEqual(keys, ['module', 'function', 'reward', 'timeout_s']);
+    const hover = hoverText(agent, agent.indexOf('module') + 1)!;
+    assert.match(hover, /^\*\*agent\.module\*\*: string/);
+    assert.match(hover, /a Python file relative to this config/);
+    const top = complete('', 0).map((s) => s.label);
+    assert.ok(top.includes('agent') && top.includes('env'));
   });
 
   it('hovers with description, allowed range and default, and the trainer devices on model keys', () => {
