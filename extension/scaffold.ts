@@ -1,16 +1,26 @@
-// Renders a new environment folder from extension/templates (their only home). Pure functions:
-// the command in extension.ts asks the questions and writes what these return.
+// Renders a new environment folder (a ToolEnv over Tools, or an agent the user already has) from extension/templates
+// (their only home). Pure functions: the commands in scaffoldCommands.ts ask the questions and write what these return.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export interface EnvironmentSpec {
+/** How a new environment's episodes are played: Tools in a ToolEnv, or an agent the user already has (run config
+ * `agent:`), calling the model through the trainer's OpenAI-compatible endpoint. */
+export type EnvironmentKind = 'toolenv' | 'agent';
+
+interface EnvironmentBase {
   /** Folder and run name: lower-case letters, digits, '-' or '_'. */
   name: string;
-  /** Tool names as the model calls them: snake_case identifiers. */
-  tools: string[];
   /** The run config's model.path: a built-in (`smollm2`, `tiny`), a local folder or a Hugging Face Hub id. */
   model: string;
 }
+
+export type EnvironmentSpec =
+  | (EnvironmentBase & {
+      kind?: 'toolenv';
+      /** Tool names as the model calls them: snake_case identifiers. */
+      tools: string[];
+    })
+  | (EnvironmentBase & { kind: 'agent' });
 
 /** The random `tiny` model (tests) needs a large learning rate to move at all and has nothing to say in many
  * tokens; a real model fine-tunes at a small rate and needs room to write a call and an answer. */
@@ -79,7 +89,7 @@ export type ToolKind = 'class' | 'function';
 
 const instance = (tool: ParsedTool): string => (tool.kind === 'class' ? `${tool.symbol}()` : tool.symbol);
 
-/** The values env.py.tmpl and run.agentrl.yaml.tmpl need for a ToolEnv over `tools`. */
+/** The values env.py.tmpl and episodes-toolenv.yaml.tmpl need for a ToolEnv over `tools`. */
 function envValues(envName: string, envModule: string, tools: ParsedTool[]): Record<string, string> {
   return {
     envName,
@@ -91,12 +101,29 @@ function envValues(envName: string, envModule: string, tools: ParsedTool[]): Rec
   };
 }
 
+/** The run config: the shared model and training settings around how `kind` plays its episodes (its section,
+ * data and rollout settings, from episodes-<kind>.yaml.tmpl). */
+function runConfig(kind: EnvironmentKind, values: Record<string, string>, read: (file: string) => string): string {
+  const episodes = fill(read(`episodes-${kind}.yaml.tmpl`), values).trimEnd();
+  return fill(read('run.agentrl.yaml.tmpl'), { ...values, episodes });
+}
+
 /** File path (relative to the new folder) -> content. */
 export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): Map<string, string> {
   const problem = validateEnvName(spec.name);
   if (problem) throw new Error(problem);
-  checkTools(spec.tools);
   const read = reader(templatesDir);
+  const config = `${spec.name}.agentrl.yaml`;
+  if (spec.kind === 'agent') {
+    const values = { envName: spec.name, ...modelValues(spec.model) };
+    return new Map([
+      ['agent.py', fill(read('agent.py.tmpl'), values)],
+      ['reward.py', fill(read('agent-reward.py.tmpl'), values)],
+      ['tasks.jsonl', read('agent-tasks.jsonl.tmpl')],
+      [config, runConfig('agent', values, read)],
+    ]);
+  }
+  checkTools(spec.tools);
   const tools = spec.tools.map((name): ParsedTool => ({ name, symbol: pascalCase(name), kind: 'class' }));
   const values = {
     ...envValues(spec.name, 'env.py', tools),
@@ -111,7 +138,7 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
     ['env.py', fill(read('env.py.tmpl'), values)],
     ['reward.py', fill(read('reward.py.tmpl'), values)],
     ['tasks.jsonl', read('tasks.jsonl.tmpl')],
-    [`${spec.name}.agentrl.yaml`, fill(read('run.agentrl.yaml.tmpl'), values)],
+    [config, runConfig('toolenv', values, read)],
     ['test_env.py', fill(read('test_env.py.tmpl'), values)],
   ]);
 }
@@ -194,6 +221,6 @@ export function renderToolEnv(name: string, toolsPy: string, model: string, temp
   const read = reader(templatesDir);
   return new Map([
     [module, fill(read('env.py.tmpl'), values)],
-    [`${name}.agentrl.yaml`, fill(read('run.agentrl.yaml.tmpl'), values)],
+    [`${name}.agentrl.yaml`, runConfig('toolenv', values, read)],
   ]);
 }

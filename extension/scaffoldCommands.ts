@@ -24,16 +24,16 @@ import {
   renderToolEnv,
   validateEnvName,
   validateToolName,
+  type EnvironmentKind,
+  type EnvironmentSpec,
   type ToolKind,
 } from './scaffold';
 
-/** `model`: the run config's model.path; without it, the embedded default model. */
-export interface NewEnvironmentArgs {
-  name: string;
-  tools: string[];
-  parent: string;
-  model?: string;
-}
+/** `kind`: Tools in a ToolEnv (the default, naming `tools`) or an agent the user already has; `model`: the run
+ * config's model.path, without it the embedded default model. */
+export type NewEnvironmentArgs = { name: string; parent: string; model?: string } & (
+  { kind?: 'toolenv'; tools: string[] } | { kind: 'agent' }
+);
 /** `kind`: a Tool class (the default), a function under `@tool`, or an MCP server's tools (`mcp`: `name` names
  * the server, `server` is its command line or URL, `config` the run config to add it to). */
 export interface NewToolArgs {
@@ -70,45 +70,70 @@ function writeNewFiles(folder: string, files: Map<string, string>): void {
   for (const [file, content] of files) writeFileSync(join(folder, file), content, { flag: 'wx' });
 }
 
-/** New Environment: a name, the tool names, the model, a parent folder; writes the env and opens its run config. */
+/** New Environment: what plays the episodes, a name, the tool names (a ToolEnv's), the model, a parent folder;
+ * writes the env and opens its run config. */
 const newEnvironment =
   (ctx: Ctx) =>
   async (args?: NewEnvironmentArgs): Promise<string | undefined> => {
+    const kind = args ? (args.kind ?? 'toolenv') : await pickEnvironmentKind();
+    if (!kind) return undefined;
+    const steps = kind === 'agent' ? 3 : 4;
     const name =
       args?.name ??
       (await vscode.window.showInputBox({
-        title: 'New Environment (1/3)',
+        title: `New Environment (2/${steps})`,
         prompt: 'Environment name',
-        value: 'my-env',
+        value: kind === 'agent' ? 'my-agent' : 'my-env',
         validateInput: validateEnvName,
         ignoreFocusOut: true,
       }));
     if (!name) return undefined;
-    const tools =
-      args?.tools ??
-      splitTools(
-        (await vscode.window.showInputBox({
-          title: 'New Environment (2/3)',
-          prompt: 'Tool names, comma-separated',
-          value: 'search',
-          ignoreFocusOut: true,
-          validateInput: (v) =>
-            splitTools(v).map(validateToolName).find(Boolean) ??
-            (splitTools(v).length ? undefined : 'Name at least one tool.'),
-        })) ?? '',
-      );
-    if (tools.length === 0) return undefined;
-    const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel();
+    const tools = kind === 'agent' ? undefined : args && 'tools' in args ? args.tools : await askToolNames();
+    if (kind === 'toolenv' && !tools?.length) return undefined;
+    const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel(`New Environment (${steps}/${steps})`);
     if (!model) return undefined;
     const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
     if (!parent) return undefined;
     const folder = join(parent, name);
     if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
-    writeNewFiles(folder, renderEnvironment({ name, tools, model }, templatesDir(ctx)));
+    const spec: EnvironmentSpec = tools ? { name, tools, model } : { kind: 'agent', name, model };
+    writeNewFiles(folder, renderEnvironment(spec, templatesDir(ctx)));
     ctx.log.info(`New environment written to ${folder}`);
     await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
     return folder;
   };
+
+async function pickEnvironmentKind(): Promise<EnvironmentKind | undefined> {
+  const picked = await vscode.window.showQuickPick(
+    [
+      {
+        label: 'Tools and a ToolEnv',
+        description: 'Tool classes the model calls, and a ToolEnv that scores the episode',
+        envKind: 'toolenv' as const,
+      },
+      {
+        label: 'From an existing agent (OpenAI-compatible)',
+        description: 'your agent code as it is: it calls the model through an OpenAI-compatible endpoint',
+        envKind: 'agent' as const,
+      },
+    ],
+    { title: 'New Environment (1/4)', placeHolder: 'What plays the episodes', ignoreFocusOut: true },
+  );
+  return picked?.envKind;
+}
+
+async function askToolNames(): Promise<string[] | undefined> {
+  const answer = await vscode.window.showInputBox({
+    title: 'New Environment (3/4)',
+    prompt: 'Tool names, comma-separated',
+    value: 'search',
+    ignoreFocusOut: true,
+    validateInput: (v) =>
+      splitTools(v).map(validateToolName).find(Boolean) ??
+      (splitTools(v).length ? undefined : 'Name at least one tool.'),
+  });
+  return answer === undefined ? undefined : splitTools(answer);
+}
 
 /** New Tool: adds a Tool class to an env's tools.py and registers it in env.py; opens the new class. */
 const newTool =
@@ -324,7 +349,7 @@ const DEFAULT_MODEL = 'smollm2';
 
 /** Which model the new environment's run config trains: a real one by default, so Try Environment shows what a
  * model does with the Tools; `tiny` only for tests (its episodes are noise). */
-async function pickModel(): Promise<string | undefined> {
+async function pickModel(title: string): Promise<string | undefined> {
   const choices = [
     {
       label: 'SmolLM2-135M-Instruct',
@@ -339,14 +364,14 @@ async function pickModel(): Promise<string | undefined> {
     { label: 'tiny', description: 'a random model built in code, for tests: its episodes are noise', model: 'tiny' },
   ];
   const picked = await vscode.window.showQuickPick(choices, {
-    title: 'New Environment (3/3)',
+    title,
     placeHolder: 'Model to train',
     ignoreFocusOut: true,
   });
   if (!picked || picked.model) return picked?.model;
   return (
     await vscode.window.showInputBox({
-      title: 'New Environment (3/3)',
+      title,
       prompt: 'A local model folder, a .gguf file or a Hugging Face Hub id (namespace/name)',
       ignoreFocusOut: true,
       validateInput: (v) => (v.trim() ? undefined : 'Give a folder, a file or a Hub id.'),

@@ -12,6 +12,7 @@ import {
   renderToolEnv,
   validateEnvName,
   validateToolName,
+  type EnvironmentSpec,
 } from '../../extension/scaffold';
 
 const TEMPLATES = resolve(__dirname, '../../extension/templates');
@@ -89,16 +90,49 @@ describe('scaffold', () => {
   });
 });
 
-/** The assistant text of each episode a Try run (`agentrl train --rollout-only`) of a new environment gave,
- * beside the task's question. */
+describe('scaffold: from an existing agent', () => {
+  const agent = (model = 'tiny') => renderEnvironment({ kind: 'agent', name: 'my-agent', model }, TEMPLATES);
+
+  it('writes an OpenAI-SDK agent, its reward, tasks and a run config naming them under agent:', () => {
+    const files = agent();
+    assert.deepEqual([...files.keys()], ['agent.py', 'reward.py', 'tasks.jsonl', 'my-agent.agentrl.yaml']);
+    assert.match(files.get('agent.py')!, /^def run\(task: dict\[str, Any\], base_url: str\)/m);
+    assert.match(files.get('agent.py')!, /OpenAI\(base_url=base_url, api_key="agentrl"\)/);
+    assert.match(files.get('reward.py')!, /^def score\(task: dict\[str, Any\], result: str \| None\) -> float:/m);
+    for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
+    const config = parse(files.get('my-agent.agentrl.yaml')!);
+    assert.deepEqual(config.agent, { module: 'agent.py', function: 'run', reward: 'reward.py:score', timeout_s: 300 });
+    assert.equal(config.env, undefined);
+    assert.equal(config.rollout.max_turns, undefined, "the agent's own loop bounds its turns");
+    assert.deepEqual([config.model.path, config.train.lr], ['tiny', 0.01]);
+    assert.deepEqual([parse(agent('smollm2').get('my-agent.agentrl.yaml')!).train.lr], [1e-5]);
+  });
+
+  it('its run config has no finding of the language server beside the files it names', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-agent-'));
+    for (const [file, content] of agent('smollm2')) writeFileSync(join(dir, file), content);
+    const config = join(dir, 'my-agent.agentrl.yaml');
+    assert.deepEqual(validateRunConfig(readFileSync(config, 'utf8'), config), []);
+  });
+
+  it('a Try run (agentrl train --rollout-only) plays its episodes through the endpoint', function () {
+    this.timeout(120_000);
+    const episodes = tryEpisodes('tiny', 2, [], { kind: 'agent', name: 'my-agent', model: 'tiny' });
+    assert.equal(episodes.length, 2);
+    for (const episode of episodes) assert.notEqual(episode.status, 'error', JSON.stringify(episode));
+  });
+});
+
+/** The assistant text of each episode a Try run (`agentrl train --rollout-only`) of a new environment (a ToolEnv
+ * over an `echo` Tool, unless `spec` says otherwise) gave, beside the task's question. */
 function tryEpisodes(
   model: string,
   episodes: number,
-  ...overrides: string[]
-): Array<{ question: string; text: string }> {
+  overrides: string[] = [],
+  spec: EnvironmentSpec = { name: 'demo', tools: ['echo'], model },
+): Array<{ question: string; text: string; status: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-try-'));
-  for (const [file, content] of renderEnvironment({ name: 'demo', tools: ['echo'], model }, TEMPLATES))
-    writeFileSync(join(dir, file), content);
+  for (const [file, content] of renderEnvironment(spec, TEMPLATES)) writeFileSync(join(dir, file), content);
   const sets = overrides.flatMap((override) => ['--set', override]);
   const runs = join(dir, 'runs');
   execFileSync(
@@ -107,7 +141,7 @@ function tryEpisodes(
       '-m',
       'agentrl.cli',
       'train',
-      join(dir, 'demo.agentrl.yaml'),
+      join(dir, `${spec.name}.agentrl.yaml`),
       '--rollout-only',
       String(episodes),
       '--runs-dir',
@@ -127,8 +161,12 @@ function tryEpisodes(
   return readFileSync(join(runs, run, 'trajectories', 'step-000000.trajectories.jsonl'), 'utf8')
     .trim()
     .split('\n')
-    .map((line) => JSON.parse(line) as { task_id: string; turns: Array<{ assistant: string }> })
-    .map((record) => ({ question: tasks.get(record.task_id)!, text: record.turns.map((t) => t.assistant).join('\n') }));
+    .map((line) => JSON.parse(line) as { task_id: string; status: string; turns: Array<{ assistant: string }> })
+    .map((record) => ({
+      question: tasks.get(record.task_id)!,
+      text: record.turns.map((t) => t.assistant).join('\n'),
+      status: record.status,
+    }));
 }
 
 // Words that make up a large share of any English text and almost none of random tokens.
@@ -168,11 +206,11 @@ describe('scaffold: a new environment tried on the embedded model', () => {
     // shared, busy cores. The rollout engine does not change what the model says
     // (tests/test_vllm_engine.py holds vLLM's episodes to the learner's), so this run skips vLLM's ~20 s start-up.
     this.timeout(300_000);
-    const real = tryEpisodes('smollm2', 4, 'rollout.engine=hf');
+    const real = tryEpisodes('smollm2', 4, ['rollout.engine=hf']);
     assert.equal(real.length, 4);
     assert.equal(notEnglishAbout(real), undefined, JSON.stringify(real, null, 1));
     // The same check fails the random model given the same room to write.
-    const random = tryEpisodes('tiny', 2, 'rollout.max_new_tokens=128');
+    const random = tryEpisodes('tiny', 2, ['rollout.max_new_tokens=128']);
     assert.notEqual(notEnglishAbout(random), undefined, JSON.stringify(random, null, 1));
   });
 });

@@ -33,17 +33,41 @@ describe('scaffold commands', () => {
     assert.deepEqual(f.log.lines, [`info: New environment written to ${join(parent, 'lookup')}`]);
   });
 
-  it('New Environment asks name, tools, model and folder in turn, and stops where the user does', async () => {
+  it('New Environment asks what plays the episodes, name, tools, model and folder in turn, and stops where the user does', async () => {
     fake.workspaceFolders = [{ uri: Uri.file(parent) }];
-    fake.answers = ['qa', 'search, calc', pick('tiny')];
+    fake.answers = [pick('Tools and a ToolEnv'), 'qa', 'search, calc', pick('tiny')];
     assert.equal(await commands.executeCommand(Commands.newEnvironment), join(parent, 'qa'));
     assert.deepEqual(
       fake.prompts.map((p) => p.options.title),
-      ['New Environment (1/3)', 'New Environment (2/3)', 'New Environment (3/3)'],
+      ['New Environment (1/4)', 'New Environment (2/4)', 'New Environment (3/4)', 'New Environment (4/4)'],
     );
     assert.match(readFileSync(join(parent, 'qa', 'tools.py'), 'utf8'), /calc/);
-    fake.answers = ['later'];
+    fake.answers = [pick('Tools and a ToolEnv'), 'later'];
     assert.equal(await commands.executeCommand(Commands.newEnvironment), undefined, 'the tools prompt dismissed');
+  });
+
+  it('New Environment from an existing agent asks no tool names, and writes the agent, its reward and a run config', async () => {
+    fake.workspaceFolders = [{ uri: Uri.file(parent) }];
+    fake.answers = [pick('From an existing agent (OpenAI-compatible)'), 'my-agent', pick('tiny')];
+    const folder = join(parent, 'my-agent');
+    assert.equal(await commands.executeCommand(Commands.newEnvironment), folder);
+    assert.deepEqual(
+      fake.prompts.map((p) => p.options.title),
+      ['New Environment (1/4)', 'New Environment (2/3)', 'New Environment (3/3)'],
+    );
+    assert.deepEqual(readdirSync(folder).sort(), ['agent.py', 'my-agent.agentrl.yaml', 'reward.py', 'tasks.jsonl']);
+    assert.match(readFileSync(join(folder, 'my-agent.agentrl.yaml'), 'utf8'), /^agent:\n {2}module: agent\.py$/m);
+    assert.deepEqual(
+      fake.shownDocuments.map((d) => d.uri.fsPath),
+      [join(folder, 'my-agent.agentrl.yaml')],
+    );
+    const other = await commands.executeCommand(Commands.newEnvironment, {
+      kind: 'agent',
+      name: 'other',
+      parent,
+      model: 'tiny',
+    });
+    assert.equal(other, join(parent, 'other'), 'without prompts, from its arguments');
   });
 
   it('New Environment refuses a folder that exists', async () => {
