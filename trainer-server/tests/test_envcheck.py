@@ -28,3 +28,16 @@ def test_env_check_reports_a_tool_that_ends_its_process_and_finishes_the_episode
     )
     assert warning["file"].endswith("failing_tools.py")  # the failing Tool's definition
     assert diagnostics[-1]["message"].startswith("scripted episode: 3 turn(s), status finished, reward 1")
+
+
+def test_an_env_module_that_is_not_python_is_named_not_an_empty_assertion(tmp_path):
+    """`env.module: /etc/passwd` failed with an empty AssertionError: importlib finds no loader for such a file."""
+    (tmp_path / "notes.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
+    (tmp_path / "e.agentrl.yaml").write_text("env: {module: ./notes.txt, class_name: E}\ndata: {train: tasks.jsonl}\n")
+    [error] = check_env(tmp_path)
+    assert error["severity"] == "error"
+    assert (
+        error["message"]
+        == f"env.module: {tmp_path / 'notes.txt'} is not a Python source file (its name must end in .py)"
+    )

@@ -607,3 +607,24 @@ def test_a_runs_folder_another_user_may_write_to_or_owns_is_refused(tmp_path):
     os.chown(theirs, 65534, 65534)  # nobody
     with pytest.raises(ValueError, match="belongs to another user"):
         private_folder(theirs)
+
+
+@pytest.mark.parametrize(
+    ("prepare", "extra", "reason"),
+    [
+        (lambda runs: (runs / ".serve-token").mkdir(parents=True), [], "is a folder, where the server writes its"),
+        (lambda runs: None, ["--max-connections", "0"], "--max-connections must be at least 1 (got 0)"),
+    ],
+)
+def test_a_server_that_could_not_serve_anyone_says_why_at_start(tmp_path, prepare, extra, reason):
+    """A folder at .serve-token gave a start-up traceback; --max-connections 0 started and then refused everyone."""
+    runs = tmp_path / "runs"
+    prepare(runs)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(runs), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and reason in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""

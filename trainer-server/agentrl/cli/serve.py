@@ -120,6 +120,8 @@ def serve_token(args: argparse.Namespace, runs_dir: Path, warn: Callable[[str], 
         )
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / GENERATED_TOKEN_FILE
+    if path.is_dir() and not path.is_symlink():
+        raise ValueError(f"{path} is a folder, where the server writes its generated token; remove it")
     path.unlink(missing_ok=True)  # a fresh token each start; O_EXCL below then refuses a planted file or link
     token = secrets.token_urlsafe(32)
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
@@ -150,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             print(f"agentrl serve --ray: {args.ray!r} is not auto, local or ray://HOST:PORT", file=sys.stderr)
             return 2
+    if args.max_connections < 1:
+        print(f"agentrl serve: --max-connections must be at least 1 (got {args.max_connections})", file=sys.stderr)
+        return 2
     make_private_by_default()
     bundles_dir = Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir / BUNDLES_FOLDER
     try:

@@ -33,6 +33,8 @@ def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
 def _import_file(path: Path, key: str) -> object:
     if not path.is_file():
         raise EnvLoadError(f"{key}: file not found: {path}")
+    if path.suffix != ".py":  # importlib finds no loader for it, and would say nothing
+        raise EnvLoadError(f"{key}: {path} is not a Python source file (its name must end in .py)")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
