@@ -628,3 +628,41 @@ def test_a_server_that_could_not_serve_anyone_says_why_at_start(tmp_path, prepar
     )
     assert done.returncode == 2 and reason in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def _tar_with_extended_header(kind: bytes, declared: int, payload: bytes) -> bytes:
+    """A .tar.bz2 whose first header is an extended one (`kind`: GNU long name L, PAX x) declaring `declared` bytes,
+    followed by `payload` (a liar declares far more than it holds)."""
+    block = bytearray(tarfile.TarInfo("././@LongLink").tobuf(format=tarfile.GNU_FORMAT)[:512])
+    block[124:136] = f"{declared:011o}\0".encode()  # size
+    block[156:157] = kind  # type flag
+    block[148:156] = b" " * 8
+    block[148:155] = f"{sum(block):06o}\0".encode()  # checksum over the header with its field as spaces
+    return bz2.compress(bytes(block) + payload + b"\0" * 1024)
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE])
+def test_a_tar_whose_extended_header_declares_a_gigabyte_is_refused_before_it_is_read(tmp_path, kind):
+    """A 1,399-byte .tar.bz2 whose long-name header declared 1 GiB cost ~1 GB of memory and 13 s of CPU and was
+    answered "neither a zip nor a tar file": the header is refused as soon as it is seen, and the answer says why."""
+    from agentrl.server.bundles import MAX_EXTENDED_HEADER_BYTES, BundleStore
+
+    archive = _tar_with_extended_header(kind, 2**30, b"a" * 4096)
+    started = time.perf_counter()
+    with pytest.raises(RpcError, match=f"header of {2**30} bytes; at most {MAX_EXTENDED_HEADER_BYTES}"):
+        BundleStore(tmp_path / "bundles").add(base64.b64encode(archive).decode())
+    assert time.perf_counter() - started < 2
+
+
+def test_a_tar_with_long_paths_in_gnu_and_pax_headers_is_accepted(tmp_path):
+    from agentrl.server.bundles import BundleStore
+
+    deep = "/".join(f"folder-with-a-long-name-{i:02d}" for i in range(6)) + "/env.py"  # over ustar's 100 bytes
+    for tar_format in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz", format=tar_format) as archive:
+            info = tarfile.TarInfo(deep)
+            info.size = 4
+            archive.addfile(info, io.BytesIO(b"x=1\n"))
+        digest, files = BundleStore(tmp_path / "bundles").add(base64.b64encode(buffer.getvalue()).decode())
+        assert files == 1 and (tmp_path / "bundles" / digest / deep).read_text() == "x=1\n"

@@ -35,6 +35,15 @@ MAX_FILES = 2_000
 MAX_STORE_BYTES = 4 * 2**30  # every stored bundle together, extracted
 MAX_NAME_BYTES = 255  # one path component: what common file systems hold
 MAX_DEPTH = 32
+# A member's PAX records or GNU long name: its path (at most MAX_DEPTH names of MAX_NAME_BYTES) and a few attributes.
+MAX_EXTENDED_HEADER_BYTES = 64 * 2**10
+EXTENDED_HEADER_TYPES = {
+    tarfile.XHDTYPE: "PAX",
+    tarfile.XGLTYPE: "PAX global",
+    tarfile.SOLARIS_XHDTYPE: "PAX",
+    tarfile.GNUTYPE_LONGNAME: "GNU long-name",
+    tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+}
 READABLE_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
 
@@ -152,8 +161,20 @@ def _extract_zip(data: bytes, dest: Path) -> int:
         return _write_members(members, dest)
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A tar header whose extended header (a PAX record set or a GNU long name or link) is refused when it declares
+    more than MAX_EXTENDED_HEADER_BYTES: tarfile reads such a header's data into memory whole, so a 1,399-byte
+    .tar.bz2 declaring a 1 GiB long name cost 1 GB of memory and 13 s of CPU before any member was seen."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in EXTENDED_HEADER_TYPES and self.size > MAX_EXTENDED_HEADER_BYTES:
+            kind = EXTENDED_HEADER_TYPES[self.type]
+            raise _reject(f"a {kind} header of {self.size} bytes; at most {MAX_EXTENDED_HEADER_BYTES} are allowed")
+        return super()._proc_member(tarfile_)
+
+
 def _extract_tar(data: bytes, dest: Path) -> int:
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*", tarinfo=_BoundedTarInfo) as archive:
         members = []
         declared = 0
         for info in archive:  # streaming: a tar with a million headers stops at the count limit
