@@ -188,3 +188,23 @@ def test_off_loopback_it_is_refused_unless_the_server_allows_it(recorded, tmp_pa
     finally:
         client.close()
         remote.stop()
+
+
+@pytest.mark.parametrize("size", [70_000, 20_000_000])
+def test_a_tool_returning_megabytes_gets_an_answer_cut_to_the_budget_and_said_so(server, recorded, client, size):
+    """A result over ~65,500 characters answered -32603 (the answer line overran the pipe reader's 64 KiB): any size
+    gets an answer, the whole of one within the budget, a larger one cut with what was cut."""
+    from agentrl.environment.rerun import RESULT_BUDGET_CHARS
+
+    write_env(recorded[0], f"return 'é' * {size}")
+    rerun_result = rerun(client, recorded)["result"]["rerun"]
+    assert rerun_result["error"] is None
+    text = json.dumps("é" * size, ensure_ascii=False)
+    if len(text) <= RESULT_BUDGET_CHARS:
+        assert rerun_result["result"] == "é" * size
+    else:
+        cut = len(text) - RESULT_BUDGET_CHARS
+        assert rerun_result["result"].startswith(text[:1000])
+        assert rerun_result["result"].endswith(
+            f"[... cut: {cut:,} more characters over the re-run's answer budget of 262,144]"
+        )

@@ -9,7 +9,9 @@ worker process (`rollout.tool_isolation: process`), the env is built fresh and n
 Reads one JSON object on stdin: `{config, id, name, arguments, raw}` (config: the run's frozen config.yaml).
 Writes JSON lines on what was its stdout: `{"ready": {"timeout_s": ...}}` once the env is built, then
 `{"outcome": {result, error, error_kind, latency_ms}}`; or `{"setup_error": MESSAGE}` when the env cannot be
-built. The Tool's own prints go to stderr, so they cannot be mistaken for an answer.
+built. The Tool's own prints go to stderr, so they cannot be mistaken for an answer. A result whose JSON is longer
+than RESULT_BUDGET_CHARS comes back as that much of its JSON text and a line saying how much was cut, so a Tool that
+returns megabytes still gets an answer the replay can show.
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ from agentrl.contract.config import ConfigError, load_config
 from agentrl.environment.loader import EnvLoadError, config_env_factory
 from agentrl.environment.mcp import McpUnavailableError
 from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
+
+# What a re-run's answer carries of a result: far more than a turn's tool output budget, far less than a frame.
+RESULT_BUDGET_CHARS = 256 * 2**10
+# The longest answer line: the budget's characters JSON-escaped (up to 12 bytes each, a surrogate pair) and the rest.
+ANSWER_LINE_MAX_BYTES = 12 * RESULT_BUDGET_CHARS + 2**16
+
+
+def within_budget(result: Any) -> Any:
+    """`result`, or, when its JSON text is longer than RESULT_BUDGET_CHARS, that text cut there with what was cut."""
+    text = json.dumps(result, ensure_ascii=False, allow_nan=False, default=str)
+    if len(text) <= RESULT_BUDGET_CHARS:
+        return result
+    return (
+        f"{text[:RESULT_BUDGET_CHARS]}\n[... cut: {len(text) - RESULT_BUDGET_CHARS:,} more characters over the "
+        f"re-run's answer budget of {RESULT_BUDGET_CHARS:,}]"
+    )
 
 
 def _say(channel: IO[str], message: dict[str, Any]) -> None:
@@ -60,7 +78,7 @@ def main() -> None:
         answers,
         {
             "outcome": {
-                "result": outcome.result,
+                "result": within_budget(outcome.result),
                 "error": outcome.error,
                 "error_kind": outcome.error_kind,
                 "latency_ms": outcome.latency_ms,

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrl.environment.rerun import ANSWER_LINE_MAX_BYTES
 from agentrl.server import protocol as p
 from agentrl.server.children import agentrl_command
 
@@ -50,6 +51,7 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
     """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
     process = await asyncio.create_subprocess_exec(
         *agentrl_command("agentrl.environment.rerun"),
+        limit=ANSWER_LINE_MAX_BYTES,  # the default 64 KiB a line answered -32603 to a result over it
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
