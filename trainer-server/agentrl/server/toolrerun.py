@@ -51,7 +51,7 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
     """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
     process = await asyncio.create_subprocess_exec(
         *agentrl_command("agentrl.environment.rerun"),
-        limit=ANSWER_LINE_MAX_BYTES,  # the default 64 KiB a line answered -32603 to a result over it
+        limit=ANSWER_LINE_MAX_BYTES,  # the default 64 KiB a line made a larger result an internal error
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
