@@ -32,6 +32,7 @@ from pathlib import Path
 
 from agentrl.contract.config import load_config, resolve_paths
 from agentrl.run.eval import evaluate
+from agentrl.run.metrics import failed_calls_retried
 from agentrl.run.runstore import RunStore, read_events
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 
@@ -57,14 +58,10 @@ def step_figures(records: list[dict]) -> dict:
     """Success, tool calls per successful episode (mean and distribution) and the retry rate after a failed call."""
     success = [r for r in records if r["reward_breakdown"].get("accuracy", r["reward"]) >= 1.0]
     calls = Counter(r["stats"]["num_tool_calls"] for r in success)
-    failed = retried = 0
-    for record in records:
-        turns = record["turns"]
-        for turn, following in zip(turns, [*turns[1:], None]):
-            for call in turn["tool_calls"]:
-                if call["error"] is not None:
-                    failed += 1
-                    retried += following is not None and any(c["name"] == call["name"] for c in following["tool_calls"])
+    failed, retried = failed_calls_retried(
+        [[(c["name"], c["error"] is not None) for c in turn["tool_calls"]] for turn in record["turns"]]
+        for record in records
+    )
     return {
         "n": len(records),
         "success": len(success) / len(records) if records else 0.0,

@@ -118,8 +118,7 @@ def serve_token(args: argparse.Namespace, runs_dir: Path, warn: Callable[[str], 
             f"refusing to bind {args.host} without a token you chose: anyone who can reach it could "
             f"run code on this machine. Pass --token-file FILE or set {TOKEN_ENV}, or bind 127.0.0.1."
         )
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    path = runs_dir / GENERATED_TOKEN_FILE
+    path = runs_dir / GENERATED_TOKEN_FILE  # runs_dir is made (private) before the token
     if path.is_dir() and not path.is_symlink():
         raise ValueError(f"{path} is a folder, where the server writes its generated token; remove it")
     path.unlink(missing_ok=True)  # a fresh token each start; O_EXCL below then refuses a planted file or link

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 
 from agentrl.rollout.episode import Episode
 
@@ -57,6 +58,19 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     return metrics | step_metrics(episodes)
 
 
+def failed_calls_retried(episodes_calls: Iterable[list[list[tuple[str, bool]]]]) -> tuple[int, int]:
+    """(failed calls, how many of them the next turn followed with a call to the same Tool), over episodes given as
+    each turn's calls, (tool name, failed) each: the retry rate of `step_metrics` and of a results script's records."""
+    failed = retried = 0
+    for turns in episodes_calls:
+        for calls, following in zip(turns, [*turns[1:], []]):
+            for name, call_failed in calls:
+                if call_failed:
+                    failed += 1
+                    retried += any(other == name for other, _ in following)
+    return failed, retried
+
+
 def step_metrics(episodes: list[Episode]) -> dict[str, float]:
     """How the agent acts over several steps: `steps/multi_call_share` (episodes with two tool calls or more),
     `steps/calls_max`, `steps/retry_rate` (when a call failed: failed calls followed, in the next turn, by a call to the same Tool),
@@ -64,14 +78,9 @@ def step_metrics(episodes: list[Episode]) -> dict[str, float]:
     env's state keys) and `steps/anchor_group_size_mean` (steps per anchor state: a group's steps that start from
     the same state, which GiGPO compares)."""
     calls = [sum(len(t.tool_calls) for t in ep.turns) for ep in episodes]
-    failed, retried = 0, 0
-    for ep in episodes:
-        for turn, following in zip(ep.turns, [*ep.turns[1:], None]):
-            for call in turn.tool_calls:
-                if call.error is None:
-                    continue
-                failed += 1
-                retried += following is not None and any(c.name == call.name for c in following.tool_calls)
+    failed, retried = failed_calls_retried(
+        [[(c.name, c.error is not None) for c in t.tool_calls] for t in ep.turns] for ep in episodes
+    )
     anchors: dict[tuple[int, str], int] = defaultdict(int)
     for ep in episodes:
         for turn in ep.turns:
