@@ -34,6 +34,7 @@ class ToolCallFormat(Protocol):
     def remove_calls(self, text: str, tools: ToolSchemas) -> str: ...
     def describe(self, tools: ToolSchemas) -> str: ...
     def call_end(self, tools: ToolSchemas) -> list[str]: ...
+    def write(self, name: str, arguments: Any, tools: ToolSchemas) -> str: ...
 
 
 _FORMATS: dict[str, ToolCallFormat] = {}
@@ -119,6 +120,10 @@ class HermesFormat:
     def call_end(self, tools: ToolSchemas) -> list[str]:
         return ["</tool_call>"]
 
+    def write(self, name: str, arguments: Any, tools: ToolSchemas) -> str:
+        """A call as the model writes it: what `parse` reads back as the same call."""
+        return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
+
 
 class TagFormat:
     """`<NAME>argument</NAME>`, as Search-R1 writes `<search>query</search>`: one tag per tool, whose
@@ -174,6 +179,15 @@ class TagFormat:
 
     def call_end(self, tools: ToolSchemas) -> list[str]:
         return [f"</{name}>" for name in tools]
+
+    def write(self, name: str, arguments: Any, tools: ToolSchemas) -> str:
+        """A call as the model writes it: what `parse` reads back as the same call."""
+        if name not in tools:
+            raise ValueError(f"a call to {name!r}, which is not among the request's tools {sorted(tools)}")
+        parameter = self.parameter_of(tools[name])
+        if not isinstance(arguments, dict) or set(arguments) != {parameter}:
+            raise ValueError(f"a call to {name!r} with tool_format 'tags' takes exactly {{{parameter!r}: text}}")
+        return f"<{name}>{arguments[parameter]}</{name}>"
 
 
 register_format(HermesFormat())

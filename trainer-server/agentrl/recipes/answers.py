@@ -68,3 +68,10 @@ def final_answer_text(text: str, marker: str = "Answer:") -> str | None:
         return None
     tail = text.rsplit(marker, 1)[1].strip()
     return tail.splitlines()[0].strip() if tail else ""
+
+
+def numeric_answer(text: str, gold: float) -> tuple[str | None, bool]:
+    """The text after the last `Answer:` (None when there is none), and whether its number equals `gold`."""
+    answer = final_answer_text(text)
+    predicted = parse_number(answer) if answer is not None else None
+    return answer, predicted is not None and abs(predicted - gold) < 1e-6

@@ -136,14 +136,14 @@ class EpisodeCapture:
             and normal[:known] == self.conversation
         ):
             added = self.chat.observation(
-                [self._rendered(m) for m in normal[known:]], turn_ended_with_eos=self.last_ended_with_eos
+                [self._rendered(m, tools) for m in normal[known:]], turn_ended_with_eos=self.last_ended_with_eos
             )
             context = [*self.current.token_ids, *added]
             if len(context) >= self.max_context:
                 self.current.status, self.current.status_reason = "truncated", "max_context"
             planned = PlannedTurn(normal, context, added, None, None, tools)
         else:
-            rendered = [self._rendered(m) for m in normal]
+            rendered = [self._rendered(m, tools) for m in normal]
             added = self.chat.prompt(rendered, tools)
             sequence = Episode(self.task_id, 0, 0, prompt_messages=rendered, tool_schemas=list(tools))
             broke = self.sequences and self.current.status != "truncated"
@@ -229,19 +229,22 @@ class EpisodeCapture:
         ]
         return content, calls
 
-    def _rendered(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _rendered(self, message: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """A message as the chat template gets it: an assistant message the endpoint served is the text sampled for
-        it (its tool calls as the model wrote them), any other as the agent sent it."""
-        sampled = self.sampled_texts.get(_key(message)) if message["role"] == "assistant" else None
+        it (its tool calls as the model wrote them); an assistant message the agent wrote with tool calls, its calls
+        as the model would write them (ChatFormat.assistant_with_calls); any other as the agent sent it."""
+        if message["role"] != "assistant":
+            return message
+        sampled = self.sampled_texts.get(_key(message))
         if sampled is not None:
             return {"role": "assistant", "content": sampled}
-        rendered = {k: v for k, v in message.items() if k != "tool_calls"}
-        if "tool_calls" in message:
-            rendered["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in message["tool_calls"]
-            ]
-        return rendered
+        if "tool_calls" not in message:
+            return message
+        calls = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in message["tool_calls"]
+        ]
+        return self.chat.assistant_with_calls(message["content"], calls, tools)
 
     def _fill_tool_results(self, new_messages: list[dict[str, Any]]) -> None:
         """The agent ran the last turn's tool calls itself: their results, read from the tool messages that answer

@@ -44,6 +44,25 @@ class ChatFormat:
         described = _with_system_text(messages, self.call_format.describe(schemas_by_name(tool_schemas)))
         return self.encode(self._render(described, gen=True))
 
+    def assistant_with_calls(
+        self, content: str, calls: list[dict[str, Any]], tool_schemas: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """An assistant message the model did not sample (a worked example, an agent's own turn) with OpenAI-style
+        `tool_calls`, as the template should get it: the calls kept for the template to render where the run's
+        format is the template's and the template renders them; otherwise written in the run's format after the
+        content, as the model writes a call. A template that ignores tool_calls would show the model an empty turn,
+        and a call in another format would teach it one it must not write."""
+        message = {"role": "assistant", "content": content, "tool_calls": calls}
+        if self.call_format.uses_template_tools and self._renders_tool_calls(message):
+            return message
+        tools = schemas_by_name(tool_schemas)
+        written = [self.call_format.write(c["function"]["name"], c["function"]["arguments"], tools) for c in calls]
+        return {"role": "assistant", "content": "\n".join(filter(None, [content, *written]))}
+
+    def _renders_tool_calls(self, message: dict[str, Any]) -> bool:
+        without = {"role": "assistant", "content": message["content"]}
+        return self._render([message], gen=False) != self._render([without], gen=False)
+
     def cut_to_budget(self, content: str) -> str:
         """Tool output budgets are counted in tokens (docs/token-pipeline.md, rule 7). Only a prefix that surely holds
         the budget is tokenized, so a tool that returns megabytes costs no more than one that fits."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl import EpisodeScore, StepResult, ToolCallOutcome, ToolEnv
-from agentrl.recipes.answers import final_answer_text, parse_number
+from agentrl.recipes.answers import numeric_answer
 from agentrl.recipes.calculator import Calculator
 
 SYSTEM_PROMPT = "Solve the problem. Finish with a line 'Answer: <number>'."
@@ -63,9 +63,7 @@ class ArithmeticEnv(ToolEnv):
         return super().step(assistant_text, calls)
 
     def score(self, final_text: str) -> EpisodeScore:
-        answer = final_answer_text(final_text)
-        predicted = parse_number(answer) if answer is not None else None
-        correct = predicted is not None and abs(predicted - self.gold) < 1e-6
+        answer, correct = numeric_answer(final_text, self.gold)
         return EpisodeScore(
             reward=float(correct),
             breakdown={

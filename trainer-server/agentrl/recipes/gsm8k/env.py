@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrl import EpisodeScore, StepResult, ToolCallOutcome, ToolEnv
-from agentrl.recipes.answers import final_answer_text, gsm8k_gold, parse_number
+from agentrl.recipes.answers import gsm8k_gold, numeric_answer
 from agentrl.recipes.calculator import Calculator
 
 FORMAT_REWARD = 0.2
@@ -44,10 +44,7 @@ class GSM8KCalculatorEnv(ToolEnv):
         return StepResult(messages=result.messages, reward=-0.1 if failed else 0.1, done=result.done)
 
     def score(self, final_text: str) -> EpisodeScore:
-        answer = final_answer_text(final_text)
-        predicted = parse_number(answer) if answer is not None else None
-        gold = float(self.gold)
-        correct = predicted is not None and abs(predicted - gold) < 1e-6
+        answer, correct = numeric_answer(final_text, float(self.gold))
         return EpisodeScore(
             reward=float(correct) + FORMAT_REWARD * float(answer is not None),
             breakdown={
