@@ -274,6 +274,7 @@ export class RunsModel {
           progress,
           reward === undefined ? undefined : `reward ${formatNumber(reward)}`,
           alerts.length ? `⚠ ${alerts.join(', ')}` : undefined,
+          info.damage?.length ? '⚠ damaged folder' : undefined,
         ]
           .filter(Boolean)
           .join(' · ');

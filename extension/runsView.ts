@@ -89,6 +89,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
           ].join('\n\n') + '\n\n',
           true,
         );
+        if (info.damage?.length)
+          // what is damaged names files and what was wrong in them: shown as text, never as markdown
+          tooltip.appendText(
+            `Damaged run folder (skipped when read):\n${info.damage.map((d) => `- ${d}`).join('\n')}\n\n`,
+          );
         item.tooltip = appendHealthAlerts(tooltip, alerts);
         break;
       }

@@ -137,6 +137,10 @@ export interface RunInfo {
   lastSeq: number;
   hasCheckpoint: boolean;
   message?: string | null;
+  /**
+   * What is damaged in the run's folder, each with its file and where in it (a log line that is not an event, a run.json field of the wrong type); absent when nothing is. The run is still listed and its valid events still stream; only what was read to answer is checked, so damage deep in a long log shows when run/subscribe replays it (the server logs each damaged line it skips).
+   */
+  damage?: string[];
 }
 /**
  * The RunInfo fields a status event sets, computed by the server from the event's data (the same function run/get uses): a client applies them as they are.

@@ -67,3 +67,30 @@ describe("Runs view rows of a Ray run's workers", () => {
     );
   });
 });
+
+describe('Runs view row of a run whose folder is damaged', () => {
+  it('says so beside the run, and its tooltip names what is damaged and where', () => {
+    const model = new RunsModel();
+    const damage = ['events.jsonl line 4: not a JSON line', 'run.json: a JSON list, not an object'];
+    model.setRuns([
+      {
+        runId: 'hurt-1',
+        name: 'hurt-1',
+        mode: 'train',
+        status: 'completed',
+        step: 2,
+        totalSteps: 2,
+        createdAt: '',
+        latestMetrics: {},
+        lastSeq: 9,
+        hasCheckpoint: true,
+        message: null,
+        damage,
+      },
+    ]);
+    const provider = new RunsTreeProvider({ model, follow: async () => undefined } as unknown as TrainerConnection);
+    const item = provider.getTreeItem({ kind: 'run', runId: 'hurt-1' }) as unknown as TreeItem;
+    assert.equal(item.description, 'completed · 2/2 · ⚠ damaged folder');
+    for (const line of damage) assert.ok(item.tooltip?.value.includes(`- ${line}`), item.tooltip?.value);
+  });
+});

@@ -29,6 +29,7 @@ export class TreeItem {
   iconPath?: ThemeIcon;
   id?: string;
   contextValue?: string;
+  tooltip?: MarkdownString;
   constructor(
     readonly label: string,
     readonly collapsibleState: TreeItemCollapsibleState,

@@ -1,4 +1,6 @@
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 
@@ -123,6 +125,39 @@ def test_a_tool_that_ends_the_worker_process_fails_only_its_call(tool_worker):
     assert died.error.startswith("ends_process did not answer: the tool worker process ended (exit code 3)")
     again = asyncio.run(execute_calls([ParsedCall("b", "counter", {}, "r")], tools, 5.0, episode))[0]
     assert (again.error, again.result) == (None, 1)
+
+
+class ForksAChild(Tool):
+    """Starts a forked child that ends the way multiprocessing ends every child: with os._exit."""
+
+    name = "forks"
+
+    def execute(self):
+        import multiprocessing
+
+        child = multiprocessing.get_context("fork").Process(target=lambda: None)
+        child.start()
+        child.join(10)
+        return child.exitcode
+
+
+def test_os_exit_in_a_thread_isolated_tool_fails_its_call_named_and_the_process_goes_on():
+    """Under the default thread isolation, os._exit from a Tool's call ended the run with only its exit code; now
+    the call fails naming the Tool and where such a Tool runs, and os._exit anywhere else still exits."""
+    tools = {**FailingToolsEnv().tool_map(), "forks": ForksAChild()}
+    [died] = asyncio.run(execute_calls([ParsedCall("a", "ends_process", {}, "r")], tools, 5.0, run_in_thread))
+    assert died.error_kind == "exception"
+    assert died.error.startswith(
+        "ends_process tried to end the process (ExitRefused: os._exit(3) in tool-ends_process)"
+    )
+    assert died.error.endswith("(a Tool that must end its process runs with rollout.tool_isolation: process)")
+    [forked] = asyncio.run(execute_calls([ParsedCall("b", "forks", {}, "r")], tools, 5.0, run_in_thread))
+    assert (forked.error, forked.result) == (None, 0)  # the forked child's os._exit ended the child, as asked
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; from agentrl.environment import tool; tool._guard_exit(); os._exit(5)"],
+        timeout=60,
+    )
+    assert ended.returncode == 5  # the trainer's own os._exit, outside user code, is unchanged
 
 
 def test_each_episode_keeps_its_own_tool_state_in_the_worker(tool_worker):

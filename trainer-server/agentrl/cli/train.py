@@ -28,9 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import faulthandler
     import signal
     import threading
 
+    # A crash in native code (a Tool's C extension under rollout.tool_isolation: thread) ends the process with every
+    # thread's Python stack on stderr, the Tool's frames among them: the failed status's traceback shows where.
+    faulthandler.enable()
     # Before the heavy imports: a stop asked for while torch loads is still a graceful stop.
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -225,8 +225,9 @@ class RolloutConfig(_Section):
     tool_isolation: Literal["thread", "process"] = Field(
         "thread",
         description=(
-            "Where Tools run. thread: in the trainer's process, each call in its own thread; process: in a worker "
-            "process, so a Tool that ends its process (os._exit, a crash in native code) fails only its own call, "
+            "Where Tools run. thread: in the trainer's process, each call in its own thread (a call's sys.exit or "
+            "os._exit fails that call, named; a crash in native code ends the run, with the Tool's stack in its "
+            "traceback); process: in a worker process, so even a crash in native code fails only its own call, "
             "not the run (the worker restarts; Tool state lives there). `agentrl env check` always isolates."
         ),
     )
@@ -740,13 +741,18 @@ def redact_secrets(config: dict[str, Any]) -> dict[str, Any]:
     each MCP server's `env` and `headers` values and the password of an MLflow tracking URI. The frozen config.yaml
     keeps them (a resumed run needs them) in a folder only its user can read; the `run/config` answer and the
     trackers get this."""
-    shown = json.loads(json.dumps(config))
-    for server in (shown.get("env") or {}).get("mcp_servers") or []:
+    shown = json.loads(json.dumps(config, default=str))  # a hand-edited YAML may hold dates: shown as text
+
+    def section(parent: Any, key: str) -> Any:  # a damaged config may hold anything anywhere: nothing is assumed
+        return parent.get(key) if isinstance(parent, dict) else None
+
+    servers = section(section(shown, "env"), "mcp_servers")
+    for server in servers if isinstance(servers, list) else []:
         for key in ("env", "headers"):
-            if isinstance(server.get(key), dict):
+            if isinstance(section(server, key), dict):
                 server[key] = {name: REDACTED for name in server[key]}
-    mlflow = (shown.get("logging") or {}).get("mlflow") or {}
-    uri = mlflow.get("tracking_uri")
+    mlflow = section(section(shown, "logging"), "mlflow")
+    uri = section(mlflow, "tracking_uri")
     if isinstance(uri, str) and urlparse(uri).password:
         parsed = urlparse(uri)
         mlflow["tracking_uri"] = parsed._replace(

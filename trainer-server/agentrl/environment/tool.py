@@ -13,12 +13,13 @@ import concurrent.futures
 import functools
 import inspect
 import json
+import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NoReturn
 
 import jsonschema
 
@@ -120,9 +121,39 @@ def invoke_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
     try:
         return call_sync_or_async(tool.execute, **arguments)
     except (SystemExit, KeyboardInterrupt) as err:
+        hint = (
+            " (a Tool that must end its process runs with rollout.tool_isolation: process)"
+            if isinstance(err, ExitRefused)
+            else ""
+        )
         raise ToolFailure(
-            f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or raises"
+            f"{tool.name} tried to end the process ({describe_exception(err)}); a Tool returns or raises{hint}"
         ) from None
+
+
+class ExitRefused(SystemExit):
+    """`os._exit` called by user code (a Tool, an agent, a reward function) on one of the trainer's daemon threads:
+    raised there instead, so the call fails, named, and the run goes on (the handlers of SystemExit say so)."""
+
+
+_user_code = threading.local()  # `name`: set on the daemon threads that run user code
+_exit_guard: dict[str, Any] = {}  # the real os._exit and the pid of the process it guards, once installed
+
+
+def _guarded_exit(code: int) -> NoReturn:
+    if getattr(_user_code, "name", None) is None or os.getpid() != _exit_guard["pid"]:
+        _exit_guard["exit"](code)  # the trainer's own code, or a child forked from a Tool: ends as asked
+    raise ExitRefused(f"os._exit({code}) in {_user_code.name}")
+
+
+def _guard_exit() -> None:
+    """Makes os._exit from user code on a daemon thread an exception (ExitRefused) rather than the end of the
+    trainer's process; anywhere else, and in children forked from user code, os._exit is unchanged. A crash in
+    native code still ends the process: rollout.tool_isolation: process keeps those to a worker."""
+    if _exit_guard.get("pid") != os.getpid():
+        _exit_guard.setdefault("exit", os._exit)
+        _exit_guard["pid"] = os.getpid()
+        os._exit = _guarded_exit
 
 
 def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.Future[Any]:
@@ -133,11 +164,14 @@ def run_in_thread(tool: Tool, arguments: dict[str, Any]) -> concurrent.futures.F
 
 
 def in_daemon_thread(name: str, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-    """`call()` in a new daemon thread; its value or whatever it raised (SystemExit included) settles the future."""
+    """`call()` in a new daemon thread; its value or whatever it raised (SystemExit included, and os._exit made
+    ExitRefused) settles the future. `name` names the user code the thread runs (thread name, ExitRefused)."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     future.set_running_or_notify_cancel()  # started: a caller that stops waiting cannot cancel it any more
+    _guard_exit()
 
     def target() -> None:
+        _user_code.name = name
         try:
             future.set_result(call())
         except BaseException as err:  # noqa: BLE001 - any failure of user code is reported to its caller

@@ -64,36 +64,50 @@ def trajectory_file_name(step: int) -> str:
     return f"step-{step:06d}.trajectories.jsonl"
 
 
+def parse_event(line: bytes) -> dict[str, Any] | str:
+    """One log line as the event `append_event` wrote, or, for a damaged line, what is wrong with it: the envelope
+    (a positive integer seq, a type the protocol declares, object data) and the data against the protocol
+    (check_event: the same check as on writing). A damaged line is skipped by every reader: the rest of the log
+    still reads."""
+    try:
+        event = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return "not a JSON line"
+    if not isinstance(event, dict):
+        return f"a JSON {type(event).__name__}, not an event object"
+    if type(event.get("seq")) is not int or event["seq"] < 1:
+        return "no positive integer seq"
+    if not isinstance(event.get("type"), str) or not isinstance(event.get("data"), dict):
+        return "no string type and object data"
+    try:
+        check_event(event["type"], event["data"])
+    except ValueError as err:
+        return str(err)
+    return event
+
+
 def last_seq(run_dir: Path) -> int:
-    """The seq of the log's last complete event, read from its tail, or 0."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
-        return 0
-    with path.open("rb") as handle:
-        size = handle.seek(0, 2)
-        tail_size = 1 << 16
-        while True:
-            handle.seek(max(0, size - tail_size))
-            tail = handle.read()
-            complete = tail[: tail.rfind(b"\n") + 1]
-            lines = complete.splitlines()
-            if len(lines) >= 2 or tail_size >= size:
-                return json.loads(lines[-1])["seq"] if lines and lines[-1].strip() else 0
-            tail_size *= 4  # one event longer than the tail read: read more
+    """The seq of the log's last complete, undamaged event, read from its tail, or 0."""
+    return next((event["seq"] for event in reverse_events(run_dir)), 0)
 
 
-def read_events(run_dir: Path, since: int = 0) -> list[dict[str, Any]]:
-    """Every complete event with seq > since, in order."""
+def read_events(run_dir: Path, since: int = 0, damage: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every complete event with seq > since, in order; a damaged line is skipped and, given `damage`, said there."""
     path = Path(run_dir) / EVENTS_FILE
     if not path.exists():
         return []
     events = []
     with path.open("rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             if not line.endswith(b"\n"):
                 break  # torn tail: not yet (or never) completed
-            event = json.loads(line)
-            if event["seq"] > since:
+            if not line.strip():
+                continue
+            event = parse_event(line)
+            if isinstance(event, str):
+                if damage is not None:
+                    damage.append(f"{EVENTS_FILE} line {number}: {event}")
+            elif event["seq"] > since:
                 events.append(event)
     return events
 
@@ -101,9 +115,10 @@ def read_events(run_dir: Path, since: int = 0) -> list[dict[str, Any]]:
 _TAIL_BLOCK = 1 << 16
 
 
-def reverse_events(run_dir: Path) -> Iterator[dict[str, Any]]:
+def reverse_events(run_dir: Path, damage: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """Complete events from the last to the first, reading the log backwards block by block: the latest events
-    cost a read of the log's tail, however long the log is."""
+    cost a read of the log's tail, however long the log is. A damaged line is skipped and, given `damage`, said
+    there (by its byte offset: lines are not counted from the end)."""
     path = Path(run_dir) / EVENTS_FILE
     if not path.exists():
         return
@@ -119,9 +134,19 @@ def reverse_events(run_dir: Path) -> Iterator[dict[str, Any]]:
                 lines.pop()  # what follows the last newline: nothing, or an event still being written
                 at_end = False
             cut = lines.pop(0) if start > 0 else None
-            for line in reversed(lines):
-                if line.strip():
-                    yield json.loads(line)
+            line_start = start + (len(cut) + 1 if cut is not None else 0)
+            starts = []
+            for line in lines:
+                starts.append(line_start)
+                line_start += len(line) + 1
+            for line, line_start in zip(reversed(lines), reversed(starts)):
+                if not line.strip():
+                    continue
+                event = parse_event(line)
+                if isinstance(event, dict):
+                    yield event
+                elif damage is not None:
+                    damage.append(f"{EVENTS_FILE} at byte {line_start}: {event}")
             position = start
 
 

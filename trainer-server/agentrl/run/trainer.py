@@ -29,6 +29,7 @@ from agentrl.contract.config import RunConfig, load_config_dict, redact_secrets,
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.loader import config_env_factory
+from agentrl.environment.tool import describe_exception
 from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
@@ -209,6 +210,26 @@ class _Run:
         return self.completed_step
 
 
+def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
+    """The newest checkpoint that loads whole, restored: (its step, the event seq it was taken at, what was skipped,
+    as text for the resume's status). A damaged newer checkpoint (a file cut short, deleted or garbled) is skipped
+    and named; RuntimeError naming every one when none loads."""
+    damaged = []
+    for checkpoint in reversed(store.checkpoints()):
+        try:
+            step = run.restore(checkpoint)
+            seq = json.loads((checkpoint / "state.json").read_text())["seq"]
+            if type(seq) is not int:
+                raise ValueError(f"state.json's seq is {seq!r}, not an integer")
+        except Exception as err:  # noqa: BLE001 - any damage to any file: the previous checkpoint may be whole
+            damaged.append(f"{checkpoint.relative_to(store.run_dir)} ({describe_exception(err)})")
+            run.warn(f"checkpoint {checkpoint} is damaged and is skipped: {describe_exception(err)}")
+            continue
+        skipped = f" (skipped as damaged: {'; '.join(damaged)})" if damaged else ""
+        return step, seq, skipped
+    raise RuntimeError(f"no checkpoint of {store.run_dir} loads: {'; '.join(damaged)}")
+
+
 def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
     store.append_event("status", {"status": status, "step": step, "total_steps": total, **extra}, durable=True)
 
@@ -271,16 +292,14 @@ def train(
         with _graceful_signals(stop):
             _status(store, "running", 0, total)
             run = _Run(config, store, progress, policy)
-            checkpoint = store.latest_checkpoint()
-            if resume_dir is not None and checkpoint is not None:
-                step = run.restore(checkpoint)
-                resumed_seq = json.loads((checkpoint / "state.json").read_text())["seq"]
+            if resume_dir is not None and store.checkpoints():
+                step, resumed_seq, skipped = _restore_newest_good(run, store)
                 _status(
                     store,
                     "running",
                     step,
                     total,
-                    message=f"resumed from checkpoint at step {step}; events from seq {resumed_seq} "
+                    message=f"resumed from checkpoint at step {step}{skipped}; events from seq {resumed_seq} "
                     f"up to this one belong to work after that checkpoint and are superseded",
                     superseded_from_seq=resumed_seq,
                 )

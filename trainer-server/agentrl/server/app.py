@@ -26,7 +26,7 @@ from websockets.http11 import Request, Response
 from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, McpServerConfig
 from agentrl.environment.mcp import McpUnavailableError, list_server_tools
-from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, read_events, trajectory_file_name
+from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.children import agentrl_command
@@ -562,9 +562,9 @@ _EVENT_PREFIX = re.compile(
 def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int, int]:
     """The complete events after `offset`, about STREAM_READ_BYTES of them (more only when one event is longer),
     each as (seq, its `run/event` notification frame), the offset after them, and the seq of the log's last event
-    (how far behind the log a subscriber is). The frame is the log line itself inside the envelope:
-    the event is neither parsed nor serialized again, so replaying a long log costs the server's loop one
-    send per event. A status event, a few per step, is parsed: its frame carries the RunInfo fields it sets."""
+    (how far behind the log a subscriber is). Each line is checked (runstore.parse_event): a damaged one is skipped
+    and logged, the events around it stream. The frame is the log line itself inside the envelope, not serialized
+    again; a status event's frame also carries the RunInfo fields it sets."""
     if not path.exists():
         return [], offset, 0
     size = STREAM_READ_BYTES
@@ -579,21 +579,22 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
         more_after_chunk = offset + end < handle.seek(0, 2)
     envelope = '{"jsonrpc": "2.0", "method": "run/event", "params": {"runId": ' + json.dumps(run_id) + ", "
     events = []
-    for line in chunk[:end].splitlines():
+    position = offset
+    for line in chunk[:end].split(b"\n")[:-1]:
+        line_start, position = position, position + len(line) + 1
         if not line.strip():
             continue
-        prefix = _EVENT_PREFIX.match(line)
-        run_info = ""
-        if prefix is not None and prefix.group(2) != b"status":
-            seq = int(prefix.group(1))
-        else:  # a status event, or a line not written by append_event: parsed
-            event = json.loads(line)
-            seq = int(event["seq"])
-            if event["type"] == "status":
-                run_info = '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", "
-        events.append((seq, envelope + run_info + line.decode("utf-8").strip()[1:] + "}"))
+        event = parse_event(line)
+        if isinstance(event, str):
+            log.warning("run %s: skipped the damaged line at byte %d of %s: %s", run_id, line_start, path, event)
+            continue
+        text = line.decode("utf-8").strip() if _EVENT_PREFIX.match(line) else json.dumps(event)  # as written, or anew
+        run_info = (
+            '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", " if event["type"] == "status" else ""
+        )
+        events.append((event["seq"], envelope + run_info + text[1:] + "}"))
     # Only a subscriber still replaying the log has more of it than this read: then the log's tail says its end.
-    latest = last_seq(path.parent) if more_after_chunk else (events[-1][0] if events else 0)
+    latest = last_seq(path.parent) if more_after_chunk or not events else events[-1][0]
     return events, offset + end, latest
 
 

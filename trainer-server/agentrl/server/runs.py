@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.schemas import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES
+from agentrl.contract.schemas import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES, RUN_MODES
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
@@ -38,6 +38,7 @@ from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CON
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
+MAX_DAMAGE_SHOWN = 20  # a RunInfo's `damage`: the first problems found, enough to say where to look
 # A run's stderr log on disk (RUNS_DIR/.logs/RUN.stderr.log): past the cap only its tail is kept, behind a line
 # that says earlier output was cut. A run that prints without end would otherwise fill the disk.
 STDERR_LOG_MAX_BYTES = 16 * 2**20
@@ -46,6 +47,26 @@ LOG_CAP_EVERY_S = 5.0
 # A run's process exits moments after it writes how it ended (a failed or stopped status): run/resume waits this
 # long for it to be gone rather than refuse a resume that is asked for at once.
 EXIT_AFTER_END_STATUS_S = 30.0
+
+
+def read_run_record(run_dir: Path, damage: list[str]) -> dict[str, Any]:
+    """run.json's name, mode and created_at, each kept only when it has the type run-folder.schema.json gives it;
+    what is wrong with the file is said in `damage`, and the run is still listed, under its id."""
+    try:
+        record = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        damage.append(f"{RUN_FILE}: unreadable ({type(err).__name__})")
+        return {}
+    if not isinstance(record, dict):
+        damage.append(f"{RUN_FILE}: a JSON {type(record).__name__}, not an object")
+        return {}
+    kept = {key: record[key] for key in ("name", "created_at") if isinstance(record.get(key), str)}
+    if record.get("mode") in RUN_MODES:
+        kept["mode"] = record["mode"]
+    wrong = sorted({"name", "mode", "created_at"} & set(record) - set(kept))
+    if wrong:
+        damage.append(f"{RUN_FILE}: {', '.join(wrong)} of the wrong type or value")
+    return kept
 
 
 def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
@@ -180,7 +201,9 @@ class RunManager:
     def info(self, run_id: str) -> dict[str, Any]:
         path = self.run_dir(run_id)
         last, status, metrics = 0, None, None
-        for event in reverse_events(path):  # the log's tail holds what a RunInfo shows; a long log is not read
+        damage: list[str] = []
+        # The log's tail holds what a RunInfo shows: a long log is not read, so only damage in what is read shows.
+        for event in reverse_events(path, damage):
             last = last or event["seq"]
             status = status or (event["data"] if event["type"] == "status" else None)
             metrics = (
@@ -190,7 +213,7 @@ class RunManager:
                 break
         queued = self.live[run_id].queued_meta if run_id in self.live else None
         status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
-        meta = json.loads((path / RUN_FILE).read_text()) if (path / RUN_FILE).is_file() else (queued or {})
+        meta = read_run_record(path, damage) if (path / RUN_FILE).is_file() else (queued or {})
         metrics = metrics or {}
         checkpoints = path / "checkpoints"
         return {
@@ -202,6 +225,7 @@ class RunManager:
             "latestMetrics": metrics,
             "lastSeq": last,
             "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
+            **({"damage": damage[:MAX_DAMAGE_SHOWN]} if damage else {}),
         }
 
     def config(self, run_id: str) -> dict[str, Any]:
@@ -210,7 +234,14 @@ class RunManager:
         path = frozen if frozen.is_file() else self.incoming_dir / f"{run_id}.agentrl.yaml"
         if not path.is_file():
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no config yet; ask again once it has started")
-        return redact_secrets(yaml.safe_load(path.read_text(encoding="utf-8")))
+        try:
+            config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            config = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if not isinstance(config, dict):
+            why = config if isinstance(config, str) else f"a YAML {type(config).__name__}, not a mapping"
+            raise RpcError(CONFIG_INVALID, f"run {run_id}'s {path.name} is damaged: {why}")
+        return redact_secrets(config)
 
     def list(self) -> list[dict[str, Any]]:
         ids = {p.name for p in list_run_dirs(self.runs_dir)} | set(self.live)

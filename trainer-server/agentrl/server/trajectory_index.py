@@ -2,16 +2,22 @@
 
 A step file only grows: the trainer appends records, and a resumed run appends a superseded trajectory again (the
 latest line of an id is its record). So a file's index extends from where it stopped, and each line is indexed
-once, however many requests read the file.
+once, however many requests read the file. A damaged line (not a JSON object with a string id) is not indexed, nor
+returned: a damaged file answers with the records it still holds. A record is not checked against
+trajectory.schema.json as it is read (~10 ms a record: seconds for a step), so one whose insides were garbled into
+other valid JSON is returned as the file holds it; the replay shows it as text.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("agentrl.server")
 
 # How every record line begins (agentrl/rollout/episode.py writes schema_version first, then id).
 _ID_PREFIX = re.compile(rb'\{"schema_version": \d+, "id": "([^"\\]*)"')
@@ -33,9 +39,9 @@ class TrajectoryIndex:
                 complete = data.rfind(b"\n") + 1  # a line still being written is indexed next time
                 position = indexed
                 for line in data[:complete].splitlines(keepends=True):
-                    match = _ID_PREFIX.match(line)
-                    trajectory_id = match.group(1).decode() if match else json.loads(line)["id"]
-                    offsets[trajectory_id] = (position, len(line))
+                    trajectory_id = _line_id(line)
+                    if trajectory_id is not None:
+                        offsets[trajectory_id] = (position, len(line))
                     position += len(line)
                 self._files[path] = (indexed + complete, offsets)
             return dict(offsets)
@@ -49,7 +55,17 @@ class TrajectoryIndex:
                 if trajectory_id in offsets:
                     offset, length = offsets[trajectory_id]
                     handle.seek(offset)
-                    found[trajectory_id] = json.loads(handle.read(length))
+                    record = _record(handle.read(length))
+                    if isinstance(record, str):
+                        log.warning(
+                            "skipped the damaged trajectory %s at byte %d of %s: %s",
+                            trajectory_id,
+                            offset,
+                            path,
+                            record,
+                        )
+                    else:
+                        found[trajectory_id] = record
         return found
 
     def all_records(self, path: Path) -> list[dict[str, Any]]:
@@ -57,4 +73,26 @@ class TrajectoryIndex:
         offsets = self._offsets(path)
         ordered = sorted(offsets, key=lambda trajectory_id: offsets[trajectory_id][0])
         found = self.records(path, ordered)
-        return [found[trajectory_id] for trajectory_id in ordered]
+        return [found[trajectory_id] for trajectory_id in ordered if trajectory_id in found]
+
+
+def _line_id(line: bytes) -> str | None:
+    match = _ID_PREFIX.match(line)
+    if match:
+        return match.group(1).decode("utf-8", "replace")
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return record["id"] if isinstance(record, dict) and isinstance(record.get("id"), str) else None
+
+
+def _record(line: bytes) -> dict[str, Any] | str:
+    """A record as the file holds it, or what is wrong with the line."""
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return "not a JSON line"
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+        return "not a JSON object with a string id"
+    return record
