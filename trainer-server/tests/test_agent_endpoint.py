@@ -592,10 +592,12 @@ def test_exactly_one_of_env_and_agent_gives_the_episodes():
     agent = {"module": "agent.py", "reward": "reward.py:score"}
     env = {"module": "env.py", "class_name": "Env"}
     assert load_config_dict({"agent": agent, "data": data}).agent.function == "run"
+    assert load_config_dict({"agent": agent, "data": data, "rollout": {"engine": "vllm"}}).rollout.engine == "vllm"
     for raw, message in [
         ({"data": data}, "not neither"),
         ({"agent": agent, "env": env, "data": data}, "not both"),
-        ({"agent": agent, "data": data, "rollout": {"engine": "vllm"}}, "rollout.engine: hf or auto"),
+        ({"agent": agent, "data": data, "train": {"async_steps": 1}}, "train.async_steps: 0"),
+        ({"agent": agent, "data": data, "cluster": {"backend": "ray"}}, "cluster.backend: local"),
         ({"agent": {**agent, "reward": "score"}, "data": data}, "agent.reward"),
     ]:
         with pytest.raises(ConfigError, match=message):

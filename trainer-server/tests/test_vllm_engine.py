@@ -117,7 +117,7 @@ def _worker_cpu_seconds() -> float:
 def test_an_idle_engine_leaves_the_cores_to_the_learner(engine):
     """vLLM's worker polls its message queue for a second after each message by default; on CPU the engine shortens
     that, so the update that follows a rollout does not share its cores with a polling worker."""
-    readers = engine._call(engine._engine.collective_rpc(_polling_windows))[0]
+    readers = engine.sampler.call(engine.sampler.engine.collective_rpc(_polling_windows))[0]
     assert readers and set(readers) == {vllm_engine.CPU_WORKER_POLLING_S}
     engine.run([{"key": "1"}], group_size=2, seed=0)
     before = _worker_cpu_seconds()
@@ -319,7 +319,8 @@ def test_with_lora_only_the_adapter_is_pushed_and_the_next_rollout_samples_with_
         after = _greedy(engine, tasks)
         assert after != before
         pushed = sum(
-            os.path.getsize(os.path.join(engine._adapter_folder, name)) for name in os.listdir(engine._adapter_folder)
+            os.path.getsize(os.path.join(engine.sampler._adapter_folder, name))
+            for name in os.listdir(engine.sampler._adapter_folder)
         )
         model_bytes = sum(t.numel() * t.element_size() for _, t in vllm_engine.base_weights(policy))
         adapter_bytes = sum(p.numel() * p.element_size() for n, p in policy.named_parameters() if "lora_" in n)
@@ -356,3 +357,43 @@ def test_async_steps_refuse_an_engine_that_samples_from_the_trained_model(tmp_pa
     config = example("train.async_steps=1")  # auto, and the tiny model's heads are too small for vLLM's CPU kernels
     with pytest.raises(ValueError, match=r"needs the vllm rollout engine; rollout.engine auto chose hf \(vLLM's CPU"):
         train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+
+
+def test_an_agent_trains_through_the_endpoint_on_vllm(tmp_path, trajectory_validator):
+    """An agent run (run config `agent:`) samples with vLLM: every request goes to vLLM as it comes, the weights are
+    pushed before each step's rollout, and the learner's logprobs of the sampled tokens are vLLM's."""
+    import json
+    import textwrap
+
+    from agentrl.contract.config import load_config_dict
+    from test_agent_endpoint import AGENT_PY
+
+    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT_PY))
+    # a reward that differs between samples, so every step updates (and its logprob gap is measured)
+    (tmp_path / "reward.py").write_text("def score(task, result):\n    return float(len(result or '') % 2)\n")
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "a": i, "b": 2 * i}) + "\n" for i in range(6)))
+    config = load_config_dict(
+        {
+            "model": {"path": "tiny", "tiny_layers": 2, "tiny_hidden": 64, "tiny_head_dim": 32},
+            "agent": {"module": "agent.py", "reward": "reward.py:score", "timeout_s": 60},
+            "data": {"train": "tasks.jsonl"},
+            "rollout": {
+                **{"group_size": 2, "max_new_tokens": 12, "max_context": 512},
+                **{"engine": "vllm", "vllm_dtype": "policy"},
+            },
+            "train": {"steps": 3, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-2, "checkpoint_every": 3},
+            # a batch-wide baseline: every sample of a step with any reward spread trains, so each step's gap is read
+            "algorithm": {"name": "reinforce_pp"},
+        }
+    )
+    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
+    assert any(message.startswith("rollout engine: agent endpoint (vllm ") for message in logs), logs
+    metrics = metrics_by_step(run_dir)
+    for step in (1, 2, 3):
+        assert metrics[step]["agent/requests"] == 8 and metrics[step]["agent/prefix_breaks"] == 0
+        assert metrics[step]["actor/logprob_gap"] < 1e-4, metrics  # a missed push would open the gap (lr 0.01)
+    assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
+    for record in trajectories(run_dir):
+        trajectory_validator.validate(record)
+        assert record["status"] == "finished" and record["stats"]["num_turns"] == 2

@@ -584,14 +584,10 @@ class RunConfig(_Section):
                 "against the trainer's endpoint), not " + ("both" if self.env is not None else "neither")
             )
         if self.agent is not None:
-            if self.rollout.engine == "vllm":
-                raise ValueError(
-                    "agent: the endpoint samples with the hf engine for now; set rollout.engine: hf or auto"
-                )
             if self.cluster.backend == "ray":
                 raise ValueError("agent: runs on a Ray cluster are not supported yet; set cluster.backend: local")
             if self.train.async_steps:
-                raise ValueError("agent: train.async_steps needs the vllm engine, which the endpoint does not use yet")
+                raise ValueError("agent: train.async_steps is not supported yet; set train.async_steps: 0")
         if self.train.async_steps and self.rollout.engine == "hf":
             raise ValueError(
                 "train.async_steps: 1 needs a rollout engine with its own copy of the weights "

@@ -1,10 +1,14 @@
 """The agent rollout engine (run config `agent:`): the user's own agent plays each episode against the endpoint.
 
 Per step, every episode (a group of n = n runs of the agent on one task) gets its own base URL and its agent runs in a
-daemon thread (environment/agent.py). The requests of concurrent episodes wait in one queue; this engine's thread
-samples them as a batch with the hf engine's sampler (`BatchSampler`), each episode from its own generator
-(`episode_seed`), as soon as every running agent is waiting on a request or BATCH_WAIT_S after the first one came.
-A row's reply goes back as soon as the row ends, so that agent runs its tools while the others still generate.
+daemon thread (environment/agent.py). Each request is sampled from the episode's own seed (`episode_seed`) by one of
+the two engines a run may use (rollout.engine):
+- hf: the requests of concurrent episodes wait in one queue; this engine's thread samples them as a batch with the hf
+  engine's sampler (`BatchSampler`, from the very model the learner trains), as soon as every running agent is waiting
+  on a request or BATCH_WAIT_S after the first one came. A row's reply goes back as soon as the row ends, so that
+  agent runs its tools while the others still generate.
+- vllm: each request goes to vLLM as it comes (`VllmSampler`, its own copy of the weights, pushed before each step's
+  rollout) and joins its running batch: continuous batching, as the vLLM engine does for ToolEnv episodes.
 
 An episode ends when its agent returns, raises or runs past agent.timeout_s; its later requests are refused. Its
 requests become one training sequence, or several where the agent rewrote its history (agent_capture.py): each
@@ -22,7 +26,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,6 +42,9 @@ from agentrl.rollout.episode import Episode
 from agentrl.rollout.hf_engine import BatchSampler
 from agentrl.rollout.loop import SamplingSettings, TurnEnd, episode_seed, task_id_of
 
+if TYPE_CHECKING:
+    from agentrl.rollout.vllm_engine import VllmSampler
+
 # How long a request waits for other episodes' requests to share its batch, when some agents are still busy.
 BATCH_WAIT_S = 0.05
 
@@ -50,6 +57,7 @@ class _Generation:
     context: list[int]
     limit: int
     stops: list[str]
+    seed: int  # vLLM's seed for this request (the hf sampler draws from the session's generator instead)
     future: concurrent.futures.Future[tuple[list[int], list[float], TurnEnd]] = field(
         default_factory=concurrent.futures.Future
     )
@@ -103,7 +111,7 @@ class _Session:
     """One episode at the endpoint: its requests answered one at a time, in order, into its capture."""
 
     def __init__(self, engine: AgentRolloutEngine, episode_id: str, capture: EpisodeCapture, seed: int) -> None:
-        self.engine, self.episode_id, self.capture = engine, episode_id, capture
+        self.engine, self.episode_id, self.capture, self.seed = engine, episode_id, capture, seed
         self.generator = torch.Generator(device=engine.device).manual_seed(seed)
         self.ended = False
         self._state = threading.Lock()  # the capture, between the endpoint's thread and the engine's
@@ -145,9 +153,10 @@ class _Session:
             stops = list(request.stop)
             if cfg.stop_at_tool_call and tools:
                 stops += self.engine.call_format.call_end(schemas_by_name(tools))
-            generation = _Generation(self, planned.context, limit, stops)
+            seed = hash((self.seed, self.capture.answered)) & 0x7FFFFFFF
+            generation = _Generation(self, planned.context, limit, stops, seed)
             submitted = time.perf_counter()
-            self.engine.queue.put(generation)
+            self.engine.submit(generation)
             ids, logprobs, end = await asyncio.wrap_future(generation.future)
             sampled = time.perf_counter()
             with self._state:
@@ -189,16 +198,25 @@ class _AgentRun:
 class AgentRolloutEngine(SamplingSettings):
     """Plays a step's episodes with the user's agent; the same surface as a RolloutEngine (loop.py)."""
 
-    description = "agent endpoint (hf)"
-    shares_policy_weights = True  # samples from the very model object the learner trains
-
     def __init__(
-        self, model: Any, tokenizer: Any, agent: AgentProgram, rollout_cfg: RolloutConfig, device: torch.device
+        self,
+        model: Any,
+        tokenizer: Any,
+        agent: AgentProgram,
+        rollout_cfg: RolloutConfig,
+        device: torch.device,
+        vllm: VllmSampler | None = None,
     ) -> None:
+        """`vllm`: sample with it (rollout.engine vllm or auto, where vLLM serves the model); else with the hf
+        engine's sampler, from the model object the learner trains."""
         self.model, self.tokenizer, self.agent, self.cfg, self.device = model, tokenizer, agent, rollout_cfg, device
         self.call_format = get_format(rollout_cfg.tool_format)
         self.chat = ChatFormat(tokenizer, rollout_cfg.tool_output_tokens, self.call_format)
-        self.sampler = BatchSampler(model, tokenizer, device)
+        self.vllm = vllm
+        self.sampler = BatchSampler(model, tokenizer, device) if vllm is None else None
+        self.shares_policy_weights = vllm is None
+        self.description = f"agent endpoint ({'hf' if vllm is None else vllm.description})"
+        self.sampler_error: BaseException | None = None  # vLLM's failure, raised by the step that saw it
         self.queue = _Queue()
         self.endpoint = AgentEndpoint(getattr(model, "name_or_path", "") or "agentrl-policy")
         self.overheads_s: list[float] = []
@@ -208,6 +226,8 @@ class AgentRolloutEngine(SamplingSettings):
         """Group `first_group + i` is `group_size` runs of the agent on `tasks[i]`, each sampling from its own
         `episode_seed(seed, group, sample)`; returns every run's training sequences."""
         started = time.perf_counter()
+        self.sync_weights()
+        synced = time.perf_counter() - started
         self.overheads_s = []
         runs = [
             self._start(task, first_group + g, s, episode_seed(seed, first_group + g, s))
@@ -234,6 +254,7 @@ class AgentRolloutEngine(SamplingSettings):
             "agent/broken_episode_share": sum(bool(c.breaks) for c in captures) / len(captures),
             "agent/failed_episode_share": sum(run.failure is not None for run in runs) / len(runs),
             "agent/batch_rows_mean": sum(batch_rows) / len(batch_rows) if batch_rows else 0.0,
+            "perf/weight_sync_s": synced,
         }
         if self.overheads_s:
             self.last_stats["perf/endpoint_overhead_ms"] = 1000 * sum(self.overheads_s) / len(self.overheads_s)
@@ -248,8 +269,32 @@ class AgentRolloutEngine(SamplingSettings):
         future.add_done_callback(lambda _: self.queue.wake())
         return _AgentRun(task, group, sample, session, future, time.monotonic() + self.agent.timeout_s)
 
+    def submit(self, generation: _Generation) -> None:
+        """A request to sample: queued for the next hf batch, or sent to vLLM at once."""
+        if self.vllm is None:
+            self.queue.put(generation)
+            return
+        cfg = self.cfg
+        sampling = self.vllm.sample(
+            generation.context, generation.limit, generation.stops, generation.seed, cfg.temperature, cfg.top_p
+        )
+        asyncio.run_coroutine_threadsafe(sampling, self.vllm.loop).add_done_callback(
+            lambda done: self._sampled(generation, done)
+        )
+
+    def _sampled(self, generation: _Generation, done: concurrent.futures.Future[Any]) -> None:
+        if done.exception() is None:
+            generation.future.set_result(done.result())
+            return
+        self.sampler_error = self.sampler_error or done.exception()
+        generation.future.set_exception(
+            EndpointError(500, "the trainer's sampler failed; the run stops", "internal_error")
+        )
+        self.queue.wake()
+
     def _serve(self, runs: list[_AgentRun]) -> list[int]:
-        """Sample the agents' requests until every agent has ended; returns the rows of each batch."""
+        """Sample the agents' requests until every agent has ended; returns the rows of each hf batch (vLLM batches
+        on its own)."""
         batch_rows: list[int] = []
         running = list(runs)
         while running:
@@ -260,7 +305,12 @@ class AgentRolloutEngine(SamplingSettings):
             if not running:
                 break
             batch = self.queue.take(len(running), timeout=min(r.deadline for r in running) - now)
+            if self.sampler_error is not None:
+                for run in running:
+                    self._end(run)
+                raise self.sampler_error
             if batch:
+                assert self.sampler is not None  # only the hf engine's requests are queued
                 batch_rows.append(len(batch))
                 try:
                     self.sampler.generate(
@@ -321,10 +371,15 @@ class AgentRolloutEngine(SamplingSettings):
         return sequences
 
     def weights_updated(self) -> None:
-        """Nothing to do: the sampler reads the learner's own model object."""
+        """vLLM's copy of the weights is stale; the hf sampler reads the learner's own model object."""
+        if self.vllm is not None:
+            self.vllm.weights_updated()
 
     def sync_weights(self) -> None:
-        """Nothing to do, as for weights_updated."""
+        if self.vllm is not None:
+            self.vllm.sync_weights()
 
     def close(self) -> None:
         self.endpoint.close()
+        if self.vllm is not None:
+            self.vllm.close()

@@ -202,23 +202,20 @@ def _kv_cache_bytes(model: Any, tokens: int, dtype: torch.dtype) -> int:
     return max(64 << 20, int(per_token * tokens * 1.25))
 
 
-class VllmRolloutEngine(RolloutEngine):
-    """`rollout.engine: vllm`. `concurrent_episodes` sizes the KV cache (every episode of a step at its
-    longest); `close()` ends vLLM's processes."""
+class VllmSampler:
+    """vLLM's async engine, in its own processes with its own copy of the policy's weights, sampling turns from token
+    ids: the vLLM rollout engine's (ToolEnv episodes) and the agent engine's (the endpoint's requests).
+    `concurrent_sequences` sizes the KV cache (that many sequences at rollout.max_context); `close()` ends vLLM's
+    processes."""
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        env_factory: Callable[[], ToolEnv],
-        rollout_cfg: RolloutConfig,
-        device: torch.device,
-        concurrent_episodes: int,
+        self, model: Any, tokenizer: Any, rollout_cfg: RolloutConfig, device: torch.device, concurrent_sequences: int
     ) -> None:
-        super().__init__(model, tokenizer, env_factory, rollout_cfg, device)
         reason = unsupported_reason(model, device)
         if reason:
             raise ValueError(f"rollout.engine is 'vllm' but {reason}")
+        self.model, self.cfg, self.device = model, rollout_cfg, device
+        self.eos_id = tokenizer.eos_token_id
         self._request_ids = itertools.count()
         # Under LoRA the adapter is what vLLM samples with; it lives in shared memory (RAM), replaced on each push.
         # The first rollout loads it (a resumed run's adapter is already trained).
@@ -229,8 +226,8 @@ class VllmRolloutEngine(RolloutEngine):
         # Full weights travel through this one file, rewritten in place by every push: a new file each time took
         # fresh pages from the kernel, a page fault each (0.4-0.5 s of a push of SmolLM2-135M in the training loop).
         self._weights_file: Any = None
-        self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="vllm-rollouts", daemon=True)
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="vllm-rollouts", daemon=True)
         self._loop_thread.start()
         # vLLM starts from a folder: the policy's current weights, written once. Updates go through memory.
         self._folder = tempfile.mkdtemp(prefix="agentrl-vllm-")
@@ -239,7 +236,7 @@ class VllmRolloutEngine(RolloutEngine):
             base.save_pretrained(self._folder, state_dict=dict(base_weights(model)))
             tokenizer.save_pretrained(self._folder)
             self.dtype = _engine_dtype(rollout_cfg.vllm_dtype, base.dtype, device)
-            self._engine = self._call(self._start(concurrent_episodes * rollout_cfg.max_context))
+            self.engine = self.call(self._start(concurrent_sequences * rollout_cfg.max_context))
         except BaseException:
             self.close()
             raise
@@ -252,9 +249,9 @@ class VllmRolloutEngine(RolloutEngine):
         return self.device.type == "cpu"
 
     async def _start(self, most_tokens: int) -> Any:
-        """`most_tokens`: every episode of a step at its longest. The KV cache holds that many, and one engine step
-        may schedule that many, so a prompt's prefill is never split across steps: vLLM (0.32, CPU) cannot rewind
-        a seeded request's random generator after a split prefill, and seeds make each episode reproducible."""
+        """`most_tokens`: every sequence at its longest. The KV cache holds that many, and one engine step may
+        schedule that many, so a prompt's prefill is never split across steps: vLLM (0.32, CPU) cannot rewind a
+        seeded request's random generator after a split prefill, and seeds make each episode reproducible."""
         import vllm
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -283,11 +280,9 @@ class VllmRolloutEngine(RolloutEngine):
             await engine.collective_rpc(_shorten_polling, args=(CPU_WORKER_POLLING_S,))
         return engine
 
-    def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    def call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the engine's own event loop (vLLM's output handler lives there) and wait."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    shares_policy_weights = False
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def weights_updated(self) -> None:
         self._stale_weights = True
@@ -311,63 +306,118 @@ class VllmRolloutEngine(RolloutEngine):
         and every update after the push ran ~15% slower (2 cores, SmolLM2-135M: 7.4-7.8 -> 8.8-9.0 s)."""
         if self._adapter_folder is not None:
             self.model.save_pretrained(self._adapter_folder)  # adapter_config.json and the adapter's tensors only
-            self._call(self._engine.add_lora(self._adapter(replace=True)))
+            self.call(self.engine.add_lora(self._adapter(replace=True)))
         else:
             if self._weights_file is None:
                 self._weights_file = tempfile.NamedTemporaryFile(dir=SHARED_MEMORY, prefix="agentrl-weights-")
             layout = _write_weights(base_weights(self.model), getattr(torch, self.dtype), self._weights_file)
-            self._call(self._engine.collective_rpc(_load_weights, args=(self._weights_file.name, layout)))
-        self._call(self._engine.reset_prefix_cache())  # cached keys and values were computed with the old weights
+            self.call(self.engine.collective_rpc(_load_weights, args=(self._weights_file.name, layout)))
+        self.call(self.engine.reset_prefix_cache())  # cached keys and values were computed with the old weights
         self._stale_weights = False
+
+    async def sample(
+        self, context: list[int], limit: int, stops: list[str], seed: int, temperature: float, top_p: float
+    ) -> tuple[list[int], list[float], TurnEnd]:
+        """One turn after `context` (on the engine's loop): its sampled ids, each one's logprob, and how it ended
+        (a stop string: call_end; EOS; the limit). Concurrent calls share vLLM's batches as they come."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=limit,
+            temperature=temperature,
+            top_p=top_p,
+            logprobs=0,
+            seed=seed,
+            stop=stops or None,
+            include_stop_str_in_output=True,
+            stop_token_ids=[self.eos_id] if self.eos_id is not None else None,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        final = None
+        async for output in self.engine.generate(
+            TokensPrompt(prompt_token_ids=context),
+            params,
+            request_id=f"turn-{next(self._request_ids)}",
+            lora_request=self._adapter(),
+        ):
+            final = output
+        assert final is not None
+        sample = final.outputs[0]
+        ids = list(sample.token_ids)
+        logprobs = [float(chosen[token].logprob) for token, chosen in zip(ids, sample.logprobs)]
+        end: TurnEnd = (
+            "call_end" if isinstance(sample.stop_reason, str) else "eos" if sample.finish_reason == "stop" else "limit"
+        )
+        return ids, logprobs, end
+
+    def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            self.loop.call_soon_threadsafe(engine.shutdown)
+            self.engine = None
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._loop_thread.join(timeout=30)
+        shutil.rmtree(self._folder, ignore_errors=True)
+        if getattr(self, "_weights_file", None) is not None:
+            self._weights_file.close()  # and removed
+        if getattr(self, "_adapter_folder", None):
+            shutil.rmtree(self._adapter_folder, ignore_errors=True)
+
+
+class VllmRolloutEngine(RolloutEngine):
+    """`rollout.engine: vllm`: a step's ToolEnv episodes, each its own coroutine on the sampler's loop.
+    `concurrent_episodes` sizes the KV cache (every episode of a step at its longest)."""
+
+    shares_policy_weights = False
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        env_factory: Callable[[], ToolEnv],
+        rollout_cfg: RolloutConfig,
+        device: torch.device,
+        concurrent_episodes: int,
+    ) -> None:
+        super().__init__(model, tokenizer, env_factory, rollout_cfg, device)
+        try:
+            self.sampler = VllmSampler(model, tokenizer, rollout_cfg, device, concurrent_episodes)
+        except BaseException:
+            super().close()  # the tool worker, if rollout.tool_isolation started one
+            raise
+        self.description = self.sampler.description
+
+    def weights_updated(self) -> None:
+        self.sampler.weights_updated()
+
+    def sync_weights(self) -> None:
+        self.sampler.sync_weights()
 
     def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
         started = time.perf_counter()
         self.sync_weights()
         synced = time.perf_counter() - started
-        self._call(self._play_all(lives, seed))
+        self.sampler.call(self._play_all(lives, seed))
         return {"perf/weight_sync_s": synced}
 
     async def _play_all(self, lives: list[LiveEpisode], seed: int) -> None:
         await asyncio.gather(*(self._episode(live, seed) for live in lives))
 
     async def _episode(self, live: LiveEpisode, seed: int) -> None:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
-
         call_ends = self._call_ends(live)
         for turn_index in range(self.cfg.max_turns):
             if live.finished or (limit := self._turn_limit(live)) is None:
                 break
-            params = SamplingParams(
-                max_tokens=limit,
-                temperature=self.cfg.temperature,
-                top_p=self.cfg.top_p,
-                logprobs=0,
-                seed=hash((seed, live.episode.group, live.episode.sample, turn_index)) & 0x7FFFFFFF,
-                stop=call_ends or None,
-                include_stop_str_in_output=True,
-                stop_token_ids=[self.eos_id] if self.eos_id is not None else None,
-                output_kind=RequestOutputKind.FINAL_ONLY,
-            )
-            final = None
-            async for output in self._engine.generate(
-                TokensPrompt(prompt_token_ids=list(live.episode.token_ids)),
-                params,
-                request_id=f"turn-{next(self._request_ids)}",
-                lora_request=self._adapter(),
-            ):
-                final = output
-            assert final is not None
-            sample = final.outputs[0]
-            ids = list(sample.token_ids)
-            logprobs = [float(chosen[token].logprob) for token, chosen in zip(ids, sample.logprobs)]
-            end: TurnEnd = (
-                "call_end"
-                if isinstance(sample.stop_reason, str)
-                else "eos"
-                if sample.finish_reason == "stop"
-                else "limit"
+            ids, logprobs, end = await self.sampler.sample(
+                list(live.episode.token_ids),
+                limit,
+                call_ends,
+                hash((seed, live.episode.group, live.episode.sample, turn_index)) & 0x7FFFFFFF,
+                self.cfg.temperature,
+                self.cfg.top_p,
             )
             text = self._end_turn(live, turn_index, ids, logprobs, end, limit)
             await interpret_turn(live, text, self.call_format, self.cfg)
@@ -377,15 +427,6 @@ class VllmRolloutEngine(RolloutEngine):
 
     def close(self) -> None:
         super().close()
-        engine = getattr(self, "_engine", None)
-        if engine is not None:
-            self._loop.call_soon_threadsafe(engine.shutdown)
-            self._engine = None
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop_thread.join(timeout=30)
-        shutil.rmtree(self._folder, ignore_errors=True)
-        if getattr(self, "_weights_file", None) is not None:
-            self._weights_file.close()  # and removed
-        if getattr(self, "_adapter_folder", None):
-            shutil.rmtree(self._adapter_folder, ignore_errors=True)
+        sampler = getattr(self, "sampler", None)
+        if sampler is not None:
+            sampler.close()
