@@ -1,8 +1,8 @@
 // New Environment > From an existing agent (issue #31): the palette writes an OpenAI-SDK agent, its reward, tasks and
-// a run config with `agent:`; Try Environment on that config plays its episodes through the trainer's endpoint, and
-// the replay opens on them, each episode's prompt the agent's own messages. The random `tiny` model keeps the run
-// short; it never writes a call that parses (see toolRerun.e2e.mjs), so the scenario reads the calls column as the
-// replay lists it rather than expecting calls.
+// a run config with `agent:`; Try Environment on that config plays its episodes through the trainer's endpoint with
+// the packaged SmolLM2 (which copies the worked example's calculator call), and the replay opens on them: each
+// episode's prompt the agent's own messages, a tool step the call the model made and the result the agent's own
+// calculator returned.
 import fs from 'node:fs';
 import path from 'node:path';
 import { answer } from './scaffold.e2e.mjs';
@@ -14,7 +14,7 @@ export async function newAgentTriedScenario({ page, workspace, lap, runCommand }
   await runCommand(page, 'Agent RL: New Environment');
   await answer(page, '(1/4)', 'From an existing agent');
   await answer(page, '(2/3)', 'palette-agent');
-  await answer(page, '(3/3)', 'tiny');
+  await answer(page, '(3/3)', 'SmolLM2');
   await page.locator('.tab.active', { hasText: 'palette-agent.agentrl.yaml' }).waitFor({ timeout: 30000 });
   for (const file of ['agent.py', 'reward.py', 'tasks.jsonl', 'palette-agent.agentrl.yaml'])
     if (!fs.existsSync(path.join(folder, file))) throw new Error(`New Environment did not write ${file}`);
@@ -46,13 +46,20 @@ export async function newAgentTriedScenario({ page, workspace, lap, runCommand }
   );
   const errors = cells.filter((row) => /error/.test(row[3]));
   if (errors.length) throw new Error(`episodes that ended in an error: ${JSON.stringify(errors)}`);
-  lap(`the replay lists the agent's ${cells.length} episodes (tool calls: ${cells.map((row) => row[5]).join(', ')})`);
+  const calls = cells.map((row) => Number(row[5]));
+  lap(`the replay lists the agent's ${cells.length} episodes (tool calls: ${calls.join(', ')})`);
+  const withCall = calls.findIndex((count) => count > 0);
+  if (withCall < 0) throw new Error(`no episode called the calculator: ${JSON.stringify(cells)}`);
 
-  await rows.first().click();
+  await rows.nth(withCall).click();
   await view.locator('#position', { hasText: /^step 1 \// }).waitFor({ timeout: 15000 });
-  // The prompt is the agent's first request: its system prompt and its worked example of a calculator call.
-  await view
-    .locator('.io pre', { hasText: 'Use the calculator, then answer with the number.' })
-    .waitFor({ timeout: 15000 });
-  lap("an episode opens on the agent's own prompt");
+  // The prompt is the agent's first request: its system prompt and its worked example of a calculator call, written
+  // as the model writes a call (rollout.tool_format: tags).
+  await view.locator('.io pre', { hasText: 'Solve the problem with the calculator.' }).waitFor({ timeout: 15000 });
+  await view.locator('.io pre', { hasText: '<calculator>24 * 37</calculator>' }).first().waitFor({ timeout: 15000 });
+  lap("an episode opens on the agent's own prompt, its worked example's call in it");
+  await view.locator('body').press('t'); // the next tool call: the model's calculator call and what the agent returned
+  await view.locator('.happened pre', { hasText: /\S/ }).first().waitFor({ timeout: 15000 });
+  const happened = (await view.locator('.happened pre').first().textContent()) ?? '';
+  lap(`a tool step shows the model's calculator call and what the agent's calculator returned: ${happened.trim()}`);
 }
