@@ -269,3 +269,34 @@ def test_a_learner_worker_that_dies_fails_the_step_and_the_run_resumes_from_its_
     train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
     assert latest_status(read_events(run_dir))["status"] == "completed"
     assert sorted({r["step"] for r in trajectories(run_dir)}) == [1, 2]
+
+
+def test_an_agent_run_on_two_rollout_workers_records_what_one_process_does(tmp_path, local_ray):
+    """An agent run (`agent:`) on Ray: each rollout worker runs its share's agents against an endpoint it serves on its
+    own loopback; the episodes, each sampled from its own seed, are those one process samples, and the step's counts
+    add up over the workers."""
+    import json
+    import textwrap
+
+    from agentrl.contract.config import load_config_dict
+    from test_agent_endpoint import AGENT_PY, REWARD_PY
+
+    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT_PY))
+    (tmp_path / "reward.py").write_text(textwrap.dedent(REWARD_PY))
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "a": i, "b": 2 * i}) + "\n" for i in range(6)))
+    raw = {
+        "model": {"path": "tiny", "tiny_layers": 1, "tiny_hidden": 32},
+        "agent": {"module": str(tmp_path / "agent.py"), "reward": f"{tmp_path / 'reward.py'}:score", "timeout_s": 60},
+        "data": {"train": str(tmp_path / "tasks.jsonl")},
+        "rollout": {"group_size": 2, "max_new_tokens": 12, "max_context": 512, "engine": "hf"},
+        "train": {"steps": 1, "batch_size": 8, "micro_batch_size": 8, "lr": 1e-3, "checkpoint_every": 1},
+    }
+    one = train(load_config_dict(raw), runs_dir=tmp_path / "one")
+    on_ray = {"backend": "ray", "rollout_workers": 2, "rollout_resources": {"cpus": 0.5}}
+    two = train(load_config_dict({**raw, "cluster": on_ray}), runs_dir=tmp_path / "ray")
+    assert latest_status(read_events(two))["status"] == "completed"
+    logged = [e["data"]["message"] for e in read_events(two) if e["type"] == "log"]
+    assert "rollout engine: ray: 2 rollout workers, agent endpoint (hf)" in logged, logged
+    assert_same_episodes(two, one)
+    [metrics] = [e["data"]["metrics"] for e in read_events(two) if e["type"] == "metrics"]
+    assert metrics["agent/requests"] == 16 and metrics["agent/prefix_breaks"] == 0  # 8 episodes, 2 requests each

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
+from agentrl.rollout.agent_capture import COUNTED_STATS
 from agentrl.rollout.episode import Episode
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class RolloutWorker:
     def __init__(self, config: dict[str, Any], concurrent_episodes: int, policy: ScriptedPolicy | None) -> None:
         import torch
 
+        from agentrl.environment.agent import load_agent
         from agentrl.environment.loader import config_env_factory
         from agentrl.models.loading import load_policy
         from agentrl.rollout.factory import make_rollout_engine
@@ -38,9 +40,12 @@ class RolloutWorker:
         run_config = RunConfig.model_validate(config)
         torch.manual_seed(run_config.seed)
         self.model, tokenizer, device = load_policy(run_config.model, run_config.seed)
-        make_env = config_env_factory(run_config)  # each worker starts its own MCP servers, shared by its episodes
+        # Each worker starts its own MCP servers, shared by its episodes; an agent run's agents run in the worker,
+        # against an endpoint the worker serves on its own loopback.
+        make_env = config_env_factory(run_config) if run_config.env is not None else None
+        agent = load_agent(run_config.agent) if run_config.agent is not None else None
         self.engine = make_rollout_engine(
-            self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy
+            self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy, agent=agent
         )
         self.weights_version = 0  # the weights it was built with; the driver's are version 1 and later
 
@@ -215,7 +220,9 @@ class ClusterRolloutEngine:
                 stats.setdefault(key, []).append(value)
         elapsed = time.perf_counter() - started
         generated = sum(episode.response_length for episode in episodes)
-        self.last_stats = {key: sum(values) / len(values) for key, values in stats.items()} | {
+        self.last_stats = {
+            key: sum(values) if key in COUNTED_STATS else sum(values) / len(values) for key, values in stats.items()
+        } | {
             "perf/rollout_time_s": elapsed,
             "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
         }

@@ -584,8 +584,6 @@ class RunConfig(_Section):
                 "against the trainer's endpoint), not " + ("both" if self.env is not None else "neither")
             )
         if self.agent is not None:
-            if self.cluster.backend == "ray":
-                raise ValueError("agent: runs on a Ray cluster are not supported yet; set cluster.backend: local")
             if self.train.async_steps:
                 raise ValueError("agent: train.async_steps is not supported yet; set train.async_steps: 0")
         if self.train.async_steps and self.rollout.engine == "hf":

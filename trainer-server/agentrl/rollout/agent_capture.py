@@ -22,6 +22,9 @@ from agentrl.rollout.episode import Episode, TokenRole, TurnRecord
 from agentrl.rollout.loop import TurnEnd
 
 BreakKind = Literal["edited", "rewritten"]
+# The agent engine's step stats that count what the captures hold (its others are means or shares): rollout workers'
+# shares of a step add up.
+COUNTED_STATS = ("agent/requests", "agent/prefix_breaks", "agent/edited_messages")
 
 
 class ContextFull(Exception):
