@@ -596,7 +596,6 @@ def test_exactly_one_of_env_and_agent_gives_the_episodes():
     for raw, message in [
         ({"data": data}, "not neither"),
         ({"agent": agent, "env": env, "data": data}, "not both"),
-        ({"agent": agent, "data": data, "train": {"async_steps": 1}}, "train.async_steps: 0"),
         ({"agent": {**agent, "reward": "score"}, "data": data}, "agent.reward"),
     ]:
         with pytest.raises(ConfigError, match=message):

@@ -359,19 +359,17 @@ def test_async_steps_refuse_an_engine_that_samples_from_the_trained_model(tmp_pa
         train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
 
 
-def test_an_agent_trains_through_the_endpoint_on_vllm(tmp_path, trajectory_validator):
-    """An agent run (run config `agent:`) samples with vLLM: every request goes to vLLM as it comes, the weights are
-    pushed before each step's rollout, and the learner's logprobs of the sampled tokens are vLLM's."""
+def _agent_run_on_vllm(folder, **train_settings):
     import json
     import textwrap
 
     from agentrl.contract.config import load_config_dict
     from test_agent_endpoint import AGENT_PY
 
-    (tmp_path / "agent.py").write_text(textwrap.dedent(AGENT_PY))
+    (folder / "agent.py").write_text(textwrap.dedent(AGENT_PY))
     # a reward that differs between samples, so every step updates (and its logprob gap is measured)
-    (tmp_path / "reward.py").write_text("def score(task, result):\n    return float(len(result or '') % 2)\n")
-    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "a": i, "b": 2 * i}) + "\n" for i in range(6)))
+    (folder / "reward.py").write_text("def score(task, result):\n    return float(len(result or '') % 2)\n")
+    (folder / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "a": i, "b": 2 * i}) + "\n" for i in range(6)))
     config = load_config_dict(
         {
             "model": {"path": "tiny", "tiny_layers": 2, "tiny_hidden": 64, "tiny_head_dim": 32},
@@ -381,19 +379,39 @@ def test_an_agent_trains_through_the_endpoint_on_vllm(tmp_path, trajectory_valid
                 **{"group_size": 2, "max_new_tokens": 12, "max_context": 512},
                 **{"engine": "vllm", "vllm_dtype": "policy"},
             },
-            "train": {"steps": 3, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-2, "checkpoint_every": 3},
+            "train": {
+                **{"steps": 3, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-2, "checkpoint_every": 3},
+                **train_settings,
+            },
             # a batch-wide baseline: every sample of a step with any reward spread trains, so each step's gap is read
             "algorithm": {"name": "reinforce_pp"},
         }
     )
-    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path)
+    run_dir = train(config, runs_dir=folder / "runs", config_base_dir=folder)
     logs = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
     assert any(message.startswith("rollout engine: agent endpoint (vllm ") for message in logs), logs
     metrics = metrics_by_step(run_dir)
+    assert sorted(metrics) == [1, 2, 3]
     for step in (1, 2, 3):
         assert metrics[step]["agent/requests"] == 8 and metrics[step]["agent/prefix_breaks"] == 0
+    return run_dir, metrics
+
+
+def test_an_agent_trains_through_the_endpoint_on_vllm(tmp_path, trajectory_validator):
+    """An agent run (run config `agent:`) samples with vLLM: every request goes to vLLM as it comes, the weights are
+    pushed before each step's rollout, and the learner's logprobs of the sampled tokens are vLLM's."""
+    run_dir, metrics = _agent_run_on_vllm(tmp_path)
+    for step in (1, 2, 3):
         assert metrics[step]["actor/logprob_gap"] < 1e-4, metrics  # a missed push would open the gap (lr 0.01)
     assert metrics[1]["perf/weight_sync_s"] < metrics[2]["perf/weight_sync_s"]  # nothing to push before step 1
     for record in trajectories(run_dir):
         trajectory_validator.validate(record)
         assert record["status"] == "finished" and record["stats"]["num_turns"] == 2
+
+
+def test_an_agent_run_with_async_steps_samples_one_step_behind(tmp_path):
+    """train.async_steps: 1 with an agent: step 2's agents ran during step 1's update, against the weights from
+    before it, and the learner measures how far those were."""
+    _, metrics = _agent_run_on_vllm(tmp_path, async_steps=1)
+    assert metrics[1]["actor/logprob_gap"] < 1e-4
+    assert metrics[2]["actor/logprob_gap"] > 1e-3

@@ -583,9 +583,6 @@ class RunConfig(_Section):
                 "give either env (a ToolEnv that gives the episodes) or agent (an OpenAI-compatible agent run "
                 "against the trainer's endpoint), not " + ("both" if self.env is not None else "neither")
             )
-        if self.agent is not None:
-            if self.train.async_steps:
-                raise ValueError("agent: train.async_steps is not supported yet; set train.async_steps: 0")
         if self.train.async_steps and self.rollout.engine == "hf":
             raise ValueError(
                 "train.async_steps: 1 needs a rollout engine with its own copy of the weights "
