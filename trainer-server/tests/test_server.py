@@ -332,3 +332,33 @@ def test_cap_log_keeps_the_tail_and_the_writer_appends_after_it(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[0].startswith("[agentrl: earlier output was cut at ") and "keeps the last 100 bytes" in lines[0]
     assert lines[1:] == [f"line {index:04d}" for index in range(991, 1000)] + ["written after the cut"]
+
+
+def test_runs_past_the_limit_wait_queued_and_start_in_order_as_runs_end(tmp_path):
+    """Twenty run/start calls started twenty processes at once (11 GB, a load of 36 on 2 cores). Past
+    --max-runs a run waits, queued, saying why and where it stands; it starts when a running run ends, in the order
+    asked; one stopped while queued leaves nothing behind."""
+    capped = ServerProcess(tmp_path / "runs", "--max-runs", "1")
+    try:
+        client = capped.client()
+        first, second, third = (
+            client.request("run/start", {"config": example_config(steps=2)})["runId"] for _ in range(3)
+        )
+        waiting = client.request("run/get", {"runId": third})
+        assert waiting["status"] == "queued" and waiting["message"] == (
+            "queued: 1 runs are running, this server's limit (agentrl serve --max-runs 1); 2 of 2 in the queue"
+        )
+        assert client.request("run/stop", {"runId": third, "mode": "immediate"})["status"] == "stopped"
+        assert third not in {info["runId"] for info in client.request("run/list")["runs"]}
+        assert not (capped.runs_dir / ".incoming" / f"{third}.agentrl.yaml").exists()
+        client.request("run/subscribe", {"runId": second, "since": 0})
+        ended = client.events_until(second, is_final_status, timeout=300)
+        assert ended[-1]["data"]["status"] == "completed"
+        runs = {info["runId"]: info for info in client.request("run/list")["runs"]}
+        assert runs[first]["status"] == runs[second]["status"] == "completed"
+        finished_first = max(e["time"] for e in read_events(capped.runs_dir / first))
+        started_second = min(e["time"] for e in read_events(capped.runs_dir / second))
+        assert started_second >= finished_first  # one process at a time
+        client.close()
+    finally:
+        capped.stop()

@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="connections open at once; more are refused with HTTP 503 (default: 32)",
     )
     parser.add_argument(
+        "--max-runs",
+        type=int,
+        help="run processes at once; later run/start and run/resume calls wait, queued, and start in order as runs "
+        "end (default: one per 2 cores and per 4 GiB of memory, at least 2)",
+    )
+    parser.add_argument(
         "--allow-tool-rerun",
         action="store_true",
         help="allow tool/rerun (the replay's 'Re-run with current code' runs a Tool's code on this machine) when "
@@ -151,9 +157,10 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             print(f"agentrl serve --ray: {args.ray!r} is not auto, local or ray://HOST:PORT", file=sys.stderr)
             return 2
-    if args.max_connections < 1:
-        print(f"agentrl serve: --max-connections must be at least 1 (got {args.max_connections})", file=sys.stderr)
-        return 2
+    for flag, value in (("--max-connections", args.max_connections), ("--max-runs", args.max_runs)):
+        if value is not None and value < 1:
+            print(f"agentrl serve: {flag} must be at least 1 (got {value})", file=sys.stderr)
+            return 2
     make_private_by_default()
     bundles_dir = Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir / BUNDLES_FOLDER
     try:
@@ -177,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         token=token,
         allowed_origins=tuple(args.allow_origin),
         max_connections=args.max_connections,
+        max_runs=args.max_runs,
         tool_rerun_allowed=is_loopback(args.host) or args.allow_tool_rerun,
         ray_address=args.ray,
     )

@@ -53,6 +53,7 @@ class ServerOptions:
     token: str | None
     allowed_origins: tuple[str, ...] = ()
     max_connections: int = 32
+    max_runs: int | None = None  # run processes at once (the rest wait, queued); None: runs.default_max_runs()
     # tool/rerun runs the user's Tool code on this machine at a client's request: on loopback, or when asked for.
     tool_rerun_allowed: bool = False
     ray_address: str | None = None  # --ray: the Ray cluster every run started here runs on
@@ -138,7 +139,7 @@ MAX_QUEUED_FRAMES = 4
 class TrainerServer:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
-        self.runs = RunManager(options.runs_dir, options.ray_address)
+        self.runs = RunManager(options.runs_dir, options.ray_address, options.max_runs)
         self.bundles = BundleStore(options.bundles_dir)
         # Uploads run in worker threads; bounded, they never take every worker from the other requests.
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
@@ -307,8 +308,7 @@ class TrainerServer:
         return {"runId": params["runId"], "status": status}
 
     async def run_resume(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        await self.runs.resume(params["runId"])
-        return {"runId": params["runId"], "status": "running"}
+        return {"runId": params["runId"], "status": await self.runs.resume(params["runId"])}
 
     # Methods that read run folders (event logs of any length) do it in a worker thread: the event loop
     # keeps answering every other client meanwhile (initialize, pings, streams).

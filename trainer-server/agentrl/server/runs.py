@@ -49,6 +49,19 @@ LOG_CAP_EVERY_S = 5.0
 EXIT_AFTER_END_STATUS_S = 30.0
 
 
+def default_max_runs() -> int:
+    """How many runs a server runs at once unless told (`agentrl serve --max-runs`): one per 2 cores and per 4 GiB of
+    memory, at least 2 (a training run and a Try run beside it). A CPU run uses every core it is given; twenty at
+    once on 2 cores took 11 GB and a load of 36."""
+    cores = len(os.sched_getaffinity(0))
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(2, min(cores // 2, int(memory_gib // 4)))
+
+
+def _steps_of(info: dict[str, Any]) -> dict[str, int]:
+    return {"step": info["step"], "total_steps": info["totalSteps"]}
+
+
 def read_run_record(run_dir: Path, damage: list[str]) -> dict[str, Any]:
     """run.json's name, mode and created_at, each kept only when it has the type run-folder.schema.json gives it;
     what is wrong with the file is said in `damage`, and the run is still listed, under its id."""
@@ -136,6 +149,8 @@ class RunProcess:
     stderr_path: Path | None = None
     # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
     queued_meta: dict[str, Any] | None = None
+    # The command line of a run waiting for a slot (`agentrl serve --max-runs`); None once its process started.
+    waiting_args: list[str] | None = None
     # Set once the process has exited and the server has recorded its end (RunManager._finish).
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -153,11 +168,12 @@ def on_ray_cluster(config: RunConfig, address: str) -> RunConfig:
 
 
 class RunManager:
-    def __init__(self, runs_dir: Path, ray_address: str | None = None) -> None:
+    def __init__(self, runs_dir: Path, ray_address: str | None = None, max_runs: int | None = None) -> None:
         self.runs_dir = runs_dir
         self.ray_address = ray_address  # `agentrl serve --ray ADDRESS`: every run it starts runs there
+        self.max_runs = max_runs or default_max_runs()  # runs whose processes run at once; the rest wait, queued
         self.incoming_dir = runs_dir / ".incoming"
-        self.live: dict[str, RunProcess] = {}
+        self.live: dict[str, RunProcess] = {}  # runs with a process, and runs waiting for a slot, in start order
 
     # --- start-up -----------------------------------------------------------------------------
     def recover(self) -> None:
@@ -213,6 +229,8 @@ class RunManager:
                 break
         queued = self.live[run_id].queued_meta if run_id in self.live else None
         status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
+        if run_id in self.live and self.live[run_id].waiting_args is not None:
+            status = {**status, "status": "queued", "message": self._waiting_message(run_id)}
         meta = read_run_record(path, damage) if (path / RUN_FILE).is_file() else (queued or {})
         metrics = metrics or {}
         checkpoints = path / "checkpoints"
@@ -262,7 +280,7 @@ class RunManager:
         args = ["train", str(config_path), "--runs-dir", str(self.runs_dir), "--run-id", run_id, "--quiet"]
         if mode == "try":
             args += ["--rollout-only", str(episodes or 4)]
-        await self._spawn(run_id, args)
+        await self._admit(run_id, args)
         self.live[run_id].queued_meta = {
             "name": parsed.name,
             "mode": mode,
@@ -271,7 +289,8 @@ class RunManager:
         }
         return run_id
 
-    async def resume(self, run_id: str) -> None:
+    async def resume(self, run_id: str) -> str:
+        """Starts the run's process again (or queues it past --max-runs); returns running or queued."""
         info = self.info(run_id)
         proc = self.live.get(run_id)
         if proc is not None and info["status"] in ENDED_RUN_STATUSES:
@@ -309,13 +328,25 @@ class RunManager:
             },
             durable=True,
         )
-        await self._spawn(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
+        await self._admit(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
+        return "queued" if self.live[run_id].waiting_args is not None else "running"
 
     async def stop(self, run_id: str, mode: str) -> str:
         info = self.info(run_id)
         proc = self.live.get(run_id)
         if proc is None:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is not running (it is {info['status']})")
+        if proc.waiting_args is not None:  # never started: it leaves the queue, and a new run leaves nothing behind
+            self.live.pop(run_id)
+            (self.incoming_dir / f"{run_id}.agentrl.yaml").unlink(missing_ok=True)
+            if (self.runs_dir / run_id / RUN_FILE).is_file():  # a resume that waited: its folder says so
+                RunStore(self.runs_dir / run_id).append_event(
+                    "status",
+                    {**_steps_of(info), "status": "stopped", "message": "stopped while queued; nothing ran"},
+                    durable=True,
+                )
+            proc.finished.set()
+            return "stopped"
         proc.stop_mode = mode
         pid = proc.process.pid if proc.process else proc.adopted_pid
         assert pid is not None
@@ -325,6 +356,33 @@ class RunManager:
         except ProcessLookupError:
             pass
         return "stopping" if mode == "graceful" else "stopped"
+
+    def _running(self) -> int:
+        return sum(proc.waiting_args is None for proc in self.live.values())
+
+    def _waiting_message(self, run_id: str) -> str:
+        waiting = [r for r, proc in self.live.items() if proc.waiting_args is not None]
+        return (
+            f"queued: {self._running()} runs are running, this server's limit (agentrl serve --max-runs "
+            f"{self.max_runs}); {waiting.index(run_id) + 1} of {len(waiting)} in the queue"
+        )
+
+    async def _admit(self, run_id: str, args: list[str]) -> None:
+        """Start the run's process now, or queue it until a running run ends (first come, first started)."""
+        if self._running() < self.max_runs:
+            await self._spawn(run_id, args)
+            return
+        self.live[run_id] = RunProcess(run_id, waiting_args=args)
+        log.info("run %s queued: %s", run_id, self._waiting_message(run_id))
+
+    async def _start_waiting(self) -> None:
+        for run_id, proc in list(self.live.items()):
+            if self._running() >= self.max_runs:
+                return
+            if proc.waiting_args is not None and self.live.get(run_id) is proc:
+                queued_meta = proc.queued_meta
+                await self._spawn(run_id, proc.waiting_args)
+                self.live[run_id].queued_meta = queued_meta
 
     async def _spawn(self, run_id: str, args: list[str]) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
@@ -371,6 +429,7 @@ class RunManager:
         finally:
             if proc is not None:
                 proc.finished.set()
+            asyncio.get_running_loop().create_task(self._start_waiting())  # its slot goes to the first queued run
 
     def _record_end(self, run_id: str, proc: RunProcess | None, exit_code: int | None) -> None:
         run_dir = self.runs_dir / run_id
