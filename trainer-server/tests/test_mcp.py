@@ -313,3 +313,47 @@ def test_a_recorded_mcp_tool_call_is_re_run_on_a_fresh_start_of_its_server(tmp_p
     assert answer["rerun"]["error"] is None
     assert isinstance(answer["rerun"]["result"]["result"], int) and answer["rerun"]["result"]["result"] != recorded_pid
     assert answer["timeoutS"] == 25  # the server's timeout_s (20) and the grace the rollout adds
+
+
+def test_a_command_that_is_not_an_mcp_server_says_what_it_wrote(tmp_path):
+    """It used to answer "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)"."""
+    server = ServerProcess(tmp_path / "runs")
+    client = server.client()
+    try:
+        script = "import sys; print('usage: this is not an MCP server', file=sys.stderr); sys.exit(2)"
+        failed = client.call(
+            "mcp/listTools", {"server": {"name": "fake", "command": sys.executable, "args": ["-c", script]}}, timeout=90
+        )
+        message = failed["error"]["message"]
+        assert failed["error"]["code"] == p.MCP_SERVER_UNAVAILABLE
+        assert "usage: this is not an MCP server" in message and "TaskGroup" not in message, message
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_a_hanging_listing_is_ended_with_what_its_server_started():
+    """A listing that never ends is ended at its timeout with its whole process tree (a timed-out MCP server kept
+    running), and one that writes without end is cut at its bound."""
+    import asyncio
+
+    from agentrl.server.children import run_child
+
+    marker = "agentrl-mcp-hang-4c1d"
+    sleeper = f"[sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']"
+    hang = f"import subprocess, sys, time; subprocess.Popen({sleeper}); time.sleep(300)"
+    entry = {"name": "hang", "command": sys.executable, "args": ["-c", hang]}
+    started = time.perf_counter()
+    listed = asyncio.run(run_child("agentrl.cli", "env", "mcp-tools", stdin=json.dumps(entry).encode(), timeout_s=8))
+    assert listed.timed_out and listed.returncode is None and time.perf_counter() - started < 8 + 12
+    time.sleep(0.5)
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"):
+                alive.append(pid)
+        except OSError:
+            pass
+    assert not alive, "the MCP server's own child outlived the listing"
+    schema = asyncio.run(run_child("agentrl.cli", "schema", timeout_s=60, max_stdout=1000))  # it prints ~50 KB
+    assert schema.too_large and schema.returncode is None and 1000 < len(schema.stdout) <= 1000 + (1 << 16)

@@ -139,8 +139,13 @@ def test_rerun_times_out_with_the_tools_timeout_and_never_blocks_the_server(serv
 
 
 def test_a_tool_that_ends_the_process_or_an_env_that_no_longer_imports(server, recorded, client):
-    write_env(recorded[0], "os._exit(3)")
-    ended = rerun(client, recorded)["result"]["rerun"]
+    write_env(recorded[0], "os._exit(3)")  # as in a run under rollout.tool_isolation: thread, the call fails, named
+    refused = rerun(client, recorded)["result"]["rerun"]
+    assert refused["errorKind"] == "exception"
+    assert refused["error"].startswith("lookup tried to end the process (ExitRefused: os._exit(3) in tool-lookup)")
+
+    write_env(recorded[0], "import threading; threading.Thread(target=os._exit, args=(3,)).start(); time.sleep(5)")
+    ended = rerun(client, recorded)["result"]["rerun"]  # from a thread of the Tool's own, it still ends the process
     assert ended["errorKind"] == "exception"
     assert "the re-run process ended (exit code 3) while it ran" in ended["error"]
 
@@ -208,3 +213,31 @@ def test_a_tool_returning_megabytes_gets_an_answer_cut_to_the_budget_and_said_so
         assert rerun_result["result"].endswith(
             f"[... cut: {cut:,} more characters over the re-run's answer budget of 262,144]"
         )
+
+
+def test_a_tool_that_starts_a_background_process_does_not_hold_the_rerun_open(server, recorded, client):
+    """A Tool that started `sleep 300` made the re-run take 300 s: the re-run waited for the pipes the sleep kept.
+    The child runs in a process group of its own, ended with the call: the answer comes at once, the sleep is gone."""
+    marker = "agentrl-rerun-background-7f3a"
+    sleeper = (
+        f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])"
+    )
+    write_env(recorded[0], f"{sleeper}; return TABLE[key]")
+    started = time.perf_counter()
+    outcome = rerun(client, recorded)["result"]["rerun"]
+    assert outcome["result"] == "gold" and time.perf_counter() - started < 30
+    time.sleep(0.5)
+    left = [cmd for cmd in _command_lines() if marker in cmd]
+    assert not left, f"the Tool's background process outlived the re-run: {left}"
+
+
+def _command_lines() -> list[str]:
+    import os
+
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return lines

@@ -36,8 +36,18 @@ if TYPE_CHECKING:
 _CALL_TIMEOUT_GRACE_S = 5.0
 _START_TIMEOUT_S = 60.0  # spawning, the handshake and the first listing
 _STOP_TIMEOUT_S = 10.0  # the SDK's own shutdown waits are bounded well below this
+_CLOSE_WAIT_S = 2.0  # for a connection told to close, before its task is cancelled
 # A server whose restart failed is tried again after this long, not at each of the step's episode starts.
 _RESTART_BACKOFF_S = 10.0
+_STDERR_TAIL_BYTES = 1500  # of a stdio server's stderr, in the reason it did not start
+
+
+def _innermost(err: BaseException) -> BaseException:
+    """The first leaf of an exception group: the SDK's task groups wrap a server's failure ("unhandled errors in a
+    TaskGroup (1 sub-exception)"), which says nothing of it."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    return err
 
 
 class McpUnavailableError(RuntimeError):
@@ -62,6 +72,7 @@ class _Server:
     broken: str | None = None  # why its connection is not to be used any more; None while healthy
     closing: asyncio.Event | None = None  # set to end the connection's task
     stopped: concurrent.futures.Future[None] | None = None  # settled when the connection's task has ended
+    task: asyncio.Task[None] | None = None  # the connection's task, cancelled when it does not end when told
     starts: int = 0
     failed_at: float | None = None  # when its last restart failed (the next try waits _RESTART_BACKOFF_S)
 
@@ -253,6 +264,7 @@ class McpServers:
                 ready: asyncio.Future[list[Any]] = loop.create_future()
                 task = loop.create_task(self._hold(server, transport, ready))
                 task.add_done_callback(lambda _: stopped.set_result(None))
+                server.task = task
                 return await ready
 
             definitions = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=_START_TIMEOUT_S)
@@ -262,8 +274,8 @@ class McpServers:
             reason = (
                 f"it did not start within {_START_TIMEOUT_S:g} s"
                 if isinstance(err, concurrent.futures.TimeoutError)
-                else describe_exception(err)
-            )
+                else describe_exception(_innermost(err))
+            ) + self._stderr_tail(config)
             self._stop(server)
             if server.starts == 1:  # the first start: a configuration to fix, not a fault to ride out
                 raise McpUnavailableError(
@@ -273,13 +285,34 @@ class McpServers:
             return
         server.listing, server.broken, server.failed_at = definitions, None, None
 
+    def _stderr_tail(self, config: McpServerConfig) -> str:
+        """The end of what a stdio server wrote on stderr (its log in the run's folder), to say why it failed."""
+        path = self._log_dir / f"mcp-{config.name}.log" if self._log_dir is not None else None
+        if path is None or not path.is_file():
+            return ""
+        for log in self._logs:
+            log.flush()
+        with path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - _STDERR_TAIL_BYTES))
+            tail = handle.read().decode(errors="replace").strip()
+        return f"; its stderr ends: {tail}" if tail else ""
+
     def _stop(self, server: _Server) -> None:
-        loop, closing, stopped = self._loop, server.closing, server.stopped
-        server.client, server.closing, server.stopped = None, None, None
+        """Ends the connection: told to close, and cancelled if it does not (a server still starting, or one that
+        never answered its handshake, holds its task before the close is awaited). Either way the SDK's clean-up
+        ends the server's process tree."""
+        loop, closing, stopped, task = self._loop, server.closing, server.stopped, server.task
+        server.client, server.closing, server.stopped, server.task = None, None, None, None
         if loop is None or closing is None:
             return
         loop.call_soon_threadsafe(closing.set)
-        if stopped is not None:
+        if stopped is None:
+            return
+        try:
+            stopped.result(timeout=_CLOSE_WAIT_S)
+        except concurrent.futures.TimeoutError:
+            if task is not None:
+                loop.call_soon_threadsafe(task.cancel)
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 stopped.result(timeout=_STOP_TIMEOUT_S)
 

@@ -25,11 +25,10 @@ from websockets.http11 import Request, Response
 
 from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, McpServerConfig
-from agentrl.environment.mcp import McpUnavailableError, list_server_tools
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
-from agentrl.server.children import agentrl_command
+from agentrl.server.children import run_child
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
@@ -129,6 +128,10 @@ class Client:
 
 MAX_CONCURRENT_UPLOADS = 2
 MAX_CONCURRENT_RERUNS = 2  # each is a child process building the user's env
+MAX_CONCURRENT_MCP_LISTINGS = 2  # each is a child process with an MCP server of the client's choosing
+MCP_LIST_TIMEOUT_S = 75.0  # the listing's own start timeout (60 s), and the child's start-up
+MCP_LISTING_MAX_BYTES = 4 << 20
+ENV_CHECK_TIMEOUT_S = 300.0
 # An export loads the whole model: one at a time, and never longer than this.
 EXPORT_TIMEOUT_S = 1800
 # Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
@@ -145,6 +148,7 @@ class TrainerServer:
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
         self.export_slot = asyncio.Semaphore(1)
         self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
+        self.mcp_listing_slots = asyncio.Semaphore(MAX_CONCURRENT_MCP_LISTINGS)
         self.trajectory_index = TrajectoryIndex()
         self.open_connections = 0
         self.devices: dict[str, Any] = {}  # described once, before the server listens (serve_forever)
@@ -331,31 +335,30 @@ class TrainerServer:
         async with self.export_slot:
             exports = run_dir / "exports"
             staging = exports / f".tmp-{secrets.token_hex(4)}"
-            command = agentrl_command("agentrl.cli", "export", str(run_dir), "--out", str(staging))
-            command += [
+            exported = await run_child(
+                "agentrl.cli",
+                "export",
+                str(run_dir),
+                "--out",
+                str(staging),
                 *(["--step", str(params["step"])] if "step" in params else []),
                 *(["--merge-lora"] if merge else []),
-            ]
-            process = await asyncio.create_subprocess_exec(
-                *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+                timeout_s=EXPORT_TIMEOUT_S,
             )
-            try:
-                out, err = await asyncio.wait_for(process.communicate(), timeout=EXPORT_TIMEOUT_S)
-            except TimeoutError:
-                process.kill()
+            if exported.timed_out:
                 await asyncio.to_thread(shutil.rmtree, staging, True)
                 raise p.RpcError(
                     p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s"
                 ) from None
-            if process.returncode != 0:
+            if exported.returncode != 0:
                 await asyncio.to_thread(shutil.rmtree, staging, True)
-                said = err.decode(errors="replace").strip().splitlines()
-                reason = said[-1].removeprefix("agentrl export: ") if said else f"exit code {process.returncode}"
+                said = exported.stderr_tail.strip().splitlines()
+                reason = said[-1].removeprefix("agentrl export: ") if said else exported.how_it_ended()
                 raise p.RpcError(
-                    p.RUN_STATE_CONFLICT if process.returncode == 2 else p.INTERNAL_ERROR,
+                    p.RUN_STATE_CONFLICT if exported.returncode == 2 else p.INTERNAL_ERROR,
                     f"cannot export {run_id}: {reason}",
                 )
-            result = json.loads(out.decode().strip().splitlines()[-1])
+            result = json.loads(exported.stdout.decode().strip().splitlines()[-1])
             final = exports / f"step-{result['step']:06d}{suffix}"
             if final.exists():  # exported before: the same checkpoint gives the same files
                 await asyncio.to_thread(shutil.rmtree, staging, True)
@@ -503,31 +506,19 @@ class TrainerServer:
 
     async def env_check(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         folder = self.bundles.path(params["bundleId"])
-        # The user's code runs in a child process, never in the server.
-        process = await asyncio.create_subprocess_exec(
-            *agentrl_command("agentrl.cli", "env", "check", str(folder), "--json"),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        # The user's code runs in a child process, never in the server; what it starts ends with the check.
+        checked = await run_child("agentrl.cli", "env", "check", str(folder), "--json", timeout_s=ENV_CHECK_TIMEOUT_S)
+        if checked.timed_out:
+            raise p.RpcError(p.INTERNAL_ERROR, f"env check took longer than {ENV_CHECK_TIMEOUT_S:g} s") from None
         try:
-            out, err = await asyncio.wait_for(process.communicate(), timeout=300)
-        except TimeoutError:
-            process.kill()
-            raise p.RpcError(p.INTERNAL_ERROR, "env check took longer than 300 s") from None
-        try:
-            diagnostics = json.loads(out)
+            diagnostics = json.loads(checked.stdout)
         except json.JSONDecodeError:
-            said = err.decode(errors="replace").strip()[-2000:]
-            how = (
-                f"exited with code {process.returncode}"
-                if process.returncode >= 0
-                else f"was killed by signal {-process.returncode}"
-            )
+            said = checked.stderr_tail.strip()[-2000:]
             diagnostics = [
                 {
                     "severity": "error",
-                    "message": f"env check {how} before reporting (the env's code may have ended the "
-                    f"process, e.g. os._exit)" + (f": {said}" if said else ""),
+                    "message": f"env check {checked.how_it_ended()} before reporting (the env's code may have ended "
+                    f"the process, e.g. os._exit)" + (f": {said}" if said else ""),
                 }
             ]
         return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
@@ -539,11 +530,28 @@ class TrainerServer:
             problem = err.errors()[0]
             where = ".".join(str(part) for part in ("server", *problem["loc"]))
             raise p.RpcError(p.INVALID_PARAMS, f"{where}: {problem['msg']}") from None
-        try:
-            tools = await asyncio.to_thread(list_server_tools, entry)
-        except McpUnavailableError as err:
-            raise p.RpcError(p.MCP_SERVER_UNAVAILABLE, str(err)) from None
-        return {"server": entry.name, "tools": tools}
+        # In a child process the server can end with everything it started (the MCP server's own process tree), a
+        # few at a time, its output bounded: a hanging or endless server costs a slot for MCP_LIST_TIMEOUT_S at most.
+        async with self.mcp_listing_slots:
+            listed = await run_child(
+                "agentrl.cli",
+                "env",
+                "mcp-tools",
+                stdin=entry.model_dump_json().encode(),
+                timeout_s=MCP_LIST_TIMEOUT_S,
+                max_stdout=MCP_LISTING_MAX_BYTES,
+            )
+        where = f'MCP server "{entry.name}"'
+        if listed.timed_out:
+            reason = f"{where} did not start and list its tools within {MCP_LIST_TIMEOUT_S:g} s; it was ended"
+        elif listed.too_large:
+            reason = f"{where} listed more than {MCP_LISTING_MAX_BYTES >> 20} MiB of tools; it was ended"
+        elif listed.returncode != 0:
+            said = listed.stderr_tail.strip()
+            reason = said[-2000:] if listed.returncode == 3 else f"the listing {listed.how_it_ended()}: {said[-2000:]}"
+        else:
+            return {"server": entry.name, "tools": json.loads(listed.stdout)}
+        raise p.RpcError(p.MCP_SERVER_UNAVAILABLE, reason)
 
     async def ping(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"time": time.time()}

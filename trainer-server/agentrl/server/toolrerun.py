@@ -11,13 +11,12 @@ from typing import Any
 
 from agentrl.environment.rerun import ANSWER_LINE_MAX_BYTES
 from agentrl.server import protocol as p
-from agentrl.server.children import agentrl_command
+from agentrl.server.children import PIPES_CLOSE_S, STDERR_TAIL_BYTES, end_group, start_child
 
 # Building the env may import heavy modules or index a corpus; past this the re-run is given up.
 SETUP_TIMEOUT_S = 120.0
 # After the Tool's own timeout, how long the child may take to report it (its timeout is enforced in there).
 REPORT_GRACE_S = 10.0
-STDERR_TAIL_BYTES = 4000
 
 
 def recorded_call(record: dict[str, Any], turn: int, call: int) -> dict[str, Any]:
@@ -49,8 +48,8 @@ def wire_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
 
 async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
-    process = await asyncio.create_subprocess_exec(
-        *agentrl_command("agentrl.environment.rerun"),
+    process = await start_child(
+        "agentrl.environment.rerun",
         limit=ANSWER_LINE_MAX_BYTES,  # the default 64 KiB a line made a larger result an internal error
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -92,10 +91,10 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
     except TimeoutError:
         raise p.RpcError(p.TOOL_RERUN_FAILED, f"building the env took longer than {SETUP_TIMEOUT_S:g} s") from None
     finally:
-        if process.returncode is None:
-            process.kill()
+        await end_group(process)  # the child, and whatever the Tool started in the background
         await process.wait()
-        await draining
+        await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
+        draining.cancel()
 
 
 async def _answer(process: asyncio.subprocess.Process, timeout_s: float) -> dict[str, Any] | None:
@@ -110,7 +109,8 @@ async def _ended(
 ) -> str:
     """How the child ended, with the last line it wrote on stderr (a traceback's, usually)."""
     code = await process.wait()
-    await draining
+    await end_group(process)  # a background process the Tool started would keep stderr open
+    await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
     how = f"exit code {code}" if code >= 0 else f"signal {-code}"
     said = stderr_tail.decode(errors="replace").strip().splitlines()
     return f"the re-run process ended ({how}) {when}" + (f": {said[-1]}" if said else "")
