@@ -124,6 +124,20 @@ def script(engine, monkeypatch, reply):
     return sampled
 
 
+def write_turns(engine, texts):
+    """The one episode's turns written from `texts`, one a request, instead of sampled, each ending with EOS; returns
+    the ids of every turn written, as the engine 'sampled' them."""
+    written: list[list[int]] = []
+
+    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
+        ids = engine.chat.encode(texts[len(written)]) + [engine.tokenizer.eos_token_id]
+        written.append(ids)
+        row_done(0, ids, [-1.0] * len(ids), "eos")
+
+    engine.sampler.generate = generate
+    return written
+
+
 def tool_loop_agent(task, base_url):
     """A plain OpenAI-SDK agent: call the model, run the tools it asks for, until it answers."""
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
@@ -556,14 +570,7 @@ def test_the_sequence_decodes_to_the_templates_rendering_of_the_conversation(uni
         RolloutConfig(max_new_tokens=200, max_context=20_000),
         torch.device("cpu"),
     )
-    sampled = []
-
-    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
-        ids = engine.chat.encode(texts[len(sampled)]) + [unicode_chat.eos_token_id]
-        sampled.append(ids)
-        row_done(0, ids, [-1.0] * len(ids), "eos")
-
-    engine.sampler.generate = generate
+    sampled = write_turns(engine, texts)
     try:
         [episode] = engine.run([{"id": "p"}], group_size=1, seed=0)
     finally:

@@ -13,6 +13,7 @@ from agentrl.recipes.arithmetic.env import ArithmeticEnv
 from agentrl.recipes.calculator import Calculator
 from agentrl.rollout.agent_engine import AgentRolloutEngine
 from agentrl.rollout.chat import ChatFormat
+from test_agent_endpoint import write_turns
 
 RECIPE = Path(__file__).parents[1] / "agentrl" / "recipes" / "arithmetic"
 TASK = {
@@ -37,14 +38,7 @@ def _scripted_agent_episode(tokenizer, turns, config):
     agent = load_agent(config.agent, None)
     engine = AgentRolloutEngine(None, tokenizer, agent, config.rollout, torch.device("cpu"))
 
-    written: list[list[int]] = []
-
-    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
-        ids = engine.chat.encode(turns[len(written)]) + [tokenizer.eos_token_id]
-        written.append(ids)
-        row_done(0, ids, [-1.0] * len(ids), "eos")
-
-    engine.sampler.generate = generate
+    write_turns(engine, turns)
     try:
         [episode] = engine.run([TASK], group_size=1, seed=0)
     finally:
