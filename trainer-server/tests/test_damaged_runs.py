@@ -192,3 +192,26 @@ def test_random_damage_never_stops_the_server_from_listing_and_streaming(trained
             assert err.code != INTERNAL_ERROR and err.message
         except Exception as err:  # noqa: BLE001
             pytest.fail(f"{type(err).__name__}: {err} after {operations}")
+
+
+def test_a_resume_of_a_run_whose_frozen_config_is_invalid_says_which_key(trained_run, tmp_path):
+    """It said only "the run's process exited with code 1"."""
+    from agentrl.run.runstore import CONFIG_FILE, RunStore
+    from server_harness import is_final_status
+
+    runs = tmp_path / "runs"
+    run_dir = copy_run(trained_run, runs, "edited")
+    RunStore(run_dir).append_event("status", {"status": "stopped", "step": 2, "total_steps": 2}, durable=True)
+    frozen = run_dir / CONFIG_FILE
+    frozen.write_text(frozen.read_text().replace("  lr: ", "  lr: abc #", 1))
+    server = ServerProcess(runs)
+    try:
+        client = server.client()
+        client.request("run/subscribe", {"runId": run_dir.name, "since": last_seq(run_dir)})
+        assert client.request("run/resume", {"runId": run_dir.name})["status"] == "running"
+        [*_, ended] = client.events_until(run_dir.name, is_final_status, timeout=120)
+        message = ended["data"]["message"]
+        assert ended["data"]["status"] == "failed" and "frozen config" in message and "train.lr" in message, message
+        client.close()
+    finally:
+        server.stop()

@@ -29,6 +29,18 @@ def test_each_kind_of_model_path_is_told_apart(tmp_path):
     assert model_source("Qwen/Qwen2.5-0.5B-Instruct", tmp_path) == "folder"  # a folder of that name wins
 
 
+@pytest.mark.parametrize(
+    "path, what",
+    [("/etc", "a folder without config.json"), ("/dev/zero", "not a folder nor a .gguf file"), (__file__, "not a")],
+)
+def test_a_path_that_is_no_model_says_so_not_what_the_tokenizer_made_of_it(path, what):
+    """model.path /etc or /dev/zero gave the tokenizer's own, misleading messages."""
+    with pytest.raises(FileNotFoundError) as raised:
+        load_policy(ModelConfig(path=path), seed=0)
+    assert str(raised.value).startswith(f"model.path {path!r} is {what}")
+    assert "save_pretrained" in str(raised.value)
+
+
 def test_a_hub_id_stays_an_id_when_paths_are_resolved(tmp_path):
     config = load_config_dict(
         {

@@ -67,7 +67,14 @@ def _load_path(path: str, dtype: torch.dtype, attn: str) -> tuple[Any, Any]:
     if location.exists():
         if location.is_file() and location.suffix == ".gguf":
             return _pretrained(location.parent, dtype, attn, gguf_file=location.name, local_files_only=True)
-        return _pretrained(location, dtype, attn, local_files_only=True)
+        if location.is_dir() and any((location / name).is_file() for name in ("config.json", "adapter_config.json")):
+            return _pretrained(location, dtype, attn, local_files_only=True)  # a model, or a LoRA adapter on its base
+        what = "a folder without config.json" if location.is_dir() else "not a folder nor a .gguf file"
+        raise FileNotFoundError(
+            f"model.path {path!r} is {what}: give a model folder as transformers' save_pretrained writes it "
+            "(config.json, the weights, the tokenizer), a .gguf file, a Hugging Face Hub id (namespace/name), or a "
+            f"built-in: {', '.join(BUILTIN_MODELS)}"
+        )
     if HUB_ID.fullmatch(path):
         return _load_from_hub(path, dtype, attn)
     raise FileNotFoundError(

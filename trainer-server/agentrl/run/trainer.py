@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import yaml
 
-from agentrl.contract.config import RunConfig, load_config_dict, redact_secrets, resolve_paths
+from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.loader import config_env_factory
@@ -272,7 +272,14 @@ def train(
     stop = stop_event or threading.Event()
     if resume_dir is not None:
         store = RunStore(Path(resume_dir))
-        config = load_config_dict(yaml.safe_load((store.run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+        frozen = store.run_dir / CONFIG_FILE
+        try:
+            config = load_config_dict(yaml.safe_load(frozen.read_text(encoding="utf-8")))
+        except (ConfigError, yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+            said = " ".join(str(err).split())  # one line: what a server shows of a run that failed is its last
+            raise ConfigError(
+                f"the run's frozen config {frozen} cannot be used (changed since it started?): {said}"
+            ) from None
         if store.meta().get("mode") == "try":
             raise ValueError("a Try run has nothing to resume; start a new one")
     else:

@@ -462,10 +462,12 @@ class RunManager:
                 with proc.stderr_path.open("rb") as log_file:  # the tail only: a log can be gigabytes
                     log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))
                     tail = log_file.read().decode("utf-8", "replace")
+            said = [line for line in tail.splitlines() if line.strip()]
             data = {
                 "status": "failed",
                 **base,
-                "message": f"the run's process exited with code {exit_code}",
+                # its last line says why (an exception's, an invalid frozen config's), beside the tail
+                "message": f"the run's process exited with code {exit_code}" + (f": {said[-1][-500:]}" if said else ""),
                 "traceback": tail,
             }
         RunStore(run_dir).append_event("status", data, durable=True)
