@@ -666,3 +666,28 @@ def test_a_tar_with_long_paths_in_gnu_and_pax_headers_is_accepted(tmp_path):
             archive.addfile(info, io.BytesIO(b"x=1\n"))
         digest, files = BundleStore(tmp_path / "bundles").add(base64.b64encode(buffer.getvalue()).decode())
         assert files == 1 and (tmp_path / "bundles" / digest / deep).read_text() == "x=1\n"
+
+
+def test_a_second_server_on_the_same_runs_folder_is_refused_and_the_first_keeps_its_token(tmp_path):
+    """A second server on the same runs folder overwrote the first's generated token file, locking its clients out,
+    and would have managed the same runs."""
+    import subprocess
+    import sys
+
+    first = ServerProcess(tmp_path / "runs")
+    try:
+        token = (tmp_path / "runs" / ".serve-token").read_text()
+        second = subprocess.run(
+            [sys.executable, "-m", "agentrl.cli", "serve", "--port", "0", "--runs-dir", str(tmp_path / "runs")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2
+        assert f"another agentrl serve (pid {first.ready['pid']}) serves" in second.stderr, second.stderr
+        assert (tmp_path / "runs" / ".serve-token").read_text() == token
+        first.client().request("server/ping")  # its clients still get in
+    finally:
+        first.stop()
+    again = ServerProcess(tmp_path / "runs")  # the lock went with the first server
+    again.stop()

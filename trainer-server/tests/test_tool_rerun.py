@@ -3,6 +3,7 @@ after the run), with the Tool's timeout, in a child process that never blocks th
 unless the server was started with --allow-tool-rerun; bad params get documented errors."""
 
 import json
+import shutil
 import threading
 import time
 
@@ -178,7 +179,9 @@ def test_off_loopback_it_is_refused_unless_the_server_allows_it(recorded, tmp_pa
     token_file.write_text("a-token-of-more-than-16-characters\n")
     token_file.chmod(0o600)  # a token file others may read is refused off loopback
     extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-tool-rerun"] if allowed else [])]
-    remote = ServerProcess(recorded[1], *extra)
+    runs = tmp_path / "runs"  # a copy: the module's loopback server holds the recorded runs folder (one server each)
+    shutil.copytree(recorded[1], runs, ignore=shutil.ignore_patterns(".serve-*"))
+    remote = ServerProcess(runs, *extra)
     remote.token = token_file.read_text().strip()
     client = remote.client(initialize=False)
     try:

@@ -12,6 +12,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +73,7 @@ TOKEN_ENV = "AGENTRL_TOKEN"
 # Off loopback the token is all that stands between the network and running code on this machine.
 MIN_REMOTE_TOKEN_LENGTH = 16
 GENERATED_TOKEN_FILE = ".serve-token"
+SERVER_LOCK_FILE = ".serve-lock"  # held by the one server of a runs folder
 BUNDLES_FOLDER = ".bundles"
 
 
@@ -134,6 +136,31 @@ def serve_token(args: argparse.Namespace, runs_dir: Path, warn: Callable[[str], 
     return token, path
 
 
+def hold_runs_folder(runs_dir: Path) -> Any:
+    """One server per runs folder: a second one would replace the first's generated token (locking its clients out)
+    and adopt, stop and record the end of the same runs. The lock (RUNS_DIR/.serve-lock, flock) is the kernel's: it
+    is let go when the process ends, however it ends. Returns the open lock file, to keep open; ValueError naming the
+    server that holds it."""
+    import fcntl
+
+    path = runs_dir / SERVER_LOCK_FILE
+    handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "r+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise ValueError(
+            f"another agentrl serve (pid {holder}) serves {runs_dir}; connect to it, stop it, or give this one "
+            "another --runs-dir"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -166,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         private_folder(runs_dir)
         private_folder(bundles_dir)
+        lock = hold_runs_folder(runs_dir)  # held until this process ends; before the token, which it would replace
         token, generated_in = serve_token(args, runs_dir, warn=lambda message: print(message, file=sys.stderr))
     except ValueError as err:
         print(f"agentrl serve: {err}", file=sys.stderr)
@@ -203,4 +231,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         pass
+    finally:
+        lock.close()  # the runs folder is free for the next server
     return 0
