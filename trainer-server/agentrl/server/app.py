@@ -41,6 +41,10 @@ BEHIND_THRESHOLD = 5_000  # events a subscriber may lag before it is told it fel
 EVENTS_PER_TURN = 16  # events a subscriber's stream sends before it lets the server's other work run
 STREAM_READ_BYTES = 1 << 18  # of the event log, read and parsed at a time for one subscriber
 POLL_SECONDS = 0.1
+# How often a subscription to a run no process of this server runs reads its log: only another program (an
+# `agentrl train --resume` outside the server) can add to it. 600 such subscriptions polled at POLL_SECONDS took 35%
+# of a core.
+IDLE_POLL_SECONDS = 10.0
 
 
 @dataclass
@@ -402,7 +406,10 @@ class TrainerServer:
                         await asyncio.sleep(0)
                 if not fresh:
                     told_behind = False
-                    await asyncio.sleep(POLL_SECONDS)
+                    if run_id in self.runs.live:
+                        await asyncio.sleep(POLL_SECONDS)
+                    else:  # no process of this server writes it: woken when one starts (a resume), else rarely read
+                        await self.runs.started_again(run_id, IDLE_POLL_SECONDS)
         except ConnectionClosed:
             pass
 

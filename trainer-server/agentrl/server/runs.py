@@ -8,6 +8,7 @@ process is gone and the log does not say how it ended (killed, crashed, or found
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -174,6 +175,7 @@ class RunManager:
         self.max_runs = max_runs or default_max_runs()  # runs whose processes run at once; the rest wait, queued
         self.incoming_dir = runs_dir / ".incoming"
         self.live: dict[str, RunProcess] = {}  # runs with a process, and runs waiting for a slot, in start order
+        self._started: dict[str, asyncio.Event] = {}  # set when a run's process starts: wakes its idle subscribers
 
     # --- start-up -----------------------------------------------------------------------------
     def recover(self) -> None:
@@ -371,9 +373,11 @@ class RunManager:
         """Start the run's process now, or queue it until a running run ends (first come, first started)."""
         if self._running() < self.max_runs:
             await self._spawn(run_id, args)
-            return
-        self.live[run_id] = RunProcess(run_id, waiting_args=args)
-        log.info("run %s queued: %s", run_id, self._waiting_message(run_id))
+        else:
+            self.live[run_id] = RunProcess(run_id, waiting_args=args)
+            log.info("run %s queued: %s", run_id, self._waiting_message(run_id))
+        if run_id in self._started:  # its subscribers, idle while nothing ran it, read its log again
+            self._started[run_id].set()
 
     async def _start_waiting(self) -> None:
         for run_id, proc in list(self.live.items()):
@@ -383,6 +387,14 @@ class RunManager:
                 queued_meta = proc.queued_meta
                 await self._spawn(run_id, proc.waiting_args)
                 self.live[run_id].queued_meta = queued_meta
+
+    async def started_again(self, run_id: str, timeout_s: float) -> None:
+        """Returns when a process of this server starts on the run (or is queued for it), or after `timeout_s`."""
+        event = self._started.setdefault(run_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout_s)
+        if event.is_set():
+            self._started.pop(run_id, None)
 
     async def _spawn(self, run_id: str, args: list[str]) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
