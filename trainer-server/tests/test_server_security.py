@@ -691,3 +691,20 @@ def test_a_second_server_on_the_same_runs_folder_is_refused_and_the_first_keeps_
         first.stop()
     again = ServerProcess(tmp_path / "runs")  # the lock went with the first server
     again.stop()
+
+
+def test_concurrent_uploads_never_trip_over_each_others_staging_folders(tmp_path):
+    """Concurrent env/upload calls answered -32603 with the server's temporary path (6 of 66): the store's size was
+    summed while another upload renamed or removed its staging folder."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentrl.server import bundles
+
+    store = bundles.BundleStore(tmp_path / "bundles")
+    archives = [
+        base64.b64encode(zip_of([(f"env{i}/{k}.py", b"x" * 2000) for k in range(40)])).decode() for i in range(24)
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        stored = list(pool.map(store.add, archives))
+    assert len({digest for digest, _ in stored}) == 24 and all(files == 40 for _, files in stored)
+    assert not list((tmp_path / "bundles").glob(".tmp-*"))

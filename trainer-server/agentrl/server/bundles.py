@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import io
+import os
 import shutil
 import tarfile
+import threading
 import uuid
 import zipfile
 import zlib
@@ -198,11 +201,19 @@ def _extract_tar(data: bytes, dest: Path) -> int:
 class BundleStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._admitting = threading.Lock()  # uploads run in worker threads
         for leftover in root.glob(".tmp-*") if root.is_dir() else []:
             shutil.rmtree(leftover, ignore_errors=True)  # an upload the server was killed in the middle of
 
     def stored_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file()) if self.root.is_dir() else 0
+        """Every stored file's size, in-flight uploads' included; a file another upload removes meanwhile (its
+        staging folder renamed or cleaned up) is not counted, never an error (it was answered -32603 before)."""
+        total = 0
+        for folder, _, files in os.walk(self.root):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(folder, name), follow_symlinks=False).st_size
+        return total
 
     def add(self, archive_b64: str) -> tuple[str, int]:
         """(sha256, number of files) of a stored bundle."""
@@ -217,14 +228,15 @@ class BundleStore:
         if final.is_dir():
             return digest, sum(1 for p in final.rglob("*") if p.is_file())
         self.root.mkdir(parents=True, exist_ok=True)
-        stored = self.stored_bytes()
-        if stored >= MAX_STORE_BYTES:
-            raise _reject(
-                f"the server's bundle store holds {stored} bytes, its limit is {MAX_STORE_BYTES}; "
-                f"remove old bundles from {self.root}"
-            )
-        staging = self.root / f".tmp-{uuid.uuid4().hex}"
-        staging.mkdir()
+        with self._admitting:  # the quota is checked by one upload at a time
+            stored = self.stored_bytes()
+            if stored >= MAX_STORE_BYTES:
+                raise _reject(
+                    f"the server's bundle store holds {stored} bytes, its limit is {MAX_STORE_BYTES}; "
+                    f"remove old bundles from {self.root}"
+                )
+            staging = self.root / f".tmp-{uuid.uuid4().hex}"
+            staging.mkdir()
         try:
             if zipfile.is_zipfile(io.BytesIO(data)):
                 try:
