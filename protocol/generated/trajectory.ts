@@ -129,10 +129,17 @@ export interface ToolCall {
    */
   raw: string;
   /**
-   * The Tool's raw outcome (what happened); any JSON value.
+   * The Tool's raw outcome (what happened); any JSON value. Over 65,536 characters of JSON it is stored cut: the first 65,536 characters (of the string, or of the value's JSON), with result_cut.
    */
   result: {
     [k: string]: unknown;
+  };
+  /**
+   * Present when result was stored cut (trainer-server/agentrl/rollout/episode.py, RESULT_BUDGET_CHARS): the whole result's length in characters of JSON (or of the string) and the sha256 of that whole text.
+   */
+  result_cut?: {
+    chars: number;
+    sha256: string;
   };
   error: string | null;
   error_kind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;

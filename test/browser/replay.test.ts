@@ -57,6 +57,25 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it('says when a tool result was stored cut, with its whole size and hash', async () => {
+    const [record] = toolErrors;
+    const turn = record.turns.findIndex((t) => t.tool_calls.length > 0);
+    const call = record.turns[turn].tool_calls[0];
+    const cut = structuredClone(record);
+    Object.assign(cut.turns[turn].tool_calls[0], {
+      result: 'x'.repeat(65_536),
+      error: null,
+      error_kind: null,
+      result_cut: { chars: 20_000_000, sha256: 'ab'.repeat(32) },
+    });
+    const page = await openReplay(browser, [cut]);
+    await page.click(`tr[data-id="${record.id}"]`);
+    await page.keyboard.press('t');
+    const shown = (await page.textContent('.happened .result-cut')) ?? '';
+    assert.equal(shown, 'Stored cut: the first 65536 of 20000000 characters (sha256 abababababab…)', call.name);
+    await page.close();
+  });
+
   it('steps through an episode with the keyboard and the buttons', async () => {
     const page = await openReplay(browser, toolErrors);
     await page.click(`tr[data-id="${toolErrors[0].id}"]`);

@@ -64,3 +64,28 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
     assert written_types == set(EVENT_TYPES) - {"worker_restarted", "workers"}
     assert any(e["data"].get("superseded_from_seq") for e in read_events(trained) if e["type"] == "status")
     assert json.loads((evaluated / "run.json").read_text())["checkpoint"] == str(checkpoint)
+
+
+def test_a_huge_tool_result_is_stored_cut_with_its_size_and_hash(trajectory_validator):
+    """Tool results were stored whole (20 MB results made a 320 MB step file): past RESULT_BUDGET_CHARS a record
+    keeps the first characters, the whole's length and its sha256, and says so; a small one is stored as it is."""
+    import hashlib
+
+    from agentrl.environment.tool import ToolCallRecord
+    from agentrl.rollout.episode import RESULT_BUDGET_CHARS, Episode, TurnRecord
+
+    huge, structured = "ü" * 20_000_000, {"rows": list(range(30_000))}
+    episode = Episode("task", 0, 0, prompt_messages=[{"role": "user", "content": "go"}], tool_schemas=[])
+    episode.append_tokens([1, 2], "prompt", -1)
+    episode.append_tokens([3], "assistant", 0, [-0.5])
+    calls = [ToolCallRecord(f"c{i}", "t", {}, "raw", result=r) for i, r in enumerate([huge, structured, "small"])]
+    episode.turns.append(TurnRecord(index=0, assistant="x", tool_calls=calls))
+    record = episode.to_record(run_id="r", step=1, decode_token=str)
+    trajectory_validator.validate(record)
+    first, second, small = record["turns"][0]["tool_calls"]
+    assert first["result"] == huge[:RESULT_BUDGET_CHARS]
+    assert first["result_cut"] == {"chars": 20_000_000, "sha256": hashlib.sha256(huge.encode()).hexdigest()}
+    text = json.dumps(structured)
+    assert second["result"] == text[:RESULT_BUDGET_CHARS] and second["result_cut"]["chars"] == len(text)
+    assert small["result"] == "small" and "result_cut" not in small
+    assert len(json.dumps(record, ensure_ascii=False)) < 2 * RESULT_BUDGET_CHARS + 10_000  # not 20 MB

@@ -216,6 +216,16 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
           { class: 'happened' },
           h('h4', {}, 'What happened (Tool result)'),
           h('pre', { class: call.error ? 'error-text' : 'json' }, outcomeText(call)),
+          ...(call.result_cut
+            ? [
+                h(
+                  'p',
+                  { class: 'result-cut' },
+                  `Stored cut: the first ${formatNumber(String(call.result).length)} of ` +
+                    `${formatNumber(call.result_cut.chars)} characters (sha256 ${call.result_cut.sha256.slice(0, 12)}…)`,
+                ),
+              ]
+            : []),
         ),
         h(
           'div',

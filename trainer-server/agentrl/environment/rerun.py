@@ -25,7 +25,7 @@ from typing import IO, Any
 from agentrl.contract.config import ConfigError, load_config
 from agentrl.environment.loader import EnvLoadError, config_env_factory
 from agentrl.environment.mcp import McpUnavailableError
-from agentrl.environment.tool import ParsedCall, describe_exception, execute_call
+from agentrl.environment.tool import ParsedCall, cut_result, describe_exception, execute_call
 
 # What a re-run's answer carries of a result: far more than a turn's tool output budget, far less than a frame.
 RESULT_BUDGET_CHARS = 256 * 2**10
@@ -34,13 +34,13 @@ ANSWER_LINE_MAX_BYTES = 12 * RESULT_BUDGET_CHARS + 2**16
 
 
 def within_budget(result: Any) -> Any:
-    """`result`, or, when its JSON text is longer than RESULT_BUDGET_CHARS, that text cut there with what was cut."""
-    text = json.dumps(result, ensure_ascii=False, allow_nan=False, default=str)
-    if len(text) <= RESULT_BUDGET_CHARS:
+    """`result`, or, when its text is longer than RESULT_BUDGET_CHARS, that text cut there with what was cut."""
+    kept, cut = cut_result(result, RESULT_BUDGET_CHARS)
+    if cut is None:
         return result
     return (
-        f"{text[:RESULT_BUDGET_CHARS]}\n[... cut: {len(text) - RESULT_BUDGET_CHARS:,} more characters over the "
-        f"re-run's answer budget of {RESULT_BUDGET_CHARS:,}]"
+        f"{kept}\n[... cut: {cut['chars'] - RESULT_BUDGET_CHARS:,} more characters over the re-run's answer budget "
+        f"of {RESULT_BUDGET_CHARS:,}]"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import inspect
 import json
 import os
@@ -179,6 +180,17 @@ def in_daemon_thread(name: str, call: Callable[[], Any]) -> concurrent.futures.F
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return future
+
+
+def cut_result(result: Any, budget_chars: int) -> tuple[Any, dict[str, Any] | None]:
+    """(result, None) when its text (the string itself, or its JSON) is at most `budget_chars` characters; else the
+    first `budget_chars` characters of that text and {chars, sha256} of the whole text: what a trajectory stores of a
+    huge result, and what a re-run answers."""
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    if len(text) <= budget_chars:
+        return result, None
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text[:budget_chars], {"chars": len(text), "sha256": digest}
 
 
 def describe_exception(err: BaseException) -> str:

@@ -14,14 +14,25 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentrl.environment.tool import ToolCallRecord
+from agentrl.environment.tool import ToolCallRecord, cut_result
 
 TRAJECTORY_SCHEMA_VERSION = 1
+# A tool call's raw result is stored whole up to this many characters of JSON; a larger one is stored cut, with its
+# full size and hash (`result_cut`): a Tool that returned 20 MB made a 320 MB step file. What the model read is the
+# observation, cut to rollout.tool_output_tokens long before this.
+RESULT_BUDGET_CHARS = 65_536
 
 EpisodeStatus = Literal["finished", "truncated", "error"]
 # prompt: the initial messages; assistant: tokens the policy sampled;
 # tool: everything appended after a turn (tool responses and the template's turn markers).
 TokenRole = Literal["prompt", "assistant", "tool"]
+
+
+def stored_result(result: Any) -> dict[str, Any]:
+    """`{"result": result}`, or for a result over RESULT_BUDGET_CHARS, its first RESULT_BUDGET_CHARS characters with
+    `result_cut` ({chars, sha256} of the whole): the record says it was cut and what the whole was."""
+    stored, cut = cut_result(result, RESULT_BUDGET_CHARS)
+    return {"result": stored, **({"result_cut": cut} if cut else {})}
 
 
 @dataclass
@@ -166,7 +177,7 @@ class Episode:
                             "name": c.name,
                             "arguments": c.arguments,
                             "raw": c.raw,
-                            "result": c.result,
+                            **stored_result(c.result),
                             "error": c.error,
                             "error_kind": c.error_kind,
                             "latency_ms": c.latency_ms,
