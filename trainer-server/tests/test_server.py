@@ -297,7 +297,8 @@ class FloodsStderr(LookupEnv):
 
 
 def test_a_run_that_floods_stderr_keeps_only_the_tail_of_its_log(server, tmp_path):
-    from agentrl.server.runs import STDERR_LOG_KEEP_BYTES, STDERR_LOG_MAX_BYTES, stderr_log_path
+    from agentrl.run.stderr_log import STDERR_LOG_KEEP_BYTES, STDERR_LOG_MAX_BYTES
+    from agentrl.server.runs import stderr_log_path
 
     (tmp_path / "env.py").write_text(FLOODS_STDERR_ENV)
     config = example_config(steps=1)
@@ -319,7 +320,7 @@ def test_a_run_that_floods_stderr_keeps_only_the_tail_of_its_log(server, tmp_pat
 
 def test_cap_log_keeps_the_tail_and_the_writer_appends_after_it(tmp_path):
     """The run's process holds its log open for appending while the server cuts it."""
-    from agentrl.server.runs import cap_log
+    from agentrl.run.stderr_log import cap_log
 
     path = tmp_path / "run.stderr.log"
     with path.open("ab") as writer:
@@ -332,6 +333,30 @@ def test_cap_log_keeps_the_tail_and_the_writer_appends_after_it(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[0].startswith("[agentrl: earlier output was cut at ") and "keeps the last 100 bytes" in lines[0]
     assert lines[1:] == [f"line {index:04d}" for index in range(991, 1000)] + ["written after the cut"]
+
+
+def test_a_run_cuts_its_own_stderr_log_when_no_server_watches(tmp_path):
+    """The cap was kept only while a server watched (a log reached 1.9 GB in 3 s): the run's process cuts its own
+    log too, whenever its stderr is a file it appends to."""
+    import subprocess
+    import sys
+
+    flood = (
+        "import sys, time\n"
+        "from agentrl.run.stderr_log import cap_own_stderr\n"
+        "assert cap_own_stderr(every_s=0.2, max_bytes=200_000, keep_bytes=20_000) is not None\n"
+        "for n in range(200):\n"
+        "    sys.stderr.write(('x' * 99 + '\\n') * 100)\n"  # 10 KB a write, 2 MB in all
+        "    time.sleep(0.01)\n"
+        "time.sleep(0.5)\n"
+        "sys.stderr.write('the end\\n')\n"
+    )
+    log_path = tmp_path / "run.stderr.log"
+    with log_path.open("ab") as stderr:
+        subprocess.run([sys.executable, "-c", flood], stderr=stderr, check=True, timeout=60)
+    text = log_path.read_text()
+    assert len(text) < 200_000 + 0.2 / 0.01 * 10_000 * 2  # the cap, and what a cut's interval can add at most
+    assert text.startswith("[agentrl: earlier output was cut at ") and text.endswith("the end\n")
 
 
 def test_runs_past_the_limit_wait_queued_and_start_in_order_as_runs_end(tmp_path):

@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     # A crash in native code (a Tool's C extension under rollout.tool_isolation: thread) ends the process with every
     # thread's Python stack on stderr, the Tool's frames among them: the failed status's traceback shows where.
     faulthandler.enable()
+    from agentrl.run.stderr_log import cap_own_stderr
+
+    cap_own_stderr()  # a server's run log stays bounded whether the server watches or not
     # Before the heavy imports: a stop asked for while torch loads is still a graceful stop.
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

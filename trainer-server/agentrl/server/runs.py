@@ -34,16 +34,15 @@ from agentrl.run.runstore import (
     reverse_events,
     run_folder,
 )
+from agentrl.run.stderr_log import cap_log
 from agentrl.server.children import agentrl_command
 from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
 MAX_DAMAGE_SHOWN = 20  # a RunInfo's `damage`: the first problems found, enough to say where to look
-# A run's stderr log on disk (RUNS_DIR/.logs/RUN.stderr.log): past the cap only its tail is kept, behind a line
-# that says earlier output was cut. A run that prints without end would otherwise fill the disk.
-STDERR_LOG_MAX_BYTES = 16 * 2**20
-STDERR_LOG_KEEP_BYTES = 4 * 2**20
+# How often the server cuts a run's stderr log (RUNS_DIR/.logs/RUN.stderr.log, run/stderr_log.py); the run cuts it
+# too, every second, whether a server watches or not.
 LOG_CAP_EVERY_S = 5.0
 # A run's process exits moments after it writes how it ended (a failed or stopped status): run/resume waits this
 # long for it to be gone rather than refuse a resume that is asked for at once.
@@ -111,34 +110,6 @@ def pid_alive(pid: int) -> bool:
 
 def stderr_log_path(runs_dir: Path, run_id: str) -> Path:
     return runs_dir / ".logs" / f"{run_id}.stderr.log"
-
-
-def cap_log(path: Path, max_bytes: int = STDERR_LOG_MAX_BYTES, keep_bytes: int = STDERR_LOG_KEEP_BYTES) -> bool:
-    """Keep only the last `keep_bytes` (whole lines) of a log over `max_bytes`, after a line saying earlier output
-    was cut. The run's process keeps writing: it opened the log for appending, so its next write lands at the new
-    end; a line it writes in the instant between the read and the truncation is lost. True if the log was cut.
-    A log that cannot be cut is left as it is, with a warning: watching the run matters more."""
-    try:
-        if path.stat().st_size <= max_bytes:
-            return False
-        with path.open("r+b") as log_file:
-            log_file.seek(-keep_bytes, os.SEEK_END)
-            tail = log_file.read()
-            tail = tail[tail.find(b"\n") + 1 :]
-            when = datetime.now(UTC).isoformat(timespec="seconds")
-            notice = (
-                f"[agentrl: earlier output was cut at {when}; this log keeps the last {keep_bytes} bytes of a run's "
-                f"stderr once it passes {max_bytes}]\n"
-            )
-            log_file.seek(0)
-            log_file.write(notice.encode() + tail)
-            log_file.truncate()
-    except FileNotFoundError:
-        return False
-    except OSError as err:
-        log.warning("cannot cut the run log %s: %s", path, err)
-        return False
-    return True
 
 
 @dataclass
