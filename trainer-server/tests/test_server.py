@@ -411,3 +411,48 @@ def test_an_idle_subscription_to_an_ended_run_wakes_when_the_run_is_resumed(serv
     assert queued["data"]["status"] == "queued" and time.monotonic() - resumed < IDLE_POLL_SECONDS / 2
     client.events_until(run_id, is_final_status, timeout=120)
     client.close()
+
+
+def test_sigterm_ends_the_children_answering_calls_and_a_half_export_is_cleaned(tmp_path):
+    """SIGTERM during a call left its child running (and an export's exports/.tmp-* folder behind): the server now
+    shuts down as server/shutdown does, ending the children that answer calls with what they started; a half export
+    left by a server killed outright is removed when the next one starts."""
+    import signal
+    import threading
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("env.py", "import time\ntime.sleep(120)\n")
+        for name in ("tasks.jsonl", "lookup.agentrl.yaml"):
+            archive.write(EXAMPLE_CONFIG.parent / name, name)
+    runs = tmp_path / "runs"
+    half = runs / "old-20261126-000000-abcdef" / "exports" / ".tmp-1234"
+    half.mkdir(parents=True)
+    (half.parent.parent / "run.json").write_text('{"run_id": "old-20261126-000000-abcdef", "mode": "train"}')
+    server = ServerProcess(runs)
+    assert not half.exists()
+    client = server.client()
+    uploaded = client.request("env/upload", {"name": "slow", "archive": base64.b64encode(buffer.getvalue()).decode()})
+    checking = threading.Thread(target=lambda: client.call("env/check", {"bundleId": uploaded["bundleId"]}, timeout=5))
+    checking.start()
+    time.sleep(3.0)  # the check's child is importing the env, which sleeps
+    assert _command_lines_with(uploaded["bundleId"])  # `agentrl env check BUNDLE_FOLDER`
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=30) == 0
+    checking.join(timeout=10)
+    time.sleep(0.5)
+    assert not _command_lines_with(uploaded["bundleId"]), "the check's child outlived the server"
+
+
+def _command_lines_with(text: str) -> list[str]:
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            line = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found

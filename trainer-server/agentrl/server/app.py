@@ -11,6 +11,7 @@ import platform
 import re
 import secrets
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -28,7 +29,7 @@ from agentrl.contract.config import ALGORITHM_NAMES, McpServerConfig
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, read_events, trajectory_file_name
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
-from agentrl.server.children import run_child
+from agentrl.server.children import end_all, run_child
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
@@ -197,9 +198,13 @@ class TrainerServer:
         ) as server:
             self.server = server
             port = next(iter(server.sockets)).getsockname()[1]
+            # SIGTERM shuts down as server/shutdown does: the children answering calls (an export, a check) end
+            # with the server, and what they leave is cleaned up; runs go on in their own processes.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.shutdown_requested.set)
             on_listening(port)
             await self.shutdown_requested.wait()
             await asyncio.sleep(0.05)  # let the shutdown response reach its client
+            await end_all()  # before the connections close: a call waiting on its child then answers at once
 
     # --- connection -------------------------------------------------------------------------
     async def connection_handler(self, connection: ServerConnection) -> None:
@@ -339,35 +344,32 @@ class TrainerServer:
         async with self.export_slot:
             exports = run_dir / "exports"
             staging = exports / f".tmp-{secrets.token_hex(4)}"
-            exported = await run_child(
-                "agentrl.cli",
-                "export",
-                str(run_dir),
-                "--out",
-                str(staging),
-                *(["--step", str(params["step"])] if "step" in params else []),
-                *(["--merge-lora"] if merge else []),
-                timeout_s=EXPORT_TIMEOUT_S,
-            )
-            if exported.timed_out:
-                await asyncio.to_thread(shutil.rmtree, staging, True)
-                raise p.RpcError(
-                    p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s"
-                ) from None
-            if exported.returncode != 0:
-                await asyncio.to_thread(shutil.rmtree, staging, True)
-                said = exported.stderr_tail.strip().splitlines()
-                reason = said[-1].removeprefix("agentrl export: ") if said else exported.how_it_ended()
-                raise p.RpcError(
-                    p.RUN_STATE_CONFLICT if exported.returncode == 2 else p.INTERNAL_ERROR,
-                    f"cannot export {run_id}: {reason}",
+            try:
+                exported = await run_child(
+                    "agentrl.cli",
+                    "export",
+                    str(run_dir),
+                    "--out",
+                    str(staging),
+                    *(["--step", str(params["step"])] if "step" in params else []),
+                    *(["--merge-lora"] if merge else []),
+                    timeout_s=EXPORT_TIMEOUT_S,
                 )
-            result = json.loads(exported.stdout.decode().strip().splitlines()[-1])
-            final = exports / f"step-{result['step']:06d}{suffix}"
-            if final.exists():  # exported before: the same checkpoint gives the same files
+                if exported.timed_out:
+                    raise p.RpcError(p.INTERNAL_ERROR, f"exporting {run_id} took longer than {EXPORT_TIMEOUT_S} s")
+                if exported.returncode != 0:
+                    said = exported.stderr_tail.strip().splitlines()
+                    reason = said[-1].removeprefix("agentrl export: ") if said else exported.how_it_ended()
+                    raise p.RpcError(
+                        p.RUN_STATE_CONFLICT if exported.returncode == 2 else p.INTERNAL_ERROR,
+                        f"cannot export {run_id}: {reason}",
+                    )
+                result = json.loads(exported.stdout.decode().strip().splitlines()[-1])
+                final = exports / f"step-{result['step']:06d}{suffix}"
+                if not final.exists():  # exported before: the same checkpoint gives the same files
+                    staging.rename(final)
+            finally:  # whatever ended the export (an error, the server shutting down), no half export is left
                 await asyncio.to_thread(shutil.rmtree, staging, True)
-            else:
-                staging.rename(final)
         return {"runId": run_id, "step": result["step"], "path": str(final), "weights": result["weights"]}
 
     async def run_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 PIPES_CLOSE_S = 5.0
 # Between SIGTERM and SIGKILL: time for a child to end what it started outside its group (an MCP server).
 TERM_GRACE_S = 12.0
+_answering: set[asyncio.subprocess.Process] = set()  # children answering calls now: ended with the server too
 STDERR_TAIL_BYTES = 4000
 
 
@@ -35,17 +36,26 @@ def agentrl_command(module: str, *args: str) -> list[str]:
 async def start_child(module: str, *args: str, **streams: Any) -> asyncio.subprocess.Process:
     """`agentrl_command(module, *args)` in a new session and process group of its own; `streams`: stdin, stdout,
     stderr and limit, as asyncio.create_subprocess_exec takes them."""
-    return await asyncio.create_subprocess_exec(*agentrl_command(module, *args), start_new_session=True, **streams)
+    process = await asyncio.create_subprocess_exec(*agentrl_command(module, *args), start_new_session=True, **streams)
+    _answering.add(process)
+    return process
 
 
 async def end_group(process: asyncio.subprocess.Process, grace_s: float = TERM_GRACE_S) -> None:
     """Ends the child and everything in its process group: SIGTERM, and SIGKILL to whatever is left once the child
     has exited or `grace_s` has passed (idempotent)."""
+    _answering.discard(process)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), grace_s)
         os.killpg(process.pid, signal.SIGKILL)
+
+
+async def end_all() -> None:
+    """Ends every child still answering a call, with what it started: the server is shutting down (runs, which are
+    not such children, go on)."""
+    await asyncio.gather(*(end_group(process) for process in list(_answering)))
 
 
 @dataclass

@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import signal
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -153,6 +154,8 @@ class RunManager:
         """Every run on disk is listed; one whose process died without saying so is `interrupted`."""
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         for run_dir in list_run_dirs(self.runs_dir):
+            for half_export in run_dir.glob("exports/.tmp-*"):  # an export the server was ended in the middle of
+                shutil.rmtree(half_export, ignore_errors=True)
             status = last_status(run_dir) or {}
             if status.get("status") in ENDED_RUN_STATUSES:
                 continue
