@@ -127,5 +127,5 @@ def is_final_status(event: dict) -> bool:
 
 
 def kill_run_process(run_dir: Path) -> None:
-    pid = int((run_dir / "pid").read_text())
+    pid = int((run_dir / "pid").read_text().split()[0])  # "PID START"
     os.kill(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ import pytest
 from agentrl.contract.config import load_config
 from agentrl.run.runstore import EVENTS_FILE, RUN_FILE, last_seq, read_events, reverse_events
 from agentrl.run.trainer import train
+from agentrl.server import protocol as p
 from agentrl.server.app import ServerOptions, TrainerServer, _read_new_events
 from agentrl.server.protocol import INTERNAL_ERROR, RpcError, validator_for
 from agentrl.server.runs import RunManager
@@ -214,4 +215,65 @@ def test_a_resume_of_a_run_whose_frozen_config_is_invalid_says_which_key(trained
         assert ended["data"]["status"] == "failed" and "frozen config" in message and "train.lr" in message, message
         client.close()
     finally:
+        server.stop()
+
+
+def _fake_running_run(trained_run, runs, name, pid_line):
+    from agentrl.run.runstore import PID_FILE, RunStore
+
+    run_dir = copy_run(trained_run, runs, name, checkpoints=False)
+    RunStore(run_dir).append_event("status", {"status": "running", "step": 1, "total_steps": 2}, durable=True)
+    (run_dir / PID_FILE).write_text(pid_line)
+    return run_dir
+
+
+def test_a_stale_pid_file_naming_another_process_is_never_adopted_or_killed(trained_run, tmp_path):
+    """A pid file naming an unrelated live process made a restarted server adopt it, and run/stop then SIGKILLed it.
+    The run's process is known by its pid and its start time."""
+    import subprocess
+
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        runs = tmp_path / "runs"
+        stale = _fake_running_run(trained_run, runs, "stale", f"{bystander.pid} 1\n")  # another start time
+        legacy = _fake_running_run(trained_run, runs, "legacy", f"{bystander.pid}")  # a pid alone names no process
+        server = ServerProcess(runs)
+        try:
+            client = server.client()
+            for run_dir in (stale, legacy):
+                assert client.request("run/get", {"runId": run_dir.name})["status"] == "interrupted"
+                refused = client.call("run/stop", {"runId": run_dir.name, "mode": "immediate"})
+                assert refused["error"]["code"] == p.RUN_STATE_CONFLICT
+            assert bystander.poll() is None, "the server killed a process that was not the run's"
+        finally:
+            server.stop()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_run_that_started_as_the_server_did_is_adopted_stopped_and_its_end_recorded(trained_run, tmp_path):
+    """A run started less than a second before a server restart was never adopted: run/stop answered "is not
+    running (it is running)" and its end was never recorded."""
+    import subprocess
+
+    from agentrl.run.runstore import process_start_time, read_events
+    from server_harness import is_final_status
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    server = ServerProcess(runs)  # looked at its runs folder before the run wrote its pid file
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        late = _fake_running_run(trained_run, runs, "late", f"{process.pid} {process_start_time(process.pid)}\n")
+        client = server.client()
+        assert client.request("run/get", {"runId": late.name})["status"] == "running"
+        client.request("run/subscribe", {"runId": late.name, "since": read_events(late)[-1]["seq"]})
+        assert client.request("run/stop", {"runId": late.name, "mode": "immediate"})["status"] == "stopped"
+        [ended] = client.events_until(late.name, is_final_status, timeout=30)
+        assert ended["data"]["status"] == "stopped"
+        assert process.wait(timeout=10) == -9
+    finally:
+        process.kill()
+        process.wait()
         server.stop()

@@ -162,6 +162,31 @@ def latest_status(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def process_start_time(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat, field 22), or None when it is gone or
+    the system has no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(") ", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def run_process(run_dir: Path) -> tuple[int, str] | None:
+    """(pid, start time) of the process running this run, or None: the pid file names a live process that started
+    when the run's process did, so a stale file naming an unrelated process that got the same pid is not the run's
+    (a restarted server adopted one, and its run/stop killed it)."""
+    try:
+        pid_text, _, started = (Path(run_dir) / PID_FILE).read_text(encoding="utf-8").strip().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    now = process_start_time(pid)
+    if now is None or now != started:  # gone, or another process (a pid file without the time names none)
+        return None
+    return pid, now
+
+
 def list_run_dirs(runs_dir: Path) -> list[Path]:
     """The runs in `runs_dir`: its folders that hold a run.json, named by a valid run id and resolving inside it."""
     runs_dir = Path(runs_dir)
@@ -293,7 +318,10 @@ class RunStore:
         return found[-1] if found else None
 
     def write_pid(self) -> None:
-        (self.run_dir / PID_FILE).write_text(str(os.getpid()), encoding="utf-8")
+        """ "PID START": this process, and when it started (so a later process given the same pid is not taken for
+        the run's: `run_process`)."""
+        pid = os.getpid()
+        (self.run_dir / PID_FILE).write_text(f"{pid} {process_start_time(pid)}\n", encoding="utf-8")
 
     def clear_pid(self) -> None:
         (self.run_dir / PID_FILE).unlink(missing_ok=True)

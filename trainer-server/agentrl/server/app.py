@@ -317,6 +317,7 @@ class TrainerServer:
         return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
 
     async def run_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        await self.runs.adopt_unwatched(params["runId"])  # a run that started as this server did can be stopped
         status = await self.runs.stop(params["runId"], params["mode"])
         return {"runId": params["runId"], "status": status}
 
@@ -326,9 +327,11 @@ class TrainerServer:
     # Methods that read run folders (event logs of any length) do it in a worker thread: the event loop
     # keeps answering every other client meanwhile (initialize, pings, streams).
     async def run_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        await self.runs.adopt_unwatched()
         return {"runs": await asyncio.to_thread(self.runs.list)}
 
     async def run_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        await self.runs.adopt_unwatched(params["runId"])
         return await asyncio.to_thread(self.runs.info, params["runId"])
 
     async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

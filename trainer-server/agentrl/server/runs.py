@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.schemas import ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES, RUN_MODES
+from agentrl.contract.schemas import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES, RUN_MODES
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
@@ -32,8 +32,10 @@ from agentrl.run.runstore import (
     last_status,
     list_run_dirs,
     new_run_id,
+    process_start_time,
     reverse_events,
     run_folder,
+    run_process,
 )
 from agentrl.run.stderr_log import cap_log
 from agentrl.server.children import agentrl_command
@@ -118,6 +120,7 @@ class RunProcess:
     run_id: str
     process: asyncio.subprocess.Process | None = None
     adopted_pid: int | None = None  # a run left running by an earlier server process
+    adopted_start: str | None = None  # when that process started: its pid alone may name another process later
     stop_mode: str | None = None
     stderr_path: Path | None = None
     # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
@@ -159,10 +162,7 @@ class RunManager:
             status = last_status(run_dir) or {}
             if status.get("status") in ENDED_RUN_STATUSES:
                 continue
-            pid = _read_pid(run_dir)
-            if pid is not None and pid_alive(pid):
-                self.live[run_dir.name] = RunProcess(run_dir.name, adopted_pid=pid)
-                asyncio.get_running_loop().create_task(self._watch_adopted(run_dir.name, pid))
+            if self._adopt(run_dir):
                 continue
             RunStore(run_dir).append_event(
                 "status",
@@ -326,6 +326,10 @@ class RunManager:
         proc.stop_mode = mode
         pid = proc.process.pid if proc.process else proc.adopted_pid
         assert pid is not None
+        if proc.process is None and process_start_time(pid) != proc.adopted_start:  # its process is gone
+            raise RpcError(
+                RUN_STATE_CONFLICT, f"run {run_id}'s process (pid {pid}) has ended; its end is being recorded"
+            )
         # graceful: the trainer finishes its step and checkpoints; immediate: gone now.
         try:
             os.kill(pid, signal.SIGTERM if mode == "graceful" else signal.SIGKILL)
@@ -396,11 +400,42 @@ class RunManager:
         await asyncio.to_thread(cap_log, stderr_path)  # what it printed last, before its end is recorded
         self._finish(run_id, code)
 
-    async def _watch_adopted(self, run_id: str, pid: int) -> None:
+    def _adopt(self, run_dir: Path) -> bool:
+        """Watch the run's process if it runs (started by an earlier server, or just before this one started)."""
+        found = run_process(run_dir)
+        if found is None or not pid_alive(found[0]):
+            return False
+        self.live[run_dir.name] = RunProcess(run_dir.name, adopted_pid=found[0], adopted_start=found[1])
+        asyncio.get_running_loop().create_task(self._watch_adopted(run_dir.name, *found))
+        log.info("run %s adopted (pid %d)", run_dir.name, found[0])
+        return True
+
+    async def adopt_unwatched(self, run_id: str | None = None) -> None:
+        """Watch the runs (or run `run_id`) whose log says they run but no process of this server runs them: a run
+        started just before this server did had no pid file yet when it looked (it was never adopted, run/stop
+        said it was not running, and its end was never recorded)."""
+        for run_dir in await asyncio.to_thread(self._unwatched, run_id):
+            if run_dir.name not in self.live:
+                self._adopt(run_dir)
+
+    def _unwatched(self, run_id: str | None) -> list[Path]:
+        try:
+            candidates = [run_folder(self.runs_dir, run_id)] if run_id is not None else list_run_dirs(self.runs_dir)
+        except ValueError:
+            return []  # not a run id: the method says so
+        return [
+            run_dir
+            for run_dir in candidates
+            if run_dir.name not in self.live
+            and (run_dir / RUN_FILE).is_file()
+            and (last_status(run_dir) or {}).get("status") in ACTIVE_RUN_STATUSES
+        ]
+
+    async def _watch_adopted(self, run_id: str, pid: int, started: str) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
         polls_per_cap = round(LOG_CAP_EVERY_S / 0.5)
         for poll in itertools.count(1):
-            if not pid_alive(pid):
+            if not pid_alive(pid) or process_start_time(pid) != started:  # gone, its pid perhaps reused
                 break
             if poll % polls_per_cap == 0:
                 await asyncio.to_thread(cap_log, stderr_path)
@@ -457,10 +492,3 @@ class RunManager:
                 "traceback": tail,
             }
         RunStore(run_dir).append_event("status", data, durable=True)
-
-
-def _read_pid(run_dir: Path) -> int | None:
-    try:
-        return int((run_dir / PID_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
