@@ -207,7 +207,7 @@ class BundleStore:
 
     def stored_bytes(self) -> int:
         """Every stored file's size, in-flight uploads' included; a file another upload removes meanwhile (its
-        staging folder renamed or cleaned up) is not counted, never an error (it was answered -32603 before)."""
+        staging folder renamed or cleaned up) is not counted, never an error (it was an internal error before)."""
         total = 0
         for folder, _, files in os.walk(self.root):
             for name in files:
