@@ -58,6 +58,14 @@ async def end_all() -> None:
     await asyncio.gather(*(end_group(process) for process in list(_answering)))
 
 
+async def keep_tail(stream: asyncio.StreamReader, tail: bytearray) -> None:
+    """Reads `stream` to its end, keeping its last STDERR_TAIL_BYTES in `tail`: a child that prints a lot must not
+    fill its pipe and stall."""
+    while chunk := await stream.read(1 << 16):
+        tail.extend(chunk)
+        del tail[:-STDERR_TAIL_BYTES]
+
+
 @dataclass
 class ChildResult:
     returncode: int | None  # None: it was ended (timed out, or it wrote more than it may)
@@ -96,13 +104,7 @@ async def run_child(
                 too_large.set()
                 return
 
-    async def read_stderr() -> None:  # a child that prints a lot must not fill the pipe and stall
-        assert process.stderr is not None
-        while chunk := await process.stderr.read(1 << 16):
-            stderr_tail.extend(chunk)
-            del stderr_tail[:-STDERR_TAIL_BYTES]
-
-    readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(read_stderr())]
+    readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(keep_tail(process.stderr, stderr_tail))]
     timed_out = False
     try:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):

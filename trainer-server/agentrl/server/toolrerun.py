@@ -11,7 +11,7 @@ from typing import Any
 
 from agentrl.environment.rerun import ANSWER_LINE_MAX_BYTES
 from agentrl.server import protocol as p
-from agentrl.server.children import PIPES_CLOSE_S, STDERR_TAIL_BYTES, end_group, start_child
+from agentrl.server.children import PIPES_CLOSE_S, end_group, keep_tail, start_child
 
 # Building the env may import heavy modules or index a corpus; past this the re-run is given up.
 SETUP_TIMEOUT_S = 120.0
@@ -57,14 +57,7 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
     )
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stderr_tail = bytearray()
-
-    async def drain_stderr() -> None:  # a Tool that prints a lot must not fill the pipe and stall
-        assert process.stderr is not None
-        while chunk := await process.stderr.read(1 << 16):
-            stderr_tail.extend(chunk)
-            del stderr_tail[:-STDERR_TAIL_BYTES]
-
-    draining = asyncio.get_running_loop().create_task(drain_stderr())
+    draining = asyncio.get_running_loop().create_task(keep_tail(process.stderr, stderr_tail))
     try:
         request = {"config": str(config_path), **{key: call[key] for key in ("id", "name", "arguments", "raw")}}
         process.stdin.write(json.dumps(request).encode())
