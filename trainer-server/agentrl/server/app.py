@@ -317,7 +317,6 @@ class TrainerServer:
         return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
 
     async def run_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        await self.runs.adopt_unwatched(params["runId"])  # a run that started as this server did can be stopped
         status = await self.runs.stop(params["runId"], params["mode"])
         return {"runId": params["runId"], "status": status}
 
@@ -327,12 +326,14 @@ class TrainerServer:
     # Methods that read run folders (event logs of any length) do it in a worker thread: the event loop
     # keeps answering every other client meanwhile (initialize, pings, streams).
     async def run_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        await self.runs.adopt_unwatched()
-        return {"runs": await asyncio.to_thread(self.runs.list)}
+        runs = await asyncio.to_thread(self.runs.list)
+        self.runs.adopt_unwatched(runs)
+        return {"runs": runs}
 
     async def run_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        await self.runs.adopt_unwatched(params["runId"])
-        return await asyncio.to_thread(self.runs.info, params["runId"])
+        info = await asyncio.to_thread(self.runs.info, params["runId"])
+        self.runs.adopt_unwatched([info])
+        return info
 
     async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"runId": params["runId"], "config": await asyncio.to_thread(self.runs.config, params["runId"])}

@@ -296,12 +296,7 @@ class RunManager:
         # Said before the process starts, so a resume that dies early still ends with a status.
         RunStore(self.run_dir(run_id)).append_event(
             "status",
-            {
-                "status": "queued",
-                "step": info["step"],
-                "total_steps": info["totalSteps"],
-                "message": "resume requested",
-            },
+            {**_steps_of(info), "status": "queued", "message": "resume requested"},
             durable=True,
         )
         await self._admit(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
@@ -309,6 +304,7 @@ class RunManager:
 
     async def stop(self, run_id: str, mode: str) -> str:
         info = self.info(run_id)
+        self.adopt_unwatched([info])  # a run that started as this server did can be stopped
         proc = self.live.get(run_id)
         if proc is None:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is not running (it is {info['status']})")
@@ -410,26 +406,13 @@ class RunManager:
         log.info("run %s adopted (pid %d)", run_dir.name, found[0])
         return True
 
-    async def adopt_unwatched(self, run_id: str | None = None) -> None:
-        """Watch the runs (or run `run_id`) whose log says they run but no process of this server runs them: a run
+    def adopt_unwatched(self, infos: list[dict[str, Any]]) -> None:
+        """Watch the runs of these RunInfos whose log says they run but no process of this server runs them: a run
         started just before this server did had no pid file yet when it looked (it was never adopted, run/stop
         said it was not running, and its end was never recorded)."""
-        for run_dir in await asyncio.to_thread(self._unwatched, run_id):
-            if run_dir.name not in self.live:
-                self._adopt(run_dir)
-
-    def _unwatched(self, run_id: str | None) -> list[Path]:
-        try:
-            candidates = [run_folder(self.runs_dir, run_id)] if run_id is not None else list_run_dirs(self.runs_dir)
-        except ValueError:
-            return []  # not a run id: the method says so
-        return [
-            run_dir
-            for run_dir in candidates
-            if run_dir.name not in self.live
-            and (run_dir / RUN_FILE).is_file()
-            and (last_status(run_dir) or {}).get("status") in ACTIVE_RUN_STATUSES
-        ]
+        for info in infos:
+            if info["runId"] not in self.live and info["status"] in ACTIVE_RUN_STATUSES:
+                self._adopt(self.runs_dir / info["runId"])
 
     async def _watch_adopted(self, run_id: str, pid: int, started: str) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
