@@ -7,6 +7,7 @@ exactly what the template would render there; generated text is never decoded an
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agentrl.environment.toolcall import ToolCallFormat, schemas_by_name
@@ -52,16 +53,19 @@ class ChatFormat:
         format is the template's and the template renders them; otherwise written in the run's format after the
         content, as the model writes a call. A template that ignores tool_calls would show the model an empty turn,
         and a call in another format would teach it one it must not write."""
-        message = {"role": "assistant", "content": content, "tool_calls": calls}
-        if self.call_format.uses_template_tools and self._renders_tool_calls(message):
-            return message
+        if self.call_format.uses_template_tools and self._template_renders_tool_calls:
+            return {"role": "assistant", "content": content, "tool_calls": calls}
         tools = schemas_by_name(tool_schemas)
         written = [self.call_format.write(c["function"]["name"], c["function"]["arguments"], tools) for c in calls]
         return {"role": "assistant", "content": "\n".join(filter(None, [content, *written]))}
 
-    def _renders_tool_calls(self, message: dict[str, Any]) -> bool:
-        without = {"role": "assistant", "content": message["content"]}
-        return self._render([message], gen=False) != self._render([without], gen=False)
+    @functools.cached_property
+    def _template_renders_tool_calls(self) -> bool:
+        """Whether the chat template renders an assistant message's `tool_calls` (a property of the template: asked
+        once, of a probe call, not of each message)."""
+        call = {"id": "probe", "type": "function", "function": {"name": "probe", "arguments": {"x": "y"}}}
+        with_call = {"role": "assistant", "content": "", "tool_calls": [call]}
+        return self._render([with_call], gen=False) != self._render([{"role": "assistant", "content": ""}], gen=False)
 
     def cut_to_budget(self, content: str) -> str:
         """Tool output budgets are counted in tokens (docs/token-pipeline.md, rule 7). Only a prefix that surely holds
