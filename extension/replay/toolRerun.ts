@@ -51,7 +51,7 @@ export async function relayToolRerun(message: RerunToolCallMessage, deps: ToolRe
 function describeFailure(err: Error): string {
   if (!(err instanceof TrainerRequestError)) return err.message;
   switch (err.code) {
-    case ErrorCode.TOOL_RERUN_NOT_ALLOWED:
+    case ErrorCode.CODE_NOT_ALLOWED:
       return `The trainer server refused: ${err.message}`;
     case ErrorCode.RUN_NOT_FOUND:
       return `The connected trainer server does not have this run: ${err.message}`;

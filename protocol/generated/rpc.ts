@@ -36,6 +36,10 @@ export type ErrorCode =
   | -32041
   | -32042;
 /**
+ * The methods that run code on the server's machine, as its user: a run's env (its modules, Tools, agent, reward and the command lines of its MCP servers), an uploaded env's check, a recorded Tool call again, an MCP server's listing. One gate decides them all: allowed on loopback, and off loopback only when the server was started with --allow-code (else CODE_NOT_ALLOWED); initialize's capabilities.runsCode says which. A run config names its MCP servers' command lines and its env's modules, so starting a run is running the client's code: there is one permission, not one per method.
+ */
+export type CodeRunningMethod = "run/start" | "run/resume" | "env/check" | "tool/rerun" | "mcp/listTools";
+/**
  * starting: its actor is being created (loading the model, the env); ready: it has started, or has answered since it was restarted; restarting: it died and Ray restarts it (cluster.max_restarts), its share of the step runs on another worker; dead: it died for good (a learner worker, or a rollout worker past cluster.max_restarts).
  */
 export type RayWorkerState = "starting" | "ready" | "restarting" | "dead";
@@ -65,6 +69,7 @@ export interface RpcDefinitions {
   runStatus?: RunStatus;
   runMode?: RunMode;
   errorCode?: ErrorCode;
+  codeRunningMethod?: CodeRunningMethod;
   runInfo?: RunInfo;
   statusRunInfo?: StatusRunInfo;
   statusEvent?: StatusEvent;
@@ -345,9 +350,9 @@ export interface InitializeResult {
     maxMessageBytes?: number;
     maxBundleBytes?: number;
     /**
-     * tool/rerun is allowed on this server (loopback, or started with --allow-tool-rerun); when false it answers -32040.
+     * the methods that run code on the server's machine ($defs/codeRunningMethod) are allowed on this server (loopback, or started with --allow-code); when false each answers CODE_NOT_ALLOWED.
      */
-    toolRerun?: boolean;
+    runsCode?: boolean;
     [k: string]: unknown;
   };
   devices: {
@@ -726,8 +731,8 @@ export const ErrorCode = {
   BUNDLE_NOT_FOUND: -32021,
   /** trajectory not found */
   TRAJECTORY_NOT_FOUND: -32030,
-  /** tool re-run refused: the server is not bound to loopback and was not started with --allow-tool-rerun */
-  TOOL_RERUN_NOT_ALLOWED: -32040,
+  /** a method that runs code on the server's machine ($defs/codeRunningMethod), refused: the server is not bound to loopback and was not started with --allow-code */
+  CODE_NOT_ALLOWED: -32040,
   /** tool re-run could not run the call: the run's env could not be built from its config with the current code, or the re-run process ended before the call started (the message says which, with the error) */
   TOOL_RERUN_FAILED: -32041,
   /** an MCP server could not be started or would not list its tools (the message names the server and says why) */

@@ -345,10 +345,10 @@ describe('replay panel in Chromium', function () {
       trajectoryId: record.id,
       turn: 0,
       call: 2,
-      reply: { ok: false, message: 'The trainer server refused: restart it with --allow-tool-rerun' },
+      reply: { ok: false, message: 'The trainer server refused: restart it with --allow-code' },
     });
     await page.locator('.rerun-error').waitFor();
-    assert.match((await page.textContent('.rerun-error')) ?? '', /--allow-tool-rerun/);
+    assert.match((await page.textContent('.rerun-error')) ?? '', /--allow-code/);
     for (let i = 0; i < 3; i++) await page.keyboard.press('t'); // echo, nope, then the call that did not parse
     assert.equal(await page.isDisabled('#rerun-tool-call'), true, 'an unparsed call has no arguments to run');
     await page.close();

@@ -91,7 +91,11 @@ describe('the extension client against the real trainer server', function () {
     const result = await client.connect();
     assert.equal(result.protocolVersion, PROTOCOL_VERSION);
     assert.ok(result.devices.cpu.cores >= 1);
-    assert.equal(result.capabilities.toolRerun, true, 'a loopback server allows re-running tool calls');
+    assert.equal(
+      result.capabilities.runsCode,
+      true,
+      'a loopback server runs code: runs, checks, re-runs, MCP listings',
+    );
     assert.ok(
       lines.some((l) => l.startsWith('info [server]')),
       "the server's stderr is forwarded by level",

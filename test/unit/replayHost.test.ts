@@ -133,13 +133,13 @@ describe('replay host: re-run a tool call', () => {
     const refusing = trainer(async () => {
       throw new TrainerRequestError(
         'tool/rerun',
-        ErrorCode.TOOL_RERUN_NOT_ALLOWED,
-        'this server listens on 0.0.0.0, not loopback; restart it with `agentrl serve --allow-tool-rerun`',
+        ErrorCode.CODE_NOT_ALLOWED,
+        'this server listens on 0.0.0.0, not loopback; restart it with `agentrl serve --allow-code`',
       );
     });
     const refused = await relayToolRerun(message, { isTrusted: () => true, trainer: () => refusing });
     assert.ok(!refused.reply.ok);
-    assert.match(refused.reply.message, /^The trainer server refused: .*--allow-tool-rerun/);
+    assert.match(refused.reply.message, /^The trainer server refused: .*--allow-code/);
     const old = trainer(async () => {
       throw new TrainerRequestError('tool/rerun', ErrorCode.METHOD_NOT_FOUND, "method not found: 'tool/rerun'");
     });

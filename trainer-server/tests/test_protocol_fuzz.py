@@ -29,7 +29,7 @@ DOCUMENTED_ERRORS = {
     p.BUNDLE_REJECTED,
     p.BUNDLE_NOT_FOUND,
     p.TRAJECTORY_NOT_FOUND,
-    p.TOOL_RERUN_NOT_ALLOWED,
+    p.CODE_NOT_ALLOWED,
     p.TOOL_RERUN_FAILED,
 }
 # server/shutdown would end the server under test, and each valid run/export loads the model in a child process

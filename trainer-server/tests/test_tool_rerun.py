@@ -1,6 +1,7 @@
 """`tool/rerun` against a live server: a recorded call runs again with the current code of its Tool (edited on disk
 after the run), with the Tool's timeout, in a child process that never blocks the server; refused off loopback
-unless the server was started with --allow-tool-rerun; bad params get documented errors."""
+unless the server was started with --allow-code, as every method that runs code is; bad params get documented
+errors."""
 
 import json
 import shutil
@@ -12,7 +13,7 @@ from agentrl.contract.config import load_config
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
-from server_harness import ServerProcess
+from server_harness import ServerProcess, example_config
 
 ENV_SOURCE = """
 import os
@@ -100,7 +101,7 @@ def rerun(client, recorded, turn=0, call=0, **extra):
 
 
 def test_rerun_gives_the_recorded_result_then_an_edited_tools_new_one(server, recorded, client):
-    assert client.request("initialize", {"protocolVersion": p.PROTOCOL_VERSION})["capabilities"]["toolRerun"] is True
+    assert client.request("initialize", {"protocolVersion": p.PROTOCOL_VERSION})["capabilities"]["runsCode"] is True
     same = rerun(client, recorded)["result"]
     assert same["name"] == "lookup" and same["arguments"] == {"key": "3"} and same["timeoutS"] == 1.5
     assert same["recorded"]["result"] == same["rerun"]["result"] == "gold"
@@ -174,25 +175,43 @@ def test_bad_params_get_documented_errors(server, recorded, client):
 
 
 @pytest.mark.parametrize("allowed", [False, True])
-def test_off_loopback_it_is_refused_unless_the_server_allows_it(recorded, tmp_path, allowed):
+def test_off_loopback_every_method_that_runs_code_is_refused_unless_the_server_allows_it(recorded, tmp_path, allowed):
+    """A remote server without the former --allow-tool-rerun refused tool/rerun but ran a client's command line through
+    mcp/listTools and bundle code through env/check: one gate now decides every method that runs code."""
     token_file = tmp_path / "token"
     token_file.write_text("a-token-of-more-than-16-characters\n")
     token_file.chmod(0o600)  # a token file others may read is refused off loopback
-    extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-tool-rerun"] if allowed else [])]
+    extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-code"] if allowed else [])]
     runs = tmp_path / "runs"  # a copy: the module's loopback server holds the recorded runs folder (one server each)
     shutil.copytree(recorded[1], runs, ignore=shutil.ignore_patterns(".serve-*"))
     remote = ServerProcess(runs, *extra)
     remote.token = token_file.read_text().strip()
     client = remote.client(initialize=False)
+    marker = tmp_path / "listed"  # what the MCP "server" command writes if it is ever run
+    code_running = {
+        "run/start": {"config": example_config()},
+        "run/resume": {"runId": recorded[2]},
+        "env/check": {"bundleId": "0" * 64},
+        "tool/rerun": {"runId": recorded[2], "trajectoryId": recorded[3], "turn": 0, "call": 0},
+        "mcp/listTools": {"server": {"name": "m", "command": "sh", "args": ["-c", f"touch {marker}"]}},
+    }
+    assert set(code_running) == p.CODE_RUNNING_METHODS
     try:
         capabilities = client.request("initialize", {"protocolVersion": p.PROTOCOL_VERSION})["capabilities"]
-        assert capabilities["toolRerun"] is allowed
-        answer = rerun(client, recorded)
+        assert capabilities["runsCode"] is allowed
+        assert client.request("run/list")["runs"]  # what runs no code is answered either way
         if allowed:
-            assert answer["result"]["rerun"]["result"] == "gold"
+            assert rerun(client, recorded)["result"]["rerun"]["result"] == "gold"
+            assert client.call("mcp/listTools", code_running["mcp/listTools"], timeout=60)["error"]["code"] == (
+                p.MCP_SERVER_UNAVAILABLE  # it ran, and is no MCP server
+            )
+            assert marker.exists()
         else:
-            assert answer["error"]["code"] == p.TOOL_RERUN_NOT_ALLOWED
-            assert "--allow-tool-rerun" in answer["error"]["message"] and "0.0.0.0" in answer["error"]["message"]
+            for method, params in code_running.items():
+                answer = client.call(method, params, timeout=60)
+                assert answer["error"]["code"] == p.CODE_NOT_ALLOWED, method
+                assert "--allow-code" in answer["error"]["message"] and "0.0.0.0" in answer["error"]["message"]
+            assert not marker.exists()
     finally:
         client.close()
         remote.stop()

@@ -41,7 +41,7 @@ def list_mcp_tools() -> int:
 
     import pydantic
 
-    from agentrl.contract.config import McpServerConfig
+    from agentrl.contract.config import MCP_LISTING_FAILED_EXIT, McpServerConfig
     from agentrl.environment.mcp import McpUnavailableError, list_server_tools
 
     try:
@@ -56,6 +56,6 @@ def list_mcp_tools() -> int:
         tools = list_server_tools(entry)
     except McpUnavailableError as err:
         print(err, file=sys.stderr)
-        return 3
+        return MCP_LISTING_FAILED_EXIT
     print(json.dumps(tools))
     return 0

@@ -54,10 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "end (default: one per 2 cores and per 4 GiB of memory, at least 2)",
     )
     parser.add_argument(
-        "--allow-tool-rerun",
+        "--allow-code",
         action="store_true",
-        help="allow tool/rerun (the replay's 'Re-run with current code' runs a Tool's code on this machine) when "
-        "bound to an address other than loopback; on loopback it is always allowed",
+        help="allow the methods that run code on this machine (run/start and run/resume run the env's code and its "
+        "MCP servers; env/check, tool/rerun, mcp/listTools) when bound to an address other than loopback; on loopback "
+        "they are always allowed. Whoever holds the token can then run any code as this user",
     )
     parser.add_argument(
         "--ray",
@@ -204,6 +205,17 @@ def run(args: argparse.Namespace) -> int:
             "(readable by you only)",
             file=sys.stderr,
         )
+    if not is_loopback(args.host):
+        print(
+            f"agentrl serve: {args.host} is not loopback: "
+            + (
+                "--allow-code: whoever holds the token can start runs and so run any code as this user"
+                if args.allow_code
+                else "methods that run code here (starting and resuming runs, env checks, tool re-runs, MCP "
+                "listings) are refused; clients watch, query, export and stop runs. --allow-code allows them"
+            ),
+            file=sys.stderr,
+        )
     options = ServerOptions(
         host=args.host,
         port=args.port,
@@ -213,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         allowed_origins=tuple(args.allow_origin),
         max_connections=args.max_connections,
         max_runs=args.max_runs,
-        tool_rerun_allowed=is_loopback(args.host) or args.allow_tool_rerun,
+        runs_code=is_loopback(args.host) or args.allow_code,
         ray_address=args.ray,
     )
 

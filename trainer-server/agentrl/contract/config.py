@@ -81,6 +81,11 @@ def env_module_is_file(module: str) -> bool:
     return module.endswith(".py") or "/" in module or "\\" in module
 
 
+# What `agentrl env mcp-tools` exits with when the MCP server would not start or list its tools (its stderr then says
+# why, in words the server passes on as they are); any other failure of the listing is described by how it ended.
+MCP_LISTING_FAILED_EXIT = 3
+
+
 class McpServerConfig(_Section):
     """One MCP server whose tools join the ToolEnv's own: a stdio server (`command`, `args`, `env`, `cwd`) or a
     streamable HTTP one (`url`, `headers`)."""

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event
+from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
 
 if TYPE_CHECKING:
     from agentrl.rollout.episode import Episode
@@ -29,6 +30,32 @@ EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
 PID_FILE = "pid"
+# Where each `trajectory` event of events.jsonl sits, with the figures trajectory/query filters and sorts by, a
+# fixed-size row per event, appended right after the event's line (run/trajectory_summaries.py reads it).
+TRAJECTORY_INDEX_FILE = "trajectory-index.bin"
+# The row's own position in the file (a row lost or repeated shows), the offset and length of the event's line in
+# events.jsonl, step, group, sample, status (its position in the schema's enum), num_tool_errors, response_tokens,
+# reward: all 8 bytes, so the file reads as one array.
+TRAJECTORY_INDEX_ROW = struct.Struct("<9qd")
+TRAJECTORY_STATUSES: tuple[str, ...] = tuple(
+    load_schema("rpc.schema.json")["$defs"]["trajectorySummary"]["properties"]["status"]["enum"]
+)
+
+
+def trajectory_index_row(position: int, offset: int, length: int, summary: dict[str, Any]) -> bytes:
+    """Row `position` of the index: the `trajectory` event whose line starts at byte `offset` of events.jsonl."""
+    return TRAJECTORY_INDEX_ROW.pack(
+        position,
+        offset,
+        length,
+        summary["step"],
+        summary["group"],
+        summary["sample"],
+        TRAJECTORY_STATUSES.index(summary["status"]),
+        summary["num_tool_errors"],
+        summary["response_tokens"],
+        summary["reward"],
+    )
 
 
 def new_run_id(name: str) -> str:
@@ -84,6 +111,28 @@ def parse_event(line: bytes) -> dict[str, Any] | str:
     except ValueError as err:
         return str(err)
     return event
+
+
+def trajectory_lines(run_dir: Path, start: int) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """(offset, length, summary) of each complete line of the log from byte `start` (a line's start), in order; the
+    summary (a `trajectory` event's data) is None for a line that is not an undamaged trajectory event. What a
+    trajectory index row is made of."""
+    path = Path(run_dir) / EVENTS_FILE
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        handle.seek(start)
+        offset = start
+        for line in handle:
+            if not line.endswith(b"\n"):
+                return  # torn tail: not yet (or never) completed
+            summary = None
+            if b'"trajectory"' in line:  # the type's value; a line without it is no trajectory event
+                event = parse_event(line)
+                if isinstance(event, dict) and event["type"] == "trajectory":
+                    summary = event["data"]
+            yield offset, len(line), summary
+            offset += len(line)
 
 
 def last_seq(run_dir: Path) -> int:
@@ -220,6 +269,7 @@ class RunStore:
         # ended) costs the same as opening a short one.
         self._truncate_torn_tail()
         self._next_seq = last_seq(self.run_dir) + 1
+        self._trajectory_index_rows: int | None = None  # known once the index is synced with the log
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any], meta: dict[str, Any]) -> RunStore:
@@ -263,14 +313,51 @@ class RunStore:
         """Appends one event (its data checked against the protocol: ValueError if it breaks it); returns its seq."""
         check_event(event_type, data)
         seq = self._next_seq
-        line = json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False)
-        with (self.run_dir / EVENTS_FILE).open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        line = (
+            json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False) + "\n"
+        ).encode()
+        with (self.run_dir / EVENTS_FILE).open("ab") as handle:
+            offset = handle.tell()  # append mode starts at the end
+            handle.write(line)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
+        if event_type == "trajectory":  # after the line: a row never names a line that is not complete
+            if self._trajectory_index_rows is None:
+                self._sync_trajectory_index(offset)
+            with (self.run_dir / TRAJECTORY_INDEX_FILE).open("ab") as index:
+                index.write(trajectory_index_row(self._trajectory_index_rows, offset, len(line), data))
+            self._trajectory_index_rows += 1
         self._next_seq += 1
         return seq
+
+    def _sync_trajectory_index(self, log_end: int) -> None:
+        """Before this store's first row: the index gets a row for every trajectory event of the log before
+        `log_end` that it lacks (a process that died between an event and its row, a run begun before the index
+        existed; a row cut short is dropped), so that its rows have no gap and a reader scans only the log past
+        the last row's line. An index whose last row names no trajectory line of the log is rebuilt whole."""
+        path = self.run_dir / TRAJECTORY_INDEX_FILE
+        size = path.stat().st_size if path.exists() else 0
+        rows = size // TRAJECTORY_INDEX_ROW.size
+        indexed_to = 0
+        if rows:
+            with path.open("rb") as index:
+                index.seek((rows - 1) * TRAJECTORY_INDEX_ROW.size)
+                position, offset, length, *_ = TRAJECTORY_INDEX_ROW.unpack(index.read(TRAJECTORY_INDEX_ROW.size))
+            found = next(trajectory_lines(self.run_dir, offset), None) if 0 <= offset < log_end else None
+            if position == rows - 1 and found is not None and found[:2] == (offset, length) and found[2] is not None:
+                indexed_to = offset + length
+            else:
+                rows = 0
+        with path.open("ab") as index:
+            index.truncate(rows * TRAJECTORY_INDEX_ROW.size)
+            for offset, length, summary in trajectory_lines(self.run_dir, indexed_to):
+                if offset >= log_end:
+                    break
+                if summary is not None:
+                    index.write(trajectory_index_row(rows, offset, length, summary))
+                    rows += 1
+        self._trajectory_index_rows = rows
 
     @property
     def last_seq(self) -> int:

@@ -12,7 +12,9 @@ import re
 import secrets
 import shutil
 import signal
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -25,8 +27,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
-from agentrl.contract.config import ALGORITHM_NAMES, McpServerConfig
-from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, read_events, trajectory_file_name
+from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
+from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, trajectory_file_name
+from agentrl.run.trajectory_summaries import TrajectorySummaries
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.children import end_all, run_child
@@ -58,8 +61,9 @@ class ServerOptions:
     allowed_origins: tuple[str, ...] = ()
     max_connections: int = 32
     max_runs: int | None = None  # run processes at once (the rest wait, queued); None: runs.default_max_runs()
-    # tool/rerun runs the user's Tool code on this machine at a client's request: on loopback, or when asked for.
-    tool_rerun_allowed: bool = False
+    # Whether the methods that run code on this machine at a client's request (p.CODE_RUNNING_METHODS) are allowed:
+    # on loopback, or when asked for (agentrl serve --allow-code).
+    runs_code: bool = False
     ray_address: str | None = None  # --ray: the Ray cluster every run started here runs on
 
 
@@ -142,6 +146,9 @@ EXPORT_TIMEOUT_S = 1800
 # Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
 # sends faster than its requests are answered waits on TCP instead of growing the server's memory.
 MAX_QUEUED_FRAMES = 4
+# Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories); the
+# least recently queried is dropped, and read from its index again if asked.
+SUMMARY_CACHE_RUNS = 8
 
 
 class TrainerServer:
@@ -155,6 +162,8 @@ class TrainerServer:
         self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
         self.mcp_listing_slots = asyncio.Semaphore(MAX_CONCURRENT_MCP_LISTINGS)
         self.trajectory_index = TrajectoryIndex()
+        self.summaries: OrderedDict[str, TrajectorySummaries] = OrderedDict()
+        self.summaries_lock = threading.Lock()
         self.open_connections = 0
         self.devices: dict[str, Any] = {}  # described once, before the server listens (serve_forever)
         self.server: Server | None = None
@@ -265,6 +274,13 @@ class TrainerServer:
             p.check_params(method, params)
             if method != "initialize" and not client.initialized:
                 raise p.RpcError(p.NOT_INITIALIZED, f"{method}: send initialize first")
+            if method in p.CODE_RUNNING_METHODS and not self.options.runs_code:
+                raise p.RpcError(
+                    p.CODE_NOT_ALLOWED,
+                    f"{method} runs code on the server's machine, and this server listens on {self.options.host}, not "
+                    f"loopback; restart it with `agentrl serve --allow-code` to allow it (whoever holds its token can "
+                    f"then run any code as its user)",
+                )
             result = await handler(client, params)
         except p.RpcError as err:
             return None if is_notification else _error(request_id, err.code, err.message, err.data)
@@ -292,7 +308,7 @@ class TrainerServer:
                 "envUpload": True,
                 "maxMessageBytes": MAX_MESSAGE_BYTES,
                 "maxBundleBytes": MAX_ARCHIVE_BYTES,
-                "toolRerun": self.options.tool_rerun_allowed,
+                "runsCode": self.options.runs_code,
             },
             "devices": self.devices,
         }
@@ -430,25 +446,22 @@ class TrainerServer:
 
     def _trajectory_query(self, params: dict[str, Any]) -> dict[str, Any]:
         run_dir = self.runs.run_dir(params["runId"])
-        latest: dict[str, dict[str, Any]] = {}
-        for event in read_events(run_dir):
-            if event["type"] == "trajectory":
-                latest[event["data"]["id"]] = event["data"]  # a resumed step supersedes its earlier record
-        items = list(latest.values())
-        if "step" in params:
-            items = [i for i in items if i["step"] == params["step"]]
-        if "status" in params:
-            items = [i for i in items if i["status"] == params["status"]]
-        if "hasToolError" in params:
-            items = [i for i in items if (i["num_tool_errors"] > 0) == params["hasToolError"]]
-        sort = params.get("sort", "step")
-        field_name = sort.lstrip("-")
-        items.sort(key=lambda i: (i[field_name], i["step"], i["group"], i["sample"]), reverse=sort.startswith("-"))
+        with self.summaries_lock:
+            summaries = self.summaries.pop(run_dir.name, None) or TrajectorySummaries(run_dir)
+            self.summaries[run_dir.name] = summaries  # the most recently queried last
+            while len(self.summaries) > SUMMARY_CACHE_RUNS:
+                self.summaries.popitem(last=False)
         start = _decode_cursor(params.get("cursor"))
         limit = params.get("limit", 100)
-        page = items[start : start + limit]
-        next_cursor = str(start + limit) if start + limit < len(items) else None
-        return {"items": page, "total": len(items), "nextCursor": next_cursor}
+        items, total = summaries.query(
+            step=params.get("step"),
+            status=params.get("status"),
+            has_tool_error=params.get("hasToolError"),
+            sort=params.get("sort", "step"),
+            start=start,
+            limit=limit,
+        )
+        return {"items": items, "total": total, "nextCursor": str(start + limit) if start + limit < total else None}
 
     async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self._trajectory_get, params)
@@ -483,12 +496,6 @@ class TrainerServer:
     async def tool_rerun(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """The recorded call, read from the run's trajectory (a client names a call, never its arguments), run
         again with the current code in a child process (rpc.md, `tool/rerun`)."""
-        if not self.options.tool_rerun_allowed:
-            raise p.RpcError(
-                p.TOOL_RERUN_NOT_ALLOWED,
-                f"tool/rerun runs a Tool's code on the server's machine, and this server listens on "
-                f"{self.options.host}, not loopback; restart it with `agentrl serve --allow-tool-rerun` to allow it",
-            )
         run_id, trajectory_id = params["runId"], params["trajectoryId"]
         record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [trajectory_id]}))["records"][
             0
@@ -561,7 +568,11 @@ class TrainerServer:
             reason = f"{where} listed more than {MCP_LISTING_MAX_BYTES >> 20} MiB of tools; it was ended"
         elif listed.returncode != 0:
             said = listed.stderr_tail.strip()
-            reason = said[-2000:] if listed.returncode == 3 else f"the listing {listed.how_it_ended()}: {said[-2000:]}"
+            reason = (
+                said[-2000:]
+                if listed.returncode == MCP_LISTING_FAILED_EXIT
+                else f"the listing {listed.how_it_ended()}: {said[-2000:]}"
+            )
         else:
             return {"server": entry.name, "tools": json.loads(listed.stdout)}
         raise p.RpcError(p.MCP_SERVER_UNAVAILABLE, reason)

@@ -24,7 +24,7 @@ CONFIG_INVALID = schemas.ERROR_CODES["CONFIG_INVALID"]
 BUNDLE_REJECTED = schemas.ERROR_CODES["BUNDLE_REJECTED"]
 BUNDLE_NOT_FOUND = schemas.ERROR_CODES["BUNDLE_NOT_FOUND"]
 TRAJECTORY_NOT_FOUND = schemas.ERROR_CODES["TRAJECTORY_NOT_FOUND"]
-TOOL_RERUN_NOT_ALLOWED = schemas.ERROR_CODES["TOOL_RERUN_NOT_ALLOWED"]
+CODE_NOT_ALLOWED = schemas.ERROR_CODES["CODE_NOT_ALLOWED"]
 TOOL_RERUN_FAILED = schemas.ERROR_CODES["TOOL_RERUN_FAILED"]
 MCP_SERVER_UNAVAILABLE = schemas.ERROR_CODES["MCP_SERVER_UNAVAILABLE"]
 
@@ -45,6 +45,9 @@ def validator_for(definition: str) -> jsonschema.Draft202012Validator:
 
 PROTOCOL_VERSION: str = rpc_schema()["x-protocolVersion"]
 METHODS: tuple[str, ...] = tuple(rpc_schema()["x-methods"])
+# The methods that run code on the server's machine: one gate allows or refuses them all (rpc.schema.json's
+# $defs/codeRunningMethod says why there is one permission, not one per method).
+CODE_RUNNING_METHODS: frozenset[str] = frozenset(rpc_schema()["$defs"]["codeRunningMethod"]["enum"])
 
 
 def check_params(method: str, params: dict[str, Any]) -> None:

@@ -207,6 +207,8 @@ class RunManager:
         status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
         if run_id in self.live and self.live[run_id].waiting_args is not None:
             status = {**status, "status": "queued", "message": self._waiting_message(run_id)}
+        elif run_id in self.live and "message" not in status and status["status"] == "queued":
+            status = {**status, "message": "starting: its process is loading"}  # until the process says `running`
         meta = read_run_record(path, damage) if (path / RUN_FILE).is_file() else (queued or {})
         metrics = metrics or {}
         checkpoints = path / "checkpoints"
