@@ -5,6 +5,7 @@ import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -415,3 +416,35 @@ def test_an_agent_run_with_async_steps_samples_one_step_behind(tmp_path):
     _, metrics = _agent_run_on_vllm(tmp_path, async_steps=1)
     assert metrics[1]["actor/logprob_gap"] < 1e-4
     assert metrics[2]["actor/logprob_gap"] > 1e-3
+
+
+def test_train_and_eval_on_vllm_end_with_their_own_last_word(tmp_path):
+    """`make demo` ended with vLLM's shutdown noise after its table: "Task was destroyed but it is pending!" and a
+    TypeError traceback from AsyncLLM.__del__ at the interpreter's exit. Each command now ends its engine in order."""
+    import json
+    import subprocess
+    import sys
+
+    overrides = [arg for override in (*VLLM_TINY, "rollout.engine=vllm") for arg in ("--set", override)]
+    noise = ("Traceback", "Task was destroyed", "Exception ignored")
+
+    def agentrl(*args):
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "agentrl.cli", *args, *overrides, "--runs-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert not [word for word in noise if word in done.stderr], done.stderr[-3000:]
+        return done.stdout.strip().splitlines()[-1]
+
+    run_dir = agentrl("train", str(EXAMPLE_CONFIG), "--set", "train.steps=1", "--set", "train.checkpoint_every=1")
+    assert Path(run_dir).is_dir()  # its last word: the run's folder
+    checkpoint = Path(run_dir) / "checkpoints" / "step-000001"
+    data = str(EXAMPLE_CONFIG.parent / "tasks.jsonl")
+    scored = json.loads(
+        agentrl("eval", str(EXAMPLE_CONFIG), "--checkpoint", str(checkpoint), "--data", data, "--limit", "4")
+    )
+    assert scored["n"] == 4  # its last word: the JSON line of scores

@@ -237,6 +237,10 @@ class VllmSampler:
             tokenizer.save_pretrained(self._folder)
             self.dtype = _engine_dtype(rollout_cfg.vllm_dtype, base.dtype, device)
             self.engine = self.call(self._start(concurrent_sequences * rollout_cfg.max_context))
+            if self.device.type == "cpu":
+                # Not inside _start: vLLM keeps the frame that awaits this call, and a frame holding the engine
+                # kept it alive until the interpreter's exit (close() could not collect it).
+                self.call(self.engine.collective_rpc(_shorten_polling, args=(CPU_WORKER_POLLING_S,)))
         except BaseException:
             self.close()
             raise
@@ -275,10 +279,7 @@ class VllmSampler:
                 else {}
             ),
         )
-        engine = AsyncLLM.from_engine_args(args)
-        if self.device.type == "cpu":
-            await engine.collective_rpc(_shorten_polling, args=(CPU_WORKER_POLLING_S,))
-        return engine
+        return AsyncLLM.from_engine_args(args)
 
     def call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the engine's own event loop (vLLM's output handler lives there) and wait."""
@@ -353,18 +354,36 @@ class VllmSampler:
         return ids, logprobs, end
 
     def close(self) -> None:
+        """Ends vLLM's engine on its loop, then every task still on the loop (cancelled and awaited: none is destroyed
+        pending), then the loop; then collects the engine while the interpreter still runs. Left to the interpreter's
+        exit, the engine's __del__ called vLLM's shutdown with its modules half torn down, and a user read a
+        TypeError traceback and "Task was destroyed but it is pending!" as a command's last lines."""
         engine = getattr(self, "engine", None)
-        if engine is not None:
-            self.loop.call_soon_threadsafe(engine.shutdown)
-            self.engine = None
+        self.engine = None
         if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._loop_thread.join(timeout=30)
+            try:
+                asyncio.run_coroutine_threadsafe(_end_loop(engine), self.loop).result(timeout=60)
+            finally:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self._loop_thread.join(timeout=30)
+        del engine
+        if not self._loop_thread.is_alive():
+            self.loop.close()
+        gc.collect()  # the engine sits in reference cycles: its __del__ runs now, with nothing left to end
         shutil.rmtree(self._folder, ignore_errors=True)
         if getattr(self, "_weights_file", None) is not None:
             self._weights_file.close()  # and removed
         if getattr(self, "_adapter_folder", None):
             shutil.rmtree(self._adapter_folder, ignore_errors=True)
+
+
+async def _end_loop(engine: Any) -> None:
+    if engine is not None:
+        engine.shutdown()
+    left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
 
 
 class VllmRolloutEngine(RolloutEngine):
