@@ -42,9 +42,9 @@ TRAJECTORY_STATUSES: tuple[str, ...] = tuple(
 )
 
 
-def trajectory_index_row(position: int, offset: int, length: int, summary: dict[str, Any]) -> bytes:
-    """Row `position` of the index: the `trajectory` event whose line starts at byte `offset` of events.jsonl."""
-    return TRAJECTORY_INDEX_ROW.pack(
+def trajectory_index_values(position: int, offset: int, length: int, summary: dict[str, Any]) -> tuple[Any, ...]:
+    """The fields of index row `position`: the `trajectory` event whose line starts at byte `offset` of events.jsonl."""
+    return (
         position,
         offset,
         length,
@@ -56,6 +56,10 @@ def trajectory_index_row(position: int, offset: int, length: int, summary: dict[
         summary["response_tokens"],
         summary["reward"],
     )
+
+
+def trajectory_index_row(position: int, offset: int, length: int, summary: dict[str, Any]) -> bytes:
+    return TRAJECTORY_INDEX_ROW.pack(*trajectory_index_values(position, offset, length, summary))
 
 
 def new_run_id(name: str) -> str:

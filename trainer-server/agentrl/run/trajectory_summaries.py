@@ -26,6 +26,7 @@ from agentrl.run.runstore import (
     TRAJECTORY_INDEX_ROW,
     TRAJECTORY_STATUSES,
     parse_event,
+    trajectory_index_values,
     trajectory_lines,
 )
 
@@ -215,15 +216,4 @@ def _id_of(summary: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def _row_of(offset: int, length: int, summary: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        -1,  # a row scanned from the log has no position in the index file
-        offset,
-        length,
-        summary["step"],
-        summary["group"],
-        summary["sample"],
-        TRAJECTORY_STATUSES.index(summary["status"]),
-        summary["num_tool_errors"],
-        summary["response_tokens"],
-        summary["reward"],
-    )
+    return trajectory_index_values(-1, offset, length, summary)  # a row scanned from the log has no position
