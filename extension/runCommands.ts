@@ -13,7 +13,7 @@ import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
 import { RUN_CONFIG_GLOB } from './settings';
-import { toolProblems } from './toolProblems';
+import { toolProblems, trySummary } from './toolProblems';
 import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 
@@ -174,16 +174,18 @@ const tryEnvironment =
     const errors = await reportToolErrors(ctx, runId, configUri.fsPath, problems);
     const info = ctx.connection.model.run(runId);
     const episodes = ctx.connection.model.trajectories(runId);
-    const reward = episodes.length ? episodes.reduce((a, t) => a + t.reward, 0) / episodes.length : 0;
-    const summary =
+    const failedCalls = episodes.reduce((sum, episode) => sum + episode.num_tool_errors, 0);
+    const { text: summary, warning } =
       status === 'completed'
-        ? `Try run ${info?.name ?? runId}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)}, ${errors} Tool errors.`
-        : `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`;
+        ? trySummary(info?.name ?? runId, episodes, failedCalls)
+        : {
+            text: `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`,
+            warning: true,
+          };
     ctx.log.info(summary);
     await vscode.commands.executeCommand(Commands.openReplay, { runId });
     const actions = errors ? ['Show Problems'] : [];
-    const show =
-      status === 'completed' && !errors ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+    const show = warning ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     void show(summary, ...actions).then(
       (choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'),
     );

@@ -64,3 +64,30 @@ export function toolProblems(
     };
   });
 }
+
+/** What a completed Try run says in its notification: its episodes, the tool calls they made and how many failed,
+ * and its mean reward; a warning when no episode called a Tool at all (then "0 Tool errors" reassured a user whose
+ * Tools had never run). */
+export function trySummary(
+  name: string,
+  episodes: Array<{ reward: number; num_tool_calls: number }>,
+  failedCalls: number,
+): { text: string; warning: boolean } {
+  const calls = episodes.reduce((sum, episode) => sum + episode.num_tool_calls, 0);
+  const reward = episodes.length ? episodes.reduce((sum, e) => sum + e.reward, 0) / episodes.length : 0;
+  if (calls === 0) {
+    return {
+      text:
+        `Try run ${name}: 0 tool calls in ${episodes.length} episodes: your Tools were never used. The model wrote ` +
+        `no call the run config's rollout.tool_format reads: show it one (a worked example in the ToolEnv's reset, ` +
+        `as the New Environment template does) or use a model trained on tool calling.`,
+      warning: true,
+    };
+  }
+  return {
+    text:
+      `Try run ${name}: ${episodes.length} episodes, ${calls} tool calls (${failedCalls} failed), ` +
+      `mean reward ${reward.toFixed(2)}.`,
+    warning: failedCalls > 0,
+  };
+}

@@ -104,7 +104,7 @@ describe('run commands', () => {
         seq: 1,
         time: 1,
         type: 'trajectory',
-        data: { id: 'e1', reward: 0.5 } as never,
+        data: { id: 'e1', reward: 0.5, num_tool_calls: 1, num_tool_errors: 1 } as never,
       });
       return { runId: 't1' };
     };
@@ -125,7 +125,7 @@ describe('run commands', () => {
     assert.equal(atTool.source, 'Agent RL: Try Environment');
     const summary = fake.messages.find((m) => m.text.startsWith('Try run lookup'))!;
     assert.equal(summary.severity, 'warning');
-    assert.match(summary.text, /1 episodes, mean reward 0\.50, 1 Tool errors\./);
+    assert.equal(summary.text, 'Try run lookup: 1 episodes, 1 tool calls (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
   });
 

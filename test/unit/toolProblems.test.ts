@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseTrajectories } from '../../extension/replay/toolSource';
-import { toolProblems } from '../../extension/toolProblems';
+import { toolProblems, trySummary } from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');
 // Recorded by the trainer: episode 1-0-0 has one failed call of each kind, 1-0-9 a boom and a hang.
@@ -69,5 +69,33 @@ describe('Try Environment: Tool problems', () => {
       [],
     );
     assert.ok(toolProblems(records, 2, []).every((p) => p.location === undefined && p.message.length > 0));
+  });
+});
+
+describe('Try Environment: its summary', () => {
+  it('says when no episode called a Tool, instead of reporting 0 Tool errors', () => {
+    const never = trySummary(
+      'my-env',
+      [
+        { reward: 0.5, num_tool_calls: 0 },
+        { reward: 0, num_tool_calls: 0 },
+      ],
+      0,
+    );
+    assert.ok(never.warning);
+    assert.match(never.text, /^Try run my-env: 0 tool calls in 2 episodes: your Tools were never used\./);
+    assert.match(never.text, /worked example/);
+  });
+
+  it('counts the calls and the failed ones; a failed call makes it a warning', () => {
+    const episodes = [
+      { reward: 1, num_tool_calls: 2 },
+      { reward: 0, num_tool_calls: 1 },
+    ];
+    assert.deepEqual(trySummary('e', episodes, 0), {
+      text: 'Try run e: 2 episodes, 3 tool calls (0 failed), mean reward 0.50.',
+      warning: false,
+    });
+    assert.ok(trySummary('e', episodes, 1).warning);
   });
 });
