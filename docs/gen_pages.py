@@ -173,9 +173,14 @@ def _codes_of(prop: dict) -> list[str]:
 def health_alerts_table() -> str:
     codes = health_codes()
     config = json.loads(RUN_CONFIG_SCHEMA.read_text())["$defs"]["HealthConfig"]["properties"]
-    rows = ["| code | severity | what is wrong | fires when | thresholds [default] | fix |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| code | severity | what is wrong | fires when | thresholds [default] | fix |",
+        "|---|---|---|---|---|---|",
+    ]
     for rule in _health_rules():
-        keys = [f"`health.{key}` [{prop.get('default')}]" for key, prop in config.items() if rule.code in _codes_of(prop)]
+        keys = [
+            f"`health.{key}` [{prop.get('default')}]" for key, prop in config.items() if rule.code in _codes_of(prop)
+        ]
         rows.append(
             f"| `{rule.code}` | {rule.severity} | {_cell(rule.title)} | {_cell(codes.get(rule.code, ''))} "
             f"| {_cell(', '.join(keys))} | {_cell(rule.fix)} |"
