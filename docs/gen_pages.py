@@ -205,11 +205,14 @@ def algorithm_docstrings() -> str:
     ):
         for name in names:
             path = LEARNING / folder / f"{name}.py"
-            first, _, rest = _docstring(path).partition("\n")
+            first, _, rest = _docstring(path).partition("\n\n")  # the summary paragraph, then the equations
+            first = " ".join(first.split())
             out += [
                 f"### `{key}: {name}`",
                 "",
-                f"{first} (`trainer-server/agentrl/learning/{folder}/{name}.py`)",
+                first,
+                "",
+                f"Source: `trainer-server/agentrl/learning/{folder}/{name}.py`",
                 "",
                 "```text",
                 rest.strip("\n"),
