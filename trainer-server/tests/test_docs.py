@@ -135,3 +135,14 @@ def test_make_test_builds_the_docs_as_the_readme_says():
     assert "docs" in test_target
     readme_line = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("make test"))
     assert "mkdocs build --strict" in readme_line
+
+
+def test_every_rpc_method_is_in_the_server_page():
+    rpc = json.loads((REPO / "protocol" / "schemas" / "rpc.schema.json").read_text())["$defs"]
+    server = (DOCS / "server.md").read_text()
+    for name in rpc:
+        if name.endswith(".params"):
+            method = name.removesuffix(".params")
+            assert f"`{method}`" in server, f"docs/server.md does not name the method {method}"
+    code_running = server.split("Methods that run code (", 1)[1].split(")", 1)[0]
+    assert sorted(re.findall(r"`([^`]+)`", code_running)) == sorted(rpc["codeRunningMethod"]["enum"])
