@@ -80,7 +80,7 @@ test-e2e: build setup-python
 # site/. --strict fails on any warning: a dead link between pages, a page missing from the nav, a generated page
 # that no longer builds. MkDocs 1.x prints a notice about its successor on every build; NO_MKDOCS_2_WARNING hides it.
 docs: setup-python
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: lint docs test-python test-ts test-e2e
 
