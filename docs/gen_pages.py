@@ -1,0 +1,256 @@
+"""The docs pages that are generated, never copied by hand, and the MkDocs hook that puts them in the site.
+
+- `reference/run-config.md`: every run-config key, its type, default, range and description, from
+  `protocol/schemas/run-config.schema.json` (what `agentrl schema` prints).
+- The health-alerts table in `health-alerts.md`: one row per rule of `trainer-server/agentrl/run/health.py`
+  (its title, severity and fix), with the code's description from `protocol/schemas/rpc.schema.json`
+  (`$defs/healthCode`) and the `health:` keys whose description names the code, with their defaults.
+- The equations in `algorithms.md`: each algorithm's and policy loss's module docstring, as the file says it.
+
+mkdocs.yml names this file under `hooks:`; `python docs/gen_pages.py OUT_DIR` writes the same pages as files.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_CONFIG_SCHEMA = ROOT / "protocol" / "schemas" / "run-config.schema.json"
+RPC_SCHEMA = ROOT / "protocol" / "schemas" / "rpc.schema.json"
+LEARNING = ROOT / "trainer-server" / "agentrl" / "learning"
+
+# A marker in a hand-written page, replaced by generated Markdown when the site is built.
+MARKERS = {
+    "<!-- generated: health-alerts-table -->": "health_alerts_table",
+    "<!-- generated: algorithm-docstrings -->": "algorithm_docstrings",
+}
+RUN_CONFIG_PAGE = "reference/run-config.md"
+
+# The files of algorithms/ and policy_losses/ that are one registered name each (base.py and common.py are
+# the machinery they share).
+ALGORITHM_FILES = ("grpo", "rloo", "reinforce_pp", "ppo", "gigpo", "step_ppo")
+POLICY_LOSS_FILES = ("clipped", "gspo", "cispo")
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _ref_name(ref: str) -> str:
+    return ref.rsplit("/", 1)[-1]
+
+
+def _type(prop: dict) -> str:
+    """A property's type in a few words: `integer`, `string (one of ...)`, `list of McpServerConfig`."""
+    if "$ref" in prop:
+        return f"[{_ref_name(prop['$ref'])}](#{_ref_name(prop['$ref']).lower()})"
+    if "anyOf" in prop:
+        kinds = [_type(option) for option in prop["anyOf"] if option.get("type") != "null"]
+        nullable = any(option.get("type") == "null" for option in prop["anyOf"])
+        return " or ".join(kinds) + (" or null" if nullable else "")
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"list of {_type(prop.get('items', {}))}"
+    if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
+        return f"map of {_type(prop['additionalProperties'])}"
+    return kind
+
+
+def _allowed(prop: dict) -> str:
+    """What values a property takes, beyond its type."""
+    parts = []
+    if "enum" in prop:
+        parts.append(", ".join(f"`{value}`" for value in prop["enum"]))
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
+        if key in prop:
+            parts.append(f"{sign} {prop[key]}")
+    if "minLength" in prop or "maxLength" in prop:
+        parts.append(f"length {prop.get('minLength', 0)} to {prop.get('maxLength', 'any')}")
+    if "pattern" in prop:
+        parts.append(f"matches `{prop['pattern']}`")
+    if "x-builtins" in prop:
+        parts.append("built-ins: " + ", ".join(f"`{name}`" for name in prop["x-builtins"]))
+    return "; ".join(parts)
+
+
+def _default(prop: dict) -> str:
+    if "default" not in prop:
+        return "required" if prop.get("_required") else ""
+    return f"`{json.dumps(prop['default'])}`"
+
+
+def _table(properties: dict, required: list[str], prefix: str) -> list[str]:
+    rows = ["| key | type | default | allowed | description |", "|---|---|---|---|---|"]
+    for name, prop in properties.items():
+        prop = dict(prop, _required=name in required)
+        rows.append(
+            f"| `{prefix}{name}` | {_cell(_type(prop))} | {_cell(_default(prop))} | {_cell(_allowed(prop))} "
+            f"| {_cell(prop.get('description', ''))} |"
+        )
+    return rows
+
+
+def run_config_reference() -> str:
+    schema = json.loads(RUN_CONFIG_SCHEMA.read_text())
+    defs = schema["$defs"]
+    out = [
+        "# Run-config reference",
+        "",
+        "Every key a `*.agentrl.yaml` run config takes: its type, default, allowed values and what it does. This page "
+        "is generated from `protocol/schemas/run-config.schema.json` (`agentrl schema` prints the same schema) by "
+        "`docs/gen_pages.py` each time the site is built; edit the trainer's `agentrl/contract/config.py`, not this "
+        "page. How to write a run config is in [run configs](../run-configs.md).",
+        "",
+        f"{_cell(schema.get('description', ''))} Unknown keys are refused in every section.",
+        "",
+        "## Top level",
+        "",
+        *_table(schema["properties"], schema.get("required", []), ""),
+        "",
+    ]
+    # Each section once, in the order the top level (then each section) names them.
+    order: list[str] = []
+
+    def visit(properties: dict) -> None:
+        for prop in properties.values():
+            for ref in _refs(prop):
+                if ref not in order:
+                    order.append(ref)
+                    visit(defs[ref].get("properties", {}))
+
+    visit(schema["properties"])
+    order += [name for name in defs if name not in order]
+    for name in order:
+        section = defs[name]
+        out += [f"## {name}", "", _cell(section.get("description", "")), ""]
+        out += [*_table(section.get("properties", {}), section.get("required", []), ""), ""]
+    return "\n".join(out)
+
+
+def _refs(prop: dict) -> list[str]:
+    found = []
+    if "$ref" in prop:
+        found.append(_ref_name(prop["$ref"]))
+    for option in prop.get("anyOf", []):
+        found += _refs(option)
+    if isinstance(prop.get("items"), dict):
+        found += _refs(prop["items"])
+    if isinstance(prop.get("additionalProperties"), dict):
+        found += _refs(prop["additionalProperties"])
+    return found
+
+
+def health_codes() -> dict[str, str]:
+    """The codes the protocol declares, each with its description."""
+    schema = json.loads(RPC_SCHEMA.read_text())
+    return {entry["const"]: entry.get("description", "") for entry in schema["$defs"]["healthCode"]["oneOf"]}
+
+
+def _health_rules() -> list:
+    sys.path.insert(0, str(ROOT / "trainer-server"))
+    from agentrl.run.health import RULES  # noqa: PLC0415 (the trainer is only needed when the table is built)
+
+    return list(RULES)
+
+
+def _codes_of(prop: dict) -> list[str]:
+    """The health codes a `health:` key is a threshold of: the code its description starts with ("high_truncation:
+    share of ..."), else every code its description names ("the trend checks compare: response_length_explosion
+    ..., tool_failure_spike ...")."""
+    description = prop.get("description", "")
+    words = re.findall(r"[a-z_]+", description)
+    head = description.split(":", 1)[0]
+    if head in health_codes():
+        return [head]
+    return [word for word in words if word in health_codes()]
+
+
+def health_alerts_table() -> str:
+    codes = health_codes()
+    config = json.loads(RUN_CONFIG_SCHEMA.read_text())["$defs"]["HealthConfig"]["properties"]
+    rows = [
+        "| code | severity | what is wrong | fires when | thresholds [default] | fix |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rule in _health_rules():
+        keys = [
+            f"`health.{key}` [{prop.get('default')}]" for key, prop in config.items() if rule.code in _codes_of(prop)
+        ]
+        rows.append(
+            f"| `{rule.code}` | {rule.severity} | {_cell(rule.title)} | {_cell(codes.get(rule.code, ''))} "
+            f"| {_cell(', '.join(keys))} | {_cell(rule.fix)} |"
+        )
+    shared = [
+        f"`health.{key}` [{prop.get('default')}]: {_cell(prop.get('description', ''))}"
+        for key, prop in config.items()
+        if not _codes_of(prop)
+    ]
+    return "\n".join(rows + ["", "Every rule also reads:", ""] + [f"- {line}" for line in shared])
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+def algorithm_docstrings() -> str:
+    out = []
+    for folder, names, key in (
+        ("algorithms", ALGORITHM_FILES, "algorithm.name"),
+        ("policy_losses", POLICY_LOSS_FILES, "algorithm.policy_loss"),
+    ):
+        for name in names:
+            path = LEARNING / folder / f"{name}.py"
+            first, _, rest = _docstring(path).partition("\n\n")  # the summary paragraph, then the equations
+            first = " ".join(first.split())
+            out += [
+                f"### `{key}: {name}`",
+                "",
+                first,
+                "",
+                f"Source: `trainer-server/agentrl/learning/{folder}/{name}.py`",
+                "",
+                "```text",
+                rest.strip("\n"),
+                "```",
+                "",
+            ]
+    return "\n".join(out)
+
+
+def fill_markers(markdown: str) -> str:
+    for marker, function in MARKERS.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, globals()[function]())
+    return markdown
+
+
+# MkDocs hooks (mkdocs.yml: hooks).
+
+
+def on_files(files, config):  # noqa: ANN001, ANN201 (MkDocs' own types)
+    from mkdocs.structure.files import File  # noqa: PLC0415 (only MkDocs needs it)
+
+    files.append(File.generated(config, RUN_CONFIG_PAGE, content=run_config_reference()))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201, ARG001
+    return fill_markers(markdown)
+
+
+def main(out_dir: str) -> None:
+    """Writes the generated page and the filled-in pages into out_dir, to read them without building the site."""
+    out = Path(out_dir)
+    (out / "reference").mkdir(parents=True, exist_ok=True)
+    (out / RUN_CONFIG_PAGE).write_text(run_config_reference())
+    for page in ("health-alerts.md", "algorithms.md"):
+        (out / page).write_text(fill_markers((ROOT / "docs" / page).read_text()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "site-pages")
