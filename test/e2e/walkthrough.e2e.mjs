@@ -1,6 +1,6 @@
 // The Get Started walkthrough as VS Code renders it from package.json: opened from the palette (run.sh's profile
-// keeps it from opening by itself), its steps listed in order (Connect a trainer, not Install the trainer: this profile's
-// Python has agentrl, and the extension is not even active yet), a step's markdown and picture.
+// keeps it from opening by itself), its steps listed in order (Connect a trainer, not Install the trainer: this
+// profile's Python has agentrl, and the extension is not even active yet), a step's markdown and picture.
 const STEPS = [
   'Connect a trainer',
   'Write an environment',
