@@ -1,7 +1,7 @@
 // Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy: it
 // builds the one Ctx (the log channel, the trainer connection, not connected until asked, and the settings) and
 // gives it to the language client, the Runs view, the status bar item, health alerts as problems, the server, run
-// and scaffold commands, the Run Dashboard and the replay panel.
+// and scaffold commands, the Run Dashboard, the replay panel and the Get Started walkthrough.
 import * as vscode from 'vscode';
 import { registerConnectionCommands } from './connectionCommands';
 import type { Ctx } from './ctx';
@@ -15,6 +15,7 @@ import { registerScaffoldCommands } from './scaffoldCommands';
 import { workspaceSettings } from './settings';
 import { registerStatusBar } from './statusBar';
 import { TrainerConnection } from './trainerConnection';
+import { registerWalkthrough } from './walkthrough';
 
 let languageClient: LanguageClientHandle | undefined;
 let connection: TrainerConnection | undefined;
@@ -35,6 +36,7 @@ export function activate(extensionContext: vscode.ExtensionContext): void {
       registerScaffoldCommands,
       registerDashboard,
       registerReplay,
+      registerWalkthrough,
     ].map((register) => register(ctx)),
   );
 }

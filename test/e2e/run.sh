@@ -40,6 +40,8 @@ cleanup() { stop_servers; [ -n "${E2E_KEEP:-}" ] && echo "e2e: kept $RUN" || rm 
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The walkthrough does not open by itself (it would take the editor from the scenario that first activates the
+# extension): walkthrough.e2e.mjs opens it.
 profile() {  # DIR: a fresh user-data dir with quiet settings
   mkdir -p "$1/workspace" "$1/udd/User" "$1/exts" "$1/xdg"
   cat > "$1/udd/User/settings.json" <<JSON
@@ -47,7 +49,7 @@ profile() {  # DIR: a fresh user-data dir with quiet settings
   "extensions.autoUpdate": false, "extensions.ignoreRecommendations": true, "workbench.startupEditor": "none",
   "workbench.tips.enabled": false, "security.workspace.trust.enabled": false, "chat.disableAIFeatures": true,
   "git.enabled": false, "workbench.enableExperiments": false, "npm.fetchOnlinePackageInfo": false,
-  "workbench.secondarySideBar.defaultVisibility": "hidden" }
+  "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.welcomePage.walkthroughs.openOnInstall": false }
 JSON
 }
 

@@ -91,6 +91,8 @@ export interface FakeCtx {
   connection: FakeConnection;
   log: FakeLog;
   secrets: Map<string, string>;
+  /** The extension context's globalState. */
+  globalState: Map<string, unknown>;
   settings: FakeSettings;
   /** What was pushed to the extension context's subscriptions. */
   subscriptions: Array<{ dispose(): unknown }>;
@@ -101,6 +103,7 @@ export function fakeCtx(settings: Partial<FakeSettings> = {}): FakeCtx {
   const connection = new FakeConnection();
   const log = new FakeLog();
   const secrets = new Map<string, string>();
+  const globalState = new Map<string, unknown>();
   const subscriptions: Array<{ dispose(): unknown }> = [];
   const root = `${__dirname}/../..`;
   const allSettings: FakeSettings = {
@@ -122,6 +125,11 @@ export function fakeCtx(settings: Partial<FakeSettings> = {}): FakeCtx {
       store: async (key: string, value: string) => void secrets.set(key, value),
       delete: async (key: string) => void secrets.delete(key),
     },
+    globalState: {
+      get: (key: string) => globalState.get(key),
+      update: async (key: string, value: unknown) => void globalState.set(key, value),
+    },
+    extension: { id: 'agent-rl-studio.agent-rl-studio', packageJSON: { version: '0.1.0' } },
   };
   const ctx = {
     extensionContext,
@@ -129,7 +137,7 @@ export function fakeCtx(settings: Partial<FakeSettings> = {}): FakeCtx {
     connection: connection as unknown as TrainerConnection,
     settings: allSettings,
   } as unknown as Ctx;
-  return { ctx, connection, log, secrets, settings: allSettings, subscriptions };
+  return { ctx, connection, log, secrets, globalState, settings: allSettings, subscriptions };
 }
 
 /** A run as `run/list` and `run/get` give it. */

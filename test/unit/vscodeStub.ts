@@ -311,6 +311,9 @@ export const fake = {
   panels: [] as WebviewPanel[],
   customEditors: new Map<string, unknown>(),
   clipboard: '',
+  /** Fire to tell the extension that settings changed (`affectsConfiguration` says which) or trust was granted. */
+  configurationChanges: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
+  trustGranted: new EventEmitter<void>(),
   reset(): void {
     this.commands.clear();
     this.executed = [];
@@ -330,6 +333,8 @@ export const fake = {
     this.panels = [];
     this.customEditors.clear();
     this.clipboard = '';
+    this.configurationChanges.dispose();
+    this.trustGranted.dispose();
   },
 };
 
@@ -446,6 +451,8 @@ const workspace = {
     return [];
   },
   onDidChangeTextDocument: () => new Disposable(() => undefined),
+  onDidChangeConfiguration: fake.configurationChanges.event,
+  onDidGrantWorkspaceTrust: fake.trustGranted.event,
 };
 
 const languages = {
