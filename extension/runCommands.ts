@@ -75,12 +75,12 @@ export const startTraining =
   async (target?: vscode.Uri | string): Promise<string | undefined> =>
     (await startRun(ctx, target, 'train'))?.runId;
 
-async function pickConfig(
-  ctx: Ctx,
-  target: vscode.Uri | string | undefined,
-  title: string,
-): Promise<vscode.Uri | undefined> {
-  if (target) return typeof target === 'string' ? vscode.Uri.file(target) : target;
+async function pickConfig(ctx: Ctx, target: unknown, title: string): Promise<vscode.Uri | undefined> {
+  // Only a run config's path or Uri is taken as given: a view's title button passes the selected row instead (the
+  // Start button with a step row selected sent it on, to fail reading it as YAML), and is asked like the palette.
+  const given =
+    typeof target === 'string' ? vscode.Uri.file(target) : target instanceof vscode.Uri ? target : undefined;
+  if (given?.fsPath.endsWith('.agentrl.yaml')) return given;
   const active = vscode.window.activeTextEditor?.document.uri;
   if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
   const configs = await ctx.settings.findRunConfigs();

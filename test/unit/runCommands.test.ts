@@ -75,6 +75,13 @@ describe('run commands', () => {
       assert.deepEqual(f.connection.requests, []);
     });
 
+    it("takes only a run config as its argument: a Runs view row (the title's Start with a step selected) asks", async () => {
+      const stepRow = { runId: 'r0', step: 3, label: 'step 3' };
+      assert.equal(await commands.executeCommand(Commands.startTraining, stepRow), 'r1');
+      assert.equal((f.connection.requests[0].params as { configDir: string }).configDir, envFolder);
+      assert.equal(await commands.executeCommand(Commands.startTraining, join(envFolder, 'notes.txt')), 'r1');
+    });
+
     it('refuses in an untrusted workspace', async () => {
       fake.trusted = false;
       assert.equal(await commands.executeCommand(Commands.startTraining, config), undefined);
