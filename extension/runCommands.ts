@@ -139,8 +139,23 @@ async function startRun(
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
+    void run.ended.then((status) => status && announceEnd(ctx, runId, name, status));
   }
   return run;
+}
+
+/** A training run this editor started has ended: said once, with how far it got (no notification said a run had
+ * completed; a user watched the Runs view for it). */
+function announceEnd(ctx: Ctx, runId: string, name: string, status: string): void {
+  const info = ctx.connection.model.run(runId);
+  const where = info ? ` at step ${info.step}/${info.totalSteps}` : '';
+  const why = status !== 'completed' && info?.message ? `: ${info.message}` : '';
+  const text = `Agent RL: training ${name} ${status}${where}${why}.`;
+  const show = status === 'completed' ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+  void show(text, 'Open Dashboard', 'Open Replay').then((choice) => {
+    if (choice === 'Open Dashboard') void vscode.commands.executeCommand(Commands.openDashboard, { runId });
+    if (choice === 'Open Replay') void vscode.commands.executeCommand(Commands.openReplay, { runId });
+  });
 }
 
 /** Try Environment: a few episodes with the base model and no updates, then their replay, and the Tools that failed

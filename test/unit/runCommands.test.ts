@@ -42,7 +42,26 @@ describe('run commands', () => {
       );
       assert.deepEqual(fake.messages, [
         { severity: 'info', text: 'Agent RL: training r1 started.', actions: ['Open Dashboard'] },
+        // the fake run ends at once: its end is said too
+        { severity: 'info', text: 'Agent RL: training r1 completed.', actions: ['Open Dashboard', 'Open Replay'] },
       ]);
+    });
+
+    it('says when a training run it started ends, how far it got and why', async () => {
+      f.connection.startRun = async () => {
+        f.connection.model.upsertRun(
+          runInfo('r9', { name: 'lookup', status: 'failed', step: 3, totalSteps: 10, message: 'CUDA out of memory' }),
+        );
+        return { runId: 'r9', ended: Promise.resolve('failed' as const) };
+      };
+      await commands.executeCommand(Commands.startTraining);
+      await new Promise((resolve) => setImmediate(resolve));
+      const ended = fake.messages.find((m) => m.text.includes('failed'))!;
+      assert.deepEqual(ended, {
+        severity: 'warning',
+        text: 'Agent RL: training lookup failed at step 3/10: CUDA out of memory.',
+        actions: ['Open Dashboard', 'Open Replay'],
+      });
     });
 
     it("uploads the config's folder to a remote server and starts the run from the bundle", async () => {
