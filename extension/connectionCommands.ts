@@ -13,12 +13,29 @@ interface ServerAddress {
 }
 
 export function registerConnectionCommands(ctx: Ctx): vscode.Disposable {
-  return registerCommands(ctx, {
-    [Commands.startLocalServer]: { title: 'Start Local Server', make: startLocalServer },
-    [Commands.connectServer]: { title: 'Connect to Server', make: connectServer },
-    [Commands.disconnectServer]: { title: 'Disconnect', make: disconnectServer },
-    [Commands.showLogs]: { title: 'Show Logs', make: showLogs },
-  });
+  return vscode.Disposable.from(
+    registerCommands(ctx, {
+      [Commands.startLocalServer]: { title: 'Start Local Server', make: startLocalServer },
+      [Commands.connectServer]: { title: 'Connect to Server', make: connectServer },
+      [Commands.disconnectServer]: { title: 'Disconnect', make: disconnectServer },
+      [Commands.showLogs]: { title: 'Show Logs', make: showLogs },
+    }),
+    ctx.connection.onLocalServerLost((why) => announceServerLost(why)),
+  );
+}
+
+/** A killed local server emptied the Runs view without a word: say so, and offer to start it again. */
+function announceServerLost(why: string): void {
+  void vscode.window
+    .showWarningMessage(
+      `Agent RL: ${why}. Its runs go on in their own processes; restart it to see them again.`,
+      'Restart',
+      'Show Logs',
+    )
+    .then((choice) => {
+      if (choice === 'Restart') void vscode.commands.executeCommand(Commands.startLocalServer);
+      if (choice === 'Show Logs') void vscode.commands.executeCommand(Commands.showLogs);
+    });
 }
 
 /** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. */

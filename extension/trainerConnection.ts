@@ -50,6 +50,7 @@ export class TrainerConnection implements vscode.Disposable {
   private readonly runEventEmitter = new vscode.EventEmitter<RunEventParams>();
   private readonly healthAlertEmitter = new vscode.EventEmitter<HealthAlert>();
   private readonly devicesEmitter = new vscode.EventEmitter<InitializeResult['devices'] | null>();
+  private readonly localServerLostEmitter = new vscode.EventEmitter<string>();
   /** The connection's state, including 'idle' after a disconnect. */
   readonly onDidChangeState = this.stateEmitter.event;
   readonly onRunEvent = this.runEventEmitter.event;
@@ -58,6 +59,9 @@ export class TrainerConnection implements vscode.Disposable {
   /** The server's devices after each initialize, and null when the connection ends (the language server's hovers
    *  say what a run would have to work with). */
   readonly onDidChangeDevices = this.devicesEmitter.event;
+  /** The local server this connection started exited without being asked to (killed, crashed): why, in words. Its
+   *  runs go on in their own processes; the Runs view empties with the connection. */
+  readonly onLocalServerLost = this.localServerLostEmitter.event;
 
   constructor(
     private readonly extensionContext: vscode.ExtensionContext,
@@ -120,8 +124,9 @@ export class TrainerConnection implements vscode.Disposable {
     void server.exited.then(({ code, signal: killed }) => {
       if (this.localServer !== server) return;
       this.localServer = undefined;
-      this.log.error(`The local trainer server exited (${killed ?? `exit code ${code}`}).`);
-      void this.disconnect();
+      const why = `the local trainer server exited (${killed ?? `exit code ${code}`})`;
+      this.log.error(`${why[0].toUpperCase()}${why.slice(1)}.`);
+      void this.disconnect().then(() => this.localServerLostEmitter.fire(why));
     });
     try {
       return await this.open('local', server.url, tokenFile.token);

@@ -68,6 +68,17 @@ describe('connection commands', () => {
     assert.deepEqual(f.connection.calls, []);
   });
 
+  it('a local server that exits unasked is announced, with Restart (the Runs view emptied without a word)', async () => {
+    f.connection.localServerLost.fire('the local trainer server exited (SIGKILL)');
+    assert.deepEqual(fake.messages, [
+      {
+        severity: 'warning',
+        text: 'Agent RL: the local trainer server exited (SIGKILL). Its runs go on in their own processes; restart it to see them again.',
+        actions: ['Restart', 'Show Logs'],
+      },
+    ]);
+  });
+
   it('Disconnect closes the connection; Show Logs shows the log channel', async () => {
     assert.equal(await commands.executeCommand(Commands.disconnectServer), true);
     await commands.executeCommand(Commands.showLogs);

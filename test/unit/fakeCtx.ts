@@ -30,6 +30,8 @@ export class FakeConnection {
   readonly onDidChangeState = new EventEmitter<string>().event;
   readonly onHealthAlert = new EventEmitter<HealthAlert>().event;
   readonly onDidChangeDevices = new EventEmitter<unknown>().event;
+  readonly localServerLost = new EventEmitter<string>();
+  readonly onLocalServerLost = this.localServerLost.event;
   readonly records = {
     get: async (_runId: string, ids: string[]): Promise<TrajectoryRecord[]> =>
       ids.map((id) => this.trajectoryRecords.get(id)!),
