@@ -92,8 +92,27 @@ function serversOf(document: Document): YAMLMap[] {
   return isSeq(servers) ? servers.items.filter(isMap) : [];
 }
 
-/** The run config's YAML with `entry` appended to env.mcp_servers (the list made when there is none). */
-export function addServerEntry(configYaml: string, entry: McpServerEntry): string {
+/** A listed tool as far as the call format cares: its input's JSON Schema. */
+export interface ListedTool {
+  name: string;
+  parameters?: { properties?: Record<string, { type?: unknown }> };
+}
+
+/** Whether the tag call format (`<name>text</name>`) can call `tool`: exactly one string parameter. */
+function tagsCanCall(tool: ListedTool): boolean {
+  const properties = Object.values(tool.parameters?.properties ?? {});
+  return properties.length === 1 && properties[0].type === 'string';
+}
+
+/** The run config's YAML with `entry` appended to env.mcp_servers (the list made when there is none); and, when the
+ *  config writes calls as tags (`rollout.tool_format: tags`, New Environment's default) and one of the server's
+ *  `tools` has not exactly one string parameter, tool_format switched to hermes (JSON arguments), which calls any
+ *  tool: a run would otherwise fail at start. `switchedFor`: the tools that made it switch. */
+export function addServerEntry(
+  configYaml: string,
+  entry: McpServerEntry,
+  tools: ListedTool[] = [],
+): { yaml: string; switchedFor: string[] } {
   const document = parseDocument(configYaml);
   if (document.errors.length) throw new Error(`The run config is not valid YAML: ${document.errors[0].message}`);
   if (!isMap(document.get('env'))) throw new Error('The run config has no env: section to add the server to.');
@@ -101,7 +120,12 @@ export function addServerEntry(configYaml: string, entry: McpServerEntry): strin
     throw new Error(`env.mcp_servers already has a server named "${entry.name}".`);
   if (!isSeq(document.getIn(['env', 'mcp_servers']))) document.setIn(['env', 'mcp_servers'], document.createNode([]));
   document.addIn(['env', 'mcp_servers'], document.createNode(entry));
-  return document.toString();
+  const switchedFor =
+    document.getIn(['rollout', 'tool_format']) === 'tags'
+      ? tools.filter((t) => !tagsCanCall(t)).map((t) => t.name)
+      : [];
+  if (switchedFor.length) document.setIn(['rollout', 'tool_format'], 'hermes');
+  return { yaml: document.toString(), switchedFor };
 }
 
 /** The 0-based line of the env.mcp_servers entry named `server`, if the config has one. */

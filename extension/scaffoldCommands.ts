@@ -259,7 +259,7 @@ async function addMcpServer(ctx: Ctx, folder: string, args?: NewToolArgs): Promi
   }
   // Through the editor's document, so an open config (with unsaved edits, too) gets the entry where the user sees it.
   const document = await vscode.workspace.openTextDocument(configPath);
-  const updated = addServerEntry(document.getText(), entry);
+  const { yaml: updated, switchedFor } = addServerEntry(document.getText(), entry, listed.tools);
   const edit = new vscode.WorkspaceEdit();
   edit.replace(document.uri, new vscode.Range(0, 0, document.lineCount, 0), updated);
   if (!(await vscode.workspace.applyEdit(edit)) || !(await document.save()))
@@ -267,6 +267,12 @@ async function addMcpServer(ctx: Ctx, folder: string, args?: NewToolArgs): Promi
   ctx.log.info(
     `MCP server "${name}" added to ${configPath}: ${listed.tools.map((tool) => tool.name).join(', ') || 'no tools'}`,
   );
+  if (switchedFor.length)
+    void vscode.window.showInformationMessage(
+      `Agent RL: ${basename(configPath)} now writes tool calls as JSON (rollout.tool_format: hermes): ` +
+        `${switchedFor.join(', ')} take${switchedFor.length === 1 ? 's' : ''} more than one text argument, which ` +
+        `the tag format cannot pass. Show the model a call in that format (the worked example in env.py's reset).`,
+    );
   // The extension host's copy of the document hears of the edit after applyEdit resolves; a selection set before
   // that would be shifted by the edit, away from the entry.
   await documentReads(document, updated);

@@ -66,8 +66,8 @@ describe('New Tool > From an MCP server: the env.mcp_servers entry', () => {
   });
 
   it('appends the entry to the config, keeps its comments, and the result is a valid run config', () => {
-    const once = addServerEntry(CONFIG, entryFromInput('python weather_server.py', 'weather'));
-    const twice = addServerEntry(once, entryFromInput('http://127.0.0.1:8000/mcp', 'web'));
+    const once = addServerEntry(CONFIG, entryFromInput('python weather_server.py', 'weather')).yaml;
+    const twice = addServerEntry(once, entryFromInput('http://127.0.0.1:8000/mcp', 'web')).yaml;
     assert.match(twice, /# the scaffolded config, with a comment that must survive/);
     assert.match(twice, /class_name: WeatherEnv +# the ToolEnv/);
     const config = parse(twice);
@@ -84,11 +84,24 @@ describe('New Tool > From an MCP server: the env.mcp_servers entry', () => {
     assert.throws(() => addServerEntry('env: [\n', { name: 'a', command: 'x', args: [] }), /not valid YAML/);
   });
 
+  it('switches a tags config to hermes when a listed tool takes more than one text argument (the run would fail)', () => {
+    const tags = `${CONFIG}rollout:\n  # how the model writes a call\n  tool_format: tags\n`;
+    const search = { name: 'search', parameters: { properties: { query: { type: 'string' } } } };
+    const add = { name: 'add', parameters: { properties: { a: { type: 'number' }, b: { type: 'number' } } } };
+    const fits = addServerEntry(tags, { name: 'web', url: 'http://x/mcp' }, [search]);
+    assert.deepEqual([parse(fits.yaml).rollout.tool_format, fits.switchedFor], ['tags', []]);
+    const switched = addServerEntry(tags, { name: 'math', command: 'python', args: [] }, [search, add]);
+    assert.deepEqual([parse(switched.yaml).rollout.tool_format, switched.switchedFor], ['hermes', ['add']]);
+    assert.match(switched.yaml, /# how the model writes a call\n {2}tool_format: hermes/);
+    const hermes = addServerEntry(CONFIG, { name: 'math', command: 'python', args: [] }, [add]);
+    assert.deepEqual(hermes.switchedFor, []); // no tool_format: hermes, the default, already calls it
+  });
+
   it("finds a server's entry by name, for the Problems panel", () => {
-    const text = addServerEntry(addServerEntry(CONFIG, { name: 'weather', command: 'python', args: [] }), {
+    const text = addServerEntry(addServerEntry(CONFIG, { name: 'weather', command: 'python', args: [] }).yaml, {
       name: 'web',
       url: 'http://127.0.0.1:8000/mcp',
-    });
+    }).yaml;
     const lines = text.split('\n');
     assert.match(lines[findServerEntry(text, 'weather')!], /name: weather/);
     assert.match(lines[findServerEntry(text, 'web')!], /name: web/);
@@ -102,7 +115,7 @@ describe('New Tool > From an MCP server: the env.mcp_servers entry', () => {
       readFileSync(join(ROOT, 'protocol', 'examples', 'trajectories', 'tool-errors.trajectories.jsonl'), 'utf8'),
     );
     const fromServer = records.map((record) => ({ ...record, tool_servers: { boom: 'weather' } }));
-    const config = addServerEntry(CONFIG, { name: 'weather', command: 'python', args: ['weather_server.py'] });
+    const config = addServerEntry(CONFIG, { name: 'weather', command: 'python', args: ['weather_server.py'] }).yaml;
     const problems = toolProblems(
       fromServer,
       2,
