@@ -460,6 +460,20 @@ def test_multihop_first_search_with_the_question_is_made_for_the_agent_as_naive_
         MultiHopQAEnv(first_search="title", data_files=MULTIHOP_FILES)
 
 
+def test_multihop_first_search_in_prompt_shows_naive_rags_passages_and_gives_the_tool():
+    task = {"question": "Who directed the film about Ed Wood?", "answer": "Tim Burton"}
+    env = MultiHopQAEnv(top_k=2, examples=1, first_search="question-in-prompt", data_files=MULTIHOP_FILES)
+    messages = env.reset(task)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert "Gustave Eiffel" in messages[1]["content"] and "Dijon" not in messages[1]["content"]
+    assert messages[2]["content"] == "<search>Gustave Eiffel birthplace</search>"
+    passages = index_of(MULTIHOP_FILES).search(task["question"], 2)
+    assert messages[-1]["content"] == MultiHopQAEnv.naive_rag_question(task["question"], passages)
+    assert [t.name for t in env.tools] == ["search"]
+    retrieved = any("Tim Burton" in p for p in passages)
+    assert env.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)
+
+
 def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
     def questions(name: str) -> list[str]:
         return [json.loads(line)["question"] for line in (MULTIHOP_DATA / name).open()]
@@ -497,6 +511,7 @@ def test_the_full_training_split_holds_no_heldout_or_dev_question():
         "multihop/multihop_ppo.agentrl.yaml",
         "multihop/multihop_full_grpo.agentrl.yaml",
         "multihop/multihop_full_seeded_grpo.agentrl.yaml",
+        "multihop/multihop_full_seeded_prompt_grpo.agentrl.yaml",
     ],
 )
 def test_recipe_envs_pass_env_check(recipe):

@@ -38,6 +38,12 @@ goes to a later search only when the question's own retrieval missed the answer.
 example's first hop is then a search with the example question too, and the system prompt says that the first
 search is made for the agent.
 
+`first_search: question-in-prompt` makes the same retrieval but shows its passages as Naive RAG does, in the user
+message (`Passages: ... Question: ...`), with the search tool given all the same: the agent may answer from them or
+search for what they lack. Its worked example shows the example question with the paragraph its first hop finds,
+then a search for the second hop and the answer. As with `question`, the retrieval counts for `retrieved_answer`
+and is not the agent's: no tool call of the episode.
+
 Baselines (`agentrl eval --baseline`): `naive-rag` retrieves once with the question from the same corpus,
 puts the passages in the prompt and gives no tools (with `examples: 1`, the worked example's question
 and paragraphs are shown the same way first; `first_search` does not change it); `base-tool-call` is this env
@@ -66,7 +72,12 @@ SEEDED_TOOL_PROMPT = (
     "Answer the question. The first search, with the whole question, is made for you; search again for the "
     "facts its passages do not give. When you know the answer, end with a line 'Answer: <short answer>'."
 )
-FIRST_SEARCHES = (None, "question")
+# first_search: question-in-prompt: the passages are in the user message, as Naive RAG's are; the tool is given too.
+PASSAGES_TOOL_PROMPT = (
+    "Answer the question using the passages. If they do not give the answer, use the search tool to find the facts "
+    "you need. When you know the answer, end with a line 'Answer: <short answer>'."
+)
+FIRST_SEARCHES = (None, "question", "question-in-prompt")
 NAIVE_RAG_PROMPT = "Answer the question using the passages. End with a line 'Answer: <short answer>'."
 # The worked example: (query, the paragraph it finds) per hop, then the answer.
 EXAMPLE_QUESTION = "In which city was the designer of the Eiffel Tower born?"
@@ -167,6 +178,14 @@ class MultiHopQAEnv(ToolEnv):
                 {"role": "assistant", "content": f"<search>{question}</search>"},
                 {"role": "tool", "content": "\n".join(passages)},
             ]
+        if self.first_search == "question-in-prompt":  # the same retrieval, its passages shown as Naive RAG's are
+            passages = self.index.search(question, self.top_k)
+            self.retrieved_gold = self.holds_the_answer(passages)
+            return [
+                {"role": "system", "content": PASSAGES_TOOL_PROMPT},
+                *self.worked_example(),
+                {"role": "user", "content": self.naive_rag_question(question, passages)},
+            ]
         return [
             {"role": "system", "content": TOOL_PROMPT},
             *self.worked_example(),
@@ -183,6 +202,14 @@ class MultiHopQAEnv(ToolEnv):
         is the one the env makes: the whole question)."""
         if not self.examples:
             return []
+        if self.first_search == "question-in-prompt":  # the first hop's paragraph in the prompt, then one search
+            (_, found), (query, paragraph) = EXAMPLE_HOPS
+            return [
+                {"role": "user", "content": self.naive_rag_question(EXAMPLE_QUESTION, [found])},
+                {"role": "assistant", "content": f"<search>{query}</search>"},
+                {"role": "tool", "content": paragraph},
+                {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"},
+            ]
         messages: list[dict[str, Any]] = [{"role": "user", "content": EXAMPLE_QUESTION}]
         hops = EXAMPLE_HOPS
         if self.first_search == "question":
