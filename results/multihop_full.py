@@ -3,12 +3,15 @@
 searching the same corpus (the 21,184 paragraphs of the training and held-out files).
 
     .venv/bin/python results/multihop_full.py [--steps 25] [--eval-every 10] [--set KEY=VALUE ...] [--name NAME]
+        [--config multihop_full_seeded_grpo.agentrl.yaml]
 
 Runs `agentrl eval --baseline naive-rag`, then `agentrl demo --config multihop_full_grpo.agentrl.yaml --metric f1`
 (whose "before" is Base Tool Call: the untrained model with the recipe's prompt and the search tool), and writes
 results/NAME.json and .md (multihop_full by default): F1, EM and substring for each agent, paired bootstrap CIs of the trained agent
 against each baseline, the searches per question and how often a search brought back a passage holding the answer,
-and the held-out F1 at every evaluation during training against the training time (the curve).
+and the held-out F1 at every evaluation during training against the training time (the curve). `--config` names
+another config of the recipe folder (multihop_full_seeded_grpo.agentrl.yaml: the first search made for the agent);
+the baselines are evaluated with it too.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 from multistep import machine
 
 HERE = Path(__file__).resolve().parent
-CONFIG = HERE.parent / "trainer-server" / "agentrl" / "recipes" / "multihop" / "multihop_full_grpo.agentrl.yaml"
+RECIPE = HERE.parent / "trainer-server" / "agentrl" / "recipes" / "multihop"
 RUNS = HERE / "runs" / "multihop_full"
 METRICS = ("f1", "em", "substring")
 
@@ -68,18 +71,24 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--name", default="multihop_full", help="results/NAME.json and .md (default multihop_full)")
+    parser.add_argument(
+        "--config",
+        default="multihop_full_grpo.agentrl.yaml",
+        help="a config in the recipe folder, for all three agents",
+    )
     args = parser.parse_args()
+    config = RECIPE / args.config
     RUNS.mkdir(parents=True, exist_ok=True)
     sets = [arg for override in args.overrides for arg in ("--set", override)]
     seen = set(RUNS.iterdir())
-    agentrl("eval", str(CONFIG), "--baseline", "naive-rag", "--runs-dir", str(RUNS), *sets)
+    agentrl("eval", str(config), "--baseline", "naive-rag", "--runs-dir", str(RUNS), *sets)
     naive_rag = summary(latest_eval_dir(seen))
     started = time.perf_counter()
     demo = json.loads(
         agentrl(
             "demo",
             "--config",
-            str(CONFIG),
+            str(config),
             "--metric",
             "f1",
             "--eval-limit",
@@ -114,7 +123,7 @@ def main() -> None:
     for point in curve:
         point["train_s"] = round(sum(t for s, t in steps_s.items() if s <= point["step"]), 1)
     results = {
-        "config": str(CONFIG.relative_to(HERE.parent)),
+        "config": str(config.relative_to(HERE.parent)),
         "overrides": args.overrides,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
@@ -132,7 +141,8 @@ def main() -> None:
     (HERE / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
     lines = [
         f"Multi-hop QA, 150 held-out questions, greedy, one corpus of 21,184 paragraphs for all; trained with GRPO on "
-        f"2,195 training-split questions for {demo['train_wall_s'] / 60:.1f} min; {results['machine']}, {results['date']}.",
+        f"2,195 training-split questions for {demo['train_wall_s'] / 60:.1f} min; {results['machine']}, {results['date']}; "
+        f"config {config.name}" + "".join(f", --set {o}" for o in args.overrides) + ".",
         "",
         "| agent | F1 | EM | substring | searches per question | a search found the answer |",
         "|---|---|---|---|---|---|",

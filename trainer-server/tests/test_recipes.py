@@ -22,7 +22,7 @@ from agentrl.recipes.arithmetic import tasks as arithmetic_tasks
 from agentrl.recipes.arithmetic.env import ArithmeticEnv
 from agentrl.recipes.calculator import CalculatorError, calculate
 from agentrl.recipes.gsm8k.env import GSM8KCalculatorEnv
-from agentrl.recipes.multihop.env import MultiHopQAEnv, golds_of
+from agentrl.recipes.multihop.env import EXAMPLE_QUESTION, MultiHopQAEnv, golds_of
 from agentrl.recipes.multihop.search import index_of, paragraphs_of
 from conftest import REPO, rollout_only_records
 
@@ -410,6 +410,70 @@ def test_multihop_worked_example_is_shown_as_chat_turns_in_the_tag_format():
         MultiHopQAEnv(examples=2, data_files=MULTIHOP_FILES)
 
 
+def test_multihop_first_search_with_the_question_is_made_for_the_agent_as_naive_rag_retrieves():
+    task = {"question": "Who directed the film about Ed Wood?", "answer": "Tim Burton"}
+    env = MultiHopQAEnv(top_k=2, examples=1, first_search="question", data_files=MULTIHOP_FILES)
+    messages = env.reset(task)
+    roles = [m["role"] for m in messages]
+    assert roles == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert "made for you" in messages[0]["content"]
+    # the worked example's first search is the example's question too, as the env makes it
+    assert messages[2]["content"] == f"<search>{EXAMPLE_QUESTION}</search>"
+    assert messages[4]["content"] == "<search>Gustave Eiffel birthplace</search>"
+    # the prompt ends with the search made for the agent, written as the agent writes one, and its passages: the ones
+    # Naive RAG puts in its prompt, from the same retrieval
+    assert messages[-3]["content"] == task["question"]
+    parsed = get_format("tags").parse(messages[-2]["content"], "x", schemas_by_name([t.schema() for t in env.tools]))
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("search", {"query": task["question"]})]
+    passages = index_of(MULTIHOP_FILES).search(task["question"], 2)
+    assert messages[-1]["content"] == "\n".join(passages)
+    rag = MultiHopQAEnv(top_k=2, baseline="naive-rag", first_search="question", data_files=MULTIHOP_FILES)
+    rag_messages = rag.reset(task)
+    assert rag.tools == [] and rag_messages[-1]["content"] == MultiHopQAEnv.naive_rag_question(
+        task["question"], passages
+    )
+    # the agent keeps its search tool, and the retrieval made for it counts for retrieved_answer as Naive RAG's does
+    assert [t.name for t in env.tools] == ["search"]
+    retrieved = any("Tim Burton" in p for p in passages)
+    assert env.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)
+    assert rag.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)
+    # the agent's own later search earns the retrieval reward only when the first retrieval missed the answer
+    found = ToolCallOutcome(id="c", name="search", arguments={"query": "q"}, raw="", result=["Tim Burton: director."])
+    assert env.step("", [found]).reward == (0.0 if retrieved else 0.1)
+    # off by default: the prompt ends with the question
+    assert MultiHopQAEnv(top_k=2, data_files=MULTIHOP_FILES).reset(task)[-1] == {
+        "role": "user",
+        "content": task["question"],
+    }
+    with pytest.raises(ValueError, match="first_search must be one of"):
+        MultiHopQAEnv(first_search="title", data_files=MULTIHOP_FILES)
+
+
+def test_multihop_first_search_in_prompt_shows_naive_rags_passages_and_gives_the_tool():
+    task = {"question": "Who directed the film about Ed Wood?", "answer": "Tim Burton"}
+    env = MultiHopQAEnv(top_k=2, examples=1, first_search="question-in-prompt", data_files=MULTIHOP_FILES)
+    messages = env.reset(task)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert "Gustave Eiffel" in messages[1]["content"] and "Dijon" not in messages[1]["content"]
+    assert messages[2]["content"] == "<search>Gustave Eiffel birthplace</search>"
+    passages = index_of(MULTIHOP_FILES).search(task["question"], 2)
+    assert messages[-1]["content"] == MultiHopQAEnv.naive_rag_question(task["question"], passages)
+    assert [t.name for t in env.tools] == ["search"]
+    retrieved = any("Tim Burton" in p for p in passages)
+    assert env.score("Answer: Tim Burton").breakdown["retrieved_answer"] == float(retrieved)
+
+
 def test_multihop_splits_hold_150_heldout_questions_never_trained_on():
     def questions(name: str) -> list[str]:
         return [json.loads(line)["question"] for line in (MULTIHOP_DATA / name).open()]
@@ -446,6 +510,8 @@ def test_the_full_training_split_holds_no_heldout_or_dev_question():
         "multihop/multihop_grpo.agentrl.yaml",
         "multihop/multihop_ppo.agentrl.yaml",
         "multihop/multihop_full_grpo.agentrl.yaml",
+        "multihop/multihop_full_seeded_grpo.agentrl.yaml",
+        "multihop/multihop_full_seeded_prompt_grpo.agentrl.yaml",
     ],
 )
 def test_recipe_envs_pass_env_check(recipe):

@@ -26,9 +26,28 @@ in HotpotQA's and 2WikiMultihopQA's layout, `paragraphs` in MuSiQue's): agentrl 
 2WikiMultihopQA or MuSiQue file searches that file's paragraphs too. A data file with a record in no known
 layout is an error naming the file and line (see search.py for the layouts read).
 
+`first_search: question` (opt-in; default none) makes the agent's first retrieval FOR it, as Naive RAG does:
+before the agent's first turn the env searches with the whole question (top_k passages, the same index) and the
+prompt ends with that search as if the agent had made it, an assistant turn `<search>QUESTION</search>` and a
+tool turn with the passages, so the agent's first sampled turn reads them and can search again (the second hop)
+or answer. The agent never wrote that search: it is prompt, not trained on (docs/token-pipeline.md, rule 2), it
+is not counted in the episode's tool calls (searches per question counts the agent's own), and it is not cut to
+`rollout.tool_output_tokens` (the prompt is not; Naive RAG's passages are not either), while the agent's own
+searches are. It does count for `retrieved_answer` (as Naive RAG's one retrieval does), so the retrieval reward
+goes to a later search only when the question's own retrieval missed the answer. With `examples: 1` the worked
+example's first hop is then a search with the example question too, and the system prompt says that the first
+search is made for the agent.
+
+`first_search: question-in-prompt` makes the same retrieval but shows its passages as Naive RAG does, in the user
+message (`Passages: ... Question: ...`), with the search tool given all the same: the agent may answer from them or
+search for what they lack. Its worked example shows the example question with the paragraph its first hop finds,
+then a search for the second hop and the answer. As with `question`, the retrieval counts for `retrieved_answer`
+and is not the agent's: no tool call of the episode.
+
 Baselines (`agentrl eval --baseline`): `naive-rag` retrieves once with the question from the same corpus,
 puts the passages in the prompt and gives no tools (with `examples: 1`, the worked example's question
-and paragraphs are shown the same way first); `base-tool-call` is this env with the untrained model.
+and paragraphs are shown the same way first; `first_search` does not change it); `base-tool-call` is this env
+with the untrained model, with whatever prompt the config's env.args give (`first_search` included).
 """
 
 from __future__ import annotations
@@ -48,6 +67,17 @@ TOOL_PROMPT = (
     "Answer the question. Use the search tool to find the facts you need; you may search several times. "
     "When you know the answer, end with a line 'Answer: <short answer>'."
 )
+# first_search: question: the system prompt says what the env did.
+SEEDED_TOOL_PROMPT = (
+    "Answer the question. The first search, with the whole question, is made for you; search again for the "
+    "facts its passages do not give. When you know the answer, end with a line 'Answer: <short answer>'."
+)
+# first_search: question-in-prompt: the passages are in the user message, as Naive RAG's are; the tool is given too.
+PASSAGES_TOOL_PROMPT = (
+    "Answer the question using the passages. If they do not give the answer, use the search tool to find the facts "
+    "you need. When you know the answer, end with a line 'Answer: <short answer>'."
+)
+FIRST_SEARCHES = (None, "question", "question-in-prompt")
 NAIVE_RAG_PROMPT = "Answer the question using the passages. End with a line 'Answer: <short answer>'."
 # The worked example: (query, the paragraph it finds) per hop, then the answer.
 EXAMPLE_QUESTION = "In which city was the designer of the Eiffel Tower born?"
@@ -81,6 +111,7 @@ class MultiHopQAEnv(ToolEnv):
         baseline: str | None = None,
         examples: int = 0,
         answer_reward: str = "f1",
+        first_search: str | None = None,
         *,
         data_files: Sequence[str],
         **args: Any,
@@ -89,6 +120,8 @@ class MultiHopQAEnv(ToolEnv):
             raise ValueError(f"answer_reward must be one of {sorted(ANSWER_REWARDS)}, got {answer_reward!r}")
         if baseline not in (None, "naive-rag"):
             raise ValueError(f"unknown baseline {baseline!r} for multi-hop QA; known: naive-rag")
+        if first_search not in FIRST_SEARCHES:
+            raise ValueError(f"first_search must be one of {list(FIRST_SEARCHES)}, got {first_search!r}")
         if examples not in (0, 1):
             raise ValueError(f"examples must be 0 or 1 (there is one worked example), got {examples!r}")
         super().__init__(
@@ -96,12 +129,14 @@ class MultiHopQAEnv(ToolEnv):
             baseline=baseline,
             examples=examples,
             answer_reward=answer_reward,
+            first_search=first_search,
             data_files=data_files,
             **args,
         )
         self.answer_reward = answer_reward
         self.top_k = top_k
         self.examples = examples
+        self.first_search = first_search
         self.index = index_of(data_files)
         self.naive_rag = baseline == "naive-rag"
         self.tools = [] if self.naive_rag else [Search(self.index, top_k)]
@@ -133,6 +168,24 @@ class MultiHopQAEnv(ToolEnv):
                 *example,
                 {"role": "user", "content": self.naive_rag_question(question, passages)},
             ]
+        if self.first_search == "question":  # the first search is made for the agent, with the whole question
+            passages = self.index.search(question, self.top_k)
+            self.retrieved_gold = self.holds_the_answer(passages)
+            return [
+                {"role": "system", "content": SEEDED_TOOL_PROMPT},
+                *self.worked_example(),
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": f"<search>{question}</search>"},
+                {"role": "tool", "content": "\n".join(passages)},
+            ]
+        if self.first_search == "question-in-prompt":  # the same retrieval, its passages shown as Naive RAG's are
+            passages = self.index.search(question, self.top_k)
+            self.retrieved_gold = self.holds_the_answer(passages)
+            return [
+                {"role": "system", "content": PASSAGES_TOOL_PROMPT},
+                *self.worked_example(),
+                {"role": "user", "content": self.naive_rag_question(question, passages)},
+            ]
         return [
             {"role": "system", "content": TOOL_PROMPT},
             *self.worked_example(),
@@ -145,11 +198,23 @@ class MultiHopQAEnv(ToolEnv):
         return f"Passages:\n{listed}\n\nQuestion: {question}"
 
     def worked_example(self) -> list[dict[str, Any]]:
-        """The example as the chat turns an episode would produce."""
+        """The example as the chat turns an episode would produce (with `first_search: question`, its first search
+        is the one the env makes: the whole question)."""
         if not self.examples:
             return []
+        if self.first_search == "question-in-prompt":  # the first hop's paragraph in the prompt, then one search
+            (_, found), (query, paragraph) = EXAMPLE_HOPS
+            return [
+                {"role": "user", "content": self.naive_rag_question(EXAMPLE_QUESTION, [found])},
+                {"role": "assistant", "content": f"<search>{query}</search>"},
+                {"role": "tool", "content": paragraph},
+                {"role": "assistant", "content": f"Answer: {EXAMPLE_ANSWER}"},
+            ]
         messages: list[dict[str, Any]] = [{"role": "user", "content": EXAMPLE_QUESTION}]
-        for query, paragraph in EXAMPLE_HOPS:
+        hops = EXAMPLE_HOPS
+        if self.first_search == "question":
+            hops = [(EXAMPLE_QUESTION, EXAMPLE_HOPS[0][1]), *EXAMPLE_HOPS[1:]]
+        for query, paragraph in hops:
             messages += [
                 {"role": "assistant", "content": f"<search>{query}</search>"},
                 {"role": "tool", "content": paragraph},
