@@ -146,6 +146,9 @@ EXPORT_TIMEOUT_S = 1800
 # Frames a connection may have received and not yet handled (each up to MAX_MESSAGE_BYTES): a client that
 # sends faster than its requests are answered waits on TCP instead of growing the server's memory.
 MAX_QUEUED_FRAMES = 4
+# trajectory/query calls worked on at once (the rest wait): each is Python work that holds the interpreter's lock in
+# turns, and eight at once made every other client's request wait for it (run/get: 290 ms at worst, 2 cores).
+MAX_CONCURRENT_QUERIES = 2
 # Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories); the
 # least recently queried is dropped, and read from its index again if asked.
 SUMMARY_CACHE_RUNS = 8
@@ -161,6 +164,7 @@ class TrainerServer:
         self.export_slot = asyncio.Semaphore(1)
         self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
         self.mcp_listing_slots = asyncio.Semaphore(MAX_CONCURRENT_MCP_LISTINGS)
+        self.query_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self.trajectory_index = TrajectoryIndex()
         self.summaries: OrderedDict[str, TrajectorySummaries] = OrderedDict()
         self.summaries_lock = threading.Lock()
@@ -442,7 +446,8 @@ class TrainerServer:
         return {"runId": params["runId"]}
 
     async def trajectory_query(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        return await asyncio.to_thread(self._trajectory_query, params)
+        async with self.query_slots:
+            return await asyncio.to_thread(self._trajectory_query, params)
 
     def _trajectory_query(self, params: dict[str, Any]) -> dict[str, Any]:
         run_dir = self.runs.run_dir(params["runId"])
