@@ -66,7 +66,6 @@ class TrajectorySummaries:
         self._index_rows = 0  # rows of the index file taken in
         self._index_end = 0  # the end of the line of the last of them
         self._log_scanned = 0  # the log's bytes whose trajectory events are all in the rows
-        self._chunks: list[np.ndarray] = []  # rows, in the order of their lines
         self._rows = np.empty(0, ROW)
         self._orders: dict[str, np.ndarray] = {}  # sort -> the latest row of each id in that order
 
@@ -100,24 +99,24 @@ class TrajectorySummaries:
         log_size = log.stat().st_size if log.exists() else 0
         if log_size < self._log_scanned:  # the log was replaced by a shorter one: nothing known holds
             self._start_over(use_index_file=self._use_index_file)
-        if self._use_index_file:
-            self._extend_from_index(log_size)
+        chunks = self._rows_from_index(log_size) if self._use_index_file else []
         scanned = []
         for offset, length, summary in trajectory_lines(self.run_dir, self._log_scanned):
             if summary is not None:
                 scanned.append(_row_of(offset, length, summary))
             self._log_scanned = offset + length
         if scanned:
-            self._chunks.append(np.array(scanned, ROW))
-        if self._chunks:
-            self._rows = np.concatenate([self._rows, *self._chunks])
-            self._chunks.clear()
+            chunks.append(np.array(scanned, ROW))
+        if chunks:
+            self._rows = np.concatenate([self._rows, *chunks])
             self._orders.clear()
 
-    def _extend_from_index(self, log_size: int) -> None:
+    def _rows_from_index(self, log_size: int) -> list[np.ndarray]:
+        """The index file's rows written since the last read, in chunks, up to the first that cannot be right."""
+        chunks: list[np.ndarray] = []
         path = self.run_dir / TRAJECTORY_INDEX_FILE
         if not path.exists():
-            return
+            return chunks
         with path.open("rb") as index:
             index.seek(self._index_rows * ROW.itemsize)
             while chunk := index.read(ROW.itemsize * _ROWS_PER_READ):
@@ -135,15 +134,16 @@ class TrajectorySummaries:
                 if good:
                     taken = rows[:good]
                     new = taken[taken["offset"] >= self._log_scanned]  # not those this reader scanned itself
-                    self._chunks.append(new)
+                    chunks.append(new)
                     self._index_rows += good
                     self._index_end = int(ends[good - 1])
                     self._log_scanned = max(self._log_scanned, self._index_end)
                 if good < len(rows):  # a row that cannot be right: the log says the rest
                     self._use_index_file = False
-                    return
+                    return chunks
                 if len(chunk) % ROW.itemsize:
-                    return
+                    return chunks
+        return chunks
 
     # --- a query over the rows ---------------------------------------------------------------------------------
     def _order(self, sort: str) -> np.ndarray:
