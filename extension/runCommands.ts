@@ -2,7 +2,7 @@
 // configs. Everything that runs workspace code (a run) needs workspace trust, checked here as well as in the
 // manifest. Each command returns what it did (a run id, a folder), which the extension-host tests read.
 import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
@@ -13,12 +13,14 @@ import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
 import { RUN_CONFIG_GLOB } from './settings';
-import { toolProblems, trySummary } from './toolProblems';
+import { envCheckProblems, toolProblems, trySummary, type ProblemAt } from './toolProblems';
 import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 
 // An export loads the model on the server: seconds for small models, minutes for large ones.
 const EXPORT_TIMEOUT_MS = 30 * 60_000;
+// The server gives an env check 300 s (ENV_CHECK_TIMEOUT_S); its answer comes a little after.
+const ENV_CHECK_TIMEOUT_MS = 320_000;
 
 type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
 /** Export Model's answers, for callers that ask no questions: `destination` is a folder on this machine; without
@@ -72,8 +74,10 @@ export const refreshRuns = (ctx: Ctx) => async (): Promise<boolean> => {
 /** Trains a run config (the given one, the active editor's, or one picked); returns the run's id. */
 export const startTraining =
   (ctx: Ctx) =>
-  async (target?: vscode.Uri | string): Promise<string | undefined> =>
-    (await startRun(ctx, target, 'train'))?.runId;
+  async (target?: vscode.Uri | string): Promise<string | undefined> => {
+    const prepared = await prepareRun(ctx, target, 'train');
+    return prepared && (await startRun(ctx, prepared, 'train')).runId;
+  };
 
 async function pickConfig(ctx: Ctx, target: unknown, title: string): Promise<vscode.Uri | undefined> {
   // Only a run config's path or Uri is taken as given: a view's title button passes the selected row instead (the
@@ -95,39 +99,52 @@ async function pickConfig(ctx: Ctx, target: unknown, title: string): Promise<vsc
   )?.uri;
 }
 
-async function startRun(
-  ctx: Ctx,
-  target: vscode.Uri | string | undefined,
-  mode: 'train' | 'try',
-): Promise<RunHandle | undefined> {
+/** Where the server finds a run config's env: the config's own folder (a local server shares this machine's
+ *  files), or the folder uploaded as a bundle (a remote server cannot see them). */
+type EnvLocation = { configDir: string } | { envBundle: string };
+
+/** A run config ready to start: trusted, saved, the trainer connected and the env where the server can read it. */
+interface PreparedRun {
+  configUri: vscode.Uri;
+  location: EnvLocation;
+}
+
+async function prepareRun(ctx: Ctx, target: unknown, mode: 'train' | 'try'): Promise<PreparedRun | undefined> {
   if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
   const configUri = await pickConfig(ctx, target, mode === 'try' ? 'Try Environment' : 'Start Training');
   if (!configUri) return undefined;
   const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === configUri.toString());
   if (document?.isDirty) await document.save();
-  const config = readRunConfig(configUri.fsPath);
   await ensureConnected(ctx);
-  const folder = dirname(configUri.fsPath);
-  const params: RunStartParams = { config, mode, ...(mode === 'try' ? { episodes: ctx.settings.tryEpisodes() } : {}) };
-  if (ctx.connection.kind === 'local') {
-    params.configDir = folder;
-  } else {
-    // The server cannot see this machine's files: the config's folder travels as a bundle.
-    const bundle = packEnvFolder(folder);
-    ctx.log.info(
-      `Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${ctx.connection.url}`,
-    );
-    const uploaded = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
-      () =>
-        ctx.connection.request(
-          'env/upload',
-          { name: folder.split(/[\\/]/).pop()!, archive: bundle.archive.toString('base64') },
-          120_000,
-        ),
-    );
-    params.envBundle = uploaded.bundleId;
-  }
+  return { configUri, location: await envLocation(ctx, dirname(configUri.fsPath)) };
+}
+
+async function envLocation(ctx: Ctx, folder: string): Promise<EnvLocation> {
+  if (ctx.connection.kind === 'local') return { configDir: folder };
+  const bundle = packEnvFolder(folder);
+  ctx.log.info(
+    `Uploading ${folder} (${bundle.files.length} files, ${(bundle.archive.length / 1024).toFixed(0)} KiB) to ${ctx.connection.url}`,
+  );
+  const uploaded = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: 'Agent RL: uploading the environment' },
+    () =>
+      ctx.connection.request(
+        'env/upload',
+        { name: basename(folder), archive: bundle.archive.toString('base64') },
+        120_000,
+      ),
+  );
+  return { envBundle: uploaded.bundleId };
+}
+
+async function startRun(ctx: Ctx, prepared: PreparedRun, mode: 'train' | 'try'): Promise<RunHandle> {
+  const { configUri, location } = prepared;
+  const params: RunStartParams = {
+    config: readRunConfig(configUri.fsPath),
+    mode,
+    ...location,
+    ...(mode === 'try' ? { episodes: ctx.settings.tryEpisodes() } : {}),
+  };
   const run = await ctx.connection.startRun(params);
   const { runId } = run;
   ctx.log.info(
@@ -158,15 +175,17 @@ function announceEnd(ctx: Ctx, runId: string, name: string, status: string): voi
   });
 }
 
-/** Try Environment: a few episodes with the base model and no updates, then their replay, and the Tools that failed
- *  in `problems`; returns the try run's id. */
+/** Try Environment: the env checked first (its scripted episode, no model: a Tool that raises is in the Problems
+ *  panel before any episode is sampled), then a few episodes with the base model and no updates, their replay, and
+ *  the Tools that failed in `problems`; returns the try run's id. */
 const tryEnvironment =
   (ctx: Ctx, problems: vscode.DiagnosticCollection) =>
   async (target?: vscode.Uri | string): Promise<string | undefined> => {
-    const configUri = await pickConfig(ctx, target, 'Try Environment');
-    if (!configUri) return undefined;
-    const run = await startRun(ctx, configUri, 'try');
-    if (!run) return undefined;
+    const prepared = await prepareRun(ctx, target, 'try');
+    if (!prepared) return undefined;
+    const { configUri } = prepared;
+    if (!(await checkEnvironment(ctx, prepared, problems))) return undefined;
+    const run = await startRun(ctx, prepared, 'try');
     const { runId } = run;
     const status = await vscode.window.withProgress(
       {
@@ -207,8 +226,41 @@ const tryEnvironment =
     return runId;
   };
 
+/** The env check (env/check: the env loaded and its scripted episode played, no model), its errors and warnings in
+ *  `problems` (a new Try replaces the last one's). Whether to go on: yes when it found no error, else when the user
+ *  chooses Try Anyway (an error here is what the episodes would fail on, and they take minutes). */
+async function checkEnvironment(
+  ctx: Ctx,
+  { configUri, location }: PreparedRun,
+  problems: vscode.DiagnosticCollection,
+): Promise<boolean> {
+  problems.clear();
+  const configPath = configUri.fsPath;
+  const where = 'configDir' in location ? { configDir: location.configDir } : { bundleId: location.envBundle };
+  const checked = await vscode.window.withProgress(
+    {
+      location: vscode.ProgressLocation.Notification,
+      title: `Agent RL: checking ${vscode.workspace.asRelativePath(configUri)} (one scripted episode, no model)`,
+    },
+    () => ctx.connection.request('env/check', { ...where, configFile: basename(configPath) }, ENV_CHECK_TIMEOUT_MS),
+  );
+  for (const d of checked.diagnostics) ctx.log.info(`[env check] ${d.severity}: ${d.message}`);
+  const found = envCheckProblems(checked.diagnostics, dirname(configPath), configPath, existsSync);
+  publishProblems(problems, found, 'Agent RL: env check');
+  if (checked.ok) return true;
+  const errors = found.filter((problem) => problem.error);
+  const choice = await vscode.window.showErrorMessage(
+    `Agent RL: the env check of ${vscode.workspace.asRelativePath(configUri)} found ${errors.length} error(s) ` +
+      `before any episode ran: ${errors[0]?.message ?? 'see the log'}`,
+    'Show Problems',
+    'Try Anyway',
+  );
+  if (choice === 'Show Problems') void vscode.commands.executeCommand('workbench.actions.view.problems');
+  return choice === 'Try Anyway';
+}
+
 /** Lists the try run's Tool failures in the Problems panel at each Tool's definition (an MCP server's tools: at
- * the server's entry in the run config); returns how many. */
+ * the server's entry in the run config), beside the env check's; returns how many calls failed. */
 async function reportToolErrors(
   ctx: Ctx,
   runId: string,
@@ -216,7 +268,6 @@ async function reportToolErrors(
   problems: vscode.DiagnosticCollection,
 ): Promise<number> {
   const envFolder = dirname(configPath);
-  problems.clear();
   const page = await ctx.connection.request('trajectory/query', { runId, hasToolError: true, limit: 1000 });
   // through the connection's cache: the replay panel opened next shows these without fetching them again
   const records = await ctx.connection.records.get(
@@ -230,21 +281,29 @@ async function reportToolErrors(
     path: configPath,
     text: readFileSync(configPath, 'utf8'),
   });
-  const byFile = new Map<string, vscode.Diagnostic[]>();
-  for (const problem of found) {
-    ctx.log.warn(`[try ${runId}] ${problem.message}`);
-    if (!problem.location) continue;
-    const { path, line } = problem.location;
+  for (const problem of found) ctx.log.warn(`[try ${runId}] ${problem.message}`);
+  publishProblems(
+    problems,
+    found.flatMap(({ location, faultOfTool, message }) =>
+      location ? [{ ...location, error: faultOfTool, message }] : [],
+    ),
+    'Agent RL: Try Environment',
+  );
+  return found.reduce((sum, p) => sum + p.count, 0);
+}
+
+/** Adds `found` to what `problems` already shows for each file. */
+function publishProblems(problems: vscode.DiagnosticCollection, found: ProblemAt[], source: string): void {
+  for (const { path, line, error, message } of found) {
     const diagnostic = new vscode.Diagnostic(
       new vscode.Range(line, 0, line, 200),
-      problem.message,
-      problem.faultOfTool ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning,
+      message,
+      error ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning,
     );
-    diagnostic.source = 'Agent RL: Try Environment';
-    byFile.set(path, [...(byFile.get(path) ?? []), diagnostic]);
+    diagnostic.source = source;
+    const uri = vscode.Uri.file(path);
+    problems.set(uri, [...(problems.get(uri) ?? []), diagnostic]);
   }
-  for (const [path, diagnostics] of byFile) problems.set(vscode.Uri.file(path), diagnostics);
-  return found.reduce((sum, p) => sum + p.count, 0);
 }
 
 async function pickRun(

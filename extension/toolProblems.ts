@@ -1,5 +1,8 @@
-// What a Try run says about the user's Tools, as problems at each Tool's definition. Pure (no `vscode`):
-// runCommands.ts turns these into Diagnostics.
+// What a Try run says about the user's env, as problems where they are: the env check's findings (its scripted
+// episode, before any model runs) and each failing Tool at its definition. Pure (no `vscode`): runCommands.ts turns
+// these into Diagnostics.
+import { isAbsolute, join } from 'node:path';
+import type { Diagnostic as CheckDiagnostic } from '../protocol/generated/rpc';
 import type { TrajectoryRecord } from '../protocol/generated/trajectory';
 import { findServerEntry } from './mcpServerEntry';
 import { findToolDefinition } from './replay/toolSource';
@@ -90,4 +93,36 @@ export function trySummary(
       `mean reward ${reward.toFixed(2)}.`,
     warning: failedCalls > 0,
   };
+}
+
+/** A problem to show in the Problems panel: a file on this machine and a 0-based line. */
+export interface ProblemAt {
+  path: string;
+  line: number;
+  error: boolean;
+  message: string;
+}
+
+/** The env check's errors and warnings where they belong on this machine: a file the server names relative to the
+ *  env folder it checked (an uploaded bundle's, or the folder itself) is that file of `envFolder`; one it names
+ *  absolutely is used when it exists here (a local server), and the rest, with no file, are put on the run config.
+ *  Its infos (the scripted episode's outcome, each MCP server's tools) are for the log, not the Problems panel. */
+export function envCheckProblems(
+  diagnostics: CheckDiagnostic[],
+  envFolder: string,
+  configPath: string,
+  existsHere: (path: string) => boolean,
+): ProblemAt[] {
+  return diagnostics
+    .filter((d) => d.severity !== 'info')
+    .map((d) => {
+      const file = d.file === undefined ? undefined : isAbsolute(d.file) ? d.file : join(envFolder, d.file);
+      const here = file !== undefined && existsHere(file);
+      return {
+        path: here ? file : configPath,
+        line: here && d.line !== undefined ? Math.max(d.line - 1, 0) : 0,
+        error: d.severity === 'error',
+        message: d.message,
+      };
+    });
 }

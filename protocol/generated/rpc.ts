@@ -63,6 +63,13 @@ export type HealthCode =
  * error: the run stopped (it cannot go on); warning: it goes on, but is unlikely to learn as it should.
  */
 export type HealthSeverity = "warning" | "error";
+/**
+ * Load an env and play its scripted episode (no model): what `agentrl env check` does. The env is an uploaded bundle (`bundleId`) or, for a client sharing the server's filesystem, a folder on the server's machine (`configDir`); exactly one of the two.
+ */
+export type EnvCheckParams = EnvCheckParams1 & EnvCheckParams2;
+export type EnvCheckParams1 = {
+  [k: string]: unknown;
+};
 
 export interface RpcDefinitions {
   runId?: RunId;
@@ -317,7 +324,13 @@ export interface HealthEvent {
 export interface Diagnostic {
   severity: "error" | "warning" | "info";
   message: string;
+  /**
+   * Relative to the checked folder (/-separated) when the file lies inside it; otherwise a path on the server's machine.
+   */
   file?: string;
+  /**
+   * 1-based.
+   */
   line?: number;
 }
 /**
@@ -539,8 +552,16 @@ export interface EnvUploadResult {
   sha256: string;
   files: number;
 }
-export interface EnvCheckParams {
-  bundleId: string;
+export interface EnvCheckParams2 {
+  bundleId?: string;
+  /**
+   * Absolute folder on the server's machine holding the env (as run/start's configDir).
+   */
+  configDir?: string;
+  /**
+   * Which run config of the folder to check (a file name in it); without it, the folder must hold exactly one.
+   */
+  configFile?: string;
 }
 export interface EnvCheckResult {
   ok: boolean;

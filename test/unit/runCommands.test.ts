@@ -115,8 +115,15 @@ describe('run commands', () => {
     });
   });
 
-  it('Try Environment runs the episodes, puts each failing Tool in the problems at its definition, and opens the replay', async () => {
+  it('Try Environment checks the env, runs the episodes, puts each failing Tool in the problems at its definition, and opens the replay', async () => {
     writeFileSync(join(envFolder, 'tools.py'), 'class Search(Tool):\n    name = "search"\n');
+    f.connection.answers['env/check'] = () => ({
+      ok: true,
+      diagnostics: [
+        { severity: 'warning', message: 'turn 0: tool call failed: KeyError: x', file: 'tools.py', line: 1 },
+        { severity: 'info', message: 'scripted episode: 2 turn(s), status finished, reward 0', file: 'x.agentrl.yaml' },
+      ],
+    });
     f.connection.answers['run/start'] = (params) => {
       assert.deepEqual(params, {
         config: { name: 'lookup', model: { path: 'tiny' } },
@@ -144,15 +151,95 @@ describe('run commands', () => {
     commands.registerCommand(Commands.openReplay, async (target: unknown) => void openedReplays.push(target));
 
     assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), 't1');
+    assert.deepEqual(f.connection.requests[0], {
+      method: 'env/check',
+      params: { configDir: envFolder, configFile: 'lookup.agentrl.yaml' },
+    });
     assert.deepEqual(openedReplays, [{ runId: 't1' }]);
     const problems = fake.diagnostics.get('agentRl.tryEnvironment')!;
-    const [atTool] = problems.get(Uri.file(join(envFolder, 'tools.py')))!;
+    // the check's warning (its scripted call, 1-based line 1) and the episodes' failures, side by side
+    const [fromCheck, atTool] = problems.get(Uri.file(join(envFolder, 'tools.py')))!;
+    assert.deepEqual([fromCheck.range.start.line, fromCheck.source], [0, 'Agent RL: env check']);
     assert.equal(atTool.range.start.line, 1, 'the line that names the Tool');
     assert.equal(atTool.source, 'Agent RL: Try Environment');
+    assert.equal(problems.get(Uri.file(config)), undefined, "the check's infos are for the log");
     const summary = fake.messages.find((m) => m.text.startsWith('Try run lookup'))!;
     assert.equal(summary.severity, 'warning');
     assert.equal(summary.text, 'Try run lookup: 1 episodes, 1 tool calls (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
+  });
+
+  describe('Try Environment: the env check first', () => {
+    beforeEach(() => {
+      writeFileSync(
+        join(envFolder, 'tools.py'),
+        'class Search(Tool):\n    def execute(self):\n        raise KeyError\n',
+      );
+      f.connection.answers['env/check'] = () => ({
+        ok: false,
+        diagnostics: [
+          { severity: 'error', message: 'LookupEnv(**env.args) raised KeyError', file: 'tools.py', line: 3 },
+          { severity: 'error', message: 'data.train: no such file' },
+        ],
+      });
+      f.connection.answers['run/start'] = () => {
+        f.connection.model.upsertRun(runInfo('t2', { mode: 'try', status: 'failed', name: 'lookup' }));
+        return { runId: 't2' };
+      };
+    });
+
+    it('an env that fails its check runs no episode: its errors are in the problems, and the user is told', async () => {
+      assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), undefined);
+      assert.deepEqual(
+        f.connection.requests.map((r) => r.method),
+        ['env/check'],
+      );
+      const problems = fake.diagnostics.get('agentRl.tryEnvironment')!;
+      const [raised] = problems.get(Uri.file(join(envFolder, 'tools.py')))!;
+      assert.deepEqual([raised.range.start.line, raised.severity], [2, 0], 'an error at the raising line');
+      const [noFile] = problems.get(Uri.file(config))!;
+      assert.equal(noFile.message, 'data.train: no such file', 'a finding with no file is put on the run config');
+      assert.deepEqual(fake.messages, [
+        {
+          severity: 'error',
+          text:
+            'Agent RL: the env check of ' +
+            config +
+            ' found 2 error(s) before any episode ran: LookupEnv(**env.args) raised KeyError',
+          actions: ['Show Problems', 'Try Anyway'],
+        },
+      ]);
+    });
+
+    it('Try Anyway runs the episodes all the same', async () => {
+      fake.messageChoices = ['Try Anyway'];
+      f.connection.answers['trajectory/query'] = () => ({ items: [], total: 0, nextCursor: null }) as never;
+      commands.registerCommand(Commands.openReplay, async () => undefined);
+      assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), 't2');
+      assert.deepEqual(
+        f.connection.requests.map((r) => r.method),
+        ['env/check', 'run/start', 'trajectory/query'],
+      );
+    });
+
+    it('a remote server checks the uploaded bundle the run then starts from', async () => {
+      f.connection.kind = 'remote';
+      f.connection.answers['env/upload'] = () => ({ bundleId: 'b1', sha256: 'b1', files: 2 });
+      f.connection.answers['env/check'] = () => ({ ok: true, diagnostics: [] });
+      f.connection.answers['trajectory/query'] = () => ({ items: [], total: 0, nextCursor: null }) as never;
+      commands.registerCommand(Commands.openReplay, async () => undefined);
+      await commands.executeCommand(Commands.tryEnvironment, config);
+      assert.deepEqual(
+        f.connection.requests.slice(1, 3).map((r) => [r.method, r.params]),
+        [
+          ['env/check', { bundleId: 'b1', configFile: 'lookup.agentrl.yaml' }],
+          [
+            'run/start',
+            { config: { name: 'lookup', model: { path: 'tiny' } }, mode: 'try', envBundle: 'b1', episodes: 4 },
+          ],
+        ],
+      );
+    });
   });
 
   describe('Stop Training', () => {

@@ -296,6 +296,8 @@ export const fake = {
   answers: [] as Answer[],
   prompts: [] as Array<{ kind: 'input' | 'quickPick' | 'openDialog'; options: Record<string, unknown> }>,
   messages: [] as Array<{ severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }>,
+  /** The action the user clicks on the next notification that offers it, in order; none left: they dismiss it. */
+  messageChoices: [] as string[],
   progress: [] as string[],
   trusted: true,
   workspaceFolders: undefined as Array<{ uri: Uri }> | undefined,
@@ -320,6 +322,7 @@ export const fake = {
     this.answers = [];
     this.prompts = [];
     this.messages = [];
+    this.messageChoices = [];
     this.progress = [];
     this.trusted = true;
     this.workspaceFolders = undefined;
@@ -348,7 +351,7 @@ const message =
   (severity: 'info' | 'warning' | 'error') =>
   async (text: string, ...actions: string[]): Promise<string | undefined> => {
     fake.messages.push({ severity, text, actions });
-    return undefined;
+    return actions.includes(fake.messageChoices[0]) ? fake.messageChoices.shift() : undefined;
   };
 
 const commands = {

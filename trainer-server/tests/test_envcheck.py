@@ -41,3 +41,18 @@ def test_an_env_module_that_is_not_python_is_named_not_an_empty_assertion(tmp_pa
         error["message"]
         == f"env.module: {tmp_path / 'notes.txt'} is not a Python source file (its name must end in .py)"
     )
+
+
+def test_an_agent_config_is_checked_for_what_loads_without_a_model(tmp_path):
+    """An agent of the user's own plays only against a model: the check loads its function and its reward function
+    (the editor's Try checks first, and an agent config was refused as "no ToolEnv"), and names one that is missing."""
+    (tmp_path / "agent.py").write_text("def run(task, base_url):\n    return 'ok'\n")
+    (tmp_path / "reward.py").write_text("def score(task, result):\n    return 1.0\n")
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
+    config = tmp_path / "a.agentrl.yaml"
+    config.write_text("agent: {module: agent.py, function: run, reward: reward.py:score}\ndata: {train: tasks.jsonl}\n")
+    [info] = check_env(tmp_path)
+    assert info["severity"] == "info" and info["message"].startswith("agent agent.py:run and its reward function load")
+    config.write_text(config.read_text().replace("reward.py:score", "reward.py:grade"))
+    [error] = check_env(tmp_path)
+    assert error["severity"] == "error" and "defines no function 'grade'" in error["message"]

@@ -3,6 +3,7 @@
 import base64
 import io
 import json
+import shutil
 import time
 import zipfile
 
@@ -219,6 +220,26 @@ def test_env_check_names_how_an_env_that_ends_the_process_died(server):
     checked = client.request("env/check", {"bundleId": uploaded["bundleId"]}, timeout=120)
     assert not checked["ok"]
     assert checked["diagnostics"][-1]["message"].startswith("env check exited with code 3 before reporting")
+
+
+def test_env_check_of_a_folder_on_the_server_names_a_raising_tool_by_its_file_in_that_folder(server, tmp_path):
+    """The editor checks its env folder before a Try: a Tool that raises on the scripted call is a warning at the
+    Tool's class, its file named relative to the folder checked (the client maps it onto its own copy)."""
+    folder = tmp_path / "env"
+    shutil.copytree(EXAMPLE_CONFIG.parent, folder)
+    source = (folder / "env.py").read_text()
+    (folder / "env.py").write_text(source.replace("if key not in TABLE:", "if True:"))
+    (folder / "second.agentrl.yaml").write_text("name: broken\n")  # two configs: the request names which
+    client = server.client()
+    checked = client.request("env/check", {"configDir": str(folder), "configFile": "lookup.agentrl.yaml"}, timeout=120)
+    failed = [d for d in checked["diagnostics"] if "tool call failed" in d["message"]]
+    assert failed and failed[0]["severity"] == "warning" and "no value under key" in failed[0]["message"]
+    assert (failed[0]["file"], failed[0]["line"]) == ("env.py", source[: source.index("class Lookup")].count("\n") + 1)
+    assert all(not d.get("file", "").startswith("/") for d in checked["diagnostics"])
+    unnamed = client.call("env/check", {"configDir": str(folder)}, timeout=120)["result"]
+    assert not unnamed["ok"] and "expected exactly one" in unnamed["diagnostics"][0]["message"]
+    for params in ({}, {"configDir": "relative"}, {"configDir": str(folder), "configFile": "../x.agentrl.yaml"}):
+        assert client.call("env/check", params)["error"]["code"] == -32602, params
 
 
 def test_config_dir_resolves_relative_paths_for_a_client_on_the_same_machine(server, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentrl.contract.config import RunConfig
+    from agentrl.contract.config import AgentConfig, RunConfig
     from agentrl.environment.loader import EnvFactory
 
 CONFIG_GLOB = "*.agentrl.yaml"
@@ -55,6 +55,8 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
         config = resolve_paths(load_config(config_path), config_path.resolve().parent)
     except (FileNotFoundError, ConfigError) as err:
         return [_diagnostic("error", str(err), path)]
+    if config.agent is not None:
+        return _check_agent(config.agent, config.data.train, config_path)
     try:
         make_env = config_env_factory(config)
     except (EnvLoadError, ValueError) as err:
@@ -63,6 +65,31 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
         return _check_env(config, config_path, make_env)
     finally:
         make_env.close()
+
+
+def _check_agent(agent_config: AgentConfig, train_data: str, config_path: Path) -> list[dict[str, Any]]:
+    """An agent of the user's own (`agent:`) plays only against a model, through the endpoint: no scripted episode.
+    What can be checked without one: its function and its reward function load, and the training tasks read."""
+    from agentrl.contract.tasks import load_tasks
+    from agentrl.environment.agent import load_agent
+    from agentrl.environment.loader import EnvLoadError
+
+    try:
+        agent = load_agent(agent_config)
+    except EnvLoadError as err:
+        return [_diagnostic("error", str(err), config_path)]
+    try:
+        load_tasks(train_data, 1)
+    except (OSError, ValueError) as err:
+        return [_diagnostic("error", f"data.train: {err}", config_path)]
+    return [
+        _diagnostic(
+            "info",
+            f"agent {agent.name} and its reward function load; an agent plays only against a model (Try "
+            "Environment), so there is no scripted episode",
+            config_path,
+        )
+    ]
 
 
 def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> list[dict[str, Any]]:

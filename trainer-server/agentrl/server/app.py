@@ -324,17 +324,22 @@ class TrainerServer:
 
     def _config_base(self, params: dict[str, Any]) -> Path:
         """The folder a run config's relative paths resolve against (rpc.md, `run/start`)."""
+        return self._env_folder(params, "run/start", "envBundle") or Path.cwd()
+
+    def _env_folder(self, params: dict[str, Any], method: str, bundle_key: str) -> Path | None:
+        """The env folder a request names: `configDir`, a folder on the server's machine (a client sharing its
+        filesystem), or an uploaded bundle's (`bundle_key`); None when it names neither."""
         if "configDir" in params:
-            if "envBundle" in params:
-                raise p.RpcError(p.INVALID_PARAMS, "run/start: give configDir or envBundle, not both")
+            if bundle_key in params:
+                raise p.RpcError(p.INVALID_PARAMS, f"{method}: give configDir or {bundle_key}, not both")
             folder = Path(params["configDir"])
             if not folder.is_absolute() or not folder.is_dir():
                 raise p.RpcError(
                     p.INVALID_PARAMS,
-                    f"run/start: configDir {params['configDir']!r} is not an absolute folder on the server's machine",
+                    f"{method}: configDir {params['configDir']!r} is not an absolute folder on the server's machine",
                 )
             return folder
-        return self.bundles.path(params["envBundle"]) if "envBundle" in params else Path.cwd()
+        return self.bundles.path(params[bundle_key]) if bundle_key in params else None
 
     async def run_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         status = await self.runs.stop(params["runId"], params["mode"])
@@ -530,9 +535,12 @@ class TrainerServer:
         return {"bundleId": digest, "sha256": digest, "files": files}
 
     async def env_check(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        folder = self.bundles.path(params["bundleId"])
+        folder = self._env_folder(params, "env/check", "bundleId")
+        if folder is None:
+            raise p.RpcError(p.INVALID_PARAMS, "env/check: give bundleId or configDir")
+        target = folder / params["configFile"] if "configFile" in params else folder
         # The user's code runs in a child process, never in the server; what it starts ends with the check.
-        checked = await run_child("agentrl.cli", "env", "check", str(folder), "--json", timeout_s=ENV_CHECK_TIMEOUT_S)
+        checked = await run_child("agentrl.cli", "env", "check", str(target), "--json", timeout_s=ENV_CHECK_TIMEOUT_S)
         if checked.timed_out:
             raise p.RpcError(p.INTERNAL_ERROR, f"env check took longer than {ENV_CHECK_TIMEOUT_S:g} s") from None
         try:
@@ -546,7 +554,10 @@ class TrainerServer:
                     f"the process, e.g. os._exit)" + (f": {said}" if said else ""),
                 }
             ]
-        return {"ok": not any(d["severity"] == "error" for d in diagnostics), "diagnostics": diagnostics}
+        return {
+            "ok": not any(d["severity"] == "error" for d in diagnostics),
+            "diagnostics": [_relative_to(folder, d) for d in diagnostics],
+        }
 
     async def mcp_list_tools(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -594,6 +605,19 @@ class TrainerServer:
 _EVENT_PREFIX = re.compile(
     rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", '
 )  # how RunStore.append_event begins every line
+
+
+def _relative_to(folder: Path, diagnostic: dict[str, Any]) -> dict[str, Any]:
+    """A diagnostic whose file lies in the checked env folder names it relative to that folder: the client maps it
+    onto its own copy of the folder (an uploaded bundle's path on the server means nothing to it)."""
+    file = diagnostic.get("file")
+    if file is None:
+        return diagnostic
+    try:
+        inside = Path(file).resolve().relative_to(folder.resolve())
+    except ValueError:
+        return diagnostic
+    return {**diagnostic, "file": inside.as_posix()}
 
 
 def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[int, str]], int, int]:
