@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseTrajectories } from '../../extension/replay/toolSource';
-import { toolProblems, trySummary } from '../../extension/toolProblems';
+import { envCheckProblems, toolProblems, trySummary } from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');
 // Recorded by the trainer: episode 1-0-0 has one failed call of each kind, 1-0-9 a boom and a hang.
@@ -97,5 +97,28 @@ describe('Try Environment: its summary', () => {
       warning: false,
     });
     assert.ok(trySummary('e', episodes, 1).warning);
+  });
+});
+
+describe('Try Environment: the env check first', () => {
+  it('puts each finding on this machine: relative to the env folder, absolute when it exists here, else the config', () => {
+    const found = envCheckProblems(
+      [
+        { severity: 'warning', message: 'relative', file: 'tools.py', line: 4 },
+        { severity: 'error', message: 'here', file: '/home/me/lib/base.py', line: 1 },
+        { severity: 'error', message: 'server only', file: '/srv/bundles/abc/x.py', line: 9 },
+        { severity: 'error', message: 'no file' },
+        { severity: 'info', message: 'scripted episode: 2 turn(s)' },
+      ],
+      '/work/env',
+      '/work/env/env.agentrl.yaml',
+      (path) => path !== '/srv/bundles/abc/x.py',
+    );
+    assert.deepEqual(found, [
+      { path: join('/work/env', 'tools.py'), line: 3, error: false, message: 'relative' },
+      { path: '/home/me/lib/base.py', line: 0, error: true, message: 'here' },
+      { path: '/work/env/env.agentrl.yaml', line: 0, error: true, message: 'server only' },
+      { path: '/work/env/env.agentrl.yaml', line: 0, error: true, message: 'no file' },
+    ]);
   });
 });
