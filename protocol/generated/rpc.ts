@@ -64,6 +64,22 @@ export type HealthCode =
  */
 export type HealthSeverity = "warning" | "error";
 /**
+ * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
+ */
+export type HealthCode1 =
+  | "zero_variance_groups"
+  | "no_tool_calls"
+  | "all_truncated"
+  | "high_truncation"
+  | "entropy_collapse"
+  | "response_length_explosion"
+  | "tool_failure_spike"
+  | "logprob_gap"
+  | "kl_above_bound"
+  | "non_finite"
+  | "heldout_divergence"
+  | "agent_prefix_breaks";
+/**
  * Load an env and play its scripted episode (no model): what `agentrl env check` does. The env is an uploaded bundle (`bundleId`) or, for a client sharing the server's filesystem, a folder on the server's machine (`configDir`); exactly one of the two.
  */
 export type EnvCheckParams = EnvCheckParams1 & EnvCheckParams2;
@@ -114,6 +130,8 @@ export interface RpcDefinitions {
   "run/unsubscribe.result"?: RunUnsubscribeResult;
   "trajectory/query.params"?: TrajectoryQueryParams;
   "trajectory/query.result"?: TrajectoryQueryResult;
+  "trajectory/search.params"?: TrajectorySearchParams;
+  "trajectory/search.result"?: TrajectorySearchResult;
   "trajectory/get.params"?: TrajectoryGetParams;
   "trajectory/get.result"?: TrajectoryGetResult;
   "tool/rerun.params"?: ToolRerunParams;
@@ -487,6 +505,85 @@ export interface TrajectoryQueryResult {
   nextCursor: string | null;
 }
 /**
+ * Search the episodes of one run or several: every filter given must hold. Served from each run's search index (search.sqlite in its folder, built as the run writes), never by scanning its trajectories.
+ */
+export interface TrajectorySearchParams {
+  /**
+   * @minItems 1
+   * @maxItems 16
+   */
+  runIds:
+    | [RunId]
+    | [RunId, RunId]
+    | [RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId]
+    | [RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId, RunId];
+  /**
+   * Words (or "quoted phrases") that must all appear, in any case, in what the model wrote (its turns, tool calls included) or in the observations it was given.
+   */
+  text?: string;
+  /**
+   * Match `text` only in the model's turns, or only in the observations.
+   */
+  textIn?: "assistant" | "observation";
+  /**
+   * Episodes that called this tool.
+   */
+  tool?: string;
+  /**
+   * Episodes with a tool call that failed with this error_kind (trajectory.schema.json's toolCall).
+   */
+  errorKind?: string;
+  status?: "finished" | "truncated" | "error";
+  /**
+   * Inclusive bounds on the episode's reward; either may be left out.
+   */
+  reward?: {
+    min?: number;
+    max?: number;
+  };
+  /**
+   * Inclusive bounds on the training step; either may be left out.
+   */
+  step?: {
+    min?: number;
+    max?: number;
+  };
+  /**
+   * Inclusive bounds on the episode's number of turns; either may be left out.
+   */
+  turns?: {
+    min?: number;
+    max?: number;
+  };
+  healthCode?: HealthCode1;
+  sort?: "step" | "reward" | "-reward" | "response_tokens" | "-response_tokens";
+  limit?: number;
+  cursor?: string;
+}
+export interface TrajectorySearchResult {
+  items: {
+    runId: RunId;
+    summary: TrajectorySummary;
+  }[];
+  /**
+   * How many episodes match, over all the runs.
+   */
+  total: number;
+  nextCursor: string | null;
+}
+/**
  * The records of several trajectories in one request: `ids` (at most 1,000), or every trajectory of a `step`; exactly one of the two (-32602 otherwise). A resumed run's superseded trajectories are written again; the latest record of an id is the one returned.
  */
 export interface TrajectoryGetParams {
@@ -773,6 +870,7 @@ export interface RpcMethods {
   'run/subscribe': { params: RunSubscribeParams; result: RunSubscribeResult };
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };
   'trajectory/query': { params: TrajectoryQueryParams; result: TrajectoryQueryResult };
+  'trajectory/search': { params: TrajectorySearchParams; result: TrajectorySearchResult };
   'trajectory/get': { params: TrajectoryGetParams; result: TrajectoryGetResult };
   'tool/rerun': { params: ToolRerunParams; result: ToolRerunResult };
   'env/upload': { params: EnvUploadParams; result: EnvUploadResult };

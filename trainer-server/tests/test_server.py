@@ -222,6 +222,28 @@ def test_env_check_names_how_an_env_that_ends_the_process_died(server):
     assert checked["diagnostics"][-1]["message"].startswith("env check exited with code 3 before reporting")
 
 
+def test_trajectory_search_over_two_runs_merges_them_in_the_sort_order(server):
+    client = server.client()
+    run_ids = []
+    for _ in range(2):
+        run_id = client.request("run/start", {"config": example_config(), "mode": "try", "episodes": 3})["runId"]
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+        assert client.events_until(run_id, is_final_status)[-1]["data"]["status"] == "completed"
+        run_ids.append(run_id)
+    found = client.request("trajectory/search", {"runIds": run_ids, "sort": "-reward"})
+    assert found["total"] == 6 and found["nextCursor"] is None
+    assert {item["runId"] for item in found["items"]} == set(run_ids)
+    rewards = [item["summary"]["reward"] for item in found["items"]]
+    assert rewards == sorted(rewards, reverse=True)
+    first = client.request("trajectory/search", {"runIds": run_ids, "sort": "-reward", "limit": 4})
+    rest = client.request("trajectory/search", {"runIds": run_ids, "sort": "-reward", "cursor": first["nextCursor"]})
+    assert first["items"] + rest["items"] == found["items"]
+    one = client.request("trajectory/search", {"runIds": run_ids[:1], "text": "zebra", "textIn": "observation"})
+    assert one == {"items": [], "total": 0, "nextCursor": None}
+    assert client.call("trajectory/search", {"runIds": run_ids, "text": '""'})["error"]["code"] == -32602
+    assert client.call("trajectory/search", {"runIds": [*run_ids, "no-such-run"]})["error"]["code"] == -32010
+
+
 def test_env_check_of_a_folder_on_the_server_names_a_raising_tool_by_its_file_in_that_folder(server, tmp_path):
     """The editor checks its env folder before a Try: a Tool that raises on the scripted call is a warning at the
     Tool's class, its file named relative to the folder checked (the client maps it onto its own copy)."""

@@ -42,7 +42,8 @@ def evaluate(
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.factory import make_rollout_engine
-    from agentrl.run.runstore import RunStore, new_run_id, record_episodes
+    from agentrl.run.recording import record_episodes
+    from agentrl.run.runstore import RunStore, new_run_id
 
     if baseline == UNTRAINED_BASELINE and checkpoint:
         raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")

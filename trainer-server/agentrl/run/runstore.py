@@ -17,14 +17,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
-
-if TYPE_CHECKING:
-    from agentrl.rollout.episode import Episode
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
@@ -93,6 +90,9 @@ def run_folder(runs_dir: Path, run_id: str) -> Path:
 
 def trajectory_file_name(step: int) -> str:
     return f"step-{step:06d}.trajectories.jsonl"
+
+
+STEP_FILE_PATTERN = re.compile(r"step-(\d{6,})\.trajectories\.jsonl")
 
 
 def parse_event(line: bytes) -> dict[str, Any] | str:
@@ -418,41 +418,22 @@ class RunStore:
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
 
 
-def record_episodes(
-    store: RunStore,
-    step: int,
-    episodes: list[Episode],
-    tokenizer: Any,
-    advantages: list[list[float | None]] | None = None,
-) -> list[dict[str, Any]]:
-    """The step's trajectory file, and one `trajectory` summary event per episode. `advantages`: the learner's, one
-    list per episode (`Update.advantages`); None for episodes no update used (a Try run, an evaluation)."""
-    per_episode = advantages or [None] * len(episodes)
-    records = [
-        ep.to_record(
-            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
-        )
-        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
-    ]
-    path = store.write_trajectories(step, records)
-    for record in records:
-        stats = record["stats"]
-        store.append_event(
-            "trajectory",
-            {
-                "id": record["id"],
-                "step": step,
-                "group": record["group"],
-                "sample": record["sample"],
-                "task_id": record["task_id"],
-                "status": record["status"],
-                "reward": record["reward"],
-                "advantage": record["advantage"],
-                "num_turns": stats["num_turns"],
-                "num_tool_calls": stats["num_tool_calls"],
-                "num_tool_errors": stats["num_tool_errors"],
-                "response_tokens": stats["response_tokens"],
-                "file": f"trajectories/{path.name}",
-            },
-        )
-    return records
+def trajectory_summary(record: dict[str, Any], file: str) -> dict[str, Any]:
+    """The `trajectory` event of a trajectory record kept in `file` (relative to the run folder): what
+    trajectory/query and trajectory/search list."""
+    stats = record["stats"]
+    return {
+        "id": record["id"],
+        "step": record["step"],
+        "group": record["group"],
+        "sample": record["sample"],
+        "task_id": record["task_id"],
+        "status": record["status"],
+        "reward": record["reward"],
+        "advantage": record["advantage"],
+        "num_turns": stats["num_turns"],
+        "num_tool_calls": stats["num_tool_calls"],
+        "num_tool_errors": stats["num_tool_errors"],
+        "response_tokens": stats["response_tokens"],
+        "file": file,
+    }

@@ -35,7 +35,8 @@ from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_p
 from agentrl.rollout.episode import Episode
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
-from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id, record_episodes
+from agentrl.run.recording import record_episodes
+from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:

@@ -28,6 +28,7 @@ from websockets.http11 import Request, Response
 
 from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
+from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, trajectory_file_name
 from agentrl.run.trajectory_summaries import TrajectorySummaries
 from agentrl.server import protocol as p
@@ -149,8 +150,9 @@ MAX_QUEUED_FRAMES = 4
 # trajectory/query calls worked on at once (the rest wait): each is Python work that holds the interpreter's lock in
 # turns, and eight at once made every other client's request wait for it (run/get: 290 ms at worst, 2 cores).
 MAX_CONCURRENT_QUERIES = 2
-# Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories); the
-# least recently queried is dropped, and read from its index again if asked.
+# Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories), and
+# runs whose search index's state stays known to trajectory/search; the least recently queried is dropped, and read
+# from its index again if asked.
 SUMMARY_CACHE_RUNS = 8
 
 
@@ -167,7 +169,8 @@ class TrainerServer:
         self.query_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self.trajectory_index = TrajectoryIndex()
         self.summaries: OrderedDict[str, TrajectorySummaries] = OrderedDict()
-        self.summaries_lock = threading.Lock()
+        self.searches: OrderedDict[str, EpisodeSearch] = OrderedDict()
+        self.cache_lock = threading.Lock()
         self.open_connections = 0
         self.devices: dict[str, Any] = {}  # described once, before the server listens (serve_forever)
         self.server: Server | None = None
@@ -184,6 +187,7 @@ class TrainerServer:
             "run/subscribe": self.run_subscribe,
             "run/unsubscribe": self.run_unsubscribe,
             "trajectory/query": self.trajectory_query,
+            "trajectory/search": self.trajectory_search,
             "trajectory/get": self.trajectory_get,
             "tool/rerun": self.tool_rerun,
             "env/upload": self.env_upload,
@@ -454,13 +458,18 @@ class TrainerServer:
         async with self.query_slots:
             return await asyncio.to_thread(self._trajectory_query, params)
 
+    def _recent(self, cache: OrderedDict[str, Any], run_dir: Path, make: Any) -> Any:
+        """The run's entry of `cache` (made if missing), now its most recently used; the least recently used beyond
+        SUMMARY_CACHE_RUNS are dropped."""
+        with self.cache_lock:
+            found = cache.pop(run_dir.name, None) or make(run_dir)
+            cache[run_dir.name] = found
+            while len(cache) > SUMMARY_CACHE_RUNS:
+                cache.popitem(last=False)
+            return found
+
     def _trajectory_query(self, params: dict[str, Any]) -> dict[str, Any]:
-        run_dir = self.runs.run_dir(params["runId"])
-        with self.summaries_lock:
-            summaries = self.summaries.pop(run_dir.name, None) or TrajectorySummaries(run_dir)
-            self.summaries[run_dir.name] = summaries  # the most recently queried last
-            while len(self.summaries) > SUMMARY_CACHE_RUNS:
-                self.summaries.popitem(last=False)
+        summaries = self._recent(self.summaries, self.runs.run_dir(params["runId"]), TrajectorySummaries)
         start = _decode_cursor(params.get("cursor"))
         limit = params.get("limit", 100)
         items, total = summaries.query(
@@ -472,6 +481,46 @@ class TrainerServer:
             limit=limit,
         )
         return {"items": items, "total": total, "nextCursor": str(start + limit) if start + limit < total else None}
+
+    async def trajectory_search(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        async with self.query_slots:
+            return await asyncio.to_thread(self._trajectory_search, params)
+
+    def _trajectory_search(self, params: dict[str, Any]) -> dict[str, Any]:
+        run_dirs = [self.runs.run_dir(run_id) for run_id in params["runIds"]]  # every id checked before any work
+        filters = Filters(
+            text=params.get("text"),
+            text_in=params.get("textIn"),
+            tool=params.get("tool"),
+            error_kind=params.get("errorKind"),
+            status=params.get("status"),
+            reward=_range(params, "reward"),
+            step=_range(params, "step"),
+            turns=_range(params, "turns"),
+            health_code=params.get("healthCode"),
+        )
+        sort, start, limit = params.get("sort", "step"), _decode_cursor(params.get("cursor")), params.get("limit", 100)
+        # One run: its page. Several: each run's first start + limit matches, merged in the sort's order.
+        first = (start, limit) if len(run_dirs) == 1 else (0, start + limit)
+        matches, total = [], 0
+        try:
+            for order, run_dir in enumerate(run_dirs):
+                search = self._recent(self.searches, run_dir, EpisodeSearch)
+                search.sync()
+                found, count = search.search(filters, sort, *first)
+                matches += [(match.key, order, run_dir.name, match.summary) for match in found]
+                total += count
+        except ValueError as err:  # text with no word in it
+            raise p.RpcError(p.INVALID_PARAMS, f"trajectory/search: {err}") from None
+        except SearchUnavailable as err:
+            raise p.RpcError(p.INTERNAL_ERROR, f"trajectory/search: {err}") from None
+        if len(run_dirs) > 1:
+            matches = sorted(matches, key=lambda match: match[:2])[start : start + limit]
+        return {
+            "items": [{"runId": run_id, "summary": summary} for _, _, run_id, summary in matches],
+            "total": total,
+            "nextCursor": str(start + limit) if start + limit < total else None,
+        }
 
     async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self._trajectory_get, params)
@@ -605,6 +654,11 @@ class TrainerServer:
 _EVENT_PREFIX = re.compile(
     rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", '
 )  # how RunStore.append_event begins every line
+
+
+def _range(params: dict[str, Any], key: str) -> Range:
+    bounds = params.get(key, {})
+    return Range(bounds.get("min"), bounds.get("max"))
 
 
 def _relative_to(folder: Path, diagnostic: dict[str, Any]) -> dict[str, Any]:

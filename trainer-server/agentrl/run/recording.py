@@ -1,0 +1,44 @@
+"""What a step's episodes leave in the run folder: the step's trajectory file, their rows in the search index
+(episode_search.py), and one `trajectory` summary event each, in that order (an event names a file that exists)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from agentrl.run.episode_search import EpisodeSearch, SearchUnavailable
+from agentrl.run.runstore import RunStore, trajectory_summary
+
+if TYPE_CHECKING:
+    from agentrl.rollout.episode import Episode
+
+log = logging.getLogger(__name__)
+
+
+def record_episodes(
+    store: RunStore,
+    step: int,
+    episodes: list[Episode],
+    tokenizer: Any,
+    advantages: list[list[float | None]] | None = None,
+) -> list[dict[str, Any]]:
+    """The step's trajectory file, its search rows, and one `trajectory` summary event per episode. `advantages`:
+    the learner's, one list per episode (`Update.advantages`); None for episodes no update used (a Try run, an
+    evaluation)."""
+    per_episode = advantages or [None] * len(episodes)
+    records = [
+        ep.to_record(
+            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
+        )
+        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
+    ]
+    path = store.write_trajectories(step, records)
+    try:
+        EpisodeSearch(store.run_dir).index_step(step, records, path)
+    except (sqlite3.Error, SearchUnavailable, OSError) as err:
+        # The run goes on: a reader's sync indexes the step file later.
+        log.warning("step %d's episodes are not in the search index yet: %s", step, err)
+    for record in records:
+        store.append_event("trajectory", trajectory_summary(record, f"trajectories/{path.name}"))
+    return records

@@ -1,0 +1,280 @@
+"""trajectory/search's index (agentrl/run/episode_search.py) answers what a full scan of the trajectories answers,
+for random queries over random runs; survives a rewritten (resumed) step, a step file the trainer wrote but never
+indexed, and a writer killed in the middle of a step; and reads health alerts from the log as it grows."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from agentrl.run.episode_search import EpisodeSearch, Filters, Range, fts_query
+from agentrl.run.runstore import EVENTS_FILE, RunStore, trajectory_file_name
+from server_harness import example_config
+
+WORDS = ["alpha", "Beta", "gamma", "delta", "search", "answer", "Paris", "unknown", "retry", "busy"]
+TOOLS = ["search", "lookup", "calculator"]
+ERROR_KINDS = ["exception", "timeout", "bad_json", "unknown_tool"]
+STATUSES = ["finished", "truncated", "error"]
+
+
+def make_record(rng: random.Random, step: int, group: int, sample: int) -> dict[str, Any]:
+    turns = []
+    for index in range(rng.randint(1, 4)):
+        calls = [
+            {"name": rng.choice(TOOLS), "error_kind": rng.choice([None, None, *ERROR_KINDS])}
+            for _ in range(rng.randint(0, 2))
+        ]
+        turns.append(
+            {
+                "index": index,
+                "assistant": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6))),
+                "tool_calls": calls,
+                "observation": " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4))) or None,
+            }
+        )
+    return {
+        "id": f"s{step}-g{group}-n{sample}",
+        "step": step,
+        "group": group,
+        "sample": sample,
+        "task_id": f"t{group}",
+        "status": rng.choice(STATUSES),
+        "reward": round(rng.uniform(-1, 2), 2),
+        "advantage": None,
+        "turns": turns,
+        "stats": {
+            "num_turns": len(turns),
+            "num_tool_calls": sum(len(t["tool_calls"]) for t in turns),
+            "num_tool_errors": sum(c["error_kind"] is not None for t in turns for c in t["tool_calls"]),
+            "response_tokens": rng.randint(1, 500),
+        },
+    }
+
+
+def write_step(store: RunStore, rng: random.Random, step: int, groups: int = 3, samples: int = 4) -> list[dict]:
+    records = [make_record(rng, step, g, n) for g in range(groups) for n in range(samples)]
+    path = store.write_trajectories(step, records)
+    return records, path
+
+
+def scan(records: list[dict], filters: Filters, health: set[tuple[int, str]]) -> list[dict]:
+    """What a full scan finds: the reference the index must agree with."""
+
+    def words(text: str) -> set[str]:
+        return {w.lower() for w in text.split()}
+
+    def holds(r: dict) -> bool:
+        calls = [c for t in r["turns"] for c in t["tool_calls"]]
+        if filters.text is not None:
+            assistant = words(" ".join(t["assistant"] for t in r["turns"]))
+            observation = words(" ".join(t["observation"] or "" for t in r["turns"]))
+            where = {"assistant": assistant, "observation": observation}.get(filters.text_in, assistant | observation)
+            if filters.text_in is None:
+                # all words, each in either column: FTS5 matches an unqualified term against every column
+                if not all(w.lower() in assistant or w.lower() in observation for w in filters.text.split()):
+                    return False
+            elif not all(w.lower() in where for w in filters.text.split()):
+                return False
+        if filters.tool is not None and not any(c["name"] == filters.tool for c in calls):
+            return False
+        if filters.error_kind is not None and not any(c["error_kind"] == filters.error_kind for c in calls):
+            return False
+        if filters.status is not None and r["status"] != filters.status:
+            return False
+        if filters.health_code is not None and (r["step"], filters.health_code) not in health:
+            return False
+        for value, bounds in (
+            (r["reward"], filters.reward),
+            (r["step"], filters.step),
+            (r["stats"]["num_turns"], filters.turns),
+        ):
+            if (bounds.low is not None and value < bounds.low) or (bounds.high is not None and value > bounds.high):
+                return False
+        return True
+
+    return [r for r in records if holds(r)]
+
+
+def random_filters(rng: random.Random) -> Filters:
+    def maybe(value: Any) -> Any:
+        return value if rng.random() < 0.3 else None
+
+    def bounds(low: float, high: float) -> Range:
+        a, b = sorted((rng.uniform(low, high), rng.uniform(low, high)))
+        return Range(maybe(a), maybe(b))
+
+    return Filters(
+        text=maybe(" ".join(rng.sample(WORDS, rng.randint(1, 2)))),
+        text_in=rng.choice([None, None, "assistant", "observation"]),
+        tool=maybe(rng.choice(TOOLS)),
+        error_kind=maybe(rng.choice(ERROR_KINDS)),
+        status=maybe(rng.choice(STATUSES)),
+        reward=bounds(-1, 2),
+        step=bounds(0, 8),
+        turns=bounds(1, 4),
+        health_code=maybe(rng.choice(["zero_variance_groups", "kl_above_bound"])),
+    )
+
+
+SORT_KEY = {
+    "step": lambda r: (r["step"], r["group"], r["sample"]),
+    "reward": lambda r: (r["reward"], r["step"], r["group"], r["sample"]),
+    "-reward": lambda r: (-r["reward"], -r["step"], -r["group"], -r["sample"]),
+    "response_tokens": lambda r: (r["stats"]["response_tokens"], r["step"], r["group"], r["sample"]),
+    "-response_tokens": lambda r: (-r["stats"]["response_tokens"], -r["step"], -r["group"], -r["sample"]),
+}
+
+
+def add_health(store: RunStore, step: int, code: str, since_step: int | None = None, resolved: bool = False) -> None:
+    alert = {"code": code, "severity": "warning", "resolved": resolved, "step": step, "since_step": since_step or step}
+    store.append_event("health", {**alert, "message": "m", "fix": "f", "metrics": {}, "trajectory_ids": []})
+
+
+def test_random_queries_agree_with_a_full_scan(tmp_path):
+    rng = random.Random(7)
+    store = RunStore.create(tmp_path, "search-run", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    records: list[dict] = []
+    for step in range(1, 9):
+        written, path = write_step(store, rng, step)
+        search.index_step(step, written, path)
+        records += written
+    add_health(store, 2, "zero_variance_groups")
+    add_health(store, 6, "kl_above_bound", since_step=4)  # the streak 4-6 raised it
+    add_health(store, 7, "kl_above_bound", resolved=True)  # cleared at 7: 7 is not one of its steps
+    health = {(2, "zero_variance_groups"), (4, "kl_above_bound"), (5, "kl_above_bound"), (6, "kl_above_bound")}
+    search.sync()
+    found_some = 0
+    for _ in range(300):
+        filters = random_filters(rng)
+        sort = rng.choice(list(SORT_KEY))
+        expected = sorted(scan(records, filters, health), key=SORT_KEY[sort])
+        start, limit = rng.choice([(0, 1000), (0, 5), (3, 7)])
+        matches, total = search.search(filters, sort, start, limit)
+        assert total == len(expected), filters
+        assert [m.summary["id"] for m in matches] == [r["id"] for r in expected[start : start + limit]], filters
+        assert [m.key for m in matches] == sorted(m.key for m in matches)
+        found_some += total > 0
+    assert 100 < found_some < 300  # the queries are neither all empty nor all trivial
+
+
+def test_a_rewritten_step_replaces_its_rows_and_an_unindexed_step_file_is_indexed_by_sync(tmp_path):
+    rng = random.Random(1)
+    store = RunStore.create(tmp_path, "resumed", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    first, path = write_step(store, rng, 1)
+    search.index_step(1, first, path)
+    again, path = write_step(store, rng, 1, groups=1, samples=2)  # a resumed run writes step 1 again
+    search.index_step(1, again, path)
+    write_step(store, rng, 2)  # a trainer killed before it indexed step 2
+    search.sync()
+    matches, total = search.search(Filters(), "step", 0, 100)
+    assert total == 2 + 12
+    assert [m.summary["id"] for m in matches][:2] == [r["id"] for r in again]
+    assert matches[0].summary["file"] == f"trajectories/{trajectory_file_name(1)}"
+
+
+def test_a_writer_killed_in_the_middle_of_a_step_leaves_no_half_step(tmp_path):
+    rng = random.Random(2)
+    store = RunStore.create(tmp_path, "killed", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    records, path = write_step(store, rng, 1)
+    search.index_step(1, records, path)
+    records2, _ = write_step(store, rng, 2)
+    (tmp_path / "records.json").write_text(json.dumps(records2))
+    # A writer that dies with SIGKILL after two of step 2's episodes are inserted, inside the step's transaction.
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, os, signal, sys\n"
+            "from pathlib import Path\n"
+            "from agentrl.run.episode_search import EpisodeSearch\n"
+            "records = json.loads(Path(sys.argv[2]).read_text())\n"
+            "class Dies(list):\n"
+            "    def __iter__(self):\n"
+            "        for i, r in enumerate(list.__iter__(self)):\n"
+            "            if i == 2: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "            yield r\n"
+            "EpisodeSearch(Path(sys.argv[1])).index_step(2, Dies(records), Path(sys.argv[3]))\n",
+            str(store.run_dir),
+            str(tmp_path / "records.json"),
+            str(store.trajectories_dir / trajectory_file_name(2)),
+        ],
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    fresh = EpisodeSearch(store.run_dir)
+    assert fresh.search(Filters(), "step", 0, 100)[1] == 12  # step 1 only: nothing of step 2's transaction
+    fresh.sync()
+    assert fresh.search(Filters(step=Range(2, 2)), "step", 0, 100)[1] == 12
+
+
+def test_health_alerts_are_read_from_the_log_as_it_grows(tmp_path):
+    rng = random.Random(3)
+    store = RunStore.create(tmp_path, "health", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    for step in (1, 2):
+        records, path = write_step(store, rng, step)
+        search.index_step(step, records, path)
+    add_health(store, 1, "zero_variance_groups")
+    search.sync()
+    assert search.search(Filters(health_code="zero_variance_groups"), "step", 0, 100)[1] == 12
+    add_health(store, 2, "zero_variance_groups")
+    with (store.run_dir / EVENTS_FILE).open("ab") as log:
+        log.write(b'{"seq": 99, "type": "health", "data": {"step": 2')  # being written: read once complete
+    search.sync()
+    assert search.search(Filters(health_code="zero_variance_groups"), "step", 0, 100)[1] == 24
+
+
+@pytest.mark.parametrize("text", ['"unclosed', "OR", "NEAR(a b)", "a*", "col:umn", "(x", "^y", "é", '""""'])
+def test_any_text_a_user_types_is_a_valid_query(tmp_path, text):
+    store = RunStore.create(tmp_path, "typed", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    records, path = write_step(store, random.Random(4), 1)
+    search.index_step(1, records, path)
+    try:
+        query = fts_query(text, None)
+    except ValueError:
+        assert not text.strip('"')  # only a text with no word is refused
+        return
+    assert search.search(Filters(text=text), "step", 0, 10)[1] >= 0, query
+
+
+def test_phrases_match_words_in_order_in_any_case(tmp_path):
+    store = RunStore.create(tmp_path, "phrase", {"name": "x"}, {"name": "x", "mode": "train"})
+    search = EpisodeSearch(store.run_dir)
+    record = make_record(random.Random(5), 1, 0, 0)
+    record["turns"] = [
+        {"index": 0, "assistant": "The capital is PARIS, France.", "tool_calls": [], "observation": None}
+    ]
+    other = make_record(random.Random(5), 1, 0, 1)
+    other["turns"] = [{"index": 0, "assistant": "France has Paris.", "tool_calls": [], "observation": None}]
+    path = store.write_trajectories(1, [record, other])
+    search.index_step(1, [record, other], path)
+    assert search.search(Filters(text="paris france"), "step", 0, 10)[1] == 2
+    assert [m.summary["id"] for m in search.search(Filters(text='"paris france"'), "step", 0, 10)[0]] == [record["id"]]
+    assert search.search(Filters(text="paris", text_in="observation"), "step", 0, 10)[1] == 0
+
+
+def test_the_trainer_indexes_each_step_as_it_records_it(tmp_path):
+    """A real (tiny) training run: its search index holds every episode the run's trajectory events name."""
+    path = tmp_path / "c.agentrl.yaml"
+    path.write_text(yaml.safe_dump(example_config(steps=2)))
+    subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "train", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"],
+        check=True,
+        capture_output=True,
+    )
+    [run_dir] = (tmp_path / "runs").iterdir()
+    events = [json.loads(line) for line in (run_dir / EVENTS_FILE).read_text().splitlines()]
+    ids = sorted(e["data"]["id"] for e in events if e["type"] == "trajectory")
+    matches, total = EpisodeSearch(Path(run_dir)).search(Filters(), "step", 0, 1000)
+    assert ids and sorted(m.summary["id"] for m in matches) == ids and total == len(ids)
