@@ -542,7 +542,7 @@ export interface TrajectorySearchParams {
    */
   tool?: string;
   /**
-   * Episodes with a tool call that failed with this error_kind (trajectory.schema.json's toolCall).
+   * Episodes with a tool call that failed with this error_kind (trajectory.schema.json's toolCall); with `tool`, a call of that tool that failed so.
    */
   errorKind?: string;
   status?: "finished" | "truncated" | "error";

@@ -83,6 +83,18 @@ export interface TrajectoryRecord {
      */
     logprob: (number | null)[];
     advantage: (number | null)[];
+    /**
+     * The learner's logprob of each sampled token for the weights that sampled it (pi_old), rounded to 6 decimals; null where it read none (prompt and tool tokens, a row the update skipped). Beside `logprob`: the rollout-vs-trainer mismatch, token by token. Absent for episodes no update read (Try and eval runs).
+     */
+    trainer_logprob?: (number | null)[];
+    /**
+     * The entropy (nats) of the learner's next-token distribution at each sampled token, from the update's first pass, rounded to 6 decimals; null elsewhere and on rows the update skipped. Absent without an update.
+     */
+    entropy?: (number | null)[];
+    /**
+     * With algorithm.rollout_is: the truncated importance weight min(exp(trainer_logprob - logprob), cap) the policy loss multiplied each sampled token by; null elsewhere. Absent otherwise.
+     */
+    is_weight?: (number | null)[];
   };
 }
 export interface Message {

@@ -7,6 +7,7 @@ words from a 5,000-word vocabulary, 0-2 tool calls a turn of which a tenth fail)
 does when it records it. Prints, side by side:
 - what the trainer pays per step to index it, and the index's size beside the trajectory files';
 - what a server pays to index the same run from its files alone (a run begun before the index existed);
+- a reader's first query, which reads the episodes' columns into memory;
 - each query's latency (median and worst of 20, with the server's sync before each, as trajectory/search does),
   for: no filter; a rare word; two common words; a phrase; a tool and an error kind; a reward range sorted by
   reward; a text search limited to observations, sorted by response length; a health code's steps.
@@ -126,8 +127,10 @@ def main() -> None:
             ),
             "health code's steps, errors only": (Filters(health_code="zero_variance_groups", status="error"), "step"),
         }
-        print(f"{'query':55} {'matches':>8} {'median ms':>10} {'worst ms':>9}")
         server_side = EpisodeSearch(store.run_dir)
+        first_query = timed(lambda: server_side.search(Filters(text=common), "step", 0, 100))
+        print(f"a reader's first query (it reads the index's columns once): {first_query * 1000:.0f} ms")
+        print(f"{'query':55} {'matches':>8} {'median ms':>10} {'worst ms':>9}")
         for name, (filters, sort) in queries.items():
             latencies = []
             for _ in range(20):

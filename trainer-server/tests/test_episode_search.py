@@ -82,10 +82,10 @@ def scan(records: list[dict], filters: Filters, health: set[tuple[int, str]]) ->
                     return False
             elif not all(w.lower() in where for w in filters.text.split()):
                 return False
-        if filters.tool is not None and not any(c["name"] == filters.tool for c in calls):
-            return False
-        if filters.error_kind is not None and not any(c["error_kind"] == filters.error_kind for c in calls):
-            return False
+        if not any(
+            filters.tool in (None, c["name"]) and filters.error_kind in (None, c["error_kind"]) for c in calls
+        ) and (filters.tool is not None or filters.error_kind is not None):
+            return False  # both given: one call of that tool failed with that kind
         if filters.status is not None and r["status"] != filters.status:
             return False
         if filters.health_code is not None and (r["step"], filters.health_code) not in health:
@@ -171,8 +171,9 @@ def test_a_rewritten_step_replaces_its_rows_and_an_unindexed_step_file_is_indexe
     search = EpisodeSearch(store.run_dir)
     first, path = write_step(store, rng, 1)
     search.index_step(1, first, path)
+    assert search.search(Filters(), "step", 0, 100)[1] == 12  # its rows now in this reader's memory
     again, path = write_step(store, rng, 1, groups=1, samples=2)  # a resumed run writes step 1 again
-    search.index_step(1, again, path)
+    EpisodeSearch(store.run_dir).index_step(1, again, path)  # another process: the trainer
     write_step(store, rng, 2)  # a trainer killed before it indexed step 2
     search.sync()
     matches, total = search.search(Filters(), "step", 0, 100)

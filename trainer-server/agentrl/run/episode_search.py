@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl.run.runstore import EVENTS_FILE, STEP_FILE_PATTERN, trajectory_summary
+import numpy as np
+
+from agentrl.run.runstore import EVENTS_FILE, STEP_FILE_PATTERN, TRAJECTORY_STATUSES, trajectory_summary
 
 SEARCH_FILE = "search.sqlite"
 _SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_MS = 10_000  # a writer (the trainer, or a reader's sync) holds the lock for one step at most
-# trajectory/search's sorts (trajectory/query's): the SQL order of each, and its column and direction. Ties go by id
-# (step, group, sample), in the sort's direction.
+# trajectory/search's sorts (trajectory/query's): the column and whether larger comes first. Ties go by id (step,
+# group, sample), in the sort's direction.
 SORT_KEYS = {
     "step": ("step", False),
     "reward": ("reward", False),
@@ -37,26 +39,33 @@ SORT_KEYS = {
     "response_tokens": ("response_tokens", False),
     "-response_tokens": ("response_tokens", True),
 }
-SORTS = {
-    "step": "step, grp, sample",
-    "reward": "reward, step, grp, sample",
-    "-reward": "reward DESC, step DESC, grp DESC, sample DESC",
-    "response_tokens": "response_tokens, step, grp, sample",
-    "-response_tokens": "response_tokens DESC, step DESC, grp DESC, sample DESC",
+# The episodes' figures a search filters and sorts by, as numpy reads them (status: its index in
+# TRAJECTORY_STATUSES).
+COLUMNS = {
+    "rowid": "<i8",
+    "step": "<i8",
+    "grp": "<i8",
+    "sample": "<i8",
+    "status": "<i8",
+    "reward": "<f8",
+    "num_turns": "<i8",
+    "response_tokens": "<i8",
 }
 _SCHEMA = f"""
 PRAGMA user_version = {_SCHEMA_VERSION};
 CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS episodes (
     rowid INTEGER PRIMARY KEY, step INTEGER NOT NULL, grp INTEGER NOT NULL, sample INTEGER NOT NULL,
-    status TEXT NOT NULL, reward REAL NOT NULL, num_turns INTEGER NOT NULL, response_tokens INTEGER NOT NULL,
+    status INTEGER NOT NULL, reward REAL NOT NULL, num_turns INTEGER NOT NULL, response_tokens INTEGER NOT NULL,
     summary TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS episodes_by_step ON episodes (step, grp, sample);
-CREATE INDEX IF NOT EXISTS episodes_by_reward ON episodes (reward);
+CREATE INDEX IF NOT EXISTS episodes_by_step ON episodes (step);
 CREATE TABLE IF NOT EXISTS calls (episode INTEGER NOT NULL, name TEXT NOT NULL, error_kind TEXT);
-CREATE INDEX IF NOT EXISTS calls_by_name ON calls (name, episode);
+CREATE INDEX IF NOT EXISTS calls_by_name ON calls (name, error_kind, episode);
 CREATE INDEX IF NOT EXISTS calls_by_error ON calls (error_kind, episode);
 CREATE INDEX IF NOT EXISTS calls_by_episode ON calls (episode);
+-- How many times a step was indexed anew (its rows deleted): a reader holding the rows in memory reads them again.
+CREATE TABLE IF NOT EXISTS generation (count INTEGER NOT NULL);
+INSERT INTO generation SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM generation);
 CREATE VIRTUAL TABLE IF NOT EXISTS episode_text USING fts5(assistant, observation);
 CREATE TABLE IF NOT EXISTS health (step INTEGER NOT NULL, code TEXT NOT NULL, PRIMARY KEY (step, code));
 CREATE TABLE IF NOT EXISTS log (read_to INTEGER NOT NULL);
@@ -71,16 +80,6 @@ class SearchUnavailable(Exception):
 class Range:
     low: float | None = None
     high: float | None = None
-
-    def sql(self, column: str) -> tuple[list[str], list[Any]]:
-        clauses, values = [], []
-        if self.low is not None:
-            clauses.append(f"{column} >= ?")
-            values.append(self.low)
-        if self.high is not None:
-            clauses.append(f"{column} <= ?")
-            values.append(self.high)
-        return clauses, values
 
 
 @dataclass(frozen=True)
@@ -120,6 +119,8 @@ class EpisodeSearch:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / SEARCH_FILE
         self._synced: tuple[int, int] | None = None  # the folder's and the log's state at the last sync
+        self._columns = _empty_columns()  # the episodes' figures, in rowid order
+        self._generation = -1
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -153,6 +154,7 @@ class EpisodeSearch:
                 db.execute(f"DELETE FROM episode_text WHERE rowid IN ({marks})", old)
                 db.execute(f"DELETE FROM calls WHERE episode IN ({marks})", old)
                 db.execute("DELETE FROM episodes WHERE step = ?", (step,))
+                db.execute("UPDATE generation SET count = count + 1")
             for record in records:
                 summary = trajectory_summary(record, f"trajectories/{file.name}")
                 rowid = db.execute(
@@ -162,7 +164,7 @@ class EpisodeSearch:
                         step,
                         record["group"],
                         record["sample"],
-                        record["status"],
+                        TRAJECTORY_STATUSES.index(record["status"]),
                         record["reward"],
                         summary["num_turns"],
                         summary["response_tokens"],
@@ -243,22 +245,67 @@ class EpisodeSearch:
     # --- reading ------------------------------------------------------------------------------------------------
     def search(self, filters: Filters, sort: str, start: int, limit: int) -> tuple[list[Match], int]:
         """The matches [start, start + limit) of the episodes that pass `filters`, in `sort`'s order (each with its
-        sort key, which orders matches of several runs the same way), and how many pass."""
-        where, values = _where(filters)
+        sort key, which orders matches of several runs the same way), and how many pass.
+
+        The episodes' figures are numpy columns kept in memory (read from the index once, then only the rows added
+        since, or all again after a step was indexed anew); what SQL answers is only which episodes a word, a tool
+        or a health code selects. The filters and the order are numpy's, and SQL reads only the page's summaries."""
+        with self._connect() as db:
+            self._refresh(db)
+            columns = self._columns
+            order = _ordered(columns, self._selected(db, filters), sort)
+            page = order[start : start + limit]
+            rowids = columns["rowid"][page].tolist()
+            marks = ",".join("?" * len(rowids))
+            summaries = dict(db.execute(f"SELECT rowid, summary FROM episodes WHERE rowid IN ({marks})", rowids))
         column, descending = SORT_KEYS[sort]
         sign = -1 if descending else 1
-        with self._connect() as db:
-            total = db.execute(f"SELECT count(*) FROM episodes WHERE {where}", values).fetchone()[0]
-            rows = db.execute(
-                f"SELECT {column}, step, grp, sample, summary FROM episodes WHERE {where} "
-                f"ORDER BY {SORTS[sort]} LIMIT ? OFFSET ?",
-                [*values, limit, start],
-            ).fetchall()
         matches = [
-            Match(tuple(sign * value for value in (key, step, grp, sample)), json.loads(summary))
-            for key, step, grp, sample, summary in rows
+            Match(
+                tuple(sign * columns[name][i].item() for name in (column, "step", "grp", "sample")),
+                json.loads(summaries[rowid]),
+            )
+            for i, rowid in zip(page, rowids, strict=True)
         ]
-        return matches, total
+        return matches, len(order)
+
+    def _refresh(self, db: sqlite3.Connection) -> None:
+        """The columns as the index has them now: the rows added since the last read, or all of them again when a
+        step was indexed anew (its old rows deleted) since."""
+        generation = db.execute("SELECT count FROM generation").fetchone()[0]
+        if generation != self._generation:
+            self._columns = _empty_columns()
+            self._generation = generation
+        after = int(self._columns["rowid"][-1]) if len(self._columns["rowid"]) else 0
+        rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM episodes WHERE rowid > ? ORDER BY rowid", (after,))
+        new = np.array(rows.fetchall(), dtype=list(COLUMNS.items()))
+        if len(new):
+            self._columns = {name: np.concatenate([self._columns[name], new[name]]) for name in COLUMNS}
+
+    def _selected(self, db: sqlite3.Connection, filters: Filters) -> np.ndarray:
+        """The positions (in the columns) of the episodes that pass every filter."""
+        columns = self._columns
+        keep = np.ones(len(columns["rowid"]), bool)
+        if filters.text is not None:
+            query = fts_query(filters.text, filters.text_in)
+            found = db.execute("SELECT rowid FROM episode_text WHERE episode_text MATCH ?", (query,))
+            keep &= np.isin(columns["rowid"], _int_array(found))
+        calls = [(name, value) for name, value in (("name", filters.tool), ("error_kind", filters.error_kind)) if value]
+        if calls:  # both given: one call of that tool failed with that kind
+            where = " AND ".join(f"{name} = ?" for name, _ in calls)
+            found = db.execute(f"SELECT DISTINCT episode FROM calls WHERE {where}", [value for _, value in calls])
+            keep &= np.isin(columns["rowid"], _int_array(found))
+        if filters.health_code is not None:
+            steps = db.execute("SELECT step FROM health WHERE code = ?", (filters.health_code,))
+            keep &= np.isin(columns["step"], _int_array(steps))
+        if filters.status is not None:
+            keep &= columns["status"] == TRAJECTORY_STATUSES.index(filters.status)
+        for name, bounds in (("reward", filters.reward), ("step", filters.step), ("num_turns", filters.turns)):
+            if bounds.low is not None:
+                keep &= columns[name] >= bounds.low
+            if bounds.high is not None:
+                keep &= columns[name] <= bounds.high
+        return np.flatnonzero(keep)
 
 
 @dataclass(frozen=True)
@@ -267,29 +314,23 @@ class Match:
     summary: dict[str, Any]
 
 
-def _where(filters: Filters) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    values: list[Any] = []
-    if filters.text is not None:
-        clauses.append("rowid IN (SELECT rowid FROM episode_text WHERE episode_text MATCH ?)")
-        values.append(fts_query(filters.text, filters.text_in))
-    if filters.tool is not None:
-        clauses.append("rowid IN (SELECT episode FROM calls WHERE name = ?)")
-        values.append(filters.tool)
-    if filters.error_kind is not None:
-        clauses.append("rowid IN (SELECT episode FROM calls WHERE error_kind = ?)")
-        values.append(filters.error_kind)
-    if filters.status is not None:
-        clauses.append("status = ?")
-        values.append(filters.status)
-    if filters.health_code is not None:
-        clauses.append("step IN (SELECT step FROM health WHERE code = ?)")
-        values.append(filters.health_code)
-    for column, bounds in (("reward", filters.reward), ("step", filters.step), ("num_turns", filters.turns)):
-        more, more_values = bounds.sql(column)
-        clauses += more
-        values += more_values
-    return " AND ".join(clauses) or "1", values
+def _empty_columns() -> dict[str, np.ndarray]:
+    return {name: np.empty(0, kind) for name, kind in COLUMNS.items()}
+
+
+def _int_array(cursor: sqlite3.Cursor) -> np.ndarray:
+    return np.fromiter((row[0] for row in cursor), np.int64)
+
+
+def _ordered(columns: dict[str, np.ndarray], chosen: np.ndarray, sort: str) -> np.ndarray:
+    """`chosen` in `sort`'s order, ties by id (step, group, sample) in the sort's direction."""
+    column, descending = SORT_KEYS[sort]
+    keys = [columns[name][chosen] for name in ("sample", "grp", "step")]  # np.lexsort: the last key sorts first
+    if column != "step":
+        keys.append(columns[column][chosen])
+    if descending:
+        keys = [-key for key in keys]
+    return chosen[np.lexsort(keys)]
 
 
 def _records(file: Path) -> Iterable[dict[str, Any]]:
