@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { Commands } from './commands';
 import { registerCommands, requireTrust, type Ctx } from './ctx';
 import { tokenKey } from './settings';
+import { TrainerConnectError } from './trainerClient';
 
 /** Connect to Server's answers, for callers that ask no questions (tests, `ensureConnected`). */
 interface ServerAddress {
@@ -60,46 +61,69 @@ export const startLocalServer = (ctx: Ctx) => async (): Promise<string | undefin
   return ctx.connection.url;
 };
 
-/** Asks for a URL (the `agentRl.serverUrl` setting first) and its token (kept in secret storage per URL); a token
- *  the server refuses is forgotten. */
+/** Asks for a URL (the `agentRl.serverUrl` setting first) and connects with the token given or stored for it (secret
+ *  storage, per URL), else with none. The token is asked only once the server has answered that it wants one (HTTP
+ *  401); a stored token it refuses is forgotten and asked again. Nothing listening at the URL is said as such, without
+ *  asking for a token first (a token prompt made a wrong port look like a wrong token). */
 export const connectServer =
   (ctx: Ctx) =>
   async (address?: ServerAddress): Promise<string | undefined> => {
-    const url =
-      address?.url ??
-      (await vscode.window.showInputBox({
-        title: 'Connect to a trainer server',
-        prompt: 'WebSocket URL of `agentrl serve`',
-        value: ctx.settings.serverUrl() ?? 'ws://127.0.0.1:8765',
-        ignoreFocusOut: true,
-        validateInput: (v) =>
-          /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
-      }));
+    const url = (address?.url ?? (await askUrl(ctx)))?.trim();
     if (!url) return undefined;
     const secrets = ctx.extensionContext.secrets;
-    let token = address?.token ?? (await secrets.get(tokenKey(url)));
-    if (token === undefined) {
-      token = await vscode.window.showInputBox({
-        title: `Token for ${url}`,
-        prompt:
-          "The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.",
-        password: true,
-        ignoreFocusOut: true,
-      });
-      if (token === undefined) return undefined;
-    }
-    try {
-      await vscode.window.withProgress(
+    const stored = address?.token ?? (await secrets.get(tokenKey(url)));
+    const connect = (token: string | undefined) =>
+      vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
-        () => ctx.connection.connectRemote(url.trim(), token || undefined),
+        () => ctx.connection.connectRemote(url, token || undefined),
       );
+    let token = stored;
+    try {
+      await connect(token);
     } catch (err) {
-      if (/token|401/.test((err as Error).message)) await secrets.delete(tokenKey(url));
-      throw err;
+      const failure = err instanceof TrainerConnectError ? err.failure : undefined;
+      if (failure === 'refused') throw new Error(nothingListens(url));
+      // a caller that gives the token asks no questions: its token refused is its answer
+      if (failure !== 'unauthorized' || address?.token !== undefined) throw err;
+      if (stored !== undefined) await secrets.delete(tokenKey(url));
+      token = await askToken(url, stored !== undefined);
+      if (token === undefined) return undefined;
+      await connect(token);
     }
     if (token) await secrets.store(tokenKey(url), token);
     return url;
   };
+
+function askUrl(ctx: Ctx): Thenable<string | undefined> {
+  return vscode.window.showInputBox({
+    title: 'Connect to a trainer server',
+    prompt: 'WebSocket URL of `agentrl serve`',
+    value: ctx.settings.serverUrl() ?? 'ws://127.0.0.1:8765',
+    ignoreFocusOut: true,
+    validateInput: (v) =>
+      /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
+  });
+}
+
+function askToken(url: string, refused: boolean): Thenable<string | undefined> {
+  return vscode.window.showInputBox({
+    title: `Token for ${url}`,
+    prompt: `${refused ? 'The server refused the stored token. ' : ''}The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.`,
+    password: true,
+    ignoreFocusOut: true,
+  });
+}
+
+/** A refused connection: nothing listens at `url`. Says how the server is started there, on that port. */
+function nothingListens(url: string): string {
+  const { hostname, port, protocol } = new URL(url);
+  const onPort = port || (protocol === 'wss:' ? '443' : '80');
+  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
+  const serve = loopback
+    ? `agentrl serve --port ${onPort}`
+    : `agentrl serve --host 0.0.0.0 --port ${onPort} --token-file ~/.agentrl-token --allow-code`;
+  return `nothing listens at ${url}: start the server there (${serve}) or check the port`;
+}
 
 /** Closes the connection; a local server is shut down with it. */
 export const disconnectServer = (ctx: Ctx) => async (): Promise<boolean> => {

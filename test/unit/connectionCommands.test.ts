@@ -3,6 +3,7 @@ import { strict as assert } from 'node:assert';
 import { Commands } from '../../extension/commands';
 import { ensureConnected, registerConnectionCommands } from '../../extension/connectionCommands';
 import { tokenKey } from '../../extension/settings';
+import { TrainerConnectError } from '../../extension/trainerClient';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
 import { commands } from 'vscode';
 
@@ -41,25 +42,93 @@ describe('connection commands', () => {
     assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
   });
 
-  it('Connect to Server asks for the URL and the token, connects, and keeps the token in secret storage', async () => {
+  /** A server at ws://gpu-box:8765 that wants the token `s3cret`, as the socket reports it. */
+  const wantsToken = async (token?: string): Promise<void> => {
+    if (token === 's3cret') f.connection.isConnected = true;
+    else
+      throw new TrainerConnectError(
+        `the server ${token ? 'refused the token' : 'needs a token'} (HTTP 401)`,
+        'unauthorized',
+      );
+  };
+
+  it('Connect to Server asks for the URL, tries it, asks for the token the server wants, and keeps it in secret storage', async () => {
+    f.connection.connecting = wantsToken;
     fake.answers = ['ws://gpu-box:8765', 's3cret'];
     const url = await commands.executeCommand(Commands.connectServer);
     assert.equal(url, 'ws://gpu-box:8765');
-    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 s3cret']);
+    assert.deepEqual(f.connection.calls, [
+      'connectRemote ws://gpu-box:8765 (no token)',
+      'connectRemote ws://gpu-box:8765 s3cret',
+    ]);
     assert.equal(f.secrets.get(tokenKey('ws://gpu-box:8765')), 's3cret');
     assert.equal(fake.prompts[0].options.value, 'ws://127.0.0.1:8765', 'without a serverUrl setting, the default');
+    assert.equal(fake.prompts[1].options.title, 'Token for ws://gpu-box:8765');
     assert.equal(fake.prompts[1].options.password, true);
   });
 
-  it('Connect to Server uses the stored token without asking, and forgets one the server refuses', async () => {
-    f.secrets.set(tokenKey('ws://gpu-box:8765'), 'old');
+  it('Connect to Server says that nothing listens at a refused URL, and how to start a server there, asking no token', async () => {
     f.connection.connecting = async () => {
-      throw new Error('the server refused the token (HTTP 401)');
+      throw new TrainerConnectError('connect ECONNREFUSED 10.0.0.7:8765', 'refused');
     };
-    assert.equal(await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }), undefined);
-    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 old']);
+    fake.answers = ['ws://gpu-box:8765 ', 'never asked'];
+    assert.equal(await commands.executeCommand(Commands.connectServer), undefined);
+    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 (no token)']);
+    assert.equal(fake.prompts.length, 1, 'the URL only');
+    const reason =
+      'Connect to Server: nothing listens at ws://gpu-box:8765: start the server there ' +
+      '(agentrl serve --host 0.0.0.0 --port 8765 --token-file ~/.agentrl-token --allow-code) or check the port';
+    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
+
+    fake.messages = [];
+    await commands.executeCommand(Commands.connectServer, { url: 'ws://127.0.0.1:9000' });
+    assert.match(
+      fake.messages[0].text,
+      /nothing listens at ws:\/\/127\.0\.0\.1:9000: start the server there \(agentrl serve --port 9000\)/,
+    );
+  });
+
+  it('Connect to Server uses the stored token without asking', async () => {
+    f.secrets.set(tokenKey('ws://gpu-box:8765'), 's3cret');
+    f.connection.connecting = wantsToken;
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }),
+      'ws://gpu-box:8765',
+    );
+    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 s3cret']);
     assert.equal(fake.prompts.length, 0);
-    assert.equal(f.secrets.has(tokenKey('ws://gpu-box:8765')), false);
+  });
+
+  it('Connect to Server forgets a stored token the server refuses and asks for the current one', async () => {
+    f.secrets.set(tokenKey('ws://gpu-box:8765'), 'old');
+    f.connection.connecting = wantsToken;
+    fake.answers = ['s3cret'];
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }),
+      'ws://gpu-box:8765',
+    );
+    assert.deepEqual(f.connection.calls, [
+      'connectRemote ws://gpu-box:8765 old',
+      'connectRemote ws://gpu-box:8765 s3cret',
+    ]);
+    assert.match(String(fake.prompts[0].options.prompt), /^The server refused the stored token\. /);
+    assert.equal(f.secrets.get(tokenKey('ws://gpu-box:8765')), 's3cret');
+  });
+
+  it('Connect to Server fails on a token refused again, keeping none, and on a token its caller gave, asking nothing', async () => {
+    f.connection.connecting = wantsToken;
+    fake.answers = ['wrong'];
+    assert.equal(await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }), undefined);
+    assert.equal(f.secrets.size, 0);
+    assert.equal(fake.messages[0].text, 'Connect to Server: the server refused the token (HTTP 401)');
+
+    fake.messages = [];
+    fake.prompts = [];
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765', token: 'guess' }),
+      undefined,
+    );
+    assert.equal(fake.prompts.length, 0);
     assert.equal(fake.messages[0].text, 'Connect to Server: the server refused the token (HTTP 401)');
   });
 
@@ -93,13 +162,16 @@ describe('connection commands', () => {
       assert.deepEqual(f.connection.calls, []);
     });
 
-    it('connects to the agentRl.serverUrl setting, asking only for its token', async () => {
+    it('connects to the agentRl.serverUrl setting, asking only for the token it wants', async () => {
       f.settings.serverUrl = () => 'wss://trainer.example';
-      fake.answers = [''];
+      f.connection.connecting = wantsToken;
+      fake.answers = ['s3cret'];
       await ensureConnected(f.ctx);
-      assert.deepEqual(f.connection.calls, ['connectRemote wss://trainer.example (no token)']);
+      assert.deepEqual(f.connection.calls, [
+        'connectRemote wss://trainer.example (no token)',
+        'connectRemote wss://trainer.example s3cret',
+      ]);
       assert.equal(fake.prompts.length, 1);
-      assert.equal(f.secrets.size, 0, 'an empty token is not stored');
     });
 
     it('starts a local server without a serverUrl, and fails when none could be had', async () => {
