@@ -3,9 +3,10 @@
 // Each command returns what it did (the server's URL), which the extension-host tests read.
 import * as vscode from 'vscode';
 import { Commands } from './commands';
-import { registerCommands, requireTrust, type Ctx } from './ctx';
-import { tokenKey } from './settings';
+import { ActionableError, registerCommands, requireTrust, type Ctx } from './ctx';
+import { PYTHON_PATH_SETTING, tokenKey } from './settings';
 import { TrainerConnectError } from './trainerClient';
+import { checkTrainerInstall, installCommand } from './trainerInstall';
 
 /** Connect to Server's answers, for callers that ask no questions (tests, `ensureConnected`). */
 interface ServerAddress {
@@ -39,27 +40,52 @@ function announceServerLost(why: string): void {
     });
 }
 
-/** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. */
+/** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. A
+ *  start that fails because of that Python (not there, or without agentrl) says so, with the setting and the install
+ *  command to fix it, rather than the server's last lines of log. */
 export const startLocalServer = (ctx: Ctx) => async (): Promise<string | undefined> => {
   if (!requireTrust('Starting a trainer server')) return undefined;
   const root = ctx.settings.workspaceRoot();
   if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
   const python = ctx.settings.pythonPath();
-  await vscode.window.withProgress(
-    {
-      location: vscode.ProgressLocation.Notification,
-      title: 'Agent RL: starting the trainer server',
-      cancellable: true,
-    },
-    async (progress, cancel) => {
-      progress.report({ message: python });
-      const abort = new AbortController();
-      cancel.onCancellationRequested(() => abort.abort());
-      await ctx.connection.startLocal(python, root, ctx.settings.runsFolder(root), abort.signal);
-    },
-  );
+  const abort = new AbortController();
+  try {
+    await vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: 'Agent RL: starting the trainer server',
+        cancellable: true,
+      },
+      async (progress, cancel) => {
+        progress.report({ message: python });
+        cancel.onCancellationRequested(() => abort.abort());
+        await ctx.connection.startLocal(python, root, ctx.settings.runsFolder(root), abort.signal);
+      },
+    );
+  } catch (err) {
+    throw abort.signal.aborted ? err : ((await pythonTrouble(python, root)) ?? err);
+  }
   return ctx.connection.url;
 };
+
+/** Why `python` cannot start a trainer, with the two fixes, or undefined when it could (the failure was another). */
+async function pythonTrouble(python: string, root: string): Promise<ActionableError | undefined> {
+  const install = await checkTrainerInstall(python, root);
+  if (install === 'found') return undefined;
+  // a Python that cannot be run cannot be installed into: the command names the one PATH has
+  const command = installCommand(install === 'noPython' ? 'python3' : python);
+  const message =
+    install === 'noPython'
+      ? `${python} could not be run. Set "${PYTHON_PATH_SETTING}" to a Python (3.11 or newer) with the trainer installed, or install it: ${command}`
+      : `${python} has no agentrl (the trainer). Install it there: ${command}; or set "${PYTHON_PATH_SETTING}" to a Python that has it.`;
+  return new ActionableError(message, [
+    {
+      title: 'Open Setting',
+      run: () => vscode.commands.executeCommand('workbench.action.openSettings', PYTHON_PATH_SETTING),
+    },
+    { title: 'Copy Install Command', run: () => vscode.env.clipboard.writeText(command) },
+  ]);
+}
 
 /** Asks for a URL (the `agentRl.serverUrl` setting first) and connects with the token given or stored for it (secret
  *  storage, per URL), else with none. The token is asked only once the server has answered that it wants one (HTTP

@@ -1,9 +1,14 @@
 import { fake } from './vscodeStub';
 import { strict as assert } from 'node:assert';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Commands } from '../../extension/commands';
 import { ensureConnected, registerConnectionCommands } from '../../extension/connectionCommands';
+import { ActionableError } from '../../extension/ctx';
 import { tokenKey } from '../../extension/settings';
 import { TrainerConnectError } from '../../extension/trainerClient';
+import { TRAINER_PIP_SPEC } from '../../extension/trainerInstall';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
 import { commands } from 'vscode';
 
@@ -40,6 +45,73 @@ describe('connection commands', () => {
     const reason = 'Start Local Server: Open a folder first: the local server keeps its runs in the workspace.';
     assert.deepEqual(f.log.lines, [`error: ${reason}`]);
     assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
+  });
+
+  describe('Start Local Server with a Python that cannot start the trainer', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-python-'));
+    /** A "Python" that is a shell script, as trainerInstall's tests make them. */
+    const script = (name: string, body: string): string => {
+      const path = join(dir, name);
+      writeFileSync(path, `#!/bin/sh\n${body}\n`);
+      chmodSync(path, 0o755);
+      return path;
+    };
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    beforeEach(() => {
+      f.settings.workspaceRoot = () => dir; // the probe runs there, as the server would
+      f.connection.connecting = async () => {
+        throw new Error('the trainer server exited before listening (exit code 1)');
+      };
+    });
+
+    it('a Python that is not there: says so, and offers the setting and the install command', async () => {
+      const python = join(dir, 'no-such-python');
+      f.settings.pythonPath = () => python;
+      fake.messageChoices = ['Open Setting'];
+      assert.equal(await commands.executeCommand(Commands.startLocalServer), undefined);
+      const install = `python3 -m pip install ${TRAINER_PIP_SPEC}`;
+      assert.deepEqual(fake.messages, [
+        {
+          severity: 'error',
+          text: `Start Local Server: ${python} could not be run. Set "agentRl.pythonPath" to a Python (3.11 or newer) with the trainer installed, or install it: ${install}`,
+          actions: ['Open Setting', 'Copy Install Command', 'Show Logs'],
+        },
+      ]);
+      await settle();
+      assert.deepEqual(fake.executed, [{ command: 'workbench.action.openSettings', args: ['agentRl.pythonPath'] }]);
+    });
+
+    it('a Python without agentrl: says so, and copies the command that installs it into that Python', async () => {
+      const python = script('bare-python', 'exec python3 -I -S "$@"');
+      f.settings.pythonPath = () => python;
+      fake.messageChoices = ['Copy Install Command'];
+      await commands.executeCommand(Commands.startLocalServer);
+      assert.match(
+        fake.messages[0].text,
+        new RegExp(`^Start Local Server: ${python} has no agentrl \\(the trainer\\)\\. Install it there: `),
+      );
+      await settle();
+      assert.equal(fake.clipboard, `${python} -m pip install ${TRAINER_PIP_SPEC}`);
+    });
+
+    it('through ensureConnected (Start Training, Try): the same error with its fixes; a Python with agentrl: the failure as it came', async () => {
+      f.settings.pythonPath = () => join(dir, 'no-such-python');
+      await assert.rejects(
+        ensureConnected(f.ctx),
+        (err) =>
+          err instanceof ActionableError &&
+          /could not be run/.test(err.message) &&
+          err.actions.map((a) => a.title).join() === 'Open Setting,Copy Install Command',
+      );
+      const found = script('found-python', 'exit 0');
+      f.settings.pythonPath = () => found;
+      await commands.executeCommand(Commands.startLocalServer);
+      assert.deepEqual(fake.messages.at(-1), {
+        severity: 'error',
+        text: 'Start Local Server: the trainer server exited before listening (exit code 1)',
+        actions: ['Show Logs'],
+      });
+    });
   });
 
   /** A server at ws://gpu-box:8765 that wants the token `s3cret`, as the socket reports it. */
