@@ -3,8 +3,10 @@
 // Each command returns what it did (the server's URL), which the extension-host tests read.
 import * as vscode from 'vscode';
 import { Commands } from './commands';
-import { registerCommands, requireTrust, type Ctx } from './ctx';
-import { tokenKey } from './settings';
+import { ActionableError, registerCommands, requireTrust, type Ctx } from './ctx';
+import { PYTHON_PATH_SETTING, tokenKey } from './settings';
+import { TrainerConnectError } from './trainerClient';
+import { checkTrainerInstall, installCommand } from './trainerInstall';
 
 /** Connect to Server's answers, for callers that ask no questions (tests, `ensureConnected`). */
 interface ServerAddress {
@@ -38,68 +40,116 @@ function announceServerLost(why: string): void {
     });
 }
 
-/** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. */
+/** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. A
+ *  start that fails because of that Python (not there, or without agentrl) says so, with the setting and the install
+ *  command to fix it, rather than the server's last lines of log. */
 export const startLocalServer = (ctx: Ctx) => async (): Promise<string | undefined> => {
   if (!requireTrust('Starting a trainer server')) return undefined;
   const root = ctx.settings.workspaceRoot();
   if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
   const python = ctx.settings.pythonPath();
-  await vscode.window.withProgress(
-    {
-      location: vscode.ProgressLocation.Notification,
-      title: 'Agent RL: starting the trainer server',
-      cancellable: true,
-    },
-    async (progress, cancel) => {
-      progress.report({ message: python });
-      const abort = new AbortController();
-      cancel.onCancellationRequested(() => abort.abort());
-      await ctx.connection.startLocal(python, root, ctx.settings.runsFolder(root), abort.signal);
-    },
-  );
+  const abort = new AbortController();
+  try {
+    await vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: 'Agent RL: starting the trainer server',
+        cancellable: true,
+      },
+      async (progress, cancel) => {
+        progress.report({ message: python });
+        cancel.onCancellationRequested(() => abort.abort());
+        await ctx.connection.startLocal(python, root, ctx.settings.runsFolder(root), abort.signal);
+      },
+    );
+  } catch (err) {
+    throw abort.signal.aborted ? err : ((await pythonTrouble(python, root)) ?? err);
+  }
   return ctx.connection.url;
 };
 
-/** Asks for a URL (the `agentRl.serverUrl` setting first) and its token (kept in secret storage per URL); a token
- *  the server refuses is forgotten. */
+/** Why `python` cannot start a trainer, with the two fixes, or undefined when it could (the failure was another). */
+async function pythonTrouble(python: string, root: string): Promise<ActionableError | undefined> {
+  const install = await checkTrainerInstall(python, root);
+  if (install === 'found') return undefined;
+  // a Python that cannot be run cannot be installed into: the command names the one PATH has
+  const command = installCommand(install === 'noPython' ? 'python3' : python);
+  const message =
+    install === 'noPython'
+      ? `${python} could not be run. Set "${PYTHON_PATH_SETTING}" to a Python (3.11 or newer) with the trainer installed, or install it: ${command}`
+      : `${python} has no agentrl (the trainer). Install it there: ${command}; or set "${PYTHON_PATH_SETTING}" to a Python that has it.`;
+  return new ActionableError(message, [
+    {
+      title: 'Open Setting',
+      run: () => vscode.commands.executeCommand('workbench.action.openSettings', PYTHON_PATH_SETTING),
+    },
+    { title: 'Copy Install Command', run: () => vscode.env.clipboard.writeText(command) },
+  ]);
+}
+
+/** Asks for a URL (the `agentRl.serverUrl` setting first) and connects with the token given or stored for it (secret
+ *  storage, per URL), else with none. The token is asked only once the server has answered that it wants one (HTTP
+ *  401); a stored token it refuses is forgotten and asked again. Nothing listening at the URL is said as such, without
+ *  asking for a token first (a token prompt made a wrong port look like a wrong token). */
 export const connectServer =
   (ctx: Ctx) =>
   async (address?: ServerAddress): Promise<string | undefined> => {
-    const url =
-      address?.url ??
-      (await vscode.window.showInputBox({
-        title: 'Connect to a trainer server',
-        prompt: 'WebSocket URL of `agentrl serve`',
-        value: ctx.settings.serverUrl() ?? 'ws://127.0.0.1:8765',
-        ignoreFocusOut: true,
-        validateInput: (v) =>
-          /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
-      }));
+    const url = (address?.url ?? (await askUrl(ctx)))?.trim();
     if (!url) return undefined;
     const secrets = ctx.extensionContext.secrets;
-    let token = address?.token ?? (await secrets.get(tokenKey(url)));
-    if (token === undefined) {
-      token = await vscode.window.showInputBox({
-        title: `Token for ${url}`,
-        prompt:
-          "The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.",
-        password: true,
-        ignoreFocusOut: true,
-      });
-      if (token === undefined) return undefined;
-    }
-    try {
-      await vscode.window.withProgress(
+    const stored = address?.token ?? (await secrets.get(tokenKey(url)));
+    const connect = (token: string | undefined) =>
+      vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
-        () => ctx.connection.connectRemote(url.trim(), token || undefined),
+        () => ctx.connection.connectRemote(url, token || undefined),
       );
+    let token = stored;
+    try {
+      await connect(token);
     } catch (err) {
-      if (/token|401/.test((err as Error).message)) await secrets.delete(tokenKey(url));
-      throw err;
+      const failure = err instanceof TrainerConnectError ? err.failure : undefined;
+      if (failure === 'refused') throw new Error(nothingListens(url));
+      // a caller that gives the token asks no questions: its token refused is its answer
+      if (failure !== 'unauthorized' || address?.token !== undefined) throw err;
+      if (stored !== undefined) await secrets.delete(tokenKey(url));
+      token = await askToken(url, stored !== undefined);
+      if (token === undefined) return undefined;
+      await connect(token);
     }
     if (token) await secrets.store(tokenKey(url), token);
     return url;
   };
+
+function askUrl(ctx: Ctx): Thenable<string | undefined> {
+  return vscode.window.showInputBox({
+    title: 'Connect to a trainer server',
+    prompt: 'WebSocket URL of `agentrl serve`',
+    value: ctx.settings.serverUrl() ?? 'ws://127.0.0.1:8765',
+    ignoreFocusOut: true,
+    validateInput: (v) =>
+      /^wss?:\/\/[^\s/]+/.test(v.trim()) ? undefined : 'A ws:// or wss:// URL, e.g. ws://gpu-box:8765',
+  });
+}
+
+function askToken(url: string, refused: boolean): Thenable<string | undefined> {
+  return vscode.window.showInputBox({
+    title: `Token for ${url}`,
+    prompt: `${refused ? 'The server refused the stored token. ' : ''}The server's token (stored in VS Code's secret storage): the content of its --token-file or AGENTRL_TOKEN; a server started without either wrote one to RUNS_DIR/.serve-token.`,
+    password: true,
+    ignoreFocusOut: true,
+  });
+}
+
+/** A refused connection: nothing listens at `url`. Says how the server is started there, on that port. */
+function nothingListens(url: string): string {
+  const { hostname, port, protocol } = new URL(url);
+  const onPort = port || (protocol === 'wss:' ? '443' : '80');
+  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
+  const serve = loopback
+    ? `agentrl serve --port ${onPort}`
+    : `agentrl serve --host 0.0.0.0 --port ${onPort} --token-file ~/.agentrl-token --allow-code`;
+  return `nothing listens at ${url}: start the server there (${serve}) or check the port`;
+}
 
 /** Closes the connection; a local server is shut down with it. */
 export const disconnectServer = (ctx: Ctx) => async (): Promise<boolean> => {

@@ -26,8 +26,20 @@ export interface CommandSpec {
   readonly make: (ctx: Ctx) => Cmd;
 }
 
-/** Registers each command under its id. A failure reaches the user: logged, and shown with a way to the logs,
- *  instead of a rejected promise that VS Code reports without context. */
+/** A failure that knows its fixes: the command it fails, whichever that is (Start Training through the local server it
+ *  starts, say), offers them in its error notification before Show Logs. */
+export class ActionableError extends Error {
+  constructor(
+    message: string,
+    readonly actions: ReadonlyArray<{ readonly title: string; run(): unknown }>,
+  ) {
+    super(message);
+    this.name = 'ActionableError';
+  }
+}
+
+/** Registers each command under its id. A failure reaches the user: logged, and shown with its fixes (an
+ *  ActionableError's) and a way to the logs, instead of a rejected promise that VS Code reports without context. */
 export function registerCommands(ctx: Ctx, commands: Partial<Record<CommandId, CommandSpec>>): vscode.Disposable {
   return vscode.Disposable.from(
     ...Object.entries(commands).map(([id, { title, make }]) => {
@@ -38,10 +50,14 @@ export function registerCommands(ctx: Ctx, commands: Partial<Record<CommandId, C
           return await handler(...args);
         } catch (err) {
           const message = err instanceof Error ? err.message : String(err);
+          const fixes = err instanceof ActionableError ? err.actions : [];
           ctx.log.error(`${title}: ${message}`);
           void vscode.window
-            .showErrorMessage(`${title}: ${message}`, 'Show Logs')
-            .then((choice) => choice && ctx.log.show());
+            .showErrorMessage(`${title}: ${message}`, ...fixes.map((fix) => fix.title), 'Show Logs')
+            .then((choice) => {
+              if (choice === 'Show Logs') ctx.log.show();
+              else fixes.find((fix) => fix.title === choice)?.run();
+            });
           return undefined;
         }
       });

@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { ensureConnected } from './connectionCommands';
+import { acceptConfigProblems, RUN_ANYWAY, SHOW_PROBLEMS } from './configProblems';
 import { registerCommands, requireTrust, type Ctx } from './ctx';
 import { packEnvFolder } from './envBundle';
 import { readRunConfig } from './runConfig';
@@ -111,10 +112,12 @@ interface PreparedRun {
 
 async function prepareRun(ctx: Ctx, target: unknown, mode: 'train' | 'try'): Promise<PreparedRun | undefined> {
   if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
-  const configUri = await pickConfig(ctx, target, mode === 'try' ? 'Try Environment' : 'Start Training');
+  const title = mode === 'try' ? 'Try Environment' : 'Start Training';
+  const configUri = await pickConfig(ctx, target, title);
   if (!configUri) return undefined;
   const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === configUri.toString());
   if (document?.isDirty) await document.save();
+  if (!(await acceptConfigProblems(configUri, mode, title))) return undefined;
   await ensureConnected(ctx);
   return { configUri, location: await envLocation(ctx, dirname(configUri.fsPath)) };
 }
@@ -218,7 +221,7 @@ const tryEnvironment =
           };
     ctx.log.info(summary);
     await vscode.commands.executeCommand(Commands.openReplay, { runId });
-    const actions = errors ? ['Show Problems'] : [];
+    const actions = errors ? [SHOW_PROBLEMS] : [];
     const show = warning ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     void show(summary, ...actions).then(
       (choice) => choice && vscode.commands.executeCommand('workbench.actions.view.problems'),
@@ -252,11 +255,11 @@ async function checkEnvironment(
   const choice = await vscode.window.showErrorMessage(
     `Agent RL: the env check of ${vscode.workspace.asRelativePath(configUri)} found ${errors.length} error(s) ` +
       `before any episode ran: ${errors[0]?.message ?? 'see the log'}`,
-    'Show Problems',
-    'Try Anyway',
+    SHOW_PROBLEMS,
+    RUN_ANYWAY.try,
   );
-  if (choice === 'Show Problems') void vscode.commands.executeCommand('workbench.actions.view.problems');
-  return choice === 'Try Anyway';
+  if (choice === SHOW_PROBLEMS) void vscode.commands.executeCommand('workbench.actions.view.problems');
+  return choice === RUN_ANYWAY.try;
 }
 
 /** Lists the try run's Tool failures in the Problems panel at each Tool's definition (an MCP server's tools: at

@@ -6,6 +6,8 @@ import { isAbsolute, join } from 'node:path';
 import * as vscode from 'vscode';
 
 const SECTION = 'agentRl';
+/** The setting naming the Python a local trainer server is started with (the walkthrough and the errors name it). */
+export const PYTHON_PATH_SETTING = `${SECTION}.pythonPath`;
 
 export interface Settings {
   /** The first workspace folder's path; undefined with no folder open. */

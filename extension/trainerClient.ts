@@ -21,11 +21,15 @@ export interface TrainerSocket {
   close(): void;
 }
 
+/** What the socket knows of why it could not connect, where it matters to the user: nothing listens at the address
+ *  (a wrong port, a server not started), or the server answered and refused the token or this client's origin. */
+export type ConnectFailure = 'refused' | 'unauthorized' | 'forbidden';
+
 export interface SocketHandlers {
   open(): void;
   message(text: string): void;
   /** `fatal` when reconnecting cannot help (e.g. the server refused the token). */
-  close(reason: string, fatal: boolean): void;
+  close(reason: string, fatal: boolean, failure?: ConnectFailure): void;
 }
 
 export type SocketFactory = (url: string, handlers: SocketHandlers) => TrainerSocket;
@@ -60,6 +64,18 @@ export class TrainerRequestError extends Error {
   ) {
     super(message);
     this.name = 'TrainerRequestError';
+  }
+}
+
+/** Why `connect()` failed: the reason in words, and, where the socket could tell, which failure it was, so that a
+ *  caller asks for a token only when the server wants one and says "nothing listens" when nothing does. */
+export class TrainerConnectError extends Error {
+  constructor(
+    message: string,
+    readonly failure?: ConnectFailure,
+  ) {
+    super(message);
+    this.name = 'TrainerConnectError';
   }
 }
 
@@ -209,8 +225,8 @@ export class TrainerClient {
       message: (text) => {
         if (this.socket === socket) this.receive(text);
       },
-      close: (reason, fatal) => {
-        if (this.socket === socket) this.lost(reason, fatal);
+      close: (reason, fatal, failure) => {
+        if (this.socket === socket) this.lost(reason, fatal, failure);
       },
     };
     try {
@@ -325,7 +341,7 @@ export class TrainerClient {
     this.lost(reason, fatal);
   }
 
-  private lost(reason: string, fatal: boolean): void {
+  private lost(reason: string, fatal: boolean, failure?: ConnectFailure): void {
     if (this.stateValue === 'closed') return;
     this.socket = undefined;
     this.stopHeartbeat();
@@ -333,7 +349,7 @@ export class TrainerClient {
     // A failed first connection is reported to the caller of connect() rather than retried behind its back.
     if (fatal || this.firstConnect) {
       this.setState('closed', reason);
-      this.firstConnect?.reject(new Error(reason));
+      this.firstConnect?.reject(new TrainerConnectError(reason, failure));
       this.firstConnect = undefined;
       return;
     }

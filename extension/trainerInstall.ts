@@ -24,3 +24,12 @@ export function checkTrainerInstall(
     });
   });
 }
+
+/** What pip installs the trainer from (media/walkthrough/install-trainer.md shows the same; a test keeps them equal). */
+export const TRAINER_PIP_SPEC =
+  '"agentrl @ git+https://github.com/agent-rl-studio/agent-rl-studio#subdirectory=trainer-server"';
+
+/** The shell command that installs the trainer into `python`. */
+export function installCommand(python: string): string {
+  return `${/\s/.test(python) ? `"${python}"` : python} -m pip install ${TRAINER_PIP_SPEC}`;
+}

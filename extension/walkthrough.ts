@@ -5,6 +5,7 @@
 // already has; nothing here needs to know about them.
 import * as vscode from 'vscode';
 import type { Ctx } from './ctx';
+import { PYTHON_PATH_SETTING } from './settings';
 import { checkTrainerInstall } from './trainerInstall';
 
 /** The walkthrough's id in package.json; VS Code knows it as `<publisher>.<name>#<id>`. */
@@ -23,7 +24,7 @@ export function registerWalkthrough(ctx: Ctx): vscode.Disposable {
   }, 0);
   return vscode.Disposable.from(
     { dispose: () => clearTimeout(afterActivation) },
-    vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration('agentRl.pythonPath') && check()),
+    vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration(PYTHON_PATH_SETTING) && check()),
     vscode.workspace.onDidGrantWorkspaceTrust(check),
   );
 }
@@ -55,7 +56,7 @@ export async function updateTrainerMissing(ctx: Ctx): Promise<boolean | undefine
   const missing = install !== 'found';
   if (install === 'missing') ctx.log.info(`${python} has no agentrl: Start Local Server needs it installed there.`);
   if (install === 'noPython')
-    ctx.log.info(`${python} could not be run: set "agentRl.pythonPath" to start a local server.`);
+    ctx.log.info(`${python} could not be run: set "${PYTHON_PATH_SETTING}" to start a local server.`);
   await vscode.commands.executeCommand('setContext', TRAINER_MISSING_CONTEXT, missing);
   return missing;
 }

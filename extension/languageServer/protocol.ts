@@ -11,3 +11,7 @@ export type TrainerDevicesParams = InitializeResult['devices'];
  *  devices its `initialize` result reported, or null after it disconnects, so hovers on `model.*` can say what the
  *  run will have to work with and whether the model roughly fits. */
 export const trainerDevicesNotification = new NotificationType<TrainerDevicesParams | null>('agentRl/trainerDevices');
+
+/** The `source` of every diagnostic this server publishes: its quick fixes, and the editor's check before a run starts
+ *  (configProblems.ts), tell its problems from other extensions' and from the health alerts on the same file. */
+export const RUN_CONFIG_DIAGNOSTIC_SOURCE = 'agent-rl';

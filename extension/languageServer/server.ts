@@ -19,7 +19,7 @@ import { parseDocument } from 'yaml';
 import { complete, hoverText } from './assist';
 import { describeModelSource, modelSource } from './modelPath';
 import { devicesSummary } from './fit';
-import { trainerDevicesNotification, type TrainerDevicesParams } from './protocol';
+import { RUN_CONFIG_DIAGNOSTIC_SOURCE, trainerDevicesNotification, type TrainerDevicesParams } from './protocol';
 import { validateRunConfig, type Finding } from './validate';
 
 const connection = createConnection(ProposedFeatures.all);
@@ -49,7 +49,7 @@ function validate(document: TextDocument): void {
   const diagnostics: Diagnostic[] = validateRunConfig(document.getText(), path).map((f) => ({
     range: { start: document.positionAt(f.start), end: document.positionAt(f.end) },
     severity: SEVERITY[f.severity],
-    source: 'agent-rl',
+    source: RUN_CONFIG_DIAGNOSTIC_SOURCE,
     code: f.code,
     message: f.message,
     data: f.fix,
@@ -85,7 +85,7 @@ connection.onHover((params) => {
 
 connection.onCodeAction((params): CodeAction[] =>
   params.context.diagnostics
-    .filter((d) => d.source === 'agent-rl' && d.data)
+    .filter((d) => d.source === RUN_CONFIG_DIAGNOSTIC_SOURCE && d.data)
     .map((d) => {
       const fix = d.data as { title: string; text: string };
       return {

@@ -92,13 +92,15 @@ export async function launch(): Promise<Browser> {
   });
 }
 
-/** Opens the panel, waits for its `ready`, and answers with a `load` of these records, as the host does. */
+/** Opens the panel, waits for its `ready`, and answers with a `load` of these records, as the host does. The page is as
+ *  wide as the `viewport`: VS Code's editor at its default width in a 1280px window is about 800px. */
 export async function openReplay(
   browser: Browser,
   records: TrajectoryRecord[],
   theme: Theme = 'vscode-light',
+  viewport = { width: 1400, height: 860 },
 ): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+  const page = await browser.newPage({ viewport });
   page.on('pageerror', (err) => {
     throw err;
   });

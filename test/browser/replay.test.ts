@@ -354,6 +354,128 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  describe('at the default editor width (800px)', () => {
+    const narrow = { width: 800, height: 700 };
+    /** The tokens drawn past their view's right edge, or with their text cut short of their max-width. */
+    const overflowing = (page: Page, view: string): Promise<string[]> =>
+      page.locator(`${view} .token-viewport`).evaluate((viewport) => {
+        const right = viewport.getBoundingClientRect().left + viewport.clientLeft + viewport.clientWidth;
+        return [...viewport.querySelectorAll<HTMLElement>('.token[data-index]')]
+          .filter(
+            (t) =>
+              t.getBoundingClientRect().right > right + 0.5 ||
+              (t.scrollWidth > t.clientWidth && t.offsetWidth < parseFloat(getComputedStyle(t).maxWidth)),
+          )
+          .map((t) => `#${t.dataset.index} ${JSON.stringify(t.textContent)}`);
+      });
+    /** The token indices drawn, in the order they are laid out. */
+    const drawnIndices = (page: Page, view: string): Promise<number[]> =>
+      page
+        .locator(`${view} .token[data-index]`)
+        .evaluateAll((tokens) => tokens.map((t) => Number((t as HTMLElement).dataset.index)));
+
+    it('wraps tokens at the width of the view instead of cutting them at its edge, and again when it is resized', async () => {
+      const record = toolErrors[0];
+      const page = await openReplay(browser, [record], 'vscode-light', narrow);
+      await page.click(`tr[data-id="${record.id}"]`);
+      await page.click('#view-tokens');
+      await page.locator('.token[data-index]').first().waitFor();
+      assert.deepEqual(await overflowing(page, '.token-view'), []);
+      const shown = await drawnIndices(page, '.token-view');
+      assert.deepEqual(
+        shown,
+        shown.map((_, i) => i),
+        'every token from the first, each once, in order',
+      );
+      const rows = () => page.$eval('.token-spacer', (spacer) => spacer.getBoundingClientRect().height / 26);
+      const rowsAt800 = await rows();
+      await page.screenshot({ path: join(SCREENSHOTS, 'narrow-tokens-vscode-light.png') });
+
+      await page.setViewportSize({ width: 1400, height: 700 });
+      await page.waitForFunction(
+        (n) => document.querySelector('.token-spacer')!.getBoundingClientRect().height / 26 < n,
+        rowsAt800,
+      );
+      assert.deepEqual(await overflowing(page, '.token-view'), []);
+
+      await page.setViewportSize(narrow);
+      await page.click('#view-episode');
+      await page.click('#tab-tokens'); // the inspector's, a third of the panel
+      await page.locator('.inspector .token[data-index]').first().waitFor();
+      assert.deepEqual(await overflowing(page, '.inspector'), []);
+      await page.close();
+    });
+
+    it('shows the system prompt and every tool the model was shown, with its parameters, on the Prompt step', async () => {
+      const record = toolErrors[0];
+      const page = await openReplay(browser, [record], 'vscode-light', narrow);
+      await page.click(`tr[data-id="${record.id}"]`);
+      assert.equal(await page.textContent('li.step.current'), ' Prompt');
+      const io = page.locator('.inspector .io.prompt');
+      assert.equal(await io.locator('h4').first().textContent(), 'System prompt');
+      assert.equal(await io.locator('pre').first().textContent(), record.prompt[0].content);
+      assert.match((await page.textContent('#prompt-tools')) ?? '', /^Tools the model was shown \(3\)/);
+      assert.deepEqual(await io.locator('.tool-card .tool-name').allTextContents(), ['boom', 'hang', 'echo']);
+      const echo = io.locator('.tool-card', { hasText: 'echo' });
+      assert.equal(await echo.locator('.tool-description').textContent(), 'returns its text');
+      assert.deepEqual(await echo.locator('.tool-parameters li').allTextContents(), ['text string, required']);
+      assert.equal(await page.textContent('.transcript .role-tools pre'), 'boom, hang, echo');
+      await page.screenshot({ path: join(SCREENSHOTS, 'narrow-prompt-vscode-light.png') });
+      await page.close();
+    });
+
+    it('keeps "what it means" readable: stacked under "what happened", its observation as wide as the pane', async () => {
+      const record = toolErrors[0];
+      const page = await openReplay(browser, [record], 'vscode-light', narrow);
+      await page.click(`tr[data-id="${record.id}"]`);
+      await page.keyboard.press('t');
+      const box = async (selector: string) => (await page.locator(selector).boundingBox())!;
+      const [happened, means, observation] = [
+        await box('.pair .happened'),
+        await box('.pair .means'),
+        await box('.means dd pre'),
+      ];
+      assert.ok(means.width >= 240, `"what it means" is ${means.width}px wide`);
+      assert.ok(means.y >= happened.y + happened.height, 'below "what happened", not squeezed beside it');
+      assert.ok(observation.width >= means.width - 40, `its observation is ${observation.width}px wide`);
+      await page.screenshot({ path: join(SCREENSHOTS, 'narrow-tool-call-vscode-light.png') });
+      await page.setViewportSize({ width: 1600, height: 700 }); // side by side again where there is room
+      assert.ok(Math.abs((await box('.pair .means')).y - (await box('.pair .happened')).y) < 1);
+      await page.close();
+    });
+
+    it('says which advantage each view shows: the group table the mean over trained tokens, the tokens their own', async () => {
+      const record = lookup[0];
+      const trained = record.tokens.advantage.filter((_, i) => record.tokens.loss_mask[i] === 1) as number[];
+      const mean = trained.reduce((sum, a) => sum + a, 0) / trained.length;
+      assert.equal(formatNumber(mean), formatNumber(record.advantage), "the record's advantage is that mean");
+      assert.ok(
+        trained.some((a) => formatNumber(a) !== formatNumber(record.advantage)),
+        'and its tokens show other values',
+      );
+      const page = await openReplay(browser, lookup, 'vscode-light', narrow);
+      await page.click(`tr[data-id="${record.id}"]`);
+      await page.click('#view-group');
+      const header = page.locator('.group-view th', { hasText: 'mean advantage' });
+      assert.match((await header.getAttribute('title')) ?? '', /mean of its trained tokens' advantages/);
+      const column = await page.locator('.group-view thead th').allTextContents();
+      const cell = page.locator(`.group-view tr[data-id="${record.id}"] td`).nth(column.indexOf('mean advantage'));
+      assert.equal(await cell.textContent(), formatNumber(record.advantage));
+      assert.deepEqual(await overflowingCells(page), [], 'the table fits the panel');
+      await page.screenshot({ path: join(SCREENSHOTS, 'narrow-group-vscode-light.png') });
+      await page.click('#view-tokens');
+      assert.match(
+        (await page.textContent('#token-summary')) ?? '',
+        new RegExp(`mean advantage ${formatNumber(record.advantage)} over the trained tokens$`),
+      );
+      assert.deepEqual(await page.locator('.legend .swatch').allTextContents(), [
+        'token advantage > 0',
+        'token advantage < 0',
+      ]);
+      await page.close();
+    });
+  });
+
   for (const theme of ['vscode-light', 'vscode-dark', 'vscode-high-contrast'] as Theme[]) {
     it(`draws the run, an episode's errors, its tokens and a group's anchor states legibly in ${theme}, with screenshots`, async () => {
       const page = await openReplay(browser, toolErrors, theme);
@@ -394,6 +516,17 @@ describe('replay panel in Chromium', function () {
     });
   }
 });
+
+/** The group table's cells drawn past the panel's right edge. */
+async function overflowingCells(page: Page): Promise<string[]> {
+  return page
+    .locator('.group-view td')
+    .evaluateAll((cells) =>
+      cells
+        .filter((c) => c.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+        .map((c) => c.textContent ?? ''),
+    );
+}
 
 /** WCAG contrast ratio of an element's text colour against the first opaque background at or above it. */
 async function contrast(page: Page, selector: string): Promise<number> {

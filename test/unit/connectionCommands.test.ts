@@ -1,8 +1,14 @@
 import { fake } from './vscodeStub';
 import { strict as assert } from 'node:assert';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Commands } from '../../extension/commands';
 import { ensureConnected, registerConnectionCommands } from '../../extension/connectionCommands';
+import { ActionableError } from '../../extension/ctx';
 import { tokenKey } from '../../extension/settings';
+import { TrainerConnectError } from '../../extension/trainerClient';
+import { TRAINER_PIP_SPEC } from '../../extension/trainerInstall';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
 import { commands } from 'vscode';
 
@@ -41,25 +47,160 @@ describe('connection commands', () => {
     assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
   });
 
-  it('Connect to Server asks for the URL and the token, connects, and keeps the token in secret storage', async () => {
+  describe('Start Local Server with a Python that cannot start the trainer', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-python-'));
+    /** A "Python" that is a shell script, as trainerInstall's tests make them. */
+    const script = (name: string, body: string): string => {
+      const path = join(dir, name);
+      writeFileSync(path, `#!/bin/sh\n${body}\n`);
+      chmodSync(path, 0o755);
+      return path;
+    };
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    beforeEach(() => {
+      f.settings.workspaceRoot = () => dir; // the probe runs there, as the server would
+      f.connection.connecting = async () => {
+        throw new Error('the trainer server exited before listening (exit code 1)');
+      };
+    });
+
+    it('a Python that is not there: says so, and offers the setting and the install command', async () => {
+      const python = join(dir, 'no-such-python');
+      f.settings.pythonPath = () => python;
+      fake.messageChoices = ['Open Setting'];
+      assert.equal(await commands.executeCommand(Commands.startLocalServer), undefined);
+      const install = `python3 -m pip install ${TRAINER_PIP_SPEC}`;
+      assert.deepEqual(fake.messages, [
+        {
+          severity: 'error',
+          text: `Start Local Server: ${python} could not be run. Set "agentRl.pythonPath" to a Python (3.11 or newer) with the trainer installed, or install it: ${install}`,
+          actions: ['Open Setting', 'Copy Install Command', 'Show Logs'],
+        },
+      ]);
+      await settle();
+      assert.deepEqual(fake.executed, [{ command: 'workbench.action.openSettings', args: ['agentRl.pythonPath'] }]);
+    });
+
+    it('a Python without agentrl: says so, and copies the command that installs it into that Python', async () => {
+      const python = script('bare-python', 'exec python3 -I -S "$@"');
+      f.settings.pythonPath = () => python;
+      fake.messageChoices = ['Copy Install Command'];
+      await commands.executeCommand(Commands.startLocalServer);
+      assert.match(
+        fake.messages[0].text,
+        new RegExp(`^Start Local Server: ${python} has no agentrl \\(the trainer\\)\\. Install it there: `),
+      );
+      await settle();
+      assert.equal(fake.clipboard, `${python} -m pip install ${TRAINER_PIP_SPEC}`);
+    });
+
+    it('through ensureConnected (Start Training, Try): the same error with its fixes; a Python with agentrl: the failure as it came', async () => {
+      f.settings.pythonPath = () => join(dir, 'no-such-python');
+      await assert.rejects(
+        ensureConnected(f.ctx),
+        (err) =>
+          err instanceof ActionableError &&
+          /could not be run/.test(err.message) &&
+          err.actions.map((a) => a.title).join() === 'Open Setting,Copy Install Command',
+      );
+      const found = script('found-python', 'exit 0');
+      f.settings.pythonPath = () => found;
+      await commands.executeCommand(Commands.startLocalServer);
+      assert.deepEqual(fake.messages.at(-1), {
+        severity: 'error',
+        text: 'Start Local Server: the trainer server exited before listening (exit code 1)',
+        actions: ['Show Logs'],
+      });
+    });
+  });
+
+  /** A server at ws://gpu-box:8765 that wants the token `s3cret`, as the socket reports it. */
+  const wantsToken = async (token?: string): Promise<void> => {
+    if (token === 's3cret') f.connection.isConnected = true;
+    else
+      throw new TrainerConnectError(
+        `the server ${token ? 'refused the token' : 'needs a token'} (HTTP 401)`,
+        'unauthorized',
+      );
+  };
+
+  it('Connect to Server asks for the URL, tries it, asks for the token the server wants, and keeps it in secret storage', async () => {
+    f.connection.connecting = wantsToken;
     fake.answers = ['ws://gpu-box:8765', 's3cret'];
     const url = await commands.executeCommand(Commands.connectServer);
     assert.equal(url, 'ws://gpu-box:8765');
-    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 s3cret']);
+    assert.deepEqual(f.connection.calls, [
+      'connectRemote ws://gpu-box:8765 (no token)',
+      'connectRemote ws://gpu-box:8765 s3cret',
+    ]);
     assert.equal(f.secrets.get(tokenKey('ws://gpu-box:8765')), 's3cret');
     assert.equal(fake.prompts[0].options.value, 'ws://127.0.0.1:8765', 'without a serverUrl setting, the default');
+    assert.equal(fake.prompts[1].options.title, 'Token for ws://gpu-box:8765');
     assert.equal(fake.prompts[1].options.password, true);
   });
 
-  it('Connect to Server uses the stored token without asking, and forgets one the server refuses', async () => {
-    f.secrets.set(tokenKey('ws://gpu-box:8765'), 'old');
+  it('Connect to Server says that nothing listens at a refused URL, and how to start a server there, asking no token', async () => {
     f.connection.connecting = async () => {
-      throw new Error('the server refused the token (HTTP 401)');
+      throw new TrainerConnectError('connect ECONNREFUSED 10.0.0.7:8765', 'refused');
     };
-    assert.equal(await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }), undefined);
-    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 old']);
+    fake.answers = ['ws://gpu-box:8765 ', 'never asked'];
+    assert.equal(await commands.executeCommand(Commands.connectServer), undefined);
+    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 (no token)']);
+    assert.equal(fake.prompts.length, 1, 'the URL only');
+    const reason =
+      'Connect to Server: nothing listens at ws://gpu-box:8765: start the server there ' +
+      '(agentrl serve --host 0.0.0.0 --port 8765 --token-file ~/.agentrl-token --allow-code) or check the port';
+    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
+
+    fake.messages = [];
+    await commands.executeCommand(Commands.connectServer, { url: 'ws://127.0.0.1:9000' });
+    assert.match(
+      fake.messages[0].text,
+      /nothing listens at ws:\/\/127\.0\.0\.1:9000: start the server there \(agentrl serve --port 9000\)/,
+    );
+  });
+
+  it('Connect to Server uses the stored token without asking', async () => {
+    f.secrets.set(tokenKey('ws://gpu-box:8765'), 's3cret');
+    f.connection.connecting = wantsToken;
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }),
+      'ws://gpu-box:8765',
+    );
+    assert.deepEqual(f.connection.calls, ['connectRemote ws://gpu-box:8765 s3cret']);
     assert.equal(fake.prompts.length, 0);
-    assert.equal(f.secrets.has(tokenKey('ws://gpu-box:8765')), false);
+  });
+
+  it('Connect to Server forgets a stored token the server refuses and asks for the current one', async () => {
+    f.secrets.set(tokenKey('ws://gpu-box:8765'), 'old');
+    f.connection.connecting = wantsToken;
+    fake.answers = ['s3cret'];
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }),
+      'ws://gpu-box:8765',
+    );
+    assert.deepEqual(f.connection.calls, [
+      'connectRemote ws://gpu-box:8765 old',
+      'connectRemote ws://gpu-box:8765 s3cret',
+    ]);
+    assert.match(String(fake.prompts[0].options.prompt), /^The server refused the stored token\. /);
+    assert.equal(f.secrets.get(tokenKey('ws://gpu-box:8765')), 's3cret');
+  });
+
+  it('Connect to Server fails on a token refused again, keeping none, and on a token its caller gave, asking nothing', async () => {
+    f.connection.connecting = wantsToken;
+    fake.answers = ['wrong'];
+    assert.equal(await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }), undefined);
+    assert.equal(f.secrets.size, 0);
+    assert.equal(fake.messages[0].text, 'Connect to Server: the server refused the token (HTTP 401)');
+
+    fake.messages = [];
+    fake.prompts = [];
+    assert.equal(
+      await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765', token: 'guess' }),
+      undefined,
+    );
+    assert.equal(fake.prompts.length, 0);
     assert.equal(fake.messages[0].text, 'Connect to Server: the server refused the token (HTTP 401)');
   });
 
@@ -93,13 +234,16 @@ describe('connection commands', () => {
       assert.deepEqual(f.connection.calls, []);
     });
 
-    it('connects to the agentRl.serverUrl setting, asking only for its token', async () => {
+    it('connects to the agentRl.serverUrl setting, asking only for the token it wants', async () => {
       f.settings.serverUrl = () => 'wss://trainer.example';
-      fake.answers = [''];
+      f.connection.connecting = wantsToken;
+      fake.answers = ['s3cret'];
       await ensureConnected(f.ctx);
-      assert.deepEqual(f.connection.calls, ['connectRemote wss://trainer.example (no token)']);
+      assert.deepEqual(f.connection.calls, [
+        'connectRemote wss://trainer.example (no token)',
+        'connectRemote wss://trainer.example s3cret',
+      ]);
       assert.equal(fake.prompts.length, 1);
-      assert.equal(f.secrets.size, 0, 'an empty token is not stored');
     });
 
     it('starts a local server without a serverUrl, and fails when none could be had', async () => {

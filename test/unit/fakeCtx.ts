@@ -36,8 +36,8 @@ export class FakeConnection {
     get: async (_runId: string, ids: string[]): Promise<TrajectoryRecord[]> =>
       ids.map((id) => this.trajectoryRecords.get(id)!),
   };
-  /** What `startLocal` and `connectRemote` do (connect, by default). */
-  connecting: () => Promise<void> = async () => {
+  /** What `startLocal` and `connectRemote` (with its token) do (connect, by default). */
+  connecting: (token?: string) => Promise<void> = async () => {
     this.isConnected = true;
   };
 
@@ -56,7 +56,7 @@ export class FakeConnection {
     this.calls.push(`connectRemote ${url} ${token ?? '(no token)'}`);
     this.kind = 'remote';
     this.url = url;
-    await this.connecting();
+    await this.connecting(token);
   }
   async disconnect(): Promise<void> {
     this.calls.push('disconnect');

@@ -1,9 +1,9 @@
-import { CodeLens, fake, pick, TextDocument, Uri } from './vscodeStub';
+import { CodeLens, Diagnostic, DiagnosticSeverity, fake, pick, Range, TextDocument, Uri } from './vscodeStub';
 import { strict as assert } from 'node:assert';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { commands } from 'vscode';
+import { basename, join } from 'node:path';
+import { commands, languages, workspace } from 'vscode';
 import { ErrorCode } from '../../protocol/generated/rpc';
 import { Commands } from '../../extension/commands';
 import { registerRunCommands } from '../../extension/runCommands';
@@ -21,7 +21,14 @@ describe('run commands', () => {
     writeFileSync(config, 'name: lookup\nmodel:\n  path: tiny\n');
     f = fakeCtx({ findRunConfigs: async () => [Uri.file(config)] });
     registerRunCommands(f.ctx);
+    // the run-config language server: checks each config as it opens, finding what a test puts in configProblems
+    configProblems = [];
+    const published = languages.createDiagnosticCollection('agentRl.runConfig');
+    workspace.onDidOpenTextDocument((document) => published.set(document.uri, configProblems as never));
   });
+  let configProblems: Diagnostic[];
+  const problem = (line: number, message: string, severity = DiagnosticSeverity.Error, source = 'agent-rl') =>
+    Object.assign(new Diagnostic(new Range(line, 0, line, 4), message, severity), { source });
 
   describe('Start Training', () => {
     beforeEach(() => {
@@ -99,6 +106,54 @@ describe('run commands', () => {
       assert.equal(await commands.executeCommand(Commands.startTraining, stepRow), 'r1');
       assert.equal((f.connection.requests[0].params as { configDir: string }).configDir, envFolder);
       assert.equal(await commands.executeCommand(Commands.startTraining, join(envFolder, 'notes.txt')), 'r1');
+    });
+
+    it("says a config's errors in the editor's words and offers the Problems panel, sending the trainer nothing", async () => {
+      fake.workspaceFolders = [{ uri: Uri.file(tmpdir()) }];
+      configProblems = [
+        problem(2, 'unknown key "lr" (did you mean "train.lr"?)'),
+        problem(4, 'rollout.max_context 64 is below prompt + turns × new tokens', DiagnosticSeverity.Warning),
+        problem(6, 'env.module: no file env.py next to the config'),
+      ];
+      fake.messageChoices = ['Show Problems'];
+      assert.equal(await commands.executeCommand(Commands.startTraining, config), undefined);
+      assert.deepEqual(fake.messages, [
+        {
+          severity: 'error',
+          text: `Start Training: ${join(basename(envFolder), 'lookup.agentrl.yaml')} has 2 problems: line 3: unknown key "lr" (did you mean "train.lr"?); line 7: env.module: no file env.py next to the config.`,
+          actions: ['Show Problems', 'Start Anyway'],
+        },
+      ]);
+      assert.deepEqual(
+        fake.executed.map((e) => e.command),
+        ['workbench.actions.view.problems'],
+      );
+      assert.deepEqual(f.connection.requests, []);
+
+      fake.messageChoices = ['Start Anyway']; // the config is open now: its problems are known without waiting
+      assert.equal(await commands.executeCommand(Commands.startTraining, config), 'r1');
+      fake.messages = [];
+      assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), undefined, 'dismissed');
+      assert.deepEqual(fake.messages[0].actions, ['Show Problems', 'Try Anyway']);
+    });
+
+    it("names three problems at most; warnings, and errors that are not the run config's (a health alert), let it start", async () => {
+      configProblems = [1, 2, 3, 4, 5].map((line) => problem(line, `problem ${line}`));
+      await commands.executeCommand(Commands.startTraining, config);
+      assert.match(
+        fake.messages[0].text,
+        /has 5 problems: line 2: problem 1; line 3: problem 2; line 4: problem 3 \(and 2 more\)\.$/,
+      );
+      fake.messages = [];
+      configProblems.splice(
+        0,
+        5,
+        problem(1, 'a warning', DiagnosticSeverity.Warning),
+        problem(1, 'non_finite: the run stopped', DiagnosticSeverity.Error, 'Agent RL health'),
+      );
+      fake.textDocuments = []; // checked again as it opens
+      assert.equal(await commands.executeCommand(Commands.startTraining, config), 'r1');
+      assert.equal(fake.messages.filter((m) => m.severity === 'error').length, 0);
     });
 
     it('refuses in an untrusted workspace', async () => {

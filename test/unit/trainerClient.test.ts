@@ -1,6 +1,12 @@
 import { strict as assert } from 'node:assert';
 import { ErrorCode, PROTOCOL_VERSION } from '../../protocol/generated/rpc';
-import { TrainerClient, TrainerRequestError, type SocketHandlers, type Timers } from '../../extension/trainerClient';
+import {
+  TrainerClient,
+  TrainerConnectError,
+  TrainerRequestError,
+  type SocketHandlers,
+  type Timers,
+} from '../../extension/trainerClient';
 
 /** Timers that run only when the test advances the clock. */
 class FakeTimers implements Timers {
@@ -217,8 +223,11 @@ describe('TrainerClient', () => {
   it('reports a failed first connection to connect() instead of retrying; stops for good on a refused token', async () => {
     const first = setup();
     const attempt = first.client.connect();
-    first.sockets[0].handlers.close('ECONNREFUSED 127.0.0.1:1', false);
-    await assert.rejects(attempt, /ECONNREFUSED/);
+    first.sockets[0].handlers.close('ECONNREFUSED 127.0.0.1:1', false, 'refused');
+    await assert.rejects(
+      attempt,
+      (err) => err instanceof TrainerConnectError && err.failure === 'refused' && /ECONNREFUSED/.test(err.message),
+    );
     assert.equal(first.client.state, 'closed');
     assert.deepEqual(first.timers.pending(), []);
 

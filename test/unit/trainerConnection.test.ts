@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { PROTOCOL_VERSION, type InitializeResult, type RunEventParams } from '../../protocol/generated/rpc';
+import { TrainerConnectError } from '../../extension/trainerClient';
 import { TrainerConnection, type HealthAlert } from '../../extension/trainerConnection';
 import { FakeLog, runInfo } from './fakeCtx';
 import { Uri } from './vscodeStub';
@@ -135,6 +136,36 @@ describe('TrainerConnection', () => {
     ]);
     assert.deepEqual([alerts[0].runId, alerts[0].runName, alerts[0].alert.code], ['r1', 'lookup', 'no_tool_calls']);
     assert.equal(connection.model.healthAlerts('r1').length, 1);
+  });
+
+  it('tells a connection nothing answers from a server that wants a token, as the socket saw them', async () => {
+    const failure = (expected: TrainerConnectError['failure'], message: RegExp) => (err: unknown) =>
+      err instanceof TrainerConnectError && err.failure === expected && message.test(err.message);
+    const gone = new FakeTrainerServer();
+    await gone.listening;
+    const url = gone.url;
+    await gone.close(); // nothing listens on its port any more
+    await assert.rejects(connection.connectRemote(url, undefined), failure('refused', /ECONNREFUSED/));
+
+    const guarded = new WebSocketServer({
+      host: '127.0.0.1',
+      port: 0,
+      verifyClient: (info, done) => done(info.req.headers.authorization === 'Bearer s3cret', 401),
+    });
+    await new Promise((resolve) => guarded.on('listening', resolve));
+    const guardedUrl = `ws://127.0.0.1:${(guarded.address() as { port: number }).port}`;
+    try {
+      await assert.rejects(
+        connection.connectRemote(guardedUrl, undefined),
+        failure('unauthorized', /^the server needs a token \(HTTP 401\)$/),
+      );
+      await assert.rejects(
+        connection.connectRemote(guardedUrl, 'wrong'),
+        failure('unauthorized', /^the server refused the token \(HTTP 401\)$/),
+      );
+    } finally {
+      await new Promise((resolve) => guarded.close(resolve));
+    }
   });
 
   it('refuses requests while not connected, saying how to connect', async () => {

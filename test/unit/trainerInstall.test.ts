@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { checkTrainerInstall } from '../../extension/trainerInstall';
+import { checkTrainerInstall, installCommand, TRAINER_PIP_SPEC } from '../../extension/trainerInstall';
 
 const VENV_PYTHON = process.env.AGENTRL_PYTHON ?? resolve(__dirname, '../../.venv/bin/python');
 
@@ -38,5 +38,14 @@ describe('checkTrainerInstall', () => {
     assert.equal(await checkTrainerInstall(join(dir, 'no-such-python'), dir), 'noPython');
     assert.equal(await checkTrainerInstall(script('broken-python', 'exit 1'), dir), 'noPython');
     assert.equal(await checkTrainerInstall(script('hung-python', 'exec sleep 10'), dir, 200), 'noPython');
+  });
+});
+
+describe('installCommand', () => {
+  it("installs the trainer into the Python given, from what the walkthrough's install step shows", () => {
+    assert.equal(installCommand('/opt/py/bin/python'), `/opt/py/bin/python -m pip install ${TRAINER_PIP_SPEC}`);
+    assert.match(installCommand('/My Envs/python'), /^"\/My Envs\/python" -m pip install /);
+    const walkthrough = readFileSync(resolve(__dirname, '../../media/walkthrough/install-trainer.md'), 'utf8');
+    assert.ok(walkthrough.includes(installCommand('python3')), 'install-trainer.md shows the same command');
   });
 });

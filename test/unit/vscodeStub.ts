@@ -212,6 +212,7 @@ export class DiagnosticCollection {
   constructor(readonly name: string) {}
   set(uri: Uri, diagnostics: Diagnostic[]): void {
     this.entries.set(uri.fsPath, diagnostics);
+    fake.diagnosticsChanged.fire({ uris: [uri] });
   }
   get(uri: Uri): Diagnostic[] | undefined {
     return this.entries.get(uri.fsPath);
@@ -316,6 +317,10 @@ export const fake = {
   /** Fire to tell the extension that settings changed (`affectsConfiguration` says which) or trust was granted. */
   configurationChanges: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
   trustGranted: new EventEmitter<void>(),
+  /** Fired when a diagnostic collection changes (`languages.onDidChangeDiagnostics`). */
+  diagnosticsChanged: new EventEmitter<{ uris: Uri[] }>(),
+  /** Fired when `openTextDocument` opens a document that was not open (what a language client listens to). */
+  documentOpened: new EventEmitter<TextDocument>(),
   reset(): void {
     this.commands.clear();
     this.executed = [];
@@ -338,6 +343,8 @@ export const fake = {
     this.clipboard = '';
     this.configurationChanges.dispose();
     this.trustGranted.dispose();
+    this.diagnosticsChanged.dispose();
+    this.documentOpened.dispose();
   },
 };
 
@@ -442,6 +449,7 @@ const workspace = {
     if (open) return open;
     const document = new TextDocument(uri, readFileSync(uri.fsPath, 'utf8'));
     fake.textDocuments.push(document);
+    fake.documentOpened.fire(document);
     return document;
   },
   /** Applies whole-document replacements (what the extension makes) to the open documents. */
@@ -454,11 +462,17 @@ const workspace = {
     return [];
   },
   onDidChangeTextDocument: () => new Disposable(() => undefined),
+  onDidOpenTextDocument: fake.documentOpened.event,
   onDidChangeConfiguration: fake.configurationChanges.event,
   onDidGrantWorkspaceTrust: fake.trustGranted.event,
 };
 
 const languages = {
+  /** Every collection's diagnostics on `uri`, as VS Code merges them. */
+  getDiagnostics(uri: Uri): Diagnostic[] {
+    return [...fake.diagnostics.values()].flatMap((collection) => collection.get(uri) ?? []);
+  },
+  onDidChangeDiagnostics: fake.diagnosticsChanged.event,
   createDiagnosticCollection(name: string): DiagnosticCollection {
     const collection = new DiagnosticCollection(name);
     fake.diagnostics.set(name, collection);

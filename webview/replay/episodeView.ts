@@ -1,12 +1,14 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
 import type { ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
+import { ADVANTAGE } from './advantage';
 import { hasStepFields, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon, pretty } from '../dom';
 import { lineDiff } from './lineDiff';
 import type { InspectorTab, UiState } from './state';
 import { buildSteps, type JumpTarget, type Step } from './steps';
 import { renderTokenView } from './tokenView';
+import { describeTools, type ToolDescription } from './toolSchemas';
 
 export interface EpisodeActions {
   goTo: (index: number) => void;
@@ -158,6 +160,20 @@ function transcript(record: TrajectoryRecord, steps: Step[], current: number): H
       h('pre', { class: 'text' }, m.content),
     ),
   );
+  const tools = describeTools(record.tools);
+  const afterSystem = record.prompt.findIndex((m) => m.role !== 'system');
+  // where the chat template puts them: with the system prompt, before the conversation
+  if (tools.length)
+    blocks.splice(
+      afterSystem < 0 ? blocks.length : afterSystem,
+      0,
+      h(
+        'div',
+        { class: 'message role-tools' },
+        h('div', { class: 'role' }, 'tools'),
+        h('pre', { class: 'text' }, tools.map((t) => t.name).join(', ')),
+      ),
+    );
   for (const turn of record.turns.filter((t) => t.index <= shownTurns)) {
     blocks.push(
       h(
@@ -246,12 +262,7 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
       rerunSection(call, turn.index, step.callIndex!, actions),
     );
   }
-  if (step.kind === 'prompt')
-    return h(
-      'div',
-      { class: 'io' },
-      ...record.prompt.map((m) => h('div', {}, h('h4', {}, m.role), h('pre', {}, m.content))),
-    );
+  if (step.kind === 'prompt') return promptTab(record);
   if (step.kind === 'reward') return rewardTab(record);
   const turn = step.turnRecord!;
   return h(
@@ -274,6 +285,57 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
       h('dd', {}, String(turn.done)),
     ),
     hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
+  );
+}
+
+/** The Prompt step: the messages the episode started from, and the tools the model was shown with them (which the
+ *  chat template writes into the prompt's tokens, where the record keeps them apart). */
+function promptTab(record: TrajectoryRecord): HTMLElement {
+  const tools = describeTools(record.tools);
+  return h(
+    'div',
+    { class: 'io prompt' },
+    ...record.prompt.map((m) =>
+      h('div', {}, h('h4', {}, m.role === 'system' ? 'System prompt' : m.role), h('pre', {}, m.content)),
+    ),
+    h(
+      'h4',
+      { id: 'prompt-tools' },
+      tools.length
+        ? `Tools the model was shown (${tools.length}), as the chat template puts them in the prompt`
+        : 'No tools',
+    ),
+    ...tools.map(toolCard),
+  );
+}
+
+function toolCard(tool: ToolDescription): HTMLElement {
+  return h(
+    'section',
+    { class: 'tool-card', 'aria-label': `Tool ${tool.name}` },
+    h('code', { class: 'tool-name' }, tool.name),
+    tool.description ? h('p', { class: 'tool-description' }, tool.description) : null,
+    tool.parameters.length
+      ? h(
+          'ul',
+          { class: 'tool-parameters', 'aria-label': `Parameters of ${tool.name}` },
+          ...tool.parameters.map((p) =>
+            h(
+              'li',
+              {},
+              h('code', {}, p.name),
+              ` ${p.type}${p.required ? ', required' : ''}`,
+              p.description ? ` — ${p.description}` : '',
+            ),
+          ),
+        )
+      : h('p', { class: 'tool-description' }, 'No parameters.'),
+    h(
+      'details',
+      {},
+      h('summary', {}, 'JSON Schema of the parameters'),
+      h('pre', { class: 'json' }, pretty(tool.schema)),
+    ),
   );
 }
 
@@ -322,7 +384,7 @@ function rewardTab(record: TrajectoryRecord): HTMLElement {
       h('dd', {}, formatNumber(record.outcome_reward)),
       h('dt', {}, 'process rewards'),
       h('dd', {}, process.map((p) => formatNumber(p)).join(', ') || '–'),
-      h('dt', {}, 'advantage (mean)'),
+      h('dt', { title: ADVANTAGE.episode.help }, ADVANTAGE.episode.label),
       h('dd', {}, formatNumber(record.advantage)),
       h('dt', {}, 'final answer'),
       h('dd', {}, record.final_answer ?? '–'),
@@ -356,7 +418,9 @@ function metadataTab(record: TrajectoryRecord): HTMLElement {
     ['tokens', `${record.stats.total_tokens} (${record.stats.response_tokens} trained)`],
     [
       'tools',
-      record.tools.map((t) => pretty((t as { function?: { name?: string } }).function?.name ?? '?')).join(', '),
+      describeTools(record.tools)
+        .map((t) => t.name)
+        .join(', ') || '–',
     ],
   ];
   return h('dl', { class: 'metadata' }, ...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));

@@ -1,6 +1,7 @@
 // The group view: the samples of one prompt side by side, as GRPO compares them; or, by anchor state, the
 // steps of those samples grouped by the state they start from, as GiGPO compares them.
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
+import { ADVANTAGE } from './advantage';
 import { anchorGroups, hasStateKeys, stateKeyPreview, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon } from '../dom';
 import type { GroupBy, GroupSort, UiState } from './state';
@@ -31,8 +32,8 @@ export function renderGroup(
   const keyed = hasStateKeys(group);
   const groupBy: GroupBy = keyed ? state.groupBy : 'episode';
   const components = [...new Set(group.flatMap((r) => Object.keys(r.reward_breakdown)))];
-  const header = (label: string, sort?: GroupSort) => {
-    if (!sort) return h('th', { scope: 'col' }, label);
+  const header = (label: string, sort?: GroupSort, title?: string) => {
+    if (!sort) return h('th', { scope: 'col', title }, label);
     const active = state.groupSort === sort || state.groupSort === `-${sort}`;
     const button = h(
       'button',
@@ -129,7 +130,7 @@ export function renderGroup(
               header('sample', 'sample'),
               header('reward', 'reward'),
               ...components.map((c) => header(c)),
-              header('advantage'),
+              header(ADVANTAGE.episode.label, undefined, ADVANTAGE.episode.help),
               header('turns', 'turns'),
               header('tool calls'),
               header('status'),
