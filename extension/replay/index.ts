@@ -1,6 +1,7 @@
-// Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for
-// `*.trajectories.jsonl`, and the relay between a trainer run and the webview. Talks to the webview only
-// through the typed messages of protocol/webview-messages.ts.
+// Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for trajectory files
+// (ours, `*.trajectories.jsonl`, and Harbor's ATIF, `*.atif.jsonl`, `*.atif.json`: trajectoryFile.ts), and the relay
+// between a trainer run and the webview. Talks to the webview only through the typed messages of
+// protocol/webview-messages.ts.
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
@@ -9,7 +10,8 @@ import { registerCommands, type Ctx } from '../ctx';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
 import { relayToolRerun } from './toolRerun';
-import { findToolDefinition, parseTrajectories } from './toolSource';
+import { findToolDefinition } from './toolSource';
+import { parseTrajectories } from './trajectoryFile';
 
 export const TRAJECTORY_EDITOR_VIEW_TYPE = 'agentRl.trajectoryReplay';
 
@@ -47,7 +49,7 @@ const openReplay =
             await vscode.window.showOpenDialog({
               title: 'Open trajectories',
               canSelectMany: false,
-              filters: { Trajectories: ['jsonl'] },
+              filters: { Trajectories: ['jsonl', 'json'] },
             })
           )?.[0];
     if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
@@ -141,15 +143,20 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
     connect(this.ctx, panel.webview, async () => {
       const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(document.uri));
       const { records, errors } = parseTrajectories(text);
+      const name = vscode.workspace.asRelativePath(document.uri);
+      // a file with no trajectory at all is not a trajectory file: say what it holds instead of an empty replay
+      if (errors.length && !records.length) {
+        throw new Error(`${name}: ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`);
+      }
       if (errors.length) {
         this.ctx.log.warn(
           `replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`,
         );
         void vscode.window.showWarningMessage(
-          `${errors.length} line(s) of ${vscode.workspace.asRelativePath(document.uri)} are not valid JSON and were skipped (see the Agent RL log).`,
+          `${errors.length} line(s) of ${name} hold no trajectory and were skipped (see the Agent RL log).`,
         );
       }
-      return { type: 'load', source: vscode.workspace.asRelativePath(document.uri), records, live: false };
+      return { type: 'load', source: name, records, live: false };
     });
   }
 }

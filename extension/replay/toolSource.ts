@@ -1,20 +1,5 @@
-// Pure helpers of the replay host, kept free of `vscode` so unit tests run without VS Code.
-import type { TrajectoryRecord } from '../../protocol/webview-messages';
-
-/** Parses a `*.trajectories.jsonl` text; a bad line is reported with its number, never dropped silently. */
-export function parseTrajectories(text: string): { records: TrajectoryRecord[]; errors: string[] } {
-  const records: TrajectoryRecord[] = [];
-  const errors: string[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    try {
-      records.push(JSON.parse(line) as TrajectoryRecord);
-    } catch (err) {
-      errors.push(`line ${i + 1}: ${(err as Error).message}`);
-    }
-  });
-  return { records, errors };
-}
+// Where a Tool is defined in a Python file (the replay's "open tool source", the Problems panel's Tool failures), kept
+// free of `vscode` so unit tests run without VS Code.
 
 /** The 0-based line that defines the Tool called `toolName`: its `name = "..."` line (or `@tool(name="...")`), else
  * `class <Name>(Tool)`, else the `def` of a function decorated with `@tool`. */

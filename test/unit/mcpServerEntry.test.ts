@@ -11,7 +11,7 @@ import {
   suggestServerName,
   validateServerName,
 } from '../../extension/mcpServerEntry';
-import { parseTrajectories } from '../../extension/replay/toolSource';
+import { parseTrajectories } from '../../extension/replay/trajectoryFile';
 import { toolProblems } from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');

@@ -10,7 +10,8 @@ import {
   type ToolRerunTrainer,
   UNTRUSTED_MESSAGE,
 } from '../../extension/replay/toolRerun';
-import { findToolDefinition, parseTrajectories } from '../../extension/replay/toolSource';
+import { findToolDefinition } from '../../extension/replay/toolSource';
+import { parseTrajectories } from '../../extension/replay/trajectoryFile';
 import { TrainerRequestError } from '../../extension/trainerClient';
 
 const ROOT = resolve(__dirname, '..', '..');

@@ -1,6 +1,6 @@
 import { fake, Uri, WebviewPanel } from './vscodeStub';
 import { strict as assert } from 'node:assert';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commands } from 'vscode';
@@ -9,7 +9,7 @@ import { Commands } from '../../extension/commands';
 import { registerReplay, TRAJECTORY_EDITOR_VIEW_TYPE } from '../../extension/replay';
 import { fakeCtx, runInfo, type FakeCtx } from './fakeCtx';
 
-const record = (id: string) => ({ id, run_id: 'r1', step: 1 }) as unknown as TrajectoryRecord;
+const record = (id: string) => ({ schema_version: 1, id, run_id: 'r1', step: 1 }) as unknown as TrajectoryRecord;
 
 describe('replay panel host', () => {
   let f: FakeCtx;
@@ -71,6 +71,38 @@ describe('replay panel host', () => {
     editor.resolveCustomEditor({ uri: Uri.file(file) }, panel);
     await panel.receive({ type: 'ready' });
     assert.deepEqual(panel.posted, [{ type: 'load', source: file, records: [record('a')], live: false }]);
-    assert.match(fake.messages[0].text, /^1 line\(s\) of .* are not valid JSON and were skipped/);
+    assert.match(fake.messages[0].text, /^1 line\(s\) of .* hold no trajectory and were skipped/);
+  });
+
+  const openFile = async (name: string, text: string): Promise<{ file: string; panel: WebviewPanel }> => {
+    const file = join(mkdtempSync(join(tmpdir(), 'agentrl-replay-')), name);
+    writeFileSync(file, text);
+    const editor = fake.customEditors.get(TRAJECTORY_EDITOR_VIEW_TYPE) as {
+      resolveCustomEditor(document: { uri: Uri }, panel: WebviewPanel): void;
+    };
+    const panel = new WebviewPanel(TRAJECTORY_EDITOR_VIEW_TYPE, name);
+    editor.resolveCustomEditor({ uri: Uri.file(file) }, panel);
+    await panel.receive({ type: 'ready' });
+    return { file, panel };
+  };
+
+  it("opens an ATIF file (Harbor's trajectory.json) as the records it reads as", async () => {
+    const atif = join(__dirname, '..', '..', 'protocol', 'examples', 'atif');
+    const { file, panel } = await openFile(
+      'trajectory.json',
+      readFileSync(join(atif, 'harbor-style.atif.json'), 'utf8'),
+    );
+    const expected = JSON.parse(readFileSync(join(atif, 'harbor-style.trajectories.jsonl'), 'utf8'));
+    assert.deepEqual(panel.posted, [{ type: 'load', source: file, records: [expected], live: false }]);
+    assert.equal(fake.messages.length, 0);
+  });
+
+  it('says what a file in neither format holds, and which formats it expected', async () => {
+    const { panel } = await openFile('other.jsonl', '{"name": "x", "value": 1}\n{"name": "y", "value": 2}\n');
+    assert.deepEqual(panel.posted, []);
+    assert.match(
+      fake.messages[0].text,
+      /^Agent RL: could not load trajectories: .*other\.jsonl: line 1 has keys \{name, value\}: neither an Agent RL trajectory record \(schema_version 1, id, turns, \.\.\.\) nor an ATIF trajectory \(schema_version "ATIF-v1\.x", steps, \.\.\.\) \(and 1 more line\(s\)\)$/,
+    );
   });
 });

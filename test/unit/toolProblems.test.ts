@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseTrajectories } from '../../extension/replay/toolSource';
+import { parseTrajectories } from '../../extension/replay/trajectoryFile';
 import { envCheckProblems, toolProblems, trySummary } from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');

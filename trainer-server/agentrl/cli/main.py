@@ -15,6 +15,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("agentrl.cli.serve", "serve the JSON-RPC WebSocket API for editors"),
     "eval": ("agentrl.cli.eval", "evaluate a config, checkpoint or baseline on a data file"),
     "export": ("agentrl.cli.export", "write a run's trained model as a folder transformers and vLLM load"),
+    "export-trajectories": (
+        "agentrl.cli.export_trajectories",
+        "write a run's episodes in another tool's trajectory format (ATIF)",
+    ),
     "demo": ("agentrl.cli.demo", "the README's main job: train the default model on the arithmetic recipe"),
 }
 

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.run.runstore import EVENTS_FILE, STEP_FILE_PATTERN, TRAJECTORY_STATUSES, trajectory_summary
+from agentrl.run.runstore import (
+    EVENTS_FILE,
+    STEP_FILE_PATTERN,
+    TRAJECTORIES_DIR,
+    TRAJECTORY_STATUSES,
+    trajectory_summary,
+)
 
 SEARCH_FILE = "search.sqlite"
 _SCHEMA_VERSION = 1
@@ -196,7 +202,7 @@ class EpisodeSearch:
     def sync(self) -> None:
         """Indexes the step files the index lacks or has another copy of, and the health events the log gained;
         nothing to do (no step file written or replaced, no event appended since the last sync) costs two stats."""
-        folder, log = self.run_dir / "trajectories", self.run_dir / EVENTS_FILE
+        folder, log = self.run_dir / TRAJECTORIES_DIR, self.run_dir / EVENTS_FILE
         state = (folder.stat().st_mtime_ns if folder.is_dir() else 0, log.stat().st_size if log.exists() else 0)
         if state == self._synced:
             return

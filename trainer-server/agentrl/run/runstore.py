@@ -27,6 +27,7 @@ EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
 PID_FILE = "pid"
+TRAJECTORIES_DIR = "trajectories"  # a step's trajectory records: TRAJECTORIES_DIR/trajectory_file_name(step)
 # Where each `trajectory` event of events.jsonl sits, with the figures trajectory/query filters and sorts by, a
 # fixed-size row per event, appended right after the event's line (run/trajectory_summaries.py reads it).
 TRAJECTORY_INDEX_FILE = "trajectory-index.bin"
@@ -93,6 +94,15 @@ def trajectory_file_name(step: int) -> str:
 
 
 STEP_FILE_PATTERN = re.compile(r"step-(\d{6,})\.trajectories\.jsonl")
+
+
+def list_trajectory_files(run_dir: Path) -> dict[int, Path]:
+    """A run's trajectory files by step, in step order."""
+    folder = Path(run_dir) / TRAJECTORIES_DIR
+    if not folder.is_dir():
+        return {}
+    found = {int(match[1]): path for path in folder.iterdir() if (match := STEP_FILE_PATTERN.fullmatch(path.name))}
+    return dict(sorted(found.items()))
 
 
 def parse_event(line: bytes) -> dict[str, Any] | str:
@@ -267,7 +277,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        self.trajectories_dir = self.run_dir / "trajectories"
+        self.trajectories_dir = self.run_dir / TRAJECTORIES_DIR
         self.checkpoints_dir = self.run_dir / "checkpoints"
         # Only the log's end is read: opening the run of a long log (a resume, the server recording how a run
         # ended) costs the same as opening a short one.

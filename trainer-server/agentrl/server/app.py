@@ -29,7 +29,14 @@ from websockets.http11 import Request, Response
 from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
-from agentrl.run.runstore import CONFIG_FILE, EVENTS_FILE, last_seq, parse_event, trajectory_file_name
+from agentrl.run.runstore import (
+    CONFIG_FILE,
+    EVENTS_FILE,
+    TRAJECTORIES_DIR,
+    last_seq,
+    parse_event,
+    trajectory_file_name,
+)
 from agentrl.run.trajectory_summaries import TrajectorySummaries
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
@@ -529,7 +536,7 @@ class TrainerServer:
         ids, step = params.get("ids"), params.get("step")
         if (ids is None) == (step is None):
             raise p.RpcError(p.INVALID_PARAMS, "trajectory/get takes either ids or a step, not both or neither")
-        trajectories = self.runs.run_dir(params["runId"]) / "trajectories"
+        trajectories = self.runs.run_dir(params["runId"]) / TRAJECTORIES_DIR
         if step is not None:
             path = trajectories / trajectory_file_name(step)
             return {"records": self.trajectory_index.all_records(path) if path.is_file() else []}
