@@ -17,6 +17,8 @@ export const Commands = {
   refreshRuns: 'agentRl.refreshRuns',
   showLogs: 'agentRl.showLogs',
   restartLanguageServer: 'agentRl.restartLanguageServer',
+  checkSetup: 'agentRl.checkSetup',
+  installTrainer: 'agentRl.installTrainer',
 } as const;
 
 export type CommandId = (typeof Commands)[keyof typeof Commands];

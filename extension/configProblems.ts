@@ -2,6 +2,7 @@
 // editor's words, with the way to the Problems panel and the choice to go on, instead of sending the config to the
 // trainer to fail there. Errors only: a warning (a context budget that looks short, say) does not stop a run.
 import * as vscode from 'vscode';
+import { showError, type Ctx } from './ctx';
 import { RUN_CONFIG_DIAGNOSTIC_SOURCE } from './languageServer/protocol';
 
 /** The language server checks the documents open in the editor: a config started from the Explorer or the palette is
@@ -17,14 +18,21 @@ export const RUN_ANYWAY = { train: 'Start Anyway', try: 'Try Anyway' } as const;
 
 /** Whether to go on with `mode` on the config at `uri`: yes when the language server finds no error in it, else
  *  what the user answers to the problems, named (`action` is the command's title, the message's first words). */
-export async function acceptConfigProblems(uri: vscode.Uri, mode: 'train' | 'try', action: string): Promise<boolean> {
+export async function acceptConfigProblems(
+  ctx: Ctx,
+  uri: vscode.Uri,
+  mode: 'train' | 'try',
+  action: string,
+): Promise<boolean> {
   const errors = (await languageServerProblems(uri)).filter((d) => d.severity === vscode.DiagnosticSeverity.Error);
   if (errors.length === 0) return true;
   const named = errors.slice(0, NAMED).map((d) => `line ${d.range.start.line + 1}: ${d.message}`);
   const more = errors.length > NAMED ? ` (and ${errors.length - NAMED} more)` : '';
   const count = `${errors.length} problem${errors.length === 1 ? '' : 's'}`;
-  const choice = await vscode.window.showErrorMessage(
+  const choice = await showError(
+    ctx,
     `${action}: ${vscode.workspace.asRelativePath(uri)} has ${count}: ${named.join('; ')}${more}.`,
+    'configInvalid',
     SHOW_PROBLEMS,
     RUN_ANYWAY[mode],
   );

@@ -3,10 +3,11 @@
 // Each command returns what it did (the server's URL), which the extension-host tests read.
 import * as vscode from 'vscode';
 import { Commands } from './commands';
-import { ActionableError, registerCommands, requireTrust, type Ctx } from './ctx';
+import { ActionableError, registerCommands, requireTrust, SHOW_LOGS, showError, type Ctx } from './ctx';
 import { PYTHON_PATH_SETTING, tokenKey } from './settings';
 import { TrainerConnectError } from './trainerClient';
-import { checkTrainerInstall, installCommand } from './trainerInstall';
+import { checkTrainerInstall } from './trainerInstall';
+import { EditorFailure } from './troubleshooting';
 
 /** Connect to Server's answers, for callers that ask no questions (tests, `ensureConnected`). */
 interface ServerAddress {
@@ -22,31 +23,33 @@ export function registerConnectionCommands(ctx: Ctx): vscode.Disposable {
       [Commands.disconnectServer]: { title: 'Disconnect', make: disconnectServer },
       [Commands.showLogs]: { title: 'Show Logs', make: showLogs },
     }),
-    ctx.connection.onLocalServerLost((why) => announceServerLost(why)),
+    ctx.connection.onLocalServerLost((why) => announceServerLost(ctx, why)),
   );
 }
 
 /** A killed local server emptied the Runs view without a word: say so, and offer to start it again. */
-function announceServerLost(why: string): void {
-  void vscode.window
-    .showWarningMessage(
-      `Agent RL: ${why}. Its runs go on in their own processes; restart it to see them again.`,
-      'Restart',
-      'Show Logs',
-    )
-    .then((choice) => {
-      if (choice === 'Restart') void vscode.commands.executeCommand(Commands.startLocalServer);
-      if (choice === 'Show Logs') void vscode.commands.executeCommand(Commands.showLogs);
-    });
+function announceServerLost(ctx: Ctx, why: string): void {
+  const restart = 'Restart';
+  void showError(
+    ctx,
+    `Agent RL: ${why}. Its runs go on in their own processes; restart it to see them again.`,
+    'localServerLost',
+    restart,
+    SHOW_LOGS,
+  ).then((choice) => {
+    if (choice === restart) void vscode.commands.executeCommand(Commands.startLocalServer);
+    if (choice === SHOW_LOGS) void vscode.commands.executeCommand(Commands.showLogs);
+  });
 }
 
 /** Starts `agentrl serve` with the configured Python, keeping its runs in the workspace; cancellable while it starts. A
  *  start that fails because of that Python (not there, or without agentrl) says so, with the setting and the install
  *  command to fix it, rather than the server's last lines of log. */
 export const startLocalServer = (ctx: Ctx) => async (): Promise<string | undefined> => {
-  if (!requireTrust('Starting a trainer server')) return undefined;
+  if (!requireTrust(ctx, 'Starting a trainer server')) return undefined;
   const root = ctx.settings.workspaceRoot();
-  if (!root) throw new Error('Open a folder first: the local server keeps its runs in the workspace.');
+  if (!root)
+    throw new EditorFailure('noFolder', 'Open a folder first: the local server keeps its runs in the workspace.');
   const python = ctx.settings.pythonPath();
   const abort = new AbortController();
   try {
@@ -72,18 +75,16 @@ export const startLocalServer = (ctx: Ctx) => async (): Promise<string | undefin
 async function pythonTrouble(python: string, root: string): Promise<ActionableError | undefined> {
   const install = await checkTrainerInstall(python, root);
   if (install === 'found') return undefined;
-  // a Python that cannot be run cannot be installed into: the command names the one PATH has
-  const command = installCommand(install === 'noPython' ? 'python3' : python);
   const message =
     install === 'noPython'
-      ? `${python} could not be run. Set "${PYTHON_PATH_SETTING}" to a Python (3.11 or newer) with the trainer installed, or install it: ${command}`
-      : `${python} has no agentrl (the trainer). Install it there: ${command}; or set "${PYTHON_PATH_SETTING}" to a Python that has it.`;
-  return new ActionableError(message, [
+      ? `${python} could not be run. Set "${PYTHON_PATH_SETTING}" to a Python (3.11 or newer) with the trainer installed, or install it into a new .venv of the workspace (Install the Trainer).`
+      : `${python} has no agentrl (the trainer). Install the Trainer installs it there; or set "${PYTHON_PATH_SETTING}" to a Python that has it.`;
+  return new ActionableError('noPython', message, [
     {
       title: 'Open Setting',
       run: () => vscode.commands.executeCommand('workbench.action.openSettings', PYTHON_PATH_SETTING),
     },
-    { title: 'Copy Install Command', run: () => vscode.env.clipboard.writeText(command) },
+    { title: 'Install the Trainer', run: () => vscode.commands.executeCommand(Commands.installTrainer) },
   ]);
 }
 
@@ -108,7 +109,7 @@ export const connectServer =
       await connect(token);
     } catch (err) {
       const failure = err instanceof TrainerConnectError ? err.failure : undefined;
-      if (failure === 'refused') throw new Error(nothingListens(url));
+      if (failure === 'refused') throw new EditorFailure('connectionFailed', nothingListens(url));
       // a caller that gives the token asks no questions: its token refused is its answer
       if (failure !== 'unauthorized' || address?.token !== undefined) throw err;
       if (stored !== undefined) await secrets.delete(tokenKey(url));
@@ -164,5 +165,5 @@ export async function ensureConnected(ctx: Ctx): Promise<void> {
   if (ctx.connection.isConnected) return;
   const url = ctx.settings.serverUrl();
   const connected = url ? await connectServer(ctx)({ url }) : await startLocalServer(ctx)();
-  if (!connected) throw new Error('No trainer server: start a local one or connect to one.');
+  if (!connected) throw new EditorFailure('notConnected', 'No trainer server: start a local one or connect to one.');
 }

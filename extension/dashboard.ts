@@ -16,6 +16,7 @@ import { Commands } from './commands';
 import { registerCommands, type Ctx } from './ctx';
 import type { RunsTreeNode, TimelineEvent } from './runsModel';
 import type { TrainerConnection } from './trainerConnection';
+import { EditorFailure } from './troubleshooting';
 import { webviewHtml } from './webviewHtml';
 
 /** How long live events wait to travel together: a replayed log of 10,000s of events is a few messages. */
@@ -61,7 +62,7 @@ export function registerDashboard(ctx: Ctx): vscode.Disposable {
 /** The trainer connection, which must be connected: the dashboard draws a server's runs. */
 function connectedTrainer(ctx: Ctx): TrainerConnection {
   if (!ctx.connection.isConnected)
-    throw new Error('not connected to a trainer server; start or connect one to see its runs');
+    throw new EditorFailure('notConnected', 'not connected to a trainer server; start or connect one to see its runs');
   return ctx.connection;
 }
 

@@ -16,7 +16,7 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
-import { registerCommands, type Ctx } from './ctx';
+import { registerCommands, SHOW_LOGS, showError, type Ctx } from './ctx';
 import { trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
 import { RUN_CONFIG_GLOB } from './settings';
 
@@ -36,7 +36,8 @@ export function traceFor(level: vscode.LogLevel): Trace {
 }
 
 /** Restart after a crash unless the server keeps crashing; JSON-RPC errors are reported and the client goes on. */
-export function crashPolicy(log: vscode.LogOutputChannel, now: () => number = Date.now): ErrorHandler {
+export function crashPolicy(ctx: Ctx, now: () => number = Date.now): ErrorHandler {
+  const { log } = ctx;
   const crashes: number[] = [];
   return {
     error(error, message, count): ErrorHandlerResult {
@@ -50,7 +51,7 @@ export function crashPolicy(log: vscode.LogOutputChannel, now: () => number = Da
       if (crashes.length > MAX_CRASHES) {
         const message = `The run-config language server stopped ${crashes.length} times in 3 minutes and will not be restarted. Run "Agent RL: Restart Run-Config Language Server" after fixing the cause (see the log).`;
         log.error(message);
-        void vscode.window.showErrorMessage(message, 'Show Log').then((choice) => choice && log.show());
+        void showError(ctx, message, 'languageServerStopped', SHOW_LOGS).then((choice) => choice && log.show());
         return { action: CloseAction.DoNotRestart, handled: true };
       }
       log.warn('Run-config language server stopped unexpectedly; restarting it.');
@@ -71,7 +72,7 @@ export function startLanguageClient(ctx: Ctx): LanguageClientHandle {
     documentSelector: [{ language: 'yaml', pattern: RUN_CONFIG_GLOB }],
     outputChannel: log,
     traceOutputChannel: log,
-    errorHandler: crashPolicy(log),
+    errorHandler: crashPolicy(ctx),
   };
   const client = new LanguageClient(
     'agentRl.runConfig',

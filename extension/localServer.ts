@@ -4,6 +4,7 @@
 // No `vscode` import: unit-tested with a fake Python.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { EditorFailure, type FailureKind } from './troubleshooting';
 
 export interface LogSink {
   trace(message: string): void;
@@ -73,7 +74,7 @@ export function startLocalServer(options: LocalServerOptions): Promise<LocalServ
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (err) {
-    return Promise.reject(new Error(`could not run ${options.python}: ${(err as Error).message}`));
+    return Promise.reject(new EditorFailure('noPython', `could not run ${options.python}: ${(err as Error).message}`));
   }
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
@@ -101,12 +102,12 @@ export function startLocalServer(options: LocalServerOptions): Promise<LocalServ
 
   return new Promise<LocalServer>((resolve, reject) => {
     let settled = false;
-    const fail = (message: string): void => {
+    const fail = (message: string, kind: FailureKind = 'localServerFailed'): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       void stop(1000);
-      reject(new Error(message));
+      reject(new EditorFailure(kind, message));
     };
     const timer = setTimeout(
       () => fail(`the trainer server did not start listening within ${(options.startTimeoutMs ?? 60_000) / 1000} s`),
@@ -116,11 +117,16 @@ export function startLocalServer(options: LocalServerOptions): Promise<LocalServ
     child.once('error', (err) =>
       fail(
         `could not run ${options.python}: ${err.message}. Set "agentRl.pythonPath" to a Python with agentrl installed.`,
+        'noPython',
       ),
     );
     void exited.then(({ code, signal }) => {
       const why = stderrTail.slice(-5).join('\n');
-      fail(`the trainer server exited before listening (${signal ?? `exit code ${code}`})${why ? `:\n${why}` : ''}`);
+      fail(
+        `the trainer server exited before listening (${signal ?? `exit code ${code}`})${why ? `:\n${why}` : ''}`,
+        // The Python runs but has no agentrl: installing it is the fix, not the server.
+        /No module named '?agentrl/.test(why) ? 'noPython' : 'localServerFailed',
+      );
     });
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (settled) {

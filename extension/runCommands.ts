@@ -8,7 +8,7 @@ import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../proto
 import { Commands } from './commands';
 import { ensureConnected } from './connectionCommands';
 import { acceptConfigProblems, RUN_ANYWAY, SHOW_PROBLEMS } from './configProblems';
-import { registerCommands, requireTrust, type Ctx } from './ctx';
+import { registerCommands, requireTrust, showError, type Ctx } from './ctx';
 import { packEnvFolder } from './envBundle';
 import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
@@ -17,6 +17,7 @@ import { RUN_CONFIG_GLOB } from './settings';
 import { envCheckProblems, toolProblems, trySummary, type ProblemAt } from './toolProblems';
 import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
+import { EditorFailure } from './troubleshooting';
 
 // An export loads the model on the server: seconds for small models, minutes for large ones.
 const EXPORT_TIMEOUT_MS = 30 * 60_000;
@@ -90,7 +91,10 @@ async function pickConfig(ctx: Ctx, target: unknown, title: string): Promise<vsc
   if (active?.fsPath.endsWith('.agentrl.yaml')) return active;
   const configs = await ctx.settings.findRunConfigs();
   if (configs.length === 0)
-    throw new Error('No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.');
+    throw new EditorFailure(
+      'noEnvironment',
+      'No run config (*.agentrl.yaml) in this workspace. "Agent RL: New Environment" writes one.',
+    );
   if (configs.length === 1) return configs[0];
   return (
     await vscode.window.showQuickPick(
@@ -111,13 +115,13 @@ interface PreparedRun {
 }
 
 async function prepareRun(ctx: Ctx, target: unknown, mode: 'train' | 'try'): Promise<PreparedRun | undefined> {
-  if (!requireTrust(mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
+  if (!requireTrust(ctx, mode === 'try' ? 'Trying an environment' : 'Training')) return undefined;
   const title = mode === 'try' ? 'Try Environment' : 'Start Training';
   const configUri = await pickConfig(ctx, target, title);
   if (!configUri) return undefined;
   const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === configUri.toString());
   if (document?.isDirty) await document.save();
-  if (!(await acceptConfigProblems(configUri, mode, title))) return undefined;
+  if (!(await acceptConfigProblems(ctx, configUri, mode, title))) return undefined;
   await ensureConnected(ctx);
   return { configUri, location: await envLocation(ctx, dirname(configUri.fsPath)) };
 }
@@ -252,9 +256,11 @@ async function checkEnvironment(
   publishProblems(problems, found, 'Agent RL: env check');
   if (checked.ok) return true;
   const errors = found.filter((problem) => problem.error);
-  const choice = await vscode.window.showErrorMessage(
+  const choice = await showError(
+    ctx,
     `Agent RL: the env check of ${vscode.workspace.asRelativePath(configUri)} found ${errors.length} error(s) ` +
       `before any episode ran: ${errors[0]?.message ?? 'see the log'}`,
+    'envCheckFailed',
     SHOW_PROBLEMS,
     RUN_ANYWAY.try,
   );
@@ -316,7 +322,7 @@ async function pickRun(
   eligible: (runId: string) => boolean,
 ): Promise<string | undefined> {
   if (target && 'runId' in target) return target.runId;
-  if (!ctx.connection.isConnected) throw new Error('Not connected to a trainer server.');
+  if (!ctx.connection.isConnected) throw new EditorFailure('notConnected', 'Not connected to a trainer server.');
   const runIds = ctx.connection.model.runIds().filter(eligible);
   if (runIds.length === 0) throw new Error(`No run to ${title.toLowerCase().split(' ')[0]}.`);
   if (runIds.length === 1) return runIds[0];
@@ -364,15 +370,18 @@ export const stopTraining =
 export const resumeTraining =
   (ctx: Ctx) =>
   async (target?: RunTarget): Promise<string | undefined> => {
-    if (!requireTrust('Resuming training')) return undefined;
+    if (!requireTrust(ctx, 'Resuming training')) return undefined;
     const runId = await pickRun(ctx, target, 'Resume Training', (id) => ctx.connection.model.isResumable(id));
     if (!runId) return undefined;
     try {
       await ctx.connection.request('run/resume', { runId });
     } catch (err) {
       if (err instanceof TrainerRequestError && err.code === ErrorCode.RUN_STATE_CONFLICT)
-        throw new Error(
+        throw new TrainerRequestError(
+          err.method,
+          err.code,
           `${err.message} (only a training run with a checkpoint resumes, once it is ${[...RESUMABLE_RUN_STATUSES].join(', ')})`,
+          err.data,
         );
       throw err;
     }

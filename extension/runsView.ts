@@ -8,7 +8,7 @@ import type { HealthEvent } from '../protocol/generated/rpc';
 import type { HealthAlert, TrainerConnection } from './trainerConnection';
 import { describeHealth, type RunsTreeNode, type WorkerRowState } from './runsModel';
 import { Commands } from './commands';
-import type { Ctx } from './ctx';
+import { SHOW_LOGS, showError, type Ctx } from './ctx';
 
 export const RUNS_VIEW_ID = 'agentRl.runs';
 
@@ -131,7 +131,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   }
 }
 
-export function registerRunsView({ connection }: Ctx): vscode.Disposable {
+export function registerRunsView(ctx: Ctx): vscode.Disposable {
+  const { connection } = ctx;
   const provider = new RunsTreeProvider(connection);
   const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
   const setContext = () =>
@@ -140,17 +141,19 @@ export function registerRunsView({ connection }: Ctx): vscode.Disposable {
   return vscode.Disposable.from(
     view,
     connection.onDidChangeState(setContext),
-    connection.onHealthAlert(notifyHealthAlert),
+    connection.onHealthAlert((alert) => notifyHealthAlert(ctx, alert)),
   );
 }
 
-function notifyHealthAlert({ runId, runName, alert }: HealthAlert): void {
-  const actions = { dashboard: 'Open Dashboard', replay: 'Open Replay', logs: 'Show Logs' };
+function notifyHealthAlert(ctx: Ctx, { runId, runName, alert }: HealthAlert): void {
+  const actions = { dashboard: 'Open Dashboard', replay: 'Open Replay', logs: SHOW_LOGS };
   // severity error: the run stopped (a non-finite loss, say); warning: it goes on but is unlikely to learn.
   const shown =
     alert.severity === 'error'
-      ? vscode.window.showErrorMessage(
+      ? showError(
+          ctx,
           `Agent RL: run ${runName} stopped (${alert.code}): ${describeHealth(alert)}`,
+          'healthError',
           actions.dashboard,
           actions.replay,
           actions.logs,

@@ -8,7 +8,7 @@ import { parse } from 'yaml';
 import { Commands } from './commands';
 import type { McpListToolsResult } from '../protocol/generated/rpc';
 import { ensureConnected } from './connectionCommands';
-import { registerCommands, type Ctx } from './ctx';
+import { registerCommands, showError, type Ctx } from './ctx';
 import {
   addServerEntry,
   entryFromInput,
@@ -28,6 +28,7 @@ import {
   type EnvironmentSpec,
   type ToolKind,
 } from './scaffold';
+import { EditorFailure } from './troubleshooting';
 
 /** `kind`: Tools in a ToolEnv (the default, naming `tools`) or an agent the user already has; `model`: the run
  * config's model.path, without it the embedded default model. */
@@ -285,7 +286,10 @@ async function addMcpServer(ctx: Ctx, folder: string, args?: NewToolArgs): Promi
 async function listMcpTools(ctx: Ctx, entry: McpServerEntry): Promise<McpListToolsResult> {
   // The server's program runs on the trainer's machine, as it would in a run: a trusted workspace only.
   if (!vscode.workspace.isTrusted)
-    throw new Error("Listing an MCP server's tools starts its program; trust this workspace first.");
+    throw new EditorFailure(
+      'untrusted',
+      "Listing an MCP server's tools starts its program; trust this workspace first.",
+    );
   await ensureConnected(ctx);
   return ctx.connection.request('mcp/listTools', { server: entry }, MCP_LIST_TIMEOUT_MS);
 }
@@ -416,12 +420,13 @@ async function pickEnvFolder(ctx: Ctx, title: string): Promise<string | undefine
   const folders = [...new Set(configs.map((c) => dirname(c.fsPath)))].filter((f) => existsSync(join(f, 'tools.py')));
   const active = vscode.window.activeTextEditor?.document.uri.fsPath;
   if (folders.length === 0) {
-    void vscode.window
-      .showErrorMessage(
-        'No environment in this workspace (a folder with tools.py and a *.agentrl.yaml). Run "Agent RL: New Environment" first.',
-        'New Environment',
-      )
-      .then((choice) => choice && vscode.commands.executeCommand(Commands.newEnvironment));
+    const create = 'New Environment';
+    void showError(
+      ctx,
+      'No environment in this workspace (a folder with tools.py and a *.agentrl.yaml). Run "Agent RL: New Environment" first.',
+      'noEnvironment',
+      create,
+    ).then((choice) => choice && vscode.commands.executeCommand(Commands.newEnvironment));
     return undefined;
   }
   const sorted = folders.sort(

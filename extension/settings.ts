@@ -23,6 +23,10 @@ function workspaceRoot(): string | undefined {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
 }
 
+/** The Python used when nothing names one: Install the Trainer makes the workspace a .venv with it rather than install
+ *  into it (a distribution's own Python refuses pip installs: PEP 668). */
+export const FALLBACK_PYTHON = 'python3';
+
 /** `agentRl.pythonPath`, else $AGENTRL_PYTHON, else the workspace's .venv, else `python3` on PATH. */
 function pythonPath(): string {
   const configured = vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')?.trim();
@@ -30,7 +34,7 @@ function pythonPath(): string {
   if (process.env.AGENTRL_PYTHON) return process.env.AGENTRL_PYTHON;
   const root = workspaceRoot();
   const venv = root && join(root, '.venv', 'bin', 'python');
-  return venv && existsSync(venv) ? venv : 'python3';
+  return venv && existsSync(venv) ? venv : FALLBACK_PYTHON;
 }
 
 /** Where a local server keeps its run folders: `agentRl.runsFolder` (relative to the workspace) or `.agentrl/runs`. */

@@ -17,7 +17,7 @@ import {
 } from '../protocol/generated/rpc';
 import { startLocalServer, type LocalServer } from './localServer';
 import { describeHealth, RunsModel } from './runsModel';
-import { TrainerClient, type ConnectionState } from './trainerClient';
+import { TrainerClient, TrainerRequestError, type ConnectionState } from './trainerClient';
 import { TrajectoryCache } from './trajectoryCache';
 import { webSocketFactory } from './webSocket';
 
@@ -95,7 +95,9 @@ export class TrainerConnection implements vscode.Disposable {
   ): Promise<RpcMethods[M]['result']> {
     if (!this.client)
       return Promise.reject(
-        new Error(
+        new TrainerRequestError(
+          method,
+          'not-connected',
           'Not connected to a trainer server. Run "Agent RL: Start Local Server" or "Agent RL: Connect to Server".',
         ),
       );

@@ -1,2 +1,3 @@
 export function generateTrajectoryTypes(): Promise<string>;
 export function generateRpcTypes(): Promise<string>;
+export function generateDoctorTypes(): Promise<string>;

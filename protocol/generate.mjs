@@ -19,6 +19,15 @@ export async function generateTrajectoryTypes() {
   });
 }
 
+/** What `agentrl doctor --json` prints, which the editor's Check Setup reads. */
+export async function generateDoctorTypes() {
+  return compile(readSchema('doctor.schema.json'), 'DoctorReport', {
+    bannerComment: banner('doctor.schema.json'),
+    additionalProperties: false,
+    format: true,
+  });
+}
+
 /** 'run/start.params' -> 'RunStartParams', 'runInfo' -> 'RunInfo'. */
 const typeName = (def) =>
   def
@@ -156,4 +165,5 @@ export type RpcNotification = { [M in keyof RpcNotifications]: { method: M; para
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   writeFileSync(join(here, 'generated', 'trajectory.ts'), await generateTrajectoryTypes());
   writeFileSync(join(here, 'generated', 'rpc.ts'), await generateRpcTypes());
+  writeFileSync(join(here, 'generated', 'doctor.ts'), await generateDoctorTypes());
 }

@@ -6,7 +6,7 @@ import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
-import { registerCommands, type Ctx } from '../ctx';
+import { registerCommands, showError, type Ctx } from '../ctx';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
 import { relayToolRerun } from './toolRerun';
@@ -58,8 +58,10 @@ const openReplay =
 async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promise<void> {
   const trainer = connectedTrainer(ctx);
   if (!trainer) {
-    void vscode.window.showErrorMessage(
+    void showError(
+      ctx,
       'Agent RL: not connected to a trainer server; start or connect one to replay a live run.',
+      'notConnected',
     );
     return;
   }
@@ -174,7 +176,11 @@ function connect(ctx: Ctx, webview: vscode.Webview, load: () => Promise<HostToWe
           post(webview, await load());
         } catch (err) {
           ctx.log.error(`replay: ${(err as Error).message}`);
-          void vscode.window.showErrorMessage(`Agent RL: could not load trajectories: ${(err as Error).message}`);
+          void showError(
+            ctx,
+            `Agent RL: could not load trajectories: ${(err as Error).message}`,
+            'trajectoriesUnreadable',
+          );
         }
         return;
       case 'openToolSource':

@@ -8,7 +8,6 @@ import { ensureConnected, registerConnectionCommands } from '../../extension/con
 import { ActionableError } from '../../extension/ctx';
 import { tokenKey } from '../../extension/settings';
 import { TrainerConnectError } from '../../extension/trainerClient';
-import { TRAINER_PIP_SPEC } from '../../extension/trainerInstall';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
 import { commands } from 'vscode';
 
@@ -36,7 +35,7 @@ describe('connection commands', () => {
       fake.messages[0].text,
       /^Starting a trainer server runs code from this workspace, which is not trusted/,
     );
-    assert.deepEqual(fake.messages[0].actions, ['Manage Workspace Trust']);
+    assert.deepEqual(fake.messages[0].actions, ['Manage Workspace Trust', 'Learn more']);
   });
 
   it('Start Local Server without a folder open fails in words, logged and shown with the way to the logs', async () => {
@@ -44,7 +43,19 @@ describe('connection commands', () => {
     assert.equal(await commands.executeCommand(Commands.startLocalServer), undefined);
     const reason = 'Start Local Server: Open a folder first: the local server keeps its runs in the workspace.';
     assert.deepEqual(f.log.lines, [`error: ${reason}`]);
-    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
+    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs', 'Learn more'] }]);
+  });
+
+  it("an error's Learn more opens the troubleshooting page the extension ships, at the failure's section", async () => {
+    f.settings.workspaceRoot = () => undefined;
+    fake.messageChoices = ['Learn more'];
+    await commands.executeCommand(Commands.startLocalServer);
+    await new Promise((settle) => setTimeout(settle, 0));
+    const [preview] = fake.executed.filter((e) => e.command === 'markdown.showPreview');
+    const page = preview.args[0] as { fsPath: string; fragment: string };
+    assert.match(page.fsPath, /\/docs\/troubleshooting\.md$/);
+    assert.equal(page.fragment, 'no-folder-open');
+    assert.equal(f.log.shown, 0, 'Learn more is not Show Logs');
   });
 
   describe('Start Local Server with a Python that cannot start the trainer', () => {
@@ -64,34 +75,45 @@ describe('connection commands', () => {
       };
     });
 
-    it('a Python that is not there: says so, and offers the setting and the install command', async () => {
+    it('a Python that is not there: says so, and offers the setting, Install the Trainer and its section', async () => {
       const python = join(dir, 'no-such-python');
       f.settings.pythonPath = () => python;
       fake.messageChoices = ['Open Setting'];
       assert.equal(await commands.executeCommand(Commands.startLocalServer), undefined);
-      const install = `python3 -m pip install ${TRAINER_PIP_SPEC}`;
       assert.deepEqual(fake.messages, [
         {
           severity: 'error',
-          text: `Start Local Server: ${python} could not be run. Set "agentRl.pythonPath" to a Python (3.11 or newer) with the trainer installed, or install it: ${install}`,
-          actions: ['Open Setting', 'Copy Install Command', 'Show Logs'],
+          text: `Start Local Server: ${python} could not be run. Set "agentRl.pythonPath" to a Python (3.11 or newer) with the trainer installed, or install it into a new .venv of the workspace (Install the Trainer).`,
+          actions: ['Open Setting', 'Install the Trainer', 'Show Logs', 'Learn more'],
         },
       ]);
       await settle();
       assert.deepEqual(fake.executed, [{ command: 'workbench.action.openSettings', args: ['agentRl.pythonPath'] }]);
     });
 
-    it('a Python without agentrl: says so, and copies the command that installs it into that Python', async () => {
+    it('a Python without agentrl: says so, and Install the Trainer installs the one the extension carries there', async () => {
       const python = script('bare-python', 'exec python3 -I -S "$@"');
       f.settings.pythonPath = () => python;
-      fake.messageChoices = ['Copy Install Command'];
+      fake.messageChoices = ['Install the Trainer'];
       await commands.executeCommand(Commands.startLocalServer);
-      assert.match(
+      assert.equal(
         fake.messages[0].text,
-        new RegExp(`^Start Local Server: ${python} has no agentrl \\(the trainer\\)\\. Install it there: `),
+        `Start Local Server: ${python} has no agentrl (the trainer). Install the Trainer installs it there; or set "agentRl.pythonPath" to a Python that has it.`,
       );
       await settle();
-      assert.equal(fake.clipboard, `${python} -m pip install ${TRAINER_PIP_SPEC}`);
+      assert.deepEqual(
+        fake.executed.map((e) => e.command),
+        [Commands.installTrainer],
+      );
+    });
+
+    it('their Learn more is the section on the Python and the trainer', async () => {
+      f.settings.pythonPath = () => join(dir, 'no-such-python');
+      fake.messageChoices = ['Learn more'];
+      await commands.executeCommand(Commands.startLocalServer);
+      await settle();
+      const [preview] = fake.executed.filter((e) => e.command === 'markdown.showPreview');
+      assert.equal((preview.args[0] as { fragment: string }).fragment, 'python-or-the-trainer-not-found');
     });
 
     it('through ensureConnected (Start Training, Try): the same error with its fixes; a Python with agentrl: the failure as it came', async () => {
@@ -101,7 +123,7 @@ describe('connection commands', () => {
         (err) =>
           err instanceof ActionableError &&
           /could not be run/.test(err.message) &&
-          err.actions.map((a) => a.title).join() === 'Open Setting,Copy Install Command',
+          err.actions.map((a) => a.title).join() === 'Open Setting,Install the Trainer',
       );
       const found = script('found-python', 'exit 0');
       f.settings.pythonPath = () => found;
@@ -109,7 +131,7 @@ describe('connection commands', () => {
       assert.deepEqual(fake.messages.at(-1), {
         severity: 'error',
         text: 'Start Local Server: the trainer server exited before listening (exit code 1)',
-        actions: ['Show Logs'],
+        actions: ['Show Logs', 'Learn more'],
       });
     });
   });
@@ -150,7 +172,7 @@ describe('connection commands', () => {
     const reason =
       'Connect to Server: nothing listens at ws://gpu-box:8765: start the server there ' +
       '(agentrl serve --host 0.0.0.0 --port 8765 --token-file ~/.agentrl-token --allow-code) or check the port';
-    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs'] }]);
+    assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs', 'Learn more'] }]);
 
     fake.messages = [];
     await commands.executeCommand(Commands.connectServer, { url: 'ws://127.0.0.1:9000' });
@@ -213,9 +235,9 @@ describe('connection commands', () => {
     f.connection.localServerLost.fire('the local trainer server exited (SIGKILL)');
     assert.deepEqual(fake.messages, [
       {
-        severity: 'warning',
+        severity: 'error',
         text: 'Agent RL: the local trainer server exited (SIGKILL). Its runs go on in their own processes; restart it to see them again.',
-        actions: ['Restart', 'Show Logs'],
+        actions: ['Restart', 'Show Logs', 'Learn more'],
       },
     ]);
   });

@@ -1,7 +1,13 @@
 // A Ctx for the command modules' unit tests: a trainer connection that answers requests from a table and keeps a
 // real RunsModel, a log that keeps its lines, settings the test sets, and secret storage in a Map. Import after
 // ./vscodeStub.
-import type { RpcMethods, RunEventParams, RunInfo, RunStartParams } from '../../protocol/generated/rpc';
+import type {
+  InitializeResult,
+  RpcMethods,
+  RunEventParams,
+  RunInfo,
+  RunStartParams,
+} from '../../protocol/generated/rpc';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import type { Ctx } from '../../extension/ctx';
 import { RunsModel } from '../../extension/runsModel';
@@ -17,6 +23,14 @@ export class FakeConnection {
   isConnected = true;
   kind: 'local' | 'remote' | undefined = 'local';
   url: string | undefined = 'ws://127.0.0.1:4242';
+  state: 'idle' | 'connecting' | 'connected' | 'reconnecting' | 'closed' = 'connected';
+  /** What the server said at initialize. */
+  server: InitializeResult | undefined = {
+    serverVersion: '0.1.0',
+    protocolVersion: '2.0',
+    capabilities: {},
+    devices: { cpu: { name: 'x86_64', cores: 2 }, gpus: [] },
+  };
   /** Every request, in order. */
   readonly requests: Array<{ method: Method; params: unknown }> = [];
   /** The server's answer to each method; a method without one fails. */

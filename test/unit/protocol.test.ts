@@ -44,9 +44,11 @@ describe('protocol', () => {
   });
 
   it('the generated TypeScript types match the schema (run `npm run gen:protocol`)', async () => {
-    const { generateRpcTypes, generateTrajectoryTypes } = await import('../../protocol/generate.mjs');
+    const { generateDoctorTypes, generateRpcTypes, generateTrajectoryTypes } =
+      await import('../../protocol/generate.mjs');
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8'), await generateTrajectoryTypes());
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'rpc.ts'), 'utf8'), await generateRpcTypes());
+    assert.equal(readFileSync(join(PROTOCOL, 'generated', 'doctor.ts'), 'utf8'), await generateDoctorTypes());
   });
 
   it('a stored event is a streamed one without its runId and runInfo', () => {

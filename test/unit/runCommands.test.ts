@@ -121,7 +121,7 @@ describe('run commands', () => {
         {
           severity: 'error',
           text: `Start Training: ${join(basename(envFolder), 'lookup.agentrl.yaml')} has 2 problems: line 3: unknown key "lr" (did you mean "train.lr"?); line 7: env.module: no file env.py next to the config.`,
-          actions: ['Show Problems', 'Start Anyway'],
+          actions: ['Show Problems', 'Start Anyway', 'Learn more'],
         },
       ]);
       assert.deepEqual(
@@ -134,7 +134,7 @@ describe('run commands', () => {
       assert.equal(await commands.executeCommand(Commands.startTraining, config), 'r1');
       fake.messages = [];
       assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), undefined, 'dismissed');
-      assert.deepEqual(fake.messages[0].actions, ['Show Problems', 'Try Anyway']);
+      assert.deepEqual(fake.messages[0].actions, ['Show Problems', 'Try Anyway', 'Learn more']);
     });
 
     it("names three problems at most; warnings, and errors that are not the run config's (a health alert), let it start", async () => {
@@ -261,7 +261,7 @@ describe('run commands', () => {
             'Agent RL: the env check of ' +
             config +
             ' found 2 error(s) before any episode ran: LookupEnv(**env.args) raised KeyError',
-          actions: ['Show Problems', 'Try Anyway'],
+          actions: ['Show Problems', 'Try Anyway', 'Learn more'],
         },
       ]);
     });

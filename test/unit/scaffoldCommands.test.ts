@@ -115,6 +115,6 @@ describe('scaffold commands', () => {
 
   it('New Tool without an environment in the workspace offers New Environment', async () => {
     assert.equal(await commands.executeCommand(Commands.newTool), undefined);
-    assert.deepEqual(fake.messages[0].actions, ['New Environment']);
+    assert.deepEqual(fake.messages[0].actions, ['New Environment', 'Learn more']);
   });
 });

