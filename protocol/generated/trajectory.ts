@@ -67,7 +67,7 @@ export interface TrajectoryRecord {
     total_tokens: number;
   };
   /**
-   * Parallel arrays, one entry per token of the exact training sequence.
+   * Parallel arrays, one entry per token of the exact training sequence (trainer_logprob, entropy and is_weight: one per sampled token).
    */
   tokens: {
     ids: number[];
@@ -84,15 +84,15 @@ export interface TrajectoryRecord {
     logprob: (number | null)[];
     advantage: (number | null)[];
     /**
-     * The learner's logprob of each sampled token for the weights that sampled it (pi_old), rounded to 6 decimals; null where it read none (prompt and tool tokens, a row the update skipped). Beside `logprob`: the rollout-vs-trainer mismatch, token by token. Absent for episodes no update read (Try and eval runs).
+     * One entry per sampled token (the tokens whose `logprob` is not null), in order, unlike the arrays above: the learner's logprob of that token for the weights that sampled it (pi_old), rounded to 6 decimals; null on a row the update skipped. Beside `logprob`: the rollout-vs-trainer mismatch, token by token. Absent for episodes no update read (Try and eval runs).
      */
     trainer_logprob?: (number | null)[];
     /**
-     * The entropy (nats) of the learner's next-token distribution at each sampled token, from the update's first pass, rounded to 6 decimals; null elsewhere and on rows the update skipped. Absent without an update.
+     * One entry per sampled token, as trainer_logprob: the entropy (nats) of the learner's next-token distribution there, from the update's first pass, rounded to 6 decimals; null on a row the update skipped. Absent without an update.
      */
     entropy?: (number | null)[];
     /**
-     * With algorithm.rollout_is: the truncated importance weight min(exp(trainer_logprob - logprob), cap) the policy loss multiplied each sampled token by; null elsewhere. Absent otherwise.
+     * One entry per sampled token, as trainer_logprob, with algorithm.rollout_is: the truncated importance weight min(exp(trainer_logprob - logprob), cap) the policy loss multiplied the token by. Absent otherwise.
      */
     is_weight?: (number | null)[];
   };

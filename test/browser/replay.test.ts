@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
+import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { anchorGroups } from '../../webview/replay/anchorGroups';
 import { formatNumber } from '../../webview/dom';
 import { fixture, launch, load, openReplay, SCREENSHOTS, type Theme, withStepFields } from './harness';
@@ -137,6 +138,69 @@ describe('replay panel in Chromium', function () {
       .first()
       .evaluate((e) => getComputedStyle(e).opacity);
     assert.equal(opacity, '0.55');
+    await page.close();
+  });
+
+  /** Records as a training step writes them: what the learner read of each sampled token (here: the rollout's
+   *  logprob shifted a little, one token of the first record by a lot, and an entropy). */
+  function withLearnerFigures(records: TrajectoryRecord[]): { records: TrajectoryRecord[]; planted: number } {
+    const planted = records[0].tokens.logprob.map((lp) => lp !== null).lastIndexOf(true);
+    const figured = records.map((record, r) => {
+      const t = record.tokens;
+      return {
+        ...record,
+        tokens: {
+          ...t,
+          // one entry per sampled token (a rollout logprob), as the trainer writes them
+          trainer_logprob: t.logprob.flatMap((lp, i) =>
+            lp === null ? [] : [lp + (r === 0 && i === planted ? -2.5 : ((i % 5) - 2) * 0.01)],
+          ),
+          entropy: t.logprob.flatMap((lp, i) => (lp === null ? [] : [0.5 + (i % 3)])),
+        },
+      };
+    });
+    return { records: figured, planted };
+  }
+
+  it("colours the tokens by the trainer-vs-rollout mismatch or the entropy, and jumps to a step's largest mismatch", async () => {
+    const step = lookup.filter((r) => r.step === lookup[0].step);
+    const { records, planted } = withLearnerFigures(step);
+    const page = await openReplay(browser, records);
+    await page.click(`tr[data-id="${records[1].id}"]`);
+    await page.click('#view-group');
+    // the step's list, largest first: the planted token of the first record
+    const first = page.locator('.mismatches .mismatch').first();
+    assert.equal(await first.getAttribute('data-record'), records[0].id);
+    assert.equal(await first.getAttribute('data-index'), String(planted));
+    assert.match((await first.textContent()) ?? '', /-2\.5000$/);
+    await first.click();
+    // its episode's token view, coloured by the mismatch, the token focused
+    await page.locator('.segmented button[data-overlay="mismatch"][aria-pressed="true"]').waitFor();
+    await page.waitForFunction(
+      (index) => (document.activeElement as HTMLElement)?.dataset.index === String(index),
+      planted,
+    );
+    const chip = page.locator(`.token[data-index="${planted}"]`);
+    assert.ok(
+      await chip.evaluate((e) => e.classList.contains('adv-neg')),
+      'a token the learner finds less likely: red',
+    );
+    assert.equal(await chip.evaluate((e) => e.style.getPropertyValue('--adv-alpha')), '0.550');
+    const title = (await chip.getAttribute('title')) ?? '';
+    assert.ok(title.includes('(-2.5000)') && title.includes('entropy'), title);
+    const prompt = records[0].tokens.role.indexOf('prompt');
+    const promptChip = page.locator(`.token[data-index="${prompt}"]`);
+    if (await promptChip.count())
+      assert.ok(!(await promptChip.evaluate((e) => /adv-|heat/.test(e.className))), 'a prompt token has no mismatch');
+    await page.click('.segmented button[data-overlay="entropy"]');
+    await page.locator('.token.heat').first().waitFor();
+    assert.match((await page.locator('.legend').textContent()) ?? '', /entropy: darker, larger/);
+    await page.screenshot({ path: join(SCREENSHOTS, 'token-overlays.png') });
+    // a Try run's episodes carry none of it: the advantage alone, no control, no list
+    await load(page, [lookup[0]]); // the same episode without them, in the token view still
+    await page.locator('.token[data-index]').first().waitFor();
+    assert.equal(await page.locator('.segmented button[data-overlay]').count(), 0);
+    assert.equal(await page.locator('.mismatches').count(), 0);
     await page.close();
   });
 

@@ -79,10 +79,14 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(weights)
 
 
+# What a process computed of each token rather than sampled: equal to float rounding, not bit for bit.
+COMPUTED = ("logprob", "trainer_logprob", "entropy", "is_weight")
+
+
 def episodes_of(run_dir: Path) -> list[tuple]:
     """What makes each recorded episode itself: its place in its step and its tokens, their roles and masks."""
     return [
-        (r["step"], r["group"], r["sample"], r["task_id"], {k: v for k, v in r["tokens"].items() if k != "logprob"})
+        (r["step"], r["group"], r["sample"], r["task_id"], {k: v for k, v in r["tokens"].items() if k not in COMPUTED})
         for r in trajectories(run_dir)
     ]
 
@@ -90,8 +94,9 @@ def episodes_of(run_dir: Path) -> list[tuple]:
 def assert_same_episodes(run_dir: Path, reference: Path) -> None:
     assert episodes_of(run_dir) == episodes_of(reference)
     for got, expected in zip(trajectories(run_dir), trajectories(reference), strict=True):
-        pairs = zip(got["tokens"]["logprob"], expected["tokens"]["logprob"], strict=True)
-        assert all(a == b or abs(a - b) <= LOGPROB_TOLERANCE for a, b in pairs)
+        for name in COMPUTED:
+            pairs = zip(got["tokens"].get(name, []), expected["tokens"].get(name, []), strict=True)
+            assert all(a == b or abs(a - b) <= LOGPROB_TOLERANCE for a, b in pairs), name
 
 
 def test_two_rollout_and_two_learner_workers_train_as_one_process_does(tmp_path, local_ray, one_process_run):
@@ -182,9 +187,11 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
     assert killed.is_set()
     events = read_events(run_dir)
     assert latest_status(events)["status"] == "completed"
-    [restart] = [e["data"] for e in events if e["type"] == "worker_restarted"]
+    # A loaded machine can find the worker still restarting at the next call: a second restart event, same worker.
+    restart, *again = [e["data"] for e in events if e["type"] == "worker_restarted"]
     assert restart.pop("message").startswith("rollout worker 0 died (Actor")  # Died or Unavailable: when it looked
     assert restart == {"step": 1, "worker": 0, "restarts": 1, "episodes_rerun": 8, "rerun_on": 1}
+    assert all(later["worker"] == 0 and later["rerun_on"] == 1 for later in again)
     places = [(r["step"], r["group"], r["sample"]) for r in trajectories(run_dir)]
     assert sorted(places) == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
     assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it

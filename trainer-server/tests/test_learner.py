@@ -1,4 +1,5 @@
 import copy
+import math
 
 import pytest
 import torch
@@ -86,6 +87,43 @@ def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_come_back_per_e
         "perf/train_tokens_per_s",
     ):
         assert name in metrics
+
+
+@pytest.mark.parametrize("rollout_is", [False, True])
+def test_token_figures_are_the_learners_own_logprobs_and_entropy_for_the_weights_that_sampled(tiny, rollout_is):
+    """What the replay's mismatch overlay shows: per sampled token, the logprob and the entropy a forward pass of the
+    weights that sampled gives (computed here independently, from the logits), the truncated importance weight from
+    them, one entry per sampled token; nothing on a row the update skipped (zero advantage: no pass read it)."""
+    model, tokenizer = tiny
+    cfg = load_config_dict(
+        {**BASE, "train": {"batch_size": 4, "lr": 0.01}, "algorithm": {"rollout_is": {"enabled": rollout_is}}}
+    )
+    episodes = episodes_for(model, tokenizer, cfg)
+    for ep in episodes:
+        ep.outcome_reward = float(ep.sample) if ep.group == 0 else 1.0  # group 1: no signal, its rows are skipped
+    update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(episodes))
+    temperature = cfg.rollout.temperature or 1.0
+    for ep, figures in zip(episodes, update.token_figures):
+        assert set(figures) == {"trainer_logprob", "entropy", *(["is_weight"] if rollout_is else [])}
+        ids = torch.tensor([ep.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float() / temperature
+        logp = torch.log_softmax(logits, -1)
+        sampled = [t for t, logprob in enumerate(ep.rollout_logprobs) if logprob is not None]
+        assert sampled and all(len(values) == len(sampled) for values in figures.values())  # one per sampled token
+        assert all(ep.token_roles[t] == "assistant" for t in sampled)
+        for k, t in enumerate(sampled):
+            if ep.group == 1:  # the update read no row of group 1
+                assert all(figures[name][k] is None for name in figures)
+                continue
+            expected = float(logp[t - 1, ep.token_ids[t]])
+            assert abs(figures["trainer_logprob"][k] - expected) < 1e-4
+            if rollout_is:
+                gap = figures["trainer_logprob"][k] - ep.rollout_logprobs[t]
+                assert abs(figures["is_weight"][k] - min(math.exp(gap), cfg.algorithm.rollout_is.cap)) < 1e-4
+            entropy = float(-(logp[t - 1].exp() * logp[t - 1]).sum())
+            assert abs(figures["entropy"][k] - entropy) < 1e-4
+        assert any(v is not None for v in figures["trainer_logprob"]) == (ep.group == 0)
 
 
 def test_ppo_with_kl_and_tool_token_ablation_runs(tiny):

@@ -7,6 +7,7 @@ import { formatNumber, h, icon, pretty } from '../dom';
 import { lineDiff } from './lineDiff';
 import type { InspectorTab, UiState } from './state';
 import { buildSteps, type JumpTarget, type Step } from './steps';
+import type { TokenOverlay } from './tokenOverlays';
 import { renderTokenView } from './tokenView';
 import { describeTools, type ToolDescription } from './toolSchemas';
 
@@ -16,6 +17,7 @@ export interface EpisodeActions {
   togglePlay: () => void;
   setSpeed: (ms: number) => void;
   setTab: (tab: InspectorTab) => void;
+  setOverlay: (overlay: TokenOverlay) => void;
   openToolSource: (toolName: string) => void;
   rerunToolCall: (turn: number, call: number) => void;
   /** Where the re-run of that call stands: undefined before any, 'running' until the host answers. */
@@ -511,7 +513,7 @@ export function renderEpisode(
             )
           : state.inspectorTab === 'metadata'
             ? metadataTab(record)
-            : renderTokenView(record, { compact: true });
+            : renderTokenView(record, { compact: true, overlay: state.tokenOverlay, setOverlay: actions.setOverlay });
   return h(
     'section',
     { class: 'episode', 'aria-label': `Episode ${record.id}` },

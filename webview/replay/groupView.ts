@@ -6,6 +6,8 @@ import { anchorGroups, hasStateKeys, stateKeyPreview, type AnchorGroup } from '.
 import { formatNumber, h, icon } from '../dom';
 import type { GroupBy, GroupSort, UiState } from './state';
 import { groupOf, hasZeroVariance } from './steps';
+import { largestMismatches } from './tokenOverlays';
+import { mismatchList } from './tokenView';
 
 export function sortGroup(group: TrajectoryRecord[], sort: GroupSort): TrajectoryRecord[] {
   const key: Record<GroupSort, (r: TrajectoryRecord) => number> = {
@@ -26,6 +28,8 @@ export function renderGroup(
     open: (id: string) => void;
     /** Opens the episode at the assistant step of this turn. */
     openStep: (id: string, turn: number) => void;
+    /** Opens the episode's token view at this token. */
+    openToken: (id: string, index: number) => void;
   },
 ): HTMLElement {
   const group = sortGroup(groupOf(records, record), state.groupSort);
@@ -107,6 +111,11 @@ export function renderGroup(
           "The samples' steps grouped by the state they start from (GiGPO's anchor states)",
         ),
       ),
+    ),
+    mismatchList(
+      largestMismatches(records.filter((r) => r.step === record.step)),
+      `Largest trainer − rollout mismatches of step ${record.step}`,
+      (m) => actions.openToken(m.recordId, m.index),
     ),
     hasZeroVariance(group)
       ? h(

@@ -233,6 +233,10 @@ class ReplayApp {
           this.update((s) => {
             s.inspectorTab = tab;
           }),
+        setOverlay: (overlay) =>
+          this.update((s) => {
+            s.tokenOverlay = overlay;
+          }),
         openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
         rerunToolCall: (turn, call) => {
           this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), 'running');
@@ -244,12 +248,25 @@ class ReplayApp {
         anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
       });
     } else if (this.state.view === 'tokens') {
-      body = renderTokenView(record, { compact: false });
+      body = renderTokenView(record, {
+        compact: false,
+        overlay: this.state.tokenOverlay,
+        setOverlay: (overlay) => this.update((s) => void (s.tokenOverlay = overlay)),
+        focus: this.state.focusToken,
+      });
+      this.state.focusToken = null; // revealed once, not on every render
     } else {
       body = renderGroup(this.records, record, this.state, {
         update: (c) => this.update(c),
         open: (id) => this.open(id),
         openStep: (id, turn) => this.openStep(id, turn),
+        openToken: (id, index) =>
+          this.update((s) => {
+            s.selectedId = id;
+            s.view = 'tokens';
+            s.tokenOverlay = 'mismatch';
+            s.focusToken = index;
+          }),
       });
     }
     clear(this.root);

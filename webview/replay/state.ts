@@ -1,4 +1,6 @@
 // What the user was looking at; saved with the webview's setState so it survives hide/show and reload.
+import type { TokenOverlay } from './tokenOverlays';
+
 export type View = 'runs' | 'episode' | 'tokens' | 'group';
 export type InspectorTab = 'io' | 'json' | 'tokens' | 'reward' | 'metadata';
 export type RunSort = 'step' | 'reward' | '-reward' | 'length' | '-length';
@@ -18,6 +20,10 @@ export interface UiState {
   followLive: boolean;
   playSpeedMs: number;
   runRowLimit: number;
+  /** What colours the token view's chips. */
+  tokenOverlay: TokenOverlay;
+  /** The token the token view scrolls to and focuses when it next opens (a step's largest mismatch clicked). */
+  focusToken: number | null;
 }
 
 export const ROW_PAGE = 500;
@@ -34,6 +40,8 @@ export const DEFAULT_STATE: UiState = {
   followLive: true,
   playSpeedMs: 800,
   runRowLimit: ROW_PAGE,
+  tokenOverlay: 'advantage',
+  focusToken: null,
 };
 
 export function restoreState(saved: unknown): UiState {

@@ -1,10 +1,20 @@
 // The token view: the exact sequence the trainer learned from. Each token shows its text; the loss mask
-// (masked tokens hatched and dimmed), the advantage (background colour) and the logprob (bar under the
-// token) overlay it; hover or focus shows the exact values. Tokens wrap at the view's width, as text does, and
+// (masked tokens hatched and dimmed), an overlay (background colour: the token advantage, or, on a training step's
+// episodes, the trainer-vs-rollout logprob mismatch, the entropy or the importance weight) and the logprob (bar
+// under the token) overlay it; hover or focus shows the exact values, and the largest mismatches are listed, each
+// a jump to its token. Tokens wrap at the view's width, as text does, and
 // rows are virtualised: only the rows in view exist in the DOM, so 20,000 tokens stay responsive.
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { ADVANTAGE } from './advantage';
 import { formatNumber, h } from '../dom';
+import {
+  availableOverlays,
+  largestMismatches,
+  learnerFigure,
+  mismatch,
+  OVERLAYS,
+  type TokenOverlay,
+} from './tokenOverlays';
 
 const ROW_HEIGHT = 26;
 /** Rows drawn above and below the view: at full width a row holds about 60 tokens, twice the 32 of a fixed row. */
@@ -16,10 +26,31 @@ function visibleText(text: string): string {
 
 export function tokenTitle(record: TrajectoryRecord, index: number): string {
   const t = record.tokens;
+  const trainer = learnerFigure(t, 'trainer_logprob', index);
+  const learner =
+    trainer !== null
+      ? ` · trainer logprob ${formatNumber(trainer, 4)} (${formatSigned(mismatch(t, index))})` +
+        ` · entropy ${formatNumber(learnerFigure(t, 'entropy', index), 3)}` +
+        (t.is_weight ? ` · importance weight ${formatNumber(learnerFigure(t, 'is_weight', index), 3)}` : '')
+      : '';
   return (
     `#${index} ${JSON.stringify(t.text[index])} id ${t.ids[index]} · ${t.role[index]} · turn ${t.turn[index]} · ` +
-    `loss mask ${t.loss_mask[index]} · logprob ${formatNumber(t.logprob[index], 4)} · advantage ${formatNumber(t.advantage[index], 4)}`
+    `loss mask ${t.loss_mask[index]} · logprob ${formatNumber(t.logprob[index], 4)}${learner} · ` +
+    `advantage ${formatNumber(t.advantage[index], 4)}`
   );
+}
+
+function formatSigned(value: number | null): string {
+  return value === null ? '–' : `${value >= 0 ? '+' : ''}${value.toFixed(4)}`;
+}
+
+export interface TokenViewOptions {
+  compact: boolean;
+  /** What colours the chips (one the episode lacks falls back to the advantage). */
+  overlay: TokenOverlay;
+  setOverlay: (overlay: TokenOverlay) => void;
+  /** A token to scroll to and focus once drawn (a click on a step's largest mismatch). */
+  focus?: number | null;
 }
 
 /** Wraps tokens of these widths into rows of at most `width` pixels, `gap` apart, as text wraps: a row ends before the
@@ -72,10 +103,13 @@ function measure(texts: readonly string[], host: HTMLElement): { widths: number[
   return { widths, padding, gap };
 }
 
-export function renderTokenView(record: TrajectoryRecord, options: { compact: boolean }): HTMLElement {
+export function renderTokenView(record: TrajectoryRecord, options: TokenViewOptions): HTMLElement {
   const tokens = record.tokens;
   const count = tokens.ids.length;
-  const maxAdvantage = Math.max(1e-9, ...tokens.advantage.map((a) => Math.abs(a ?? 0)));
+  const overlays = availableOverlays(record);
+  const overlay = OVERLAYS[overlays.includes(options.overlay) ? options.overlay : 'advantage'];
+  const values = tokens.ids.map((_, index) => overlay.value(tokens, index));
+  const largest = Math.max(1e-9, ...values.map((v) => Math.abs(v ?? 0)));
   const detail = h(
     'div',
     { class: 'token-detail', id: 'token-detail', 'aria-live': 'polite' },
@@ -104,10 +138,10 @@ export function renderTokenView(record: TrajectoryRecord, options: { compact: bo
       },
       visibleText(tokens.text[index]),
     );
-    const advantage = tokens.advantage[index];
-    if (advantage !== null && advantage !== undefined) {
-      el.style.setProperty('--adv-alpha', (Math.min(1, Math.abs(advantage) / maxAdvantage) * 0.55).toFixed(3));
-      el.classList.add(advantage >= 0 ? 'adv-pos' : 'adv-neg');
+    const value = values[index];
+    if (value !== null) {
+      el.style.setProperty('--adv-alpha', (Math.min(1, Math.abs(value) / largest) * 0.55).toFixed(3));
+      el.classList.add(!overlay.signed ? 'heat' : value >= 0 ? 'adv-pos' : 'adv-neg');
     }
     const logprob = tokens.logprob[index];
     if (logprob !== null && logprob !== undefined) el.style.setProperty('--prob', Math.exp(logprob).toFixed(3));
@@ -155,6 +189,15 @@ export function renderTokenView(record: TrajectoryRecord, options: { compact: bo
     }
     spacer.replaceChildren(...lines);
   };
+  /** Scrolls the token at `index` into the view's upper third and focuses it (its row drawn first). */
+  const reveal = (index: number): void => {
+    wrap();
+    let row = starts.length - 1;
+    while (row > 0 && starts[row] > index) row--;
+    viewport.scrollTop = Math.max(0, row * ROW_HEIGHT - viewport.clientHeight / 3);
+    paint();
+    spacer.querySelector<HTMLElement>(`.token[data-index="${index}"]`)?.focus();
+  };
   viewport.addEventListener('scroll', () => requestAnimationFrame(paint));
   // painted in the next frame: a repaint that adds a scrollbar resizes the view again, which the observer would
   // otherwise have to report in this one ("ResizeObserver loop completed with undelivered notifications")
@@ -162,26 +205,22 @@ export function renderTokenView(record: TrajectoryRecord, options: { compact: bo
     viewport.isConnected ? requestAnimationFrame(paint) : resized.disconnect(),
   );
   resized.observe(viewport);
-  requestAnimationFrame(paint);
+  requestAnimationFrame(() => (options.focus != null ? reveal(options.focus) : paint()));
   queueMicrotask(paint);
 
+  const swatch = (cls: string, text: string) =>
+    h('span', { class: `token role-assistant ${cls} swatch`, title: overlay.help }, text);
   const legend = h(
     'div',
     { class: 'legend', 'aria-label': 'Legend' },
     h('span', { class: 'token role-prompt masked' }, 'prompt'),
     h('span', { class: 'token role-tool masked' }, 'tool / observation (masked)'),
     h('span', { class: 'token role-assistant' }, 'sampled (trained)'),
-    h(
-      'span',
-      { class: 'token role-assistant adv-pos swatch', title: ADVANTAGE.token.help },
-      `${ADVANTAGE.token.label} > 0`,
-    ),
-    h(
-      'span',
-      { class: 'token role-assistant adv-neg swatch', title: ADVANTAGE.token.help },
-      `${ADVANTAGE.token.label} < 0`,
-    ),
+    ...(overlay.signed
+      ? [swatch('adv-pos', `${overlay.label} > 0`), swatch('adv-neg', `${overlay.label} < 0`)]
+      : [swatch('heat', `${overlay.label}: darker, larger`)]),
     h('span', { class: 'legend-note' }, 'bar under a token: its probability under the rollout policy'),
+    overlays.length > 1 ? overlayControl(overlays, overlay, options.setOverlay) : null,
   );
   legend.querySelectorAll<HTMLElement>('.swatch').forEach((el) => el.style.setProperty('--adv-alpha', '0.45'));
   const trained = tokens.loss_mask.filter((m) => m === 1).length;
@@ -199,7 +238,54 @@ export function renderTokenView(record: TrajectoryRecord, options: { compact: bo
       ),
     ),
     legend,
+    mismatchList(largestMismatches([record]), 'Largest trainer − rollout mismatches', (m) => reveal(m.index)),
     detail,
     viewport,
+  );
+}
+
+/** The overlay buttons, the shown one pressed. */
+function overlayControl(
+  overlays: TokenOverlay[],
+  shown: (typeof OVERLAYS)[TokenOverlay],
+  choose: (overlay: TokenOverlay) => void,
+): HTMLElement {
+  return h(
+    'span',
+    { class: 'segmented', role: 'group', 'aria-label': 'Colour the tokens by' },
+    ...overlays.map((id) => {
+      const button = h(
+        'button',
+        { 'aria-pressed': String(OVERLAYS[id] === shown), 'data-overlay': id, title: OVERLAYS[id].help },
+        OVERLAYS[id].label,
+      );
+      button.addEventListener('click', () => choose(id));
+      return button;
+    }),
+  );
+}
+
+/** A list of mismatched tokens, each a button that `open`s it; nothing when there are none. (Also the group view's,
+ *  over a step's episodes.) */
+export function mismatchList(
+  found: ReturnType<typeof largestMismatches>,
+  title: string,
+  open: (mismatch: ReturnType<typeof largestMismatches>[number]) => void,
+): HTMLElement | null {
+  if (!found.length) return null;
+  return h(
+    'div',
+    { class: 'mismatches', 'aria-label': title },
+    h('span', { class: 'legend-note', title: OVERLAYS.mismatch.help }, `${title}:`),
+    ...found.map((m) => {
+      const button = h(
+        'button',
+        { class: 'mismatch', 'data-record': m.recordId, 'data-index': m.index },
+        `${JSON.stringify(m.text)} ${formatSigned(m.gap)}`,
+      );
+      button.title = `token #${m.index} of ${m.recordId}: trainer − rollout logprob ${formatSigned(m.gap)}`;
+      button.addEventListener('click', () => open(m));
+      return button;
+    }),
   );
 }

@@ -89,6 +89,12 @@ class Update:
     # Per episode, in order: "logprob_gap" (mean |rollout - learner| logprob over its sampled tokens) and, with a
     # reference, "kl_ref" (mean KL over its trained tokens); the health checks name the worst episodes with them.
     per_episode: dict[str, list[float]]
+    # Per episode, one entry per token the engine sampled (a rollout logprob), in order: what the learner read of it
+    # (None where it read nothing: the rows an update skipped): "trainer_logprob" (pi_old: the learner's logprob
+    # for the weights that sampled), "entropy" (of the learner's distribution there, from the update's first pass),
+    # and, with a behaviour correction (algorithm.rollout_is), "is_weight" (the truncated importance weight the
+    # loss multiplied by). The replay's token view shows them beside the engine's logprob.
+    token_figures: list[dict[str, list[float | None]]]
 
 
 @dataclass
@@ -101,6 +107,7 @@ class _Step:
     norm: dict[str, float]  # the whole step's figures every loss term is normalised by
     scored: dict[str, torch.Tensor] = field(default_factory=dict)  # logprobs, values, ref_logprobs of the scoring pass
     old_logprobs: torch.Tensor | None = None  # pi_old; None until a scoring or the first training pass gives it
+    entropy: torch.Tensor | None = None  # per token, from the first training pass; None until it ran
     kl: torch.Tensor | None = None  # per-token KL to the reference, when the algorithm has one
     targets: Advantages | None = None
     kl_in_loss: bool = False
@@ -367,18 +374,23 @@ class Learner:
         processes, clipped, checked for non-finite values, and one optimizer step."""
         self.optimizer.zero_grad(set_to_none=True)
         from_training_pass: list[torch.Tensor] = []
+        entropies: list[torch.Tensor] = []
         with self._precision():  # one region a pass: each weight cast to bf16 once
             for rows in step.micro_rows:
-                loss, parts, logprobs = self._micro_batch_loss(step, rows, from_training_pass)
+                loss, parts, out = self._micro_batch_loss(step, rows, from_training_pass)
                 with self._precision(enabled=False):
                     loss.backward()
                 if step.old_logprobs is None:
-                    from_training_pass.append(logprobs.detach())
+                    from_training_pass.append(out["logprobs"].detach())
+                if step.entropy is None:
+                    entropies.append(out["entropy"].detach().float())
                 for name, value in parts.items():
                     step.totals[name] = step.totals.get(name, 0.0) + float(value.detach())
+        shape = tuple(step.batch.train_mask.shape)
         if step.old_logprobs is None:
-            shape = tuple(step.batch.train_mask.shape)
             step.old_logprobs = self._sum_rows(in_row_order(from_training_pass, step.micro_rows, shape))
+        if step.entropy is None:
+            step.entropy = self._sum_rows(in_row_order(entropies, step.micro_rows, shape))
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if not step.micro_rows:  # no row carried a gradient: the zeros running them would have summed to, for AdamW
             for p in params:
@@ -398,7 +410,8 @@ class Learner:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         """One micro-batch's loss: the policy loss (corrected by truncated importance weights when another engine or
         older weights sampled) - the entropy bonus (+ the KL term) + the algorithm's extra terms, each aggregated
-        with the whole step's norms. Returns (loss, its parts for the metrics, the training pass's logprobs)."""
+        with the whole step's norms. Returns (loss, its parts for the metrics, the training pass's logprobs and
+        entropy)."""
         cfg = self.config.algorithm
         micro = step.batch.select(rows)
         out = self._forward(self.model, micro, with_values=self.critic is not None, with_entropy=True)
@@ -437,7 +450,7 @@ class Learner:
         for name, (weight, per_token_extra) in extra_losses.items():
             parts[name] = aggregate(per_token_extra, micro_mask, "token-mean", step.norm)
             loss = loss + weight * parts[name]
-        return loss, parts, out["logprobs"]
+        return loss, parts, out
 
     def _report(self, step: _Step, episodes: list[Episode], started: float) -> Update:
         """Phase 6, the report: the step's metrics, the rollout-vs-learner logprob gap, and each episode's
@@ -473,16 +486,21 @@ class Learner:
         metrics["perf/train_tokens_per_s"] = float(batch.attention_mask.sum()) * epochs / elapsed if elapsed else 0.0
         if torch.cuda.is_available():
             metrics["perf/peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        advantages_per_episode = []
-        for row, episode in enumerate(episodes):
-            n = len(episode.token_ids)
-            advantages_per_episode.append(
-                [
-                    float(a) if trained else None
-                    for a, trained in zip(advantages[row, :n].tolist(), mask[row, :n].bool().tolist())
-                ]
+        figures = {"trainer_logprob": (step.old_logprobs, gap_mask)}
+        if step.entropy is not None:
+            figures["entropy"] = (step.entropy, batch.sampled_mask * rows_mask(step.trained_rows, len(batch))[:, None])
+        if self.behaviour_correction():
+            weights = truncated_is_weights(
+                step.old_logprobs, batch.rollout_logprobs, batch.sampled_mask, self.config.algorithm.rollout_is.cap
             )
-        return Update(metrics, advantages_per_episode, step.per_episode)
+            figures["is_weight"] = (weights, gap_mask)
+        per_token = {name: _at_sampled_tokens(values, read, episodes) for name, (values, read) in figures.items()}
+        return Update(
+            metrics,
+            _per_episode_tokens(advantages, mask.bool(), episodes),
+            step.per_episode,
+            [{name: values[i] for name, values in per_token.items()} for i in range(len(episodes))],
+        )
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
@@ -494,3 +512,23 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.critic is not None:
             self.critic.load_state_dict(state["value_head"])
+
+
+def _per_episode_tokens(values: torch.Tensor, read: torch.Tensor, episodes: list[Episode]) -> list[list[float | None]]:
+    """Row i's values over episode i's tokens, None where `read` is 0."""
+    return [
+        [float(v) if taken else None for v, taken in zip(values[row, : len(ep.token_ids)].tolist(), read[row].tolist())]
+        for row, ep in enumerate(episodes)
+    ]
+
+
+def _at_sampled_tokens(values: torch.Tensor, read: torch.Tensor, episodes: list[Episode]) -> list[list[float | None]]:
+    """Row i's values at episode i's sampled tokens (those with a rollout logprob), in order, None where `read` is 0;
+    rounded to 6 decimals. Only those: a value (or a null) for every prompt and tool token as well made a trajectory
+    file 28% larger (SmolLM2's chat template puts ~330 prompt tokens before 17 sampled ones in the lookup example)."""
+    found = []
+    for row, episode in enumerate(episodes):
+        sampled = [t for t, logprob in enumerate(episode.rollout_logprobs) if logprob is not None]
+        row_values, row_read = values[row, sampled].tolist(), read[row, sampled].bool().tolist()
+        found.append([round(v, 6) if taken else None for v, taken in zip(row_values, row_read)])
+    return found

@@ -140,10 +140,17 @@ class Episode:
                 raise AssertionError(f"episode {self.task_id}: token {i} role {role} has loss_mask {mask}")
 
     def to_record(
-        self, *, run_id: str, step: int, decode_token: Any, advantages: list[float | None] | None = None
+        self,
+        *,
+        run_id: str,
+        step: int,
+        decode_token: Any,
+        advantages: list[float | None] | None = None,
+        token_figures: dict[str, list[float | None]] | None = None,
     ) -> dict[str, Any]:
         """The trajectory record (protocol/schemas/trajectory.schema.json). `decode_token(id) -> str`; `advantages`:
-        the update's, one per token (None where untrained, and everywhere for an episode nothing learned from)."""
+        the update's, one per token (None where untrained, and everywhere for an episode nothing learned from);
+        `token_figures`: what the learner read of each token (`Update.token_figures`), absent without an update."""
         advantages = advantages or [None] * len(self.token_ids)
         seq_adv = [a for a, m in zip(advantages, self.loss_mask) if m and a is not None]
         tool_calls = [c for t in self.turns for c in t.tool_calls]
@@ -210,6 +217,7 @@ class Episode:
                 "loss_mask": list(self.loss_mask),
                 "logprob": list(self.rollout_logprobs),
                 "advantage": list(advantages),
+                **(token_figures or {}),
             },
         }
 

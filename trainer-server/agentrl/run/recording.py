@@ -11,6 +11,7 @@ from agentrl.run.episode_search import EpisodeSearch, SearchUnavailable
 from agentrl.run.runstore import RunStore, trajectory_summary
 
 if TYPE_CHECKING:
+    from agentrl.learning.learner import Update
     from agentrl.rollout.episode import Episode
 
 log = logging.getLogger(__name__)
@@ -21,17 +22,20 @@ def record_episodes(
     step: int,
     episodes: list[Episode],
     tokenizer: Any,
-    advantages: list[list[float | None]] | None = None,
+    update: Update | None = None,
 ) -> list[dict[str, Any]]:
-    """The step's trajectory file, its search rows, and one `trajectory` summary event per episode. `advantages`:
-    the learner's, one list per episode (`Update.advantages`); None for episodes no update used (a Try run, an
-    evaluation)."""
-    per_episode = advantages or [None] * len(episodes)
+    """The step's trajectory file, its search rows, and one `trajectory` summary event per episode. `update`: the
+    learner's for these episodes (their advantages and what it read of each token); None for episodes no update
+    used (a Try run, an evaluation)."""
     records = [
         ep.to_record(
-            run_id=store.run_id, step=step, decode_token=lambda i: tokenizer.decode([i]), advantages=ep_advantages
+            run_id=store.run_id,
+            step=step,
+            decode_token=lambda i: tokenizer.decode([i]),
+            advantages=update.advantages[i] if update else None,
+            token_figures=update.token_figures[i] if update else None,
         )
-        for ep, ep_advantages in zip(episodes, per_episode, strict=True)
+        for i, ep in enumerate(episodes)
     ]
     path = store.write_trajectories(step, records)
     try:

@@ -30,7 +30,7 @@ from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.tool import describe_exception
-from agentrl.learning.learner import Learner, NonFiniteError
+from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
@@ -173,10 +173,8 @@ class _Run:
         if self.trackers is not None:
             self.trackers.close()
 
-    def record(
-        self, step: int, episodes: list[Episode], advantages: list[list[float | None]] | None = None
-    ) -> list[dict[str, Any]]:
-        return record_episodes(self.store, step, episodes, self.tokenizer, advantages)
+    def record(self, step: int, episodes: list[Episode], update: Update | None = None) -> list[dict[str, Any]]:
+        return record_episodes(self.store, step, episodes, self.tokenizer, update)
 
     def warn(self, message: str) -> None:
         """A warning for the event log (the editor shows it) and for stderr (the CLI, a server's run log)."""
@@ -454,7 +452,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 metrics |= evaluate_heldout(run)
             metrics["perf/step_time_s"] = time.perf_counter() - started
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
-            records = run.record(step, episodes, update.advantages)
+            records = run.record(step, episodes, update)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
             health_events = run.health.observe(
