@@ -1,6 +1,6 @@
 // Messages between the replay panel's host (extension/replay/) and its webview (webview/replay/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
-import type { RunStatus, ToolRerunResult } from './generated/rpc';
+import type { RunStatus, ToolRerunResult, TrajectorySearchParams } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
 
 export type { TrajectoryRecord, ToolRerunResult };
@@ -12,7 +12,8 @@ export interface ReadyMessage {
 
 /** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow;
  * `runStatus`, for a run, its status now (absent for a file); `focusStep`, the step to show first (the Run
- * Dashboard's click on a point): the group view of that step's first group. */
+ * Dashboard's click on a point): the group view of that step's first group; `searchable`, for a run on a connected
+ * trainer: its episodes can be searched (`search`). */
 export interface LoadMessage {
   type: 'load';
   source: string;
@@ -20,6 +21,30 @@ export interface LoadMessage {
   live: boolean;
   runStatus?: RunStatus;
   focusStep?: number;
+  searchable?: boolean;
+}
+
+/** What the run browser's search box asks: trajectory/search's filters, for the replay's run. */
+export type EpisodeQuery = Omit<TrajectorySearchParams, 'runIds' | 'sort' | 'limit' | 'cursor'>;
+
+/** Webview → host, from the search box: the run's episodes that match `query` (`cursor`: the next page of the
+ * last answer). The trainer answers from the run's search index, never by scanning its trajectories. */
+export interface SearchMessage {
+  type: 'search';
+  query: EpisodeQuery;
+  cursor?: string;
+}
+
+/** Host → webview, answering `search`: a page of matching episodes in step order (their records), how many match
+ * in all, and the cursor of the next page; or why it could not search, in words to show. */
+export interface SearchResultsMessage {
+  type: 'searchResults';
+  query: EpisodeQuery;
+  /** Whether this page follows the previous one (a `cursor` was sent) or starts the results anew. */
+  more: boolean;
+  reply:
+    | { ok: true; records: TrajectoryRecord[]; total: number; nextCursor: string | null }
+    | { ok: false; message: string };
 }
 
 /** Host → webview, during a live run: trajectories of a new step. */
@@ -62,5 +87,6 @@ export interface ToolRerunMessage extends ToolCallAddress {
   reply: { ok: true; result: ToolRerunResult } | { ok: false; message: string };
 }
 
-export type HostToWebviewMessage = LoadMessage | AppendMessage | RunStatusMessage | ToolRerunMessage;
-export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage | RerunToolCallMessage;
+export type HostToWebviewMessage =
+  LoadMessage | AppendMessage | RunStatusMessage | ToolRerunMessage | SearchResultsMessage;
+export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage | RerunToolCallMessage | SearchMessage;

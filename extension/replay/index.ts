@@ -4,11 +4,18 @@
 // protocol/webview-messages.ts.
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
-import type { HostToWebviewMessage, TrajectoryRecord, WebviewToHostMessage } from '../../protocol/webview-messages';
+import type {
+  HostToWebviewMessage,
+  SearchMessage,
+  SearchResultsMessage,
+  TrajectoryRecord,
+  WebviewToHostMessage,
+} from '../../protocol/webview-messages';
 import { Commands } from '../commands';
 import { registerCommands, showError, type Ctx } from '../ctx';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
+import { relaySearch } from './search';
 import { relayToolRerun } from './toolRerun';
 import { findToolDefinition } from './toolSource';
 import { parseTrajectories } from './trajectoryFile';
@@ -117,7 +124,8 @@ async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promi
   };
   panel.onDidDispose(() => subscription.dispose());
   void trainer.follow(runId).catch((err: Error) => ctx.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
-  connect(ctx, panel.webview, async () => {
+  const search = async (message: SearchMessage) => relaySearch(message, runId, connectedTrainer(ctx));
+  connect(ctx, panel.webview, search, async () => {
     const [records, info] = await Promise.all([fetchRecords(), trainer.request('run/get', { runId })]);
     records.forEach((r) => seen.add(r.id));
     ready = true;
@@ -128,6 +136,7 @@ async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promi
       records,
       live: ACTIVE_RUN_STATUSES.has(info.status),
       runStatus: info.status,
+      searchable: true,
       ...(step === undefined ? {} : { focusStep: step }),
     };
   });
@@ -142,7 +151,7 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
 
   resolveCustomEditor(document: vscode.CustomDocument, panel: vscode.WebviewPanel): void {
     panel.webview.options = webviewOptions(this.ctx);
-    connect(this.ctx, panel.webview, async () => {
+    connect(this.ctx, panel.webview, undefined, async () => {
       const text = new TextDecoder().decode(await vscode.workspace.fs.readFile(document.uri));
       const { records, errors } = parseTrajectories(text);
       const name = vscode.workspace.asRelativePath(document.uri);
@@ -167,8 +176,14 @@ function webviewOptions(ctx: Ctx): vscode.WebviewOptions & vscode.WebviewPanelOp
   return { enableScripts: true, localResourceRoots: [webviewRoot(ctx)] };
 }
 
-/** Sets the HTML and answers every `ready` (first load and each reload) with what `load` gives. */
-function connect(ctx: Ctx, webview: vscode.Webview, load: () => Promise<HostToWebviewMessage>): void {
+/** Sets the HTML and answers every `ready` (first load and each reload) with what `load` gives, and each `search`
+ *  with what `search` gives (a run's replay; a file's has no run to search and never offers it). */
+function connect(
+  ctx: Ctx,
+  webview: vscode.Webview,
+  search: ((message: SearchMessage) => Promise<SearchResultsMessage>) | undefined,
+  load: () => Promise<HostToWebviewMessage>,
+): void {
   webview.onDidReceiveMessage(async (message: WebviewToHostMessage) => {
     switch (message.type) {
       case 'ready':
@@ -185,6 +200,9 @@ function connect(ctx: Ctx, webview: vscode.Webview, load: () => Promise<HostToWe
         return;
       case 'openToolSource':
         await openToolSource(ctx, message.toolName);
+        return;
+      case 'search':
+        if (search) post(webview, await search(message));
         return;
       case 'rerunToolCall': {
         // A file's records name their run too: any trainer that has the run can re-run its calls.

@@ -204,6 +204,60 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it("searches a run's episodes through the host, pages the matches into the list, and goes back to the whole run", async () => {
+    const all = [...lookup, ...toolErrors];
+    const page = await openReplay(browser, []); // then the run, as the host loads one it can search
+    await page.evaluate(
+      (recs) =>
+        window.postMessage({ type: 'load', source: 'run-1', records: recs, live: false, searchable: true }, '*'),
+      all,
+    );
+    await page.fill('#search-text', 'unclosed call');
+    await page.selectOption('#search-error', 'bad_json');
+    await page.fill('#search-reward-max', '0.5');
+    await page.click('#search-run');
+    const asked = await page.evaluate(() =>
+      (window as unknown as { __posted: Array<{ type: string }> }).__posted.filter((m) => m.type === 'search'),
+    );
+    const query = { text: 'unclosed call', errorKind: 'bad_json', reward: { max: 0.5 } };
+    assert.deepEqual(asked, [{ type: 'search', query }]);
+    assert.match((await page.textContent('#search-results')) ?? '', /Searching for "unclosed call", error bad_json/);
+    // the host answers with a page of records (one the panel did not hold yet among them) and a cursor
+    const unseen = { ...toolErrors[0], id: 'unseen-1' };
+    const answer = (records: TrajectoryRecord[], more: boolean, nextCursor: string | null) =>
+      page.evaluate((m) => window.postMessage(m, '*'), {
+        type: 'searchResults',
+        query,
+        more,
+        reply: { ok: true, records, total: 3, nextCursor },
+      });
+    await answer([toolErrors[1], unseen], false, '2');
+    await page.locator('tr[data-id="unseen-1"]').waitFor();
+    assert.deepEqual(await page.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id'))), [
+      toolErrors[1].id,
+      'unseen-1',
+    ]);
+    assert.match((await page.textContent('#search-results')) ?? '', /^3 episodes match .*\(2 shown\)/);
+    await page.click('#search-more');
+    const more = await page.evaluate(() =>
+      (window as unknown as { __posted: Array<{ type: string; cursor?: string }> }).__posted.filter(
+        (m) => m.type === 'search' && m.cursor,
+      ),
+    );
+    assert.deepEqual(more, [{ type: 'search', query, cursor: '2' }]);
+    await answer([lookup[0]], true, null);
+    await page.locator(`tr[data-id="${lookup[0].id}"]`).waitFor();
+    assert.equal(await page.locator('tbody tr').count(), 3);
+    assert.equal(await page.locator('#search-more').count(), 0, 'no next page');
+    await page.screenshot({ path: join(SCREENSHOTS, 'search.png') });
+    await page.click('#search-clear');
+    await page.waitForFunction((n) => document.querySelectorAll('tbody tr').length === n, all.length + 1);
+    // a file's replay has no run to search: no search box
+    await load(page, lookup);
+    assert.equal(await page.locator('#search-text').count(), 0);
+    await page.close();
+  });
+
   it('sorts a GRPO group and flags a group with zero reward variance', async () => {
     const group = lookup.filter((r) => r.group === lookup[0].group);
     const page = await openReplay(browser, lookup);

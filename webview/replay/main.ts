@@ -1,7 +1,9 @@
 // The replay panel's browser app. It talks to its host only through the typed messages of
 // protocol/webview-messages.ts, and keeps what the user looks at in the webview state.
 import type {
+  EpisodeQuery,
   HostToWebviewMessage,
+  SearchResultsMessage,
   ToolCallAddress,
   ToolRerunMessage,
   TrajectoryRecord,
@@ -12,6 +14,7 @@ import { clear, h } from '../dom';
 import { renderEpisode } from './episodeView';
 import { renderGroup } from './groupView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';
+import type { SearchState } from './searchBox';
 import { restoreState, type UiState, type View } from './state';
 import { buildSteps, groupOf, nextStep, type JumpTarget } from './steps';
 import { renderTokenView } from './tokenView';
@@ -34,6 +37,9 @@ class ReplayApp {
   private playTimer: number | undefined;
   /** Re-runs of tool calls by `runId/trajectoryId/turn/call` (a file may hold several runs' trajectories): 'running' until the host answers, then its reply. */
   private readonly reruns = new Map<string, 'running' | ToolRerunMessage['reply']>();
+  /** Whether the host can search this run's episodes (a run on a connected trainer, not a file). */
+  private searchable = false;
+  private search: SearchState | undefined;
 
   constructor(private readonly root: HTMLElement) {
     window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => this.receive(event.data));
@@ -48,10 +54,14 @@ class ReplayApp {
       this.source = message.source;
       this.live = message.live;
       this.runStatus = message.runStatus;
+      this.searchable = message.searchable ?? false;
+      this.search = undefined;
       if (message.focusStep !== undefined) this.focusStep(message.focusStep);
     } else if (message.type === 'runStatus') {
       this.live = message.live;
       this.runStatus = message.runStatus;
+    } else if (message.type === 'searchResults') {
+      this.receiveSearch(message);
     } else if (message.type === 'toolRerun') {
       this.reruns.set(rerunKey(message), message.reply);
     } else if (message.type === 'append') {
@@ -62,6 +72,33 @@ class ReplayApp {
       return;
     }
     this.render();
+  }
+
+  private askSearch(query: EpisodeQuery, cursor?: string): void {
+    const kept = cursor && this.search ? this.search : { ids: [], total: 0, nextCursor: null };
+    this.search = { ...kept, query, pending: true };
+    this.vscode.postMessage({ type: 'search', query, ...(cursor ? { cursor } : {}) });
+    this.render();
+  }
+
+  /** A page of matches: their records join the panel's (a match it did not hold yet, or a newer copy). */
+  private receiveSearch(message: SearchResultsMessage): void {
+    if (!this.search || JSON.stringify(this.search.query) !== JSON.stringify(message.query)) return; // superseded
+    if (!message.reply.ok) {
+      this.search = { ...this.search, pending: false, error: message.reply.message };
+      return;
+    }
+    const { records, total, nextCursor } = message.reply;
+    const incoming = new Map(records.map((r) => [r.id, r]));
+    this.records = [...this.records.filter((r) => !incoming.has(r.id)), ...records];
+    const ids = records.map((r) => r.id);
+    this.search = {
+      query: message.query,
+      pending: false,
+      ids: message.more ? [...this.search.ids, ...ids] : ids,
+      total,
+      nextCursor,
+    };
   }
 
   /** The group view of the step's first group; a step without trajectories lists the run filtered to it. */
@@ -219,7 +256,22 @@ class ReplayApp {
     if (!this.records.length) {
       body = h('p', { class: 'empty' }, 'No trajectories yet.');
     } else if (this.state.view === 'runs' || !record) {
-      body = renderRunBrowser(this.records, this.state, { update: (c) => this.update(c), open: (id) => this.open(id) });
+      body = renderRunBrowser(
+        this.records,
+        this.state,
+        { update: (c) => this.update(c), open: (id) => this.open(id) },
+        this.searchable
+          ? {
+              state: this.search,
+              run: (query) => this.askSearch(query),
+              more: () => this.search?.nextCursor && this.askSearch(this.search.query, this.search.nextCursor),
+              clear: () => {
+                this.search = undefined;
+                this.render();
+              },
+            }
+          : undefined,
+      );
     } else if (this.state.view === 'episode') {
       body = renderEpisode(record, this.state, this.playTimer !== undefined, {
         goTo: (i) => this.goTo(i),

@@ -1,6 +1,8 @@
-// The run browser: every trajectory of the loaded file or run, filtered and sorted.
-import type { TrajectoryRecord } from '../../protocol/webview-messages';
+// The run browser: every trajectory of the loaded file or run, filtered and sorted; for a run on a connected
+// trainer, a search box whose matches (the trainer's search index) replace the list.
+import type { EpisodeQuery, TrajectoryRecord } from '../../protocol/webview-messages';
 import { formatNumber, h, icon } from '../dom';
+import { describeQuery, renderSearchBox, type SearchState } from './searchBox';
 import { ROW_PAGE, type RunSort, type UiState } from './state';
 
 export function visibleRecords(records: TrajectoryRecord[], state: UiState): TrajectoryRecord[] {
@@ -27,6 +29,12 @@ export function renderRunBrowser(
   actions: {
     update: (change: (state: UiState) => void) => void;
     open: (id: string) => void;
+  },
+  search?: {
+    state: SearchState | undefined;
+    run: (query: EpisodeQuery) => void;
+    more: () => void;
+    clear: () => void;
   },
 ): HTMLElement {
   const steps = [...new Set(records.map((r) => r.step))].sort((a, b) => a - b);
@@ -86,7 +94,11 @@ export function renderRunBrowser(
     }),
   );
 
-  const matching = visibleRecords(records, state);
+  const found = search?.state;
+  const byId = new Map(records.map((r) => [r.id, r]));
+  const matching = found
+    ? found.ids.map((id) => byId.get(id)).filter((r): r is TrajectoryRecord => r !== undefined)
+    : visibleRecords(records, state);
   const shown = matching.slice(0, state.runRowLimit); // a run can hold 10,000s of episodes: render a page at a time
   const body = h('tbody');
   for (const record of shown) {
@@ -137,6 +149,8 @@ export function renderRunBrowser(
       h('label', { for: 'follow-live' }, follow, ' follow live'),
       h('span', { class: 'count' }, `${matching.length} of ${records.length}`),
     ),
+    search ? renderSearchBox(records, found?.query, search.run) : null,
+    found ? searchBanner(found, search!) : null,
     h(
       'table',
       { class: 'grid' },
@@ -153,7 +167,28 @@ export function renderRunBrowser(
       ),
       body,
     ),
-    matching.length > shown.length ? more(matching.length - shown.length, actions) : null,
+    !found && matching.length > shown.length ? more(matching.length - shown.length, actions) : null,
+  );
+}
+
+/** What the search found, with the next page and the way back to the whole list. */
+function searchBanner(found: SearchState, search: { more: () => void; clear: () => void }): HTMLElement {
+  const said = found.error
+    ? `Search failed: ${found.error}`
+    : found.pending
+      ? `Searching for ${describeQuery(found.query)}…`
+      : `${found.total} episode${found.total === 1 ? '' : 's'} match ${describeQuery(found.query)}` +
+        (found.total > found.ids.length ? ` (${found.ids.length} shown)` : '');
+  const next = h('button', { id: 'search-more', disabled: found.pending || !found.nextCursor }, 'next matches');
+  next.addEventListener('click', search.more);
+  const clear = h('button', { id: 'search-clear' }, 'clear search');
+  clear.addEventListener('click', search.clear);
+  return h(
+    'div',
+    { class: `toolbar search-results${found.error ? ' bad' : ''}`, id: 'search-results', role: 'status' },
+    h('span', {}, said),
+    found.nextCursor ? next : null,
+    clear,
   );
 }
 
