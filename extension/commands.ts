@@ -19,6 +19,7 @@ export const Commands = {
   restartLanguageServer: 'agentRl.restartLanguageServer',
   checkSetup: 'agentRl.checkSetup',
   installTrainer: 'agentRl.installTrainer',
+  searchEpisodes: 'agentRl.searchEpisodes',
 } as const;
 
 export type CommandId = (typeof Commands)[keyof typeof Commands];

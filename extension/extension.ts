@@ -1,8 +1,8 @@
 // Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy: it
 // builds the one Ctx (the log channel, the trainer connection, not connected until asked, and the settings) and
 // gives it to the language client, the Runs view, the status bar item, health alerts as problems, the server, run
-// and scaffold commands, the Run Dashboard, the replay panel, the Get Started walkthrough and the set-up commands
-// (Check Setup, Install the Trainer).
+// and scaffold commands, the Run Dashboard, the replay panel, the Get Started walkthrough, the set-up commands
+// (Check Setup, Install the Trainer) and Search Episodes.
 import * as vscode from 'vscode';
 import { registerConnectionCommands } from './connectionCommands';
 import type { Ctx } from './ctx';
@@ -13,6 +13,7 @@ import { registerReplay } from './replay';
 import { registerRunCommands } from './runCommands';
 import { registerRunsView } from './runsView';
 import { registerScaffoldCommands } from './scaffoldCommands';
+import { registerSearchCommands } from './searchCommands';
 import { registerSetupCommands } from './setupCommands';
 import { workspaceSettings } from './settings';
 import { registerStatusBar } from './statusBar';
@@ -40,6 +41,7 @@ export function activate(extensionContext: vscode.ExtensionContext): void {
       registerReplay,
       registerWalkthrough,
       registerSetupCommands,
+      registerSearchCommands,
     ].map((register) => register(ctx)),
   );
 }

@@ -12,8 +12,8 @@ export interface ReadyMessage {
 
 /** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow;
  * `runStatus`, for a run, its status now (absent for a file); `focusStep`, the step to show first (the Run
- * Dashboard's click on a point): the group view of that step's first group; `searchable`, for a run on a connected
- * trainer: its episodes can be searched (`search`). */
+ * Dashboard's click on a point): the group view of that step's first group; `focusId`, an episode to open first
+ * (Search Episodes' pick); `searchable`, for a run on a connected trainer: its episodes can be searched (`search`). */
 export interface LoadMessage {
   type: 'load';
   source: string;
@@ -21,6 +21,7 @@ export interface LoadMessage {
   live: boolean;
   runStatus?: RunStatus;
   focusStep?: number;
+  focusId?: string;
   searchable?: boolean;
 }
 

@@ -38,17 +38,19 @@ const connectedTrainer = (ctx: Ctx): TrainerConnection | undefined =>
 
 const webviewRoot = (ctx: Ctx): vscode.Uri => vscode.Uri.joinPath(ctx.extensionContext.extensionUri, 'dist', 'webview');
 
-/** A run to replay; with `step` (the Run Dashboard), the panel opens on that step's groups. */
+/** A run to replay; with `step` (the Run Dashboard), the panel opens on that step's groups; with `trajectoryId`
+ *  (Search Episodes), on that episode. */
 export interface ReplayRunTarget {
   runId: string;
   step?: number;
+  trajectoryId?: string;
 }
 
 /** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
 const openReplay =
   (ctx: Ctx) =>
   async (target?: vscode.Uri | ReplayRunTarget): Promise<void> => {
-    if (target && 'runId' in target) return openRun(ctx, target.runId, target.step);
+    if (target && 'runId' in target) return openRun(ctx, target);
     const uri =
       target instanceof vscode.Uri
         ? target
@@ -62,7 +64,7 @@ const openReplay =
     if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
   };
 
-async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promise<void> {
+async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget): Promise<void> {
   const trainer = connectedTrainer(ctx);
   if (!trainer) {
     void showError(
@@ -138,6 +140,7 @@ async function openRun(ctx: Ctx, runId: string, step: number | undefined): Promi
       runStatus: info.status,
       searchable: true,
       ...(step === undefined ? {} : { focusStep: step }),
+      ...(trajectoryId === undefined ? {} : { focusId: trajectoryId }),
     };
   });
 }

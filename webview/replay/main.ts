@@ -57,6 +57,8 @@ class ReplayApp {
       this.searchable = message.searchable ?? false;
       this.search = undefined;
       if (message.focusStep !== undefined) this.focusStep(message.focusStep);
+      if (message.focusId !== undefined && this.records.some((r) => r.id === message.focusId))
+        this.open(message.focusId);
     } else if (message.type === 'runStatus') {
       this.live = message.live;
       this.runStatus = message.runStatus;

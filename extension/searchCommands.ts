@@ -1,0 +1,80 @@
+// Search Episodes: the episodes of one run or several, found by the trainer's search index (trajectory/search),
+// listed to pick from; a pick opens that episode in its run's replay. The replay's own search box searches its run.
+import * as vscode from 'vscode';
+import type { TrajectorySearchParams } from '../protocol/generated/rpc';
+import { Commands } from './commands';
+import { registerCommands, type Ctx } from './ctx';
+import type { RunsTreeNode } from './runsModel';
+import { parseSearchQuery } from './searchQuery';
+
+/** Matches listed at once: the first page of trajectory/search. */
+const LISTED = 200;
+
+export function registerSearchCommands(ctx: Ctx): vscode.Disposable {
+  return registerCommands(ctx, { [Commands.searchEpisodes]: { title: 'Search Episodes', make: searchEpisodes } });
+}
+
+/** From the palette: asks which runs; from a run's row: that run (and the other rows selected with it). Returns the
+ *  episode opened, if one was. */
+export const searchEpisodes =
+  (ctx: Ctx) =>
+  async (node?: RunsTreeNode, selected?: RunsTreeNode[]): Promise<{ runId: string; id: string } | undefined> => {
+    if (!ctx.connection.isConnected)
+      throw new Error('not connected to a trainer server: start or connect one to search its runs.');
+    const model = ctx.connection.model;
+    const fromRows = [...new Set((selected ?? (node ? [node] : [])).map((n) => n.runId))];
+    const runIds = fromRows.length
+      ? fromRows
+      : (
+          await vscode.window.showQuickPick(
+            model.runIds().map((runId) => ({
+              label: model.run(runId)?.name ?? runId,
+              description: `${runId} · ${model.run(runId)?.status ?? ''}`,
+              runId,
+            })),
+            { title: 'Search Episodes: which runs', canPickMany: true, placeHolder: 'Runs to search (up to 16)' },
+          )
+        )?.map((pick) => pick.runId);
+    if (!runIds?.length) return undefined;
+    const line = await vscode.window.showInputBox({
+      title: `Search Episodes of ${runIds.length === 1 ? runIds[0] : `${runIds.length} runs`}`,
+      prompt:
+        'Words the model wrote or was told ("a phrase" in order), and filters: tool:NAME error:KIND status:STATUS ' +
+        'health:CODE reward>=N reward<=N turns>=N step<=N',
+      placeHolder: 'e.g. paris tool:search error:timeout reward<=0',
+      validateInput: (value) => {
+        try {
+          parseSearchQuery(value);
+          return undefined;
+        } catch (err) {
+          return (err as Error).message;
+        }
+      },
+    });
+    if (line === undefined) return undefined;
+    const found = await ctx.connection.request('trajectory/search', {
+      ...parseSearchQuery(line),
+      runIds: runIds.slice(0, 16) as TrajectorySearchParams['runIds'], // the schema's 1 to 16, as a tuple type
+      sort: '-reward',
+      limit: LISTED,
+    });
+    if (!found.items.length) {
+      void vscode.window.showInformationMessage(`Agent RL: no episode matches "${line}".`);
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      found.items.map(({ runId, summary }) => ({
+        label: `${model.run(runId)?.name ?? runId} · step ${summary.step} · ${summary.id}`,
+        description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${summary.num_turns} turns · ${summary.num_tool_calls} tool calls (${summary.num_tool_errors} failed)`,
+        runId,
+        id: summary.id,
+      })),
+      {
+        title: `${found.total} episode(s) match${found.total > LISTED ? ` (the ${LISTED} with the highest reward)` : ''}`,
+        matchOnDescription: true,
+      },
+    );
+    if (!pick) return undefined;
+    await vscode.commands.executeCommand(Commands.openReplay, { runId: pick.runId, trajectoryId: pick.id });
+    return { runId: pick.runId, id: pick.id };
+  };
