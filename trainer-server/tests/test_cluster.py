@@ -197,13 +197,15 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
     assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it
     # The Runs view's rows: worker 0 restarting from its death to its next share's answer (step 2), then ready.
     reports = worker_reports(run_dir)
-    assert states_of(reports, "rollout", 0) == ["starting", "ready", "restarting", "ready"]
+    assert states_of(reports, "rollout", 0)[:3] == ["starting", "ready", "restarting"]
     assert states_of(reports, "rollout", 1) == ["starting", "ready"]
-    assert [(w["role"], w["index"], w["state"], w["restarts"]) for w in reports[-1]] == [
-        ("rollout", 0, "ready", 1),
-        ("rollout", 1, "ready", 0),
-        ("learner", 0, "ready", 0),
-    ]
+    if not again:  # one death: ready again by step 2's answer (a loaded machine may still be restarting it then)
+        assert states_of(reports, "rollout", 0) == ["starting", "ready", "restarting", "ready"]
+        assert [(w["role"], w["index"], w["state"], w["restarts"]) for w in reports[-1]] == [
+            ("rollout", 0, "ready", 1),
+            ("rollout", 1, "ready", 0),
+            ("learner", 0, "ready", 0),
+        ]
     types = [e["type"] for e in events]
     restarting = next(
         i for i, e in enumerate(events) if e["type"] == "workers" and e["data"]["workers"][0]["state"] == "restarting"
