@@ -10,6 +10,7 @@ export const Commands = {
   openReplay: 'agentRl.openReplay',
   openDashboard: 'agentRl.openDashboard',
   compareRuns: 'agentRl.compareRuns',
+  compareCode: 'agentRl.compareCode',
   exportModel: 'agentRl.exportModel',
   connectServer: 'agentRl.connectServer',
   startLocalServer: 'agentRl.startLocalServer',

@@ -123,17 +123,17 @@ function openDashboard(ctx: Ctx, trainer: TrainerConnection, runIds: string[]): 
       case 'ready': {
         ready = false;
         pending.clear();
+        // What the trainer cannot give (an older server, a damaged file) is logged and left out: the charts still draw.
+        const orNothing = (what: string, runId: string) => (err: Error) => {
+          ctx.log.warn(`dashboard: no ${what} for ${runId}: ${err.message}`);
+          return undefined;
+        };
         const runs: DashboardRun[] = await Promise.all(
           runIds.map(async (runId, i) => ({
             runId,
             name: names[i],
-            config: await trainer.request('run/config', { runId }).then(
-              (r) => r.config,
-              (err: Error) => {
-                ctx.log.warn(`dashboard: no config for ${runId}: ${err.message}`);
-                return undefined;
-              },
-            ),
+            config: await trainer.request('run/config', { runId }).then((r) => r.config, orNothing('config', runId)),
+            code: await trainer.request('run/code', { runId }).then((r) => r.manifest, orNothing('code', runId)),
           })),
         );
         post({ type: 'runs', runs });
@@ -145,6 +145,11 @@ function openDashboard(ctx: Ctx, trainer: TrainerConnection, runIds: string[]): 
       case 'openReplay':
         await vscode.commands.executeCommand(Commands.openReplay, { runId: message.runId, step: message.step });
         return;
+      case 'compareCode': {
+        const rows = [{ runId: message.runId }, { runId: message.otherRunId }];
+        await vscode.commands.executeCommand(Commands.compareCode, rows[0], rows);
+        return;
+      }
     }
   });
   panel.webview.html = webviewHtml(panel.webview, webviewRoot, 'dashboard', 'Run Dashboard');

@@ -1,9 +1,10 @@
 // Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy: it
 // builds the one Ctx (the log channel, the trainer connection, not connected until asked, and the settings) and
 // gives it to the language client, the Runs view, the status bar item, health alerts as problems, the server, run
-// and scaffold commands, the Run Dashboard, the replay panel, the Get Started walkthrough, the set-up commands
-// (Check Setup, Install the Trainer) and Search Episodes.
+// and scaffold commands, the Run Dashboard, Compare Code, the replay panel, the Get Started walkthrough, the set-up
+// commands (Check Setup, Install the Trainer) and Search Episodes.
 import * as vscode from 'vscode';
+import { registerCompareCode } from './compareCode';
 import { registerConnectionCommands } from './connectionCommands';
 import type { Ctx } from './ctx';
 import { registerDashboard } from './dashboard';
@@ -38,6 +39,7 @@ export function activate(extensionContext: vscode.ExtensionContext): void {
       registerRunCommands,
       registerScaffoldCommands,
       registerDashboard,
+      registerCompareCode,
       registerReplay,
       registerWalkthrough,
       registerSetupCommands,

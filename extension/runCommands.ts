@@ -24,7 +24,7 @@ const EXPORT_TIMEOUT_MS = 30 * 60_000;
 // The server gives an env check 300 s (ENV_CHECK_TIMEOUT_S); its answer comes a little after.
 const ENV_CHECK_TIMEOUT_MS = 320_000;
 
-type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
+export type RunTarget = { runId: string; mode?: 'graceful' | 'immediate' } | RunsTreeNode;
 /** Export Model's answers, for callers that ask no questions: `destination` is a folder on this machine; without
  * `step`, the latest checkpoint. A step node of the Runs view exports that step's checkpoint. */
 type ExportTarget = { runId: string; step?: number; mergeLora?: boolean; destination?: string } | RunsTreeNode;
@@ -315,7 +315,8 @@ function publishProblems(problems: vscode.DiagnosticCollection, found: ProblemAt
   }
 }
 
-async function pickRun(
+/** The run a command acts on: its row's (or `{runId}`'s), else the only eligible one, else the one the user picks. */
+export async function pickRun(
   ctx: Ctx,
   target: RunTarget | undefined,
   title: string,

@@ -134,7 +134,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
 export function registerRunsView(ctx: Ctx): vscode.Disposable {
   const { connection } = ctx;
   const provider = new RunsTreeProvider(connection);
-  const view = vscode.window.createTreeView(RUNS_VIEW_ID, { treeDataProvider: provider, showCollapseAll: true });
+  // Several rows at once: Compare Code on two selected runs compares them, Search Episodes searches every selected run
+  // (a command gets the clicked row, then every selected one).
+  const view = vscode.window.createTreeView(RUNS_VIEW_ID, {
+    treeDataProvider: provider,
+    showCollapseAll: true,
+    canSelectMany: true,
+  });
   const setContext = () =>
     void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
   setContext();

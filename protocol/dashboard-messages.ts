@@ -1,6 +1,6 @@
 // Messages between the Run Dashboard's host (extension/dashboard.ts) and its webview (webview/dashboard/).
 // Both sides import only this file, never each other. Every message says who sends it and why.
-import type { HealthEvent, MetricsEvent, StatusEvent } from './generated/rpc';
+import type { CodeManifest, HealthEvent, MetricsEvent, StatusEvent } from './generated/rpc';
 
 /** A health event as the dashboard reads it: the trainer adds codes over time, and newer trainers say how
  * severe an alert is and which trajectories show it; an unknown code is shown as it comes. */
@@ -22,6 +22,9 @@ export interface DashboardRun {
   name: string;
   /** The run's frozen config (`run/config`); absent when the trainer could not give it. */
   config?: Record<string, unknown>;
+  /** The code the run trained with (`run/code`): null when it recorded none, absent when the trainer could not say
+   * (an older server, a damaged code.json). */
+  code?: CodeManifest | null;
 }
 
 /** Webview → host, once its listener is installed (and after every reload): "send me what to show". */
@@ -34,6 +37,13 @@ export interface DashboardOpenReplayMessage {
   type: 'openReplay';
   runId: string;
   step: number;
+}
+
+/** Webview → host, from the Code section: open the diff of these two runs' code (Agent RL: Compare Code). */
+export interface DashboardCompareCodeMessage {
+  type: 'compareCode';
+  runId: string;
+  otherRunId: string;
 }
 
 /** Host → webview, answering `ready`: the runs to overlay, in the order the user picked them. */
@@ -51,4 +61,4 @@ export interface DashboardEventsMessage {
 }
 
 export type DashboardHostMessage = DashboardRunsMessage | DashboardEventsMessage;
-export type DashboardWebviewMessage = DashboardReadyMessage | DashboardOpenReplayMessage;
+export type DashboardWebviewMessage = DashboardReadyMessage | DashboardOpenReplayMessage | DashboardCompareCodeMessage;

@@ -1,9 +1,9 @@
 // Messages between the replay panel's host (extension/replay/) and its webview (webview/replay/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
-import type { RunStatus, ToolRerunResult, TrajectorySearchParams } from './generated/rpc';
+import type { RunStatus, ToolRerunCode, ToolRerunResult, TrajectorySearchParams } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
 
-export type { TrajectoryRecord, ToolRerunResult };
+export type { TrajectoryRecord, ToolRerunCode, ToolRerunResult };
 
 /** Webview → host, once its listener is installed: "send me what to show". */
 export interface ReadyMessage {
@@ -75,16 +75,19 @@ export interface ToolCallAddress {
   call: number;
 }
 
-/** Webview → host, from a tool call's "Re-run with current code": run it again through the trainer (`tool/rerun`).
- * It names the call only: the trainer reads the tool and its arguments from the run's trajectory. */
+/** Webview → host, from a tool call's "Re-run with current code" (`code: 'current'`) or "Re-run with the run's code"
+ * (`'snapshot'`: the files the run recorded when it started): run it again through the trainer (`tool/rerun`). It
+ * names the call only: the trainer reads the tool and its arguments from the run's trajectory. */
 export interface RerunToolCallMessage extends ToolCallAddress {
   type: 'rerunToolCall';
+  code: ToolRerunCode;
 }
 
 /** Host → webview, answering `rerunToolCall`: the recorded and the new outcome, or why it did not run (an untrusted
- * workspace, no trainer connected, the trainer's refusal or error), in words to show as they are. */
+ * workspace, no trainer connected, the trainer's refusal or error), in words to show as they are; `code` as asked. */
 export interface ToolRerunMessage extends ToolCallAddress {
   type: 'toolRerun';
+  code: ToolRerunCode;
   reply: { ok: true; result: ToolRerunResult } | { ok: false; message: string };
 }
 

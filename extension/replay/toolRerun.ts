@@ -1,5 +1,5 @@
-// The replay host's relay for "Re-run with current code": a webview's `rerunToolCall` becomes the trainer's
-// `tool/rerun`, and every way it can fail becomes words the panel shows. No `vscode` import: the workspace's trust
+// The replay host's relay for "Re-run with current code" and "Re-run with the run's code": a webview's
+// `rerunToolCall` becomes the trainer's `tool/rerun`, and every way it can fail becomes words the panel shows. No `vscode` import: the workspace's trust
 // and the trainer are injected, so the relay is tested without an editor.
 import { ErrorCode, type RpcMethods } from '../../protocol/generated/rpc';
 import type { RerunToolCallMessage, ToolRerunMessage } from '../../protocol/webview-messages';
@@ -32,17 +32,21 @@ export const NOT_CONNECTED_MESSAGE =
 
 export async function relayToolRerun(message: RerunToolCallMessage, deps: ToolRerunDeps): Promise<ToolRerunMessage> {
   const address = { runId: message.runId, trajectoryId: message.trajectoryId, turn: message.turn, call: message.call };
-  const refuse = (text: string): ToolRerunMessage => ({
+  const answer = (reply: ToolRerunMessage['reply']): ToolRerunMessage => ({
     type: 'toolRerun',
     ...address,
-    reply: { ok: false, message: text },
+    code: message.code,
+    reply,
   });
+  const refuse = (text: string): ToolRerunMessage => answer({ ok: false, message: text });
   if (!deps.isTrusted()) return refuse(UNTRUSTED_MESSAGE);
   const trainer = deps.trainer();
   if (!trainer) return refuse(NOT_CONNECTED_MESSAGE);
   try {
-    const result = await trainer.request('tool/rerun', address, TOOL_RERUN_TIMEOUT_MS);
-    return { type: 'toolRerun', ...address, reply: { ok: true, result } };
+    // Today's code is what a server that predates the choice runs: it is asked for only by leaving `code` out.
+    const params = message.code === 'current' ? address : { ...address, code: message.code };
+    const result = await trainer.request('tool/rerun', params, TOOL_RERUN_TIMEOUT_MS);
+    return answer({ ok: true, result });
   } catch (err) {
     return refuse(describeFailure(err as Error));
   }

@@ -64,6 +64,10 @@ export type HealthCode =
  */
 export type HealthSeverity = "warning" | "error";
 /**
+ * Which code a tool re-run runs the call with: `current`, the env folder's files as they are now; `snapshot`, the files the run recorded when it started (its code/, code.json), with today's agentrl and libraries. A re-run runs today's code unless asked for the run's; its answer says which ran.
+ */
+export type ToolRerunCode = "current" | "snapshot";
+/**
  * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
 export type HealthCode1 =
@@ -109,6 +113,12 @@ export interface RpcDefinitions {
   healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
   toolOutcome?: ToolOutcome;
+  toolRerunCode?: ToolRerunCode;
+  codeVersions?: CodeVersions;
+  codeFile?: CodeFile;
+  codeLeftOut?: CodeLeftOut;
+  codeState?: CodeState;
+  codeManifest?: CodeManifest;
   "initialize.params"?: InitializeParams;
   "initialize.result"?: InitializeResult;
   "run/start.params"?: RunStartParams;
@@ -122,6 +132,10 @@ export interface RpcDefinitions {
   "run/get.params"?: RunGetParams;
   "run/config.params"?: RunConfigParams;
   "run/config.result"?: RunConfigResult;
+  "run/code.params"?: RunCodeParams;
+  "run/code.result"?: RunCodeResult;
+  "run/codeFile.params"?: RunCodeFileParams;
+  "run/codeFile.result"?: RunCodeFileResult;
   "run/export.params"?: RunExportParams;
   "run/export.result"?: RunExportResult;
   "run/subscribe.params"?: RunSubscribeParams;
@@ -363,6 +377,112 @@ export interface ToolOutcome {
   errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
   latencyMs: number;
 }
+/**
+ * The versions a run's code ran with: Python's, and the installed distributions' (read from their metadata).
+ */
+export interface CodeVersions {
+  /**
+   * The interpreter's version, e.g. 3.11.9.
+   */
+  python: string;
+  /**
+   * agentrl's installed version; null when it is not installed.
+   */
+  agentrl: string | null;
+  /**
+   * torch's installed version; null when it is not installed.
+   */
+  torch: string | null;
+  /**
+   * transformers's installed version; null when it is not installed.
+   */
+  transformers: string | null;
+  /**
+   * vLLM's installed version; null when it is not installed.
+   */
+  vllm: string | null;
+}
+/**
+ * A file of a run's env folder that its code snapshot holds.
+ */
+export interface CodeFile {
+  /**
+   * Relative to the env folder (`root`), '/'-separated; the copy is the run folder's code/PATH.
+   */
+  path: string;
+  /**
+   * The file's SHA-256, hex.
+   */
+  sha256: string;
+  /**
+   * Bytes.
+   */
+  size: number;
+}
+/**
+ * A file of the env's code that the snapshot does not hold, and why: over the cap per file or past the whole snapshot's, a link out of the env folder, unreadable, or a module the config names in another folder.
+ */
+export interface CodeLeftOut {
+  /**
+   * Relative to the env folder; absolute for a module outside it.
+   */
+  path: string;
+  /**
+   * Bytes; null when not read (a link out of the folder, a module outside it).
+   */
+  size: number | null;
+  reason: string;
+}
+/**
+ * The code one process of a run ran with (its start, or a resume): the env folder's files the env imported, with their hashes, and the versions of what ran them.
+ */
+export interface CodeState {
+  recorded_at: string;
+  /**
+   * The env folder (absolute, on the trainer's machine): the folder of env.module's file (else agent.module's), or the folder holding a dotted module's package; null for a config whose module is agentrl's own (its version says which).
+   */
+  root: string | null;
+  /**
+   * Each file once: the modules the config names, every module imported from the env folder by the time the env was loaded, and the data files that lie in it; in that order, until the caps.
+   */
+  files: CodeFile[];
+  left_out: CodeLeftOut[];
+  versions: CodeVersions;
+  /**
+   * Python's platform.platform(), e.g. Linux-6.1.0-x86_64-with-glibc2.36.
+   */
+  platform: string;
+}
+/**
+ * A run's code.json: the code it trained with (`code`, whose files are copied into the run folder's code/), the caps the copy kept to, and what each resume ran. Written when the run's env is loaded; replaced whole (atomically) by each resume, which adds itself to `resumes` and keeps the rest.
+ */
+export interface CodeManifest {
+  code: CodeState;
+  limits: {
+    /**
+     * A file over this is left out (1 MiB).
+     */
+    file_bytes: number;
+    /**
+     * Files past this in all are left out (10 MiB).
+     */
+    total_bytes: number;
+  };
+  /**
+   * One per resume, in order: its code's hashes (nothing copied) and which files differ from `code`'s.
+   */
+  resumes: {
+    /**
+     * The step the resume continued from.
+     */
+    step: number;
+    /**
+     * The paths added, removed or changed since the run's start, sorted.
+     */
+    changed: string[];
+    code: CodeState;
+  }[];
+}
 export interface InitializeParams {
   protocolVersion: string;
   clientInfo?: {
@@ -452,6 +572,39 @@ export interface RunConfigResult {
   config: {
     [k: string]: unknown;
   };
+}
+export interface RunCodeParams {
+  runId: RunId;
+}
+/**
+ * The run's code manifest (its code.json, as stored: snake_case), or null when the run recorded none (it started before runs recorded their code, or its env has not loaded yet).
+ */
+export interface RunCodeResult {
+  runId: string;
+  manifest: null | CodeManifest;
+}
+export interface RunCodeFileParams {
+  runId: RunId;
+  /**
+   * A file the manifest lists (`code.files[].path`): plain names joined by '/', never '..', '.', an absolute path or a backslash.
+   */
+  path: string;
+}
+/**
+ * One file of the run's code snapshot, read from the run folder's code/.
+ */
+export interface RunCodeFileResult {
+  runId: string;
+  path: string;
+  /**
+   * The file's SHA-256, hex.
+   */
+  sha256: string;
+  size: number;
+  /**
+   * The file as UTF-8 text; null for a file that is not (a binary).
+   */
+  text: string | null;
 }
 /**
  * Export a run's trained model: the checkpoint at `step` (default: the latest) as a folder transformers and peft load (what `agentrl export` writes), under the run's folder on the server (exports/step-NNNNNN, or step-NNNNNN-merged).
@@ -601,7 +754,7 @@ export interface TrajectoryGetResult {
   records: TrajectoryRecord[];
 }
 /**
- * Run one recorded tool call again with the current code of its Tool: the server reads the call (tool name and arguments) from the run's trajectory record, builds the env from the run's frozen config as training does, and executes the call in a child process with the Tool's timeout. The client names the call; it never supplies the arguments.
+ * Run one recorded tool call again with its Tool's code, today's or the run's (`code`): the server reads the call (tool name and arguments) from the run's trajectory record, builds the env from the run's frozen config as training does, and executes the call in a child process with the Tool's timeout. The client names the call; it never supplies the arguments.
  */
 export interface ToolRerunParams {
   runId: RunId;
@@ -614,9 +767,10 @@ export interface ToolRerunParams {
    * The call's index in that turn's tool_calls.
    */
   call: number;
+  code?: ToolRerunCode;
 }
 /**
- * The call's tool name and recorded arguments, the timeout the re-run had, and two outcomes: `recorded` (what the trajectory stored) and `rerun` (what the current code did).
+ * The call's tool name and recorded arguments, the timeout the re-run had, and two outcomes: `recorded` (what the trajectory stored) and `rerun` (what the code it ran with did).
  */
 export interface ToolRerunResult {
   runId: string;
@@ -639,6 +793,7 @@ export interface ToolRerunResult {
   timeoutS: number | null;
   recorded: ToolOutcome;
   rerun: ToolOutcome;
+  code: ToolRerunCode;
 }
 export interface EnvUploadParams {
   name: string;
@@ -866,6 +1021,8 @@ export interface RpcMethods {
   'run/list': { params: RunListParams; result: RunListResult };
   'run/get': { params: RunGetParams; result: RunGetResult };
   'run/config': { params: RunConfigParams; result: RunConfigResult };
+  'run/code': { params: RunCodeParams; result: RunCodeResult };
+  'run/codeFile': { params: RunCodeFileParams; result: RunCodeFileResult };
   'run/export': { params: RunExportParams; result: RunExportResult };
   'run/subscribe': { params: RunSubscribeParams; result: RunSubscribeResult };
   'run/unsubscribe': { params: RunUnsubscribeParams; result: RunUnsubscribeResult };

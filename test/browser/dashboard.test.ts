@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { DashboardEvent } from '../../protocol/dashboard-messages';
+import type { CodeLeftOut, CodeManifest } from '../../protocol/generated/rpc';
 import { chartSpecs } from '../../webview/dashboard/metricGroups';
 import { cspViolations, drawn, launch, openDashboard, runFixture, SCREENSHOTS, type Theme } from './harness';
 
@@ -181,6 +182,81 @@ describe('Run Dashboard in Chromium', function () {
     assert.equal(await range.textContent(), 'steps 6.5 to 12 shown');
     await page.keyboard.press('0');
     assert.equal(await range.textContent(), 'steps 1 to 12 shown');
+    await page.close();
+  });
+
+  it("shows each run's code: versions, files with short hashes, what differs from the first, its diff on a click", async () => {
+    const versions = { python: '3.11.7', agentrl: '0.1.0', torch: '2.13.0', transformers: '5.19.0', vllm: null };
+    const manifest = (files: Array<[string, string]>, left_out: CodeLeftOut[] = []): CodeManifest => ({
+      code: {
+        recorded_at: '2026-11-26T10:00:00+00:00',
+        root: '/home/me/lookup',
+        files: files.map(([path, sha]) => ({ path, sha256: sha.repeat(64), size: 100 })),
+        left_out,
+        versions,
+        platform: 'Linux-6.1.0-x86_64',
+      },
+      limits: { file_bytes: 1 << 20, total_bytes: 10 << 20 },
+      resumes: [],
+    });
+    const markup = '<b>bold</b>.py';
+    const page = await openDashboard(browser, [
+      {
+        ...high,
+        run: {
+          ...high.run,
+          code: manifest([
+            ['env.py', 'a'],
+            ['tools.py', 'b'],
+            [markup, 'c'],
+          ]),
+        },
+      },
+      {
+        ...low,
+        run: {
+          ...low.run,
+          code: manifest(
+            [
+              ['env.py', 'a'],
+              ['tools.py', 'd'],
+            ],
+            [{ path: 'corpus.jsonl', size: 5 << 20, reason: 'over 1,048,576 bytes, the cap per file' }],
+          ),
+        },
+      },
+    ]);
+    const summaries = await page.locator('details.code-run summary').allTextContents();
+    assert.deepEqual(summaries, [
+      'lookup-lr-high: 3 files · python 3.11.7 · agentrl 0.1.0 · torch 2.13.0 · transformers 5.19.0 · vllm –',
+      'lookup-lr-low: 2 files (2 differ from lookup-lr-high) · python 3.11.7 · agentrl 0.1.0 · torch 2.13.0 · ' +
+        'transformers 5.19.0 · vllm –',
+    ]);
+    const second = page.locator('details.code-run[data-run="lookup-lr-low"]');
+    await second.locator('summary').click();
+    assert.deepEqual(
+      await second
+        .locator('tbody tr')
+        .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => c.textContent))),
+      [
+        ['env.py', '100', 'aaaaaaaaaa', 'same'],
+        ['tools.py', '100', 'dddddddddd', 'differs from lookup-lr-high'],
+        [markup, '', '', 'only in lookup-lr-high'],
+      ],
+    );
+    assert.equal(await second.locator('td.hash').first().getAttribute('title'), 'a'.repeat(64));
+    assert.match(
+      (await second.locator('.code-left-out').textContent()) ?? '',
+      /corpus\.jsonl: left out, over 1,048,576/,
+    );
+    assert.equal(await page.locator('.code-section b').count(), 0, 'a path is text, never markup');
+    await page.locator('.code-section').screenshot({ path: join(SCREENSHOTS, 'dashboard-code.png') });
+    await second.locator('button.compare-code').click();
+    assert.deepEqual((await posted(page)).at(-1), {
+      type: 'compareCode',
+      runId: 'lookup-lr-high',
+      otherRunId: 'lookup-lr-low',
+    });
     await page.close();
   });
 

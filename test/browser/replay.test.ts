@@ -417,16 +417,19 @@ describe('replay panel in Chromium', function () {
       (window as unknown as { __posted: Array<{ type: string }> }).__posted.filter((m) => m.type === 'rerunToolCall'),
     );
     assert.deepEqual(posted, [
-      { type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn: 0, call: 1 },
+      { type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn: 0, call: 1, code: 'current' },
     ]);
     assert.match((await page.textContent('#rerun-tool-call')) ?? '', /Re-running/);
+    assert.match((await page.textContent('#rerun-tool-call-snapshot')) ?? '', /Re-run with the run's code/);
     assert.equal(await page.isDisabled('#rerun-tool-call'), true, 'one re-run at a time per call');
+    assert.equal(await page.isDisabled('#rerun-tool-call-snapshot'), true);
 
     const fixed = { status: 'ok', lines: ['first', '<b>not markup</b>'] };
     const address = { runId: record.run_id, trajectoryId: record.id, turn: 0, call: 1 };
-    await page.evaluate((m) => window.postMessage(m, '*'), {
+    const answer = (code: string, result: unknown, latencyMs: number) => ({
       type: 'toolRerun',
       ...address,
+      code,
       reply: {
         ok: true,
         result: {
@@ -435,10 +438,12 @@ describe('replay panel in Chromium', function () {
           arguments: {},
           timeoutS: 5,
           recorded: { result: null, error: boom.error, errorKind: boom.error_kind, latencyMs: boom.latency_ms },
-          rerun: { result: fixed, error: null, errorKind: null, latencyMs: 12.5 },
+          rerun: { result, error: null, errorKind: null, latencyMs },
+          code,
         },
       },
     });
+    await page.evaluate((m) => window.postMessage(m, '*'), answer('current', fixed, 12.5));
     await page.locator('.rerun-pair').waitFor();
     const recorded = (await page.textContent('.rerun-pair .recorded')) ?? '';
     const current = (await page.textContent('.rerun-pair .current')) ?? '';
@@ -455,6 +460,23 @@ describe('replay panel in Chromium', function () {
     assert.equal(await page.isDisabled('#rerun-tool-call'), false);
     await page.screenshot({ path: join(SCREENSHOTS, 'rerun-vscode-light.png') });
 
+    await page.click('#rerun-tool-call-snapshot'); // the code the run recorded: its own outcome, headed so
+    assert.match((await page.textContent('#rerun-tool-call-snapshot')) ?? '', /Re-running/);
+    assert.equal(
+      (
+        await page.evaluate(() =>
+          (window as unknown as { __posted: Array<{ type: string; code?: string }> }).__posted.filter(
+            (m) => m.type === 'rerunToolCall',
+          ),
+        )
+      ).at(-1)?.code,
+      'snapshot',
+    );
+    await page.evaluate((m) => window.postMessage(m, '*'), answer('snapshot', 'as recorded', 3));
+    await page.waitForFunction(() =>
+      /The run's code · 3 ms/.test(document.querySelector('.rerun-pair .current')?.textContent ?? ''),
+    );
+
     await page.keyboard.press('t'); // hang: the trainer refuses this one
     await page.click('#rerun-tool-call');
     await page.evaluate((m) => window.postMessage(m, '*'), {
@@ -463,6 +485,7 @@ describe('replay panel in Chromium', function () {
       trajectoryId: record.id,
       turn: 0,
       call: 2,
+      code: 'current',
       reply: { ok: false, message: 'The trainer server refused: restart it with --allow-code' },
     });
     await page.locator('.rerun-error').waitFor();

@@ -129,9 +129,10 @@ describe('the extension client against the real trainer server', function () {
         [runId, page.items[0].id],
       ],
     );
-    // The replay's Re-run relay reaches tool/rerun, and a call the trajectory does not have is named in the reply.
+    // The replay's Re-run relay reaches tool/rerun (the run's code asked for), and a call the trajectory does not have
+    // is named in the reply.
     const rerun = await relayToolRerun(
-      { type: 'rerunToolCall', runId, trajectoryId: records[0].id, turn: 99, call: 0 },
+      { type: 'rerunToolCall', runId, trajectoryId: records[0].id, turn: 99, call: 0, code: 'snapshot' },
       { isTrusted: () => true, trainer: () => client },
     );
     assert.ok(!rerun.reply.ok);

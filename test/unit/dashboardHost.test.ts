@@ -21,6 +21,7 @@ describe('Run Dashboard host', () => {
     f = fakeCtx();
     f.connection.model.setRuns([runInfo('r1', { name: 'lookup' }), runInfo('r2', { name: 'qa' })]);
     f.connection.answers['run/config'] = ({ runId }) => ({ runId, config: { name: runId } });
+    f.connection.answers['run/code'] = ({ runId }) => ({ runId, manifest: null });
     registerDashboard(f.ctx);
   });
 
@@ -32,7 +33,7 @@ describe('Run Dashboard host', () => {
     assert.deepEqual(f.connection.calls, ['follow r1']);
     await panel.receive({ type: 'ready' });
     assert.deepEqual(panel.posted, [
-      { type: 'runs', runs: [{ runId: 'r1', name: 'lookup', config: { name: 'r1' } }] },
+      { type: 'runs', runs: [{ runId: 'r1', name: 'lookup', config: { name: 'r1' }, code: null }] },
       { type: 'events', runId: 'r1', events: [{ seq: 1, time: 1, type: 'metrics', data: metrics(1).data }] },
     ]);
   });
@@ -74,6 +75,26 @@ describe('Run Dashboard host', () => {
       ],
     );
     assert.equal(fake.panels[0].title, 'Compare: qa, lookup');
+  });
+
+  it("leaves out what the trainer cannot give (an older server's code) and logs it", async () => {
+    delete f.connection.answers['run/code'];
+    await commands.executeCommand(Commands.openDashboard, { runId: 'r1' });
+    await fake.panels[0].receive({ type: 'ready' });
+    assert.deepEqual(fake.panels[0].posted[0], {
+      type: 'runs',
+      runs: [{ runId: 'r1', name: 'lookup', config: { name: 'r1' }, code: undefined }],
+    });
+    assert.deepEqual(f.log.lines, ['warn: dashboard: no code for r1: the fake server has no answer to run/code']);
+  });
+
+  it('opens Compare Code on the two runs the page names', async () => {
+    fake.answers = [(items: readonly { label: string }[]) => items];
+    await commands.executeCommand(Commands.compareRuns, { runId: 'r1' });
+    await fake.panels[0].receive({ type: 'compareCode', runId: 'r1', otherRunId: 'r2' });
+    assert.deepEqual(fake.executed, [
+      { command: Commands.compareCode, args: [{ runId: 'r1' }, [{ runId: 'r1' }, { runId: 'r2' }]] },
+    ]);
   });
 
   it('opens the replay at a step the page asks for', async () => {

@@ -77,6 +77,7 @@ describe('replay host: re-run a tool call', () => {
     trajectoryId: '3-0-1',
     turn: 0,
     call: 1,
+    code: 'current',
   };
   const result: ToolRerunResult = {
     runId: 'run-1',
@@ -88,6 +89,7 @@ describe('replay host: re-run a tool call', () => {
     timeoutS: 5,
     recorded: { result: 'gold', error: null, errorKind: null, latencyMs: 0.4 },
     rerun: { result: 'GOLD', error: null, errorKind: null, latencyMs: 0.3 },
+    code: 'current',
   };
 
   function trainer(answer: () => Promise<unknown>) {
@@ -117,8 +119,26 @@ describe('replay host: re-run a tool call', () => {
       trajectoryId: '3-0-1',
       turn: 0,
       call: 1,
+      code: 'current',
       reply: { ok: true, result },
     });
+  });
+
+  it("asks for the run's code only when the panel does (a server older than the choice runs today's)", async () => {
+    const connected = trainer(async () => ({ ...result, code: 'snapshot' }));
+    const reply = await relayToolRerun(
+      { ...message, code: 'snapshot' },
+      { isTrusted: () => true, trainer: () => connected },
+    );
+    assert.deepEqual(connected.requests[0].params, {
+      runId: 'run-1',
+      trajectoryId: '3-0-1',
+      turn: 0,
+      call: 1,
+      code: 'snapshot',
+    });
+    assert.equal(reply.code, 'snapshot');
+    assert.ok(reply.reply.ok && reply.reply.result.code === 'snapshot');
   });
 
   it('refuses in an untrusted workspace without asking the trainer, and says why without one', async () => {

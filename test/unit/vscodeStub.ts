@@ -69,6 +69,9 @@ export class Uri {
   static file(path: string): Uri {
     return new Uri('file', path);
   }
+  static from({ scheme, path }: { scheme: string; path: string }): Uri {
+    return new Uri(scheme, path);
+  }
   static joinPath(base: Uri, ...parts: string[]): Uri {
     return Uri.file(join(base.fsPath, ...parts));
   }
@@ -336,6 +339,8 @@ export const fake = {
   shownDocuments: [] as Array<{ uri: Uri; selection?: Range }>,
   diagnostics: new Map<string, DiagnosticCollection>(),
   codeLensProviders: [] as Array<{ provideCodeLenses(document: TextDocument): CodeLens[] }>,
+  /** Text document content providers by scheme (virtual documents such as Compare Code's). */
+  contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): Promise<string> | string }>(),
   codeActionProviders: [] as Array<{
     provideCodeActions(document: TextDocument, range: Range, context: { diagnostics: Diagnostic[] }): CodeAction[];
   }>,
@@ -368,6 +373,7 @@ export const fake = {
     this.diagnostics.clear();
     this.codeLensProviders = [];
     this.codeActionProviders = [];
+    this.contentProviders.clear();
     this.statusBarItems = [];
     this.panels = [];
     this.customEditors.clear();
@@ -491,6 +497,13 @@ const workspace = {
   fs: { readFile: async (uri: Uri): Promise<Uint8Array> => readFileSync(uri.fsPath) },
   async findFiles(): Promise<Uri[]> {
     return [];
+  },
+  registerTextDocumentContentProvider(
+    scheme: string,
+    provider: { provideTextDocumentContent(uri: Uri): Promise<string> | string },
+  ): Disposable {
+    fake.contentProviders.set(scheme, provider);
+    return new Disposable(() => fake.contentProviders.delete(scheme));
   },
   onDidChangeTextDocument: () => new Disposable(() => undefined),
   onDidOpenTextDocument: fake.documentOpened.event,

@@ -73,6 +73,8 @@ def plausible(key: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
         "bundleId": HOSTILE_TEXT | st.text(max_size=70),
         "config": st.dictionaries(st.sampled_from(["name", "env", "data", "model", "train"]), ANY_JSON, max_size=4),
         "protocolVersion": st.sampled_from(["2.0", "1.0", "0.1", "2"]) | st.text(max_size=5),
+        "path": st.sampled_from(["env.py", "tasks.jsonl", "../config.yaml", "./env.py", "/etc/passwd"]) | HOSTILE_TEXT,
+        "code": st.sampled_from(["current", "snapshot", "yesterday"]),
     }
     return by_key.get(key, ANY_JSON) | ANY_JSON
 

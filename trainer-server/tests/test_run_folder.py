@@ -47,6 +47,7 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
         for event in read_events(run_dir):
             folder_validator("eventLine").validate(event)
             written_types.add(event["type"])
+        folder_validator("codeManifest").validate(json.loads((run_dir / "code.json").read_text()))
         for state in run_dir.glob("checkpoints/step-*/state.json"):
             folder_validator("checkpointState").validate(json.loads(state.read_text()))
         info = RunManager(runs).info(run_dir.name)
@@ -64,6 +65,7 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
     assert written_types == set(EVENT_TYPES) - {"worker_restarted", "workers"}
     assert any(e["data"].get("superseded_from_seq") for e in read_events(trained) if e["type"] == "status")
     assert json.loads((evaluated / "run.json").read_text())["checkpoint"] == str(checkpoint)
+    assert len(json.loads((trained / "code.json").read_text())["resumes"]) == 1, "the resume recorded its code"
 
 
 def test_a_huge_tool_result_is_stored_cut_with_its_size_and_hash(trajectory_validator):

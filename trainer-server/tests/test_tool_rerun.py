@@ -122,6 +122,32 @@ def test_rerun_gives_the_recorded_result_then_an_edited_tools_new_one(server, re
     assert failed["errorKind"] == "exception" and failed["error"] == "lookup raised ValueError: the store is down"
 
 
+def test_rerun_with_the_runs_code_gives_the_recorded_result_and_with_the_current_code_the_edited_one(
+    server, recorded, client
+):
+    folder, _, run_id, _ = recorded
+    write_env(folder, "return TABLE[key].upper() + '!'")  # the Tool edited after the run
+    snapshot = rerun(client, recorded, code="snapshot")["result"]
+    assert snapshot["code"] == "snapshot" and snapshot["rerun"]["result"] == "gold", "the run's code, as recorded"
+    current = rerun(client, recorded, code="current")["result"]
+    assert current["code"] == "current" and current["rerun"]["result"] == "GOLD!"
+    assert rerun(client, recorded)["result"]["code"] == "current", "today's code unless asked"
+
+    (folder / "env.py").unlink()  # the env folder's code gone: the snapshot still runs
+    assert rerun(client, recorded, code="snapshot")["result"]["rerun"]["result"] == "gold"
+    gone = rerun(client, recorded)["error"]
+    assert gone["code"] == p.TOOL_RERUN_FAILED and "cannot build the env with the current code" in gone["message"]
+
+    manifest = server.runs_dir / run_id / "code.json"
+    manifest.rename(manifest.with_suffix(".kept"))  # a run from before runs recorded their code
+    try:
+        older = rerun(client, recorded, code="snapshot")["error"]
+    finally:
+        manifest.with_suffix(".kept").rename(manifest)
+    assert older["code"] == p.TOOL_RERUN_FAILED and "recorded no code snapshot" in older["message"]
+    assert "cannot build the env with the run's code" in older["message"]
+
+
 def test_rerun_times_out_with_the_tools_timeout_and_never_blocks_the_server(server, recorded, client):
     write_env(recorded[0], "time.sleep(60)")
     answered: dict = {}

@@ -1,5 +1,5 @@
-// The Run Dashboard's browser app: live charts of every metric the shown runs emit, their health alerts and
-// their config differences. It talks to its host only through protocol/dashboard-messages.ts and keeps the
+// The Run Dashboard's browser app: live charts of every metric the shown runs emit, their health alerts, their
+// config differences and the code they trained with. It talks to its host only through protocol/dashboard-messages.ts and keeps the
 // user's smoothing and x axis in the webview state. Events are folded as they come; drawing waits for the
 // next animation frame, so a burst of events (a finished run's whole log) is drawn once.
 import type { DashboardHostMessage, DashboardRun, DashboardWebviewMessage } from '../../protocol/dashboard-messages';
@@ -8,6 +8,7 @@ import { renderAlerts } from './alerts';
 import { MetricChart, readTheme, type ChartTheme } from './chart';
 import { buildChartData, latestPoints, type XAxis } from './chartData';
 import { configDiff } from './configDiff';
+import { renderCode } from './codeSection';
 import { chartSpecs, GROUPS } from './metricGroups';
 import { RunTimeline } from './runTimeline';
 import '../styles.css';
@@ -43,6 +44,7 @@ class DashboardApp {
   private drawQueued = false;
   private readonly legend = h('div', { class: 'run-legend', 'aria-label': 'Runs' });
   private readonly configPanel = h('div', { class: 'config-diff', id: 'config-diff' });
+  private readonly codePanel = h('div', { id: 'code' });
   private readonly alerts = h('div', {});
   private readonly chartsHost = h('div', { class: 'charts' });
   private readonly configToggle = h(
@@ -58,7 +60,7 @@ class DashboardApp {
       this.theme = readTheme();
       this.queueDraw();
     }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
-    this.root.append(this.toolbar(), this.configPanel, this.alerts, this.chartsHost);
+    this.root.append(this.toolbar(), this.configPanel, this.codePanel, this.alerts, this.chartsHost);
     this.queueDraw();
     this.vscode.postMessage({ type: 'ready' });
   }
@@ -67,6 +69,12 @@ class DashboardApp {
     if (message.type === 'runs') {
       this.runs = message.runs;
       this.timelines = message.runs.map(() => new RunTimeline());
+      // The runs' code does not change while they are shown: drawn once, so an opened file list stays open.
+      this.codePanel.replaceChildren(
+        renderCode(message.runs, (runId, otherRunId) =>
+          this.vscode.postMessage({ type: 'compareCode', runId, otherRunId }),
+        ),
+      );
       for (const chart of this.charts.values()) chart.destroy();
       this.charts.clear();
       clear(this.chartsHost);

@@ -1,6 +1,6 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
-import type { ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
+import type { ToolRerunCode, ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
 import { ADVANTAGE } from './advantage';
 import { hasStepFields, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon, pretty } from '../dom';
@@ -19,12 +19,35 @@ export interface EpisodeActions {
   setTab: (tab: InspectorTab) => void;
   setOverlay: (overlay: TokenOverlay) => void;
   openToolSource: (toolName: string) => void;
-  rerunToolCall: (turn: number, call: number) => void;
-  /** Where the re-run of that call stands: undefined before any, 'running' until the host answers. */
-  rerunOf: (turn: number, call: number) => 'running' | ToolRerunMessage['reply'] | undefined;
+  rerunToolCall: (turn: number, call: number, code: ToolRerunCode) => void;
+  /** Where the latest re-run of that call stands: undefined before any. */
+  rerunOf: (turn: number, call: number) => RerunState | undefined;
   /** The anchor group (same GRPO group, same state key) of this turn's step; undefined without a state key. */
   anchorOf: (turn: number) => AnchorGroup | undefined;
 }
+
+/** A re-run of a tool call: the code it asked for, and the host's reply once it came (none while it runs). */
+export interface RerunState {
+  code: ToolRerunCode;
+  reply?: ToolRerunMessage['reply'];
+}
+
+/** The two re-runs a tool call offers: with the Tool's code as it is now, and with the code the run recorded when it
+ *  started (its snapshot), each with its button's id, words and what its outcome is headed. */
+const RERUNS: Record<ToolRerunCode, { id: string; label: string; title: string; heading: string }> = {
+  current: {
+    id: 'rerun-tool-call',
+    label: 'Re-run with current code',
+    title: 'with its current code',
+    heading: 'Current code',
+  },
+  snapshot: {
+    id: 'rerun-tool-call-snapshot',
+    label: "Re-run with the run's code",
+    title: 'with the code the run recorded when it started',
+    heading: "The run's code",
+  },
+};
 
 type ToolCall = TrajectoryRecord['turns'][number]['tool_calls'][number];
 interface Outcome {
@@ -40,24 +63,29 @@ function outcomeText(outcome: Outcome): string {
 
 function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: EpisodeActions): HTMLElement {
   const state = actions.rerunOf(turn, callIndex);
+  const running = state !== undefined && state.reply === undefined;
   const unparsed = call.arguments === null;
-  const button = h(
-    'button',
-    {
-      id: 'rerun-tool-call',
-      disabled: unparsed || state === 'running',
-      title: unparsed
-        ? 'This call did not parse: there are no arguments to run it with'
-        : `Run ${call.name} again with its current code and the recorded arguments, on the connected trainer`,
-    },
-    icon('debug-rerun'),
-    state === 'running' ? ' Re-running…' : ' Re-run with current code',
-  );
-  button.addEventListener('click', () => actions.rerunToolCall(turn, callIndex));
+  const buttons = (Object.keys(RERUNS) as ToolRerunCode[]).map((code) => {
+    const button = h(
+      'button',
+      {
+        id: RERUNS[code].id,
+        disabled: unparsed || running,
+        title: unparsed
+          ? 'This call did not parse: there are no arguments to run it with'
+          : `Run ${call.name} again ${RERUNS[code].title} and the recorded arguments, on the connected trainer`,
+      },
+      icon('debug-rerun'),
+      running && state.code === code ? ' Re-running…' : ` ${RERUNS[code].label}`,
+    );
+    button.addEventListener('click', () => actions.rerunToolCall(turn, callIndex, code));
+    return button;
+  });
   const shown: Array<HTMLElement | null> = [];
-  if (state && state !== 'running' && !state.ok) shown.push(h('p', { class: 'error-text rerun-error' }, state.message));
-  if (state && state !== 'running' && state.ok) {
-    const { recorded, rerun, timeoutS } = state.result;
+  const reply = state?.reply;
+  if (reply && !reply.ok) shown.push(h('p', { class: 'error-text rerun-error' }, reply.message));
+  if (state && reply?.ok) {
+    const { recorded, rerun, timeoutS } = reply.result;
     const before = outcomeText({ result: recorded.result, error: recorded.error, error_kind: recorded.errorKind });
     const after = outcomeText({ result: rerun.result, error: rerun.error, error_kind: rerun.errorKind });
     const diff = lineDiff(before, after);
@@ -78,7 +106,7 @@ function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: 
           h(
             'h4',
             {},
-            `Current code · ${formatNumber(rerun.latencyMs, 1)} ms`,
+            `${RERUNS[state.code].heading} · ${formatNumber(rerun.latencyMs, 1)} ms`,
             timeoutS === null ? '' : ` (timeout ${formatNumber(timeoutS, 1)} s)`,
           ),
           h('pre', { class: rerun.error ? 'error-text' : 'json' }, after),
@@ -92,7 +120,7 @@ function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: 
       changed
         ? h(
             'pre',
-            { class: 'diff', 'aria-label': 'Line diff, recorded to current' },
+            { class: 'diff', 'aria-label': `Line diff, recorded to ${RERUNS[state.code].heading.toLowerCase()}` },
             ...diff.map((line) =>
               h(
                 'span',
@@ -106,8 +134,8 @@ function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: 
   }
   return h(
     'section',
-    { class: 'rerun', 'aria-label': 'Re-run with current code' },
-    button,
+    { class: 'rerun', 'aria-label': 'Re-run the tool call' },
+    ...buttons,
     h('div', { class: 'rerun-result', 'aria-live': 'polite' }, ...shown),
   );
 }

@@ -5,13 +5,12 @@ import type {
   HostToWebviewMessage,
   SearchResultsMessage,
   ToolCallAddress,
-  ToolRerunMessage,
   TrajectoryRecord,
   WebviewToHostMessage,
 } from '../../protocol/webview-messages';
 import { anchorOf } from './anchorGroups';
 import { clear, h } from '../dom';
-import { renderEpisode } from './episodeView';
+import { renderEpisode, type RerunState } from './episodeView';
 import { renderGroup } from './groupView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';
 import type { SearchState } from './searchBox';
@@ -35,8 +34,9 @@ class ReplayApp {
   private live = false;
   private runStatus: string | undefined;
   private playTimer: number | undefined;
-  /** Re-runs of tool calls by `runId/trajectoryId/turn/call` (a file may hold several runs' trajectories): 'running' until the host answers, then its reply. */
-  private readonly reruns = new Map<string, 'running' | ToolRerunMessage['reply']>();
+  /** The latest re-run of each tool call by `runId/trajectoryId/turn/call` (a file may hold several runs' trajectories):
+   * which code it asked for, and the host's reply once it came. */
+  private readonly reruns = new Map<string, RerunState>();
   /** Whether the host can search this run's episodes (a run on a connected trainer, not a file). */
   private searchable = false;
   private search: SearchState | undefined;
@@ -65,7 +65,7 @@ class ReplayApp {
     } else if (message.type === 'searchResults') {
       this.receiveSearch(message);
     } else if (message.type === 'toolRerun') {
-      this.reruns.set(rerunKey(message), message.reply);
+      this.reruns.set(rerunKey(message), { code: message.code, reply: message.reply });
     } else if (message.type === 'append') {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
@@ -292,9 +292,16 @@ class ReplayApp {
             s.tokenOverlay = overlay;
           }),
         openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
-        rerunToolCall: (turn, call) => {
-          this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), 'running');
-          this.vscode.postMessage({ type: 'rerunToolCall', runId: record.run_id, trajectoryId: record.id, turn, call });
+        rerunToolCall: (turn, call, code) => {
+          this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), { code });
+          this.vscode.postMessage({
+            type: 'rerunToolCall',
+            runId: record.run_id,
+            trajectoryId: record.id,
+            turn,
+            call,
+            code,
+          });
           this.render();
         },
         rerunOf: (turn, call) =>

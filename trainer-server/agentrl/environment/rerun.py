@@ -1,12 +1,15 @@
-"""`python -m agentrl.environment.rerun`: one recorded tool call, run again with the current code of its Tool.
+"""`python -m agentrl.environment.rerun`: one recorded tool call, run again with its Tool's code: today's, or the
+code the run recorded when it started (its code snapshot, code_snapshot.py).
 
 The server's `tool/rerun` starts this in a fresh process for every re-run, so the env's modules are imported from
-disk anew (an edited Tool runs as edited) and the user's code never runs inside the server. The env is built from
-the run's frozen config through the same factory as training, and the call goes through the same `execute_call` as
-a rollout's (argument validation, the Tool's timeout, every failure an error the model would read). As in a tool
-worker process (`rollout.tool_isolation: process`), the env is built fresh and never reset.
+disk anew (an edited Tool runs as edited; with the snapshot, from the run folder's code/) and the user's code never
+runs inside the server. The env is built from the run's frozen config through the same factory as training, and the
+call goes through the same `execute_call` as a rollout's (argument validation, the Tool's timeout, every failure an
+error the model would read). As in a tool worker process (`rollout.tool_isolation: process`), the env is built fresh
+and never reset.
 
-Reads one JSON object on stdin: `{config, id, name, arguments, raw}` (config: the run's frozen config.yaml).
+Reads one JSON object on stdin: `{config, id, name, arguments, raw, snapshot}` (config: the run's frozen config.yaml;
+snapshot: the run's folder, whose recorded code runs the call, or null for today's code).
 Writes JSON lines on what was its stdout: `{"ready": {"timeout_s": ...}}` once the env is built, then
 `{"outcome": {result, error, error_kind, latency_ms}}`; or `{"setup_error": MESSAGE}` when the env cannot be
 built. The Tool's own prints go to stderr, so they cannot be mistaken for an answer. A result whose JSON is longer
@@ -20,9 +23,11 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 from agentrl.contract.config import ConfigError, load_config
+from agentrl.environment.code_snapshot import use_snapshot
 from agentrl.environment.loader import EnvLoadError, config_env_factory
 from agentrl.environment.mcp import McpUnavailableError
 from agentrl.environment.tool import ParsedCall, cut_result, describe_exception, execute_call
@@ -56,6 +61,8 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     try:
         config = load_config(request["config"])
+        if request["snapshot"] is not None:
+            config = use_snapshot(config, Path(request["snapshot"]))
         make_env = config_env_factory(config)  # an MCP server's tool is re-run on a fresh start of its server
     except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
         _say(answers, {"setup_error": str(err)})

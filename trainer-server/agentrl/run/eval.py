@@ -38,6 +38,7 @@ def evaluate(
 
     from agentrl.contract.tasks import load_tasks
     from agentrl.environment.agent import load_agent
+    from agentrl.environment.code_snapshot import record_code
     from agentrl.environment.loader import config_env_factory
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
@@ -80,6 +81,7 @@ def evaluate(
             "engine": engine.description,
         },
     )
+    record_code(store.run_dir, config)  # the env's code this evaluation ran (code.json)
     episodes = []
     try:
         for start in range(0, len(tasks), batch_size):

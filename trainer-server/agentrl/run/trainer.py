@@ -28,6 +28,7 @@ import yaml
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
+from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.tool import describe_exception
 from agentrl.learning.learner import Learner, NonFiniteError, Update
@@ -181,6 +182,18 @@ class _Run:
         self.store.append_event("log", {"level": "warning", "message": message})
         print(f"WARN {message}", file=sys.stderr)
 
+    def record_code(self, step: int) -> None:
+        """The code this process runs the run with, now that its env or agent is loaded (code.json; a resume's beside
+        the first's, with a warning when it differs): what was trained with is kept, and never a reason to fail."""
+        try:
+            changed = record_code(self.store.run_dir, self.config, step)
+        except (OSError, ValueError) as err:
+            self.warn(f"the run's code was not recorded: {err}")
+            return
+        if changed:
+            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+            self.warn(f"resumed with code that differs from the run's start ({shown}); code.json records both")
+
     def checkpoint(self, step: int) -> None:
         if self.cluster is not None:
             self.cluster.update_driver_copy()  # the learner workers hold the current weights
@@ -309,6 +322,7 @@ def train(
                     f"up to this one belong to work after that checkpoint and are superseded",
                     superseded_from_seq=resumed_seq,
                 )
+            run.record_code(step)
             if rollout_only_episodes:
                 _try_episodes(run, rollout_only_episodes)
                 _status(store, "completed", 0, 0)

@@ -30,7 +30,6 @@ from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import (
-    CONFIG_FILE,
     EVENTS_FILE,
     TRAJECTORIES_DIR,
     last_seq,
@@ -190,6 +189,8 @@ class TrainerServer:
             "run/list": self.run_list,
             "run/get": self.run_get,
             "run/config": self.run_config,
+            "run/code": self.run_code,
+            "run/codeFile": self.run_code_file,
             "run/export": self.run_export,
             "run/subscribe": self.run_subscribe,
             "run/unsubscribe": self.run_unsubscribe,
@@ -373,6 +374,12 @@ class TrainerServer:
 
     async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"runId": params["runId"], "config": await asyncio.to_thread(self.runs.config, params["runId"])}
+
+    async def run_code(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return {"runId": params["runId"], "manifest": await asyncio.to_thread(self.runs.code, params["runId"])}
+
+    async def run_code_file(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self.runs.code_file, params["runId"], params["path"])
 
     async def run_export(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """`agentrl export` in a child process (it loads the model: seconds of CPU, never on this loop), into the
@@ -561,17 +568,15 @@ class TrainerServer:
 
     async def tool_rerun(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """The recorded call, read from the run's trajectory (a client names a call, never its arguments), run
-        again with the current code in a child process (rpc.md, `tool/rerun`)."""
+        again with today's code or the run's snapshot in a child process (rpc.md, `tool/rerun`)."""
         run_id, trajectory_id = params["runId"], params["trajectoryId"]
         record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [trajectory_id]}))["records"][
             0
         ]
         call = recorded_call(record, params["turn"], params["call"])
-        config_path = self.runs.run_dir(run_id) / CONFIG_FILE
-        if not config_path.is_file():
-            raise p.RpcError(p.RUN_STATE_CONFLICT, f"run {run_id} has no frozen config to build its env from")
+        code = params.get("code", "current")
         async with self.rerun_slots:
-            rerun, timeout_s = await rerun_call(config_path, call)
+            rerun, timeout_s = await rerun_call(self.runs.run_dir(run_id), call, code)
         return {
             "runId": run_id,
             "trajectoryId": trajectory_id,
@@ -582,6 +587,7 @@ class TrainerServer:
             "timeoutS": timeout_s,
             "recorded": wire_outcome(call),
             "rerun": rerun,
+            "code": code,
         }
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -24,6 +25,7 @@ import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.schemas import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES, RUN_MODES
+from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_file
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
@@ -39,7 +41,7 @@ from agentrl.run.runstore import (
 )
 from agentrl.run.stderr_log import cap_log
 from agentrl.server.children import agentrl_command
-from agentrl.server.protocol import CONFIG_INVALID, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
+from agentrl.server.protocol import CONFIG_INVALID, INVALID_PARAMS, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
@@ -238,6 +240,35 @@ class RunManager:
             why = config if isinstance(config, str) else f"a YAML {type(config).__name__}, not a mapping"
             raise RpcError(CONFIG_INVALID, f"run {run_id}'s {path.name} is damaged: {why}")
         return redact_secrets(config)
+
+    def code(self, run_id: str) -> dict[str, Any] | None:
+        """The run's code manifest (code.json), or None when the run recorded none."""
+        try:
+            return read_code_manifest(self.run_dir(run_id))
+        except ValueError as err:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id}: {err}") from None
+
+    def code_file(self, run_id: str, path: str) -> dict[str, Any]:
+        """One file of the run's code snapshot (`run/codeFile`): only a file its manifest lists, read from inside the
+        snapshot folder; its text, or None for a file that is not UTF-8."""
+        manifest = self.code(run_id)
+        if manifest is None:
+            raise RpcError(INVALID_PARAMS, f"run {run_id} recorded no code: it has no file {path!r}")
+        try:
+            data = read_snapshot_file(self.run_dir(run_id), manifest, path)
+        except (ValueError, OSError) as err:
+            raise RpcError(INVALID_PARAMS, f"run {run_id}: {err}") from None
+        try:
+            text: str | None = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        return {
+            "runId": run_id,
+            "path": path,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "text": text,
+        }
 
     def list(self) -> list[dict[str, Any]]:
         ids = {p.name for p in list_run_dirs(self.runs_dir)} | set(self.live)

@@ -1,4 +1,4 @@
-"""`tool/rerun`: a recorded tool call, run again with the current code of its Tool, in a child process
+"""`tool/rerun`: a recorded tool call, run again with its Tool's code (today's, or the run's snapshot), in a child process
 (`agentrl.environment.rerun`), so the server's event loop only waits on pipes and the user's code never runs here."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.environment.rerun import ANSWER_LINE_MAX_BYTES
+from agentrl.run.runstore import CONFIG_FILE
 from agentrl.server import protocol as p
 from agentrl.server.children import PIPES_CLOSE_S, end_group, keep_tail, start_child
 
@@ -46,8 +47,16 @@ def wire_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-    """The outcome of `call` with the current code (`$defs/toolOutcome`), and the timeout it ran under."""
+# How each `code` a re-run may ask for is said in its errors.
+CODE_WORDS = {"current": "the current code", "snapshot": "the run's code"}
+
+
+async def rerun_call(run_dir: Path, call: dict[str, Any], code: str) -> tuple[dict[str, Any], float | None]:
+    """The outcome of `call` (`$defs/toolOutcome`) with the run's env built from its frozen config with `code`
+    (`current` or `snapshot`), and the timeout it ran under."""
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise p.RpcError(p.RUN_STATE_CONFLICT, f"run {run_dir.name} has no frozen config to build its env from")
     process = await start_child(
         "agentrl.environment.rerun",
         limit=ANSWER_LINE_MAX_BYTES,  # the default 64 KiB a line made a larger result an internal error
@@ -59,7 +68,11 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
     stderr_tail = bytearray()
     draining = asyncio.get_running_loop().create_task(keep_tail(process.stderr, stderr_tail))
     try:
-        request = {"config": str(config_path), **{key: call[key] for key in ("id", "name", "arguments", "raw")}}
+        request = {
+            "config": str(config_path),
+            "snapshot": str(run_dir) if code == "snapshot" else None,
+            **{key: call[key] for key in ("id", "name", "arguments", "raw")},
+        }
         process.stdin.write(json.dumps(request).encode())
         await process.stdin.drain()
         process.stdin.close()
@@ -69,7 +82,9 @@ async def rerun_call(config_path: Path, call: dict[str, Any]) -> tuple[dict[str,
                 p.TOOL_RERUN_FAILED, await _ended("before the call started", process, draining, stderr_tail)
             )
         if "setup_error" in ready:
-            raise p.RpcError(p.TOOL_RERUN_FAILED, f"cannot build the env with the current code: {ready['setup_error']}")
+            raise p.RpcError(
+                p.TOOL_RERUN_FAILED, f"cannot build the env with {CODE_WORDS[code]}: {ready['setup_error']}"
+            )
         timeout_s = ready["ready"]["timeout_s"]
         started = time.perf_counter()
         try:
