@@ -39,6 +39,7 @@ describe('replay panel host', () => {
         records: [record('a'), record('b')],
         live: true,
         runStatus: 'running',
+        searchable: true, // a run's episodes, on its trainer's search index
         focusStep: 2,
       },
     ]);
