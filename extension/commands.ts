@@ -12,6 +12,7 @@ export const Commands = {
   compareRuns: 'agentRl.compareRuns',
   compareCode: 'agentRl.compareCode',
   exportModel: 'agentRl.exportModel',
+  deleteRun: 'agentRl.deleteRun',
   connectServer: 'agentRl.connectServer',
   startLocalServer: 'agentRl.startLocalServer',
   disconnectServer: 'agentRl.disconnectServer',

@@ -1,10 +1,11 @@
-// Run commands: Start/Stop/Resume Training, Try Environment, Export Model, Refresh Runs, and the CodeLens on run
-// configs. Everything that runs workspace code (a run) needs workspace trust, checked here as well as in the
-// manifest. Each command returns what it did (a run id, a folder), which the extension-host tests read.
+// Run commands: Start/Stop/Resume Training, Try Environment, Export Model, Delete Run, Refresh Runs, and the CodeLens
+// on run configs. Everything that runs workspace code (a run) needs workspace trust, checked here as well as in the
+// manifest. Each command returns what it did (a run id, a folder), which the extension-host tests read. The
+// notification of a run this editor starts says what the run is doing (its phase) until there is something to see.
 import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunStartParams } from '../protocol/generated/rpc';
+import { ErrorCode, RESUMABLE_RUN_STATUSES, type RunEventParams, type RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { ensureConnected } from './connectionCommands';
 import { acceptConfigProblems, RUN_ANYWAY, SHOW_PROBLEMS } from './configProblems';
@@ -41,6 +42,7 @@ export function registerRunCommands(ctx: Ctx): vscode.Disposable {
       [Commands.stopTraining]: { title: 'Stop Training', make: stopTraining },
       [Commands.resumeTraining]: { title: 'Resume Training', make: resumeTraining },
       [Commands.exportModel]: { title: 'Export Model', make: exportModel },
+      [Commands.deleteRun]: { title: 'Delete Run', make: deleteRun },
     }),
     vscode.languages.registerCodeLensProvider({ pattern: RUN_CONFIG_GLOB }, new RunConfigLenses()),
   );
@@ -163,9 +165,59 @@ async function startRun(ctx: Ctx, prepared: PreparedRun, mode: 'train' | 'try'):
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
+    // Loading the model and the first step take minutes on a slow machine: said as they happen, until step 1 ends.
+    const firstStep = runEventWhere(ctx, runId, (event) => event.type === 'metrics' && event.data.step > 0);
+    void withRunActivity(ctx, runId, { title: `Agent RL: training ${name}` }, () =>
+      Promise.race([run.ended, firstStep.happened]),
+    ).finally(firstStep.dispose);
     void run.ended.then((status) => status && announceEnd(ctx, runId, name, status));
   }
   return run;
+}
+
+/** A progress notification that says what the run is doing (`RunsModel.activity`: its phase, or why it waits) as it
+ *  changes, `first` until it says something, while `until` runs; returns what `until` gives. */
+async function withRunActivity<T>(
+  ctx: Ctx,
+  runId: string,
+  options: { title: string; first?: string; cancellable?: boolean },
+  until: (cancel: vscode.CancellationToken) => Promise<T>,
+): Promise<T> {
+  return vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: options.title, cancellable: options.cancellable },
+    async (progress, cancel) => {
+      let said: string | undefined;
+      const say = (): void => {
+        const now = ctx.connection.model.activity(runId);
+        if (now === undefined || now === said) return; // a run that has ended says nothing new: its last words stay
+        said = now;
+        progress.report({ message: now });
+      };
+      if (options.first) progress.report({ message: options.first });
+      say();
+      const changes = ctx.connection.onRunEvent((event) => {
+        if (event.runId === runId && (event.type === 'phase' || event.type === 'status')) say();
+      });
+      try {
+        return await until(cancel);
+      } finally {
+        changes.dispose();
+      }
+    },
+  );
+}
+
+/** Settles when an event of the run satisfies `matches`; dispose it when no longer waited for. */
+function runEventWhere(
+  ctx: Ctx,
+  runId: string,
+  matches: (event: RunEventParams) => boolean,
+): { happened: Promise<void>; dispose: () => void } {
+  let listener: vscode.Disposable | undefined;
+  const happened = new Promise<void>((resolve) => {
+    listener = ctx.connection.onRunEvent((event) => event.runId === runId && matches(event) && resolve());
+  });
+  return { happened, dispose: () => listener?.dispose() };
 }
 
 /** A training run this editor started has ended: said once, with how far it got (no notification said a run had
@@ -194,14 +246,15 @@ const tryEnvironment =
     if (!(await checkEnvironment(ctx, prepared, problems))) return undefined;
     const run = await startRun(ctx, prepared, 'try');
     const { runId } = run;
-    const status = await vscode.window.withProgress(
+    const status = await withRunActivity(
+      ctx,
+      runId,
       {
-        location: vscode.ProgressLocation.Notification,
         title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`,
+        first: `${ctx.settings.tryEpisodes()} episodes with the base model, no updates`,
         cancellable: true,
       },
-      async (progress, cancel) => {
-        progress.report({ message: `${ctx.settings.tryEpisodes()} episodes with the base model, no updates` });
+      async (cancel) => {
         const cancelled = new Promise<undefined>((resolve) =>
           cancel.onCancellationRequested(() => {
             void ctx.connection.request('run/stop', { runId, mode: 'immediate' }).catch(() => undefined);
@@ -389,6 +442,30 @@ export const resumeTraining =
     await ctx.connection.refresh();
     await ctx.connection.follow(runId);
     ctx.log.info(`Resumed ${runId}`);
+    return runId;
+  };
+
+/** Deletes a run that no process works on, after a modal confirmation: the server removes its folder (checkpoints,
+ *  trajectories, exports, logs); returns its id. */
+export const deleteRun =
+  (ctx: Ctx) =>
+  async (target?: RunTarget): Promise<string | undefined> => {
+    const model = ctx.connection.model;
+    const runId = await pickRun(ctx, target, 'Delete Run', (id) => !model.isActive(id));
+    if (!runId) return undefined;
+    const name = model.run(runId)?.name ?? runId;
+    const choice = await vscode.window.showWarningMessage(
+      `Delete the run ${name} (${model.description({ kind: 'run', runId })})?`,
+      {
+        modal: true,
+        detail: `Its folder on the trainer server is removed: checkpoints, trajectories, exports and logs. This cannot be undone.\n\n${runId}`,
+      },
+      'Delete',
+    );
+    if (choice !== 'Delete') return undefined;
+    await ctx.connection.request('run/delete', { runId });
+    ctx.log.info(`Deleted the run ${runId}`);
+    await ctx.connection.refresh();
     return runId;
   };
 

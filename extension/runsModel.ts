@@ -3,19 +3,25 @@
 // description, so the tree provider in runsView.ts only maps nodes to TreeItems. A run's health alerts
 // (the trainer saying it cannot learn) come from its `health` events. A run on a Ray cluster also has a row per
 // worker (rollout and learner actors), before its steps, from its latest `workers` event. Each run's status, metrics and health
-// events are also kept in order as they came, for the Run Dashboard to draw from the first step on.
+// events are also kept in order as they came, for the Run Dashboard to draw from the first step on. A working run's
+// row says what its process is doing (its `phase` events); every run's row when it started, so runs of one env differ.
+// While no server is connected, the runs read from the workspace's runs folder (offlineRuns.ts) are listed instead.
 import {
   ACTIVE_RUN_STATUSES,
   RESUMABLE_RUN_STATUSES,
+  WORKING_RUN_STATUSES,
   type HealthEvent,
+  type PhaseEvent,
   type RayWorker,
   type RayWorkerState,
   type RunEventParams,
   type RunInfo,
+  type RunPhase,
   type TrajectorySummary,
   type WorkerRestartedEvent,
 } from '../protocol/generated/rpc';
 import { forgetSupersededEvents } from '../protocol/superseded-events';
+import type { OfflineRun } from './offlineRuns';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
@@ -43,13 +49,60 @@ interface RunState {
   workerRestarts: WorkerRestartedEvent[];
   /** The Ray workers of the latest `workers` event: each lists them all (none for a run in one process). */
   workers: RayWorker[];
+  /** A run read from its folder while no server is connected: that folder (nothing is streamed for it). */
+  offlineFolder?: string;
 }
+
+/** A run as first listed: nothing streamed yet. */
+const newRunState = (info: RunInfo, offlineFolder?: string): RunState => ({
+  info,
+  trajectories: new Map(),
+  health: new Map(),
+  timeline: [],
+  checkpoints: new Set(),
+  workerRestarts: [],
+  workers: [],
+  ...(offlineFolder === undefined ? {} : { offlineFolder }),
+});
 
 /** The events the Run Dashboard draws: what a run's charts, status and alerts are folded from. */
 export type TimelineEvent = Extract<RunEventParams, { type: 'status' | 'metrics' | 'health' }>;
 
 const formatNumber = (value: number): string => (Number.isInteger(value) ? String(value) : value.toFixed(2));
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
+
+const ended = ({ done, total }: PhaseEvent, what: string): string =>
+  total === undefined ? '' : `: ${done} of ${total}${what} ended`;
+
+/** Each phase of a run's process in words (rpc.schema.json `runPhase`). */
+const PHASE_TEXT: Record<RunPhase, (phase: PhaseEvent) => string> = {
+  loading_model: () => 'loading the model',
+  starting_engine: () => 'starting the rollout engine',
+  restoring_checkpoint: ({ step }) => `restoring the checkpoint of step ${step}`,
+  // step 0: a Try run's episodes
+  rollouts: (phase) =>
+    phase.step ? `rollouts of step ${phase.step}${ended(phase, ' episodes')}` : `episodes${ended(phase, '')}`,
+  updating: ({ step }) => `updating step ${step}`,
+  evaluating: ({ step }) => `evaluating after step ${step}`,
+  checkpointing: ({ step }) => `writing the checkpoint of step ${step}`,
+};
+
+/** What a run's process is doing, in words ("rollouts of step 3: 8 of 32 episodes ended"). */
+export const describePhase = (phase: PhaseEvent): string => PHASE_TEXT[phase.phase](phase);
+
+const MINUTE_MS = 60_000;
+
+/** When a run started, as a row shows it: how long ago, coarser as it ages, and its date after a week. */
+export function describeAge(createdAt: string | undefined, now: number): string | undefined {
+  const started = createdAt ? Date.parse(createdAt) : NaN;
+  if (Number.isNaN(started)) return undefined;
+  const minutes = Math.max(0, Math.floor((now - started) / MINUTE_MS));
+  if (minutes < 1) return 'just now';
+  if (minutes < 60) return `${minutes} min ago`;
+  if (minutes < 24 * 60) return `${Math.floor(minutes / 60)} h ago`;
+  if (minutes < 7 * 24 * 60) return `${Math.floor(minutes / (24 * 60))} d ago`;
+  return createdAt!.slice(0, 10);
+}
 
 /** A health event in words: what is wrong, the likely fix and the trajectories that show it (to open in the replay), or that it cleared. */
 export const describeHealth = (event: HealthEvent): string =>
@@ -60,6 +113,9 @@ export const describeHealth = (event: HealthEvent): string =>
 export class RunsModel {
   private readonly runs = new Map<string, RunState>();
   private readonly listeners = new Set<(runId: string | undefined) => void>();
+
+  /** `now`: the clock the rows' "started ... ago" is read against. */
+  constructor(private readonly now: () => number = Date.now) {}
 
   /** Called with the run that changed, or undefined when the whole list did. */
   onDidChange(listener: (runId: string | undefined) => void): { dispose(): void } {
@@ -73,15 +129,11 @@ export class RunsModel {
     this.runs.clear();
     for (const info of infos) {
       const streamed = previous.get(info.runId);
-      this.runs.set(info.runId, {
-        info,
-        trajectories: streamed?.trajectories ?? new Map(),
-        health: streamed?.health ?? new Map(),
-        timeline: streamed?.timeline ?? [],
-        checkpoints: streamed?.checkpoints ?? new Set(),
-        workerRestarts: streamed?.workerRestarts ?? [],
-        workers: streamed?.workers ?? [],
-      });
+      // a run listed offline before a server connected has streamed nothing, and is the server's run now
+      this.runs.set(
+        info.runId,
+        streamed && streamed.offlineFolder === undefined ? { ...streamed, info } : newRunState(info),
+      );
     }
     this.changed(undefined);
   }
@@ -90,17 +142,15 @@ export class RunsModel {
   upsertRun(info: RunInfo): void {
     const state = this.runs.get(info.runId);
     if (state) state.info = info;
-    else
-      this.runs.set(info.runId, {
-        info,
-        trajectories: new Map(),
-        health: new Map(),
-        timeline: [],
-        checkpoints: new Set(),
-        workerRestarts: [],
-        workers: [],
-      });
+    else this.runs.set(info.runId, newRunState(info));
     this.changed(info.runId);
+  }
+
+  /** Replaces the list with the runs read from a runs folder while no server is connected. */
+  setOfflineRuns(runs: OfflineRun[]): void {
+    this.runs.clear();
+    for (const { info, folder } of runs) this.runs.set(info.runId, newRunState(info, folder));
+    this.changed(undefined);
   }
 
   clear(): void {
@@ -116,9 +166,13 @@ export class RunsModel {
     switch (event.type) {
       case 'status': {
         Object.assign(state.info, event.runInfo);
+        if (!WORKING_RUN_STATUSES.has(event.runInfo.status)) delete state.info.phase; // no process works on it
         forgetSupersededEvents(state.health, event);
         break;
       }
+      case 'phase':
+        state.info.phase = event.data;
+        break;
       case 'metrics':
         state.info.latestMetrics = event.data.metrics;
         break;
@@ -198,6 +252,20 @@ export class RunsModel {
     return this.runs.get(runId)?.checkpoints.has(step) ?? false;
   }
 
+  /** The folder of a run read from disk while no server is connected; undefined for a server's run. */
+  offlineFolder(runId: string): string | undefined {
+    return this.runs.get(runId)?.offlineFolder;
+  }
+
+  /** What the run's process is doing while it works (its phase), or why it waits while it is queued; undefined once
+   *  it has ended. What a row, and the notification of a run this editor started, say of it. */
+  activity(runId: string): string | undefined {
+    const info = this.run(runId);
+    if (!info) return undefined;
+    if (info.status === 'queued') return info.message ?? undefined;
+    return info.phase && WORKING_RUN_STATUSES.has(info.status) ? describePhase(info.phase) : undefined;
+  }
+
   isActive(runId: string): boolean {
     const info = this.run(runId);
     return !!info && ACTIVE_RUN_STATUSES.has(info.status);
@@ -266,12 +334,16 @@ export class RunsModel {
       case 'run': {
         const info = this.run(node.runId);
         if (!info) return '';
-        const progress = info.mode === 'try' ? 'try' : `${info.step}/${info.totalSteps}`;
+        // a Try or eval run has no steps to count: its mode says what it was
+        const progress = info.mode === 'train' ? `${info.step}/${info.totalSteps}` : info.mode;
         const reward = info.latestMetrics['reward/mean'];
         const alerts = this.healthAlerts(node.runId).map((a) => a.code);
         return [
+          this.offlineFolder(node.runId) ? 'offline' : undefined,
           info.status,
           progress,
+          this.activity(node.runId),
+          describeAge(info.createdAt, this.now()),
           reward === undefined ? undefined : `reward ${formatNumber(reward)}`,
           alerts.length ? `⚠ ${alerts.join(', ')}` : undefined,
           info.damage?.length ? '⚠ damaged folder' : undefined,

@@ -3,14 +3,19 @@
 // A run on a Ray cluster lists its workers first, each with an icon for its state.
 // A run with a health alert in force (the trainer says it cannot learn) shows a warning icon and the alert in
 // its tooltip; an alert that starts while we watch is also a warning notification, once.
+// While no server is connected, the view lists the runs of the workspace's runs folder as their files say
+// (offlineRuns.ts): rows without children or actions but the replay, which reads their trajectory files.
 import * as vscode from 'vscode';
 import type { HealthEvent } from '../protocol/generated/rpc';
 import type { HealthAlert, TrainerConnection } from './trainerConnection';
 import { describeHealth, type RunsTreeNode, type WorkerRowState } from './runsModel';
 import { Commands } from './commands';
 import { SHOW_LOGS, showError, type Ctx } from './ctx';
+import { readOfflineRuns } from './offlineRuns';
 
 export const RUNS_VIEW_ID = 'agentRl.runs';
+// A row says how long ago its run started: redrawn this often, so that "just now" does not stay.
+const AGE_REFRESH_MS = 60_000;
 
 const STATUS_ICONS: Record<string, [string, string?]> = {
   queued: ['clock'],
@@ -54,10 +59,16 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
     return this.connection.model.children(node);
   }
 
+  /** Redraws every row (their ages). */
+  refresh(): void {
+    this.changed.fire(undefined);
+  }
+
   getTreeItem(node: RunsTreeNode): vscode.TreeItem {
     const model = this.connection.model;
+    const offline = node.kind === 'run' && model.offlineFolder(node.runId) !== undefined;
     const collapsible =
-      node.kind === 'trajectory' || node.kind === 'worker'
+      node.kind === 'trajectory' || node.kind === 'worker' || offline // nothing streamed: no steps to list
         ? vscode.TreeItemCollapsibleState.None
         : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(model.label(node), collapsible);
@@ -70,17 +81,28 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
           alerts.length ? HEALTH_ALERT_ICON : (STATUS_ICONS[info.status] ?? ['circle-outline']),
         );
         item.id = `run:${node.runId}`;
-        item.contextValue = [
-          'run',
-          model.isActive(node.runId) ? 'active' : '',
-          model.isResumable(node.runId) ? 'resumable' : '',
-        ]
-          .filter(Boolean)
-          .join('.');
+        // an offline row offers only the replay: stopping, resuming or deleting a run needs its server
+        item.contextValue = offline
+          ? 'offlineRun'
+          : [
+              'run',
+              model.isActive(node.runId) ? 'active' : 'deletable',
+              model.isResumable(node.runId) ? 'resumable' : '',
+            ]
+              .filter(Boolean)
+              .join('.');
+        if (offline)
+          item.command = { command: Commands.openReplay, title: 'Open Replay', arguments: [{ runId: node.runId }] };
+        const activity = model.activity(node.runId);
         const tooltip = new vscode.MarkdownString(
           [
             `**${info.name}** (${info.mode}) \`${info.runId}\``,
+            ...(offline
+              ? [`Offline: read from \`${model.offlineFolder(node.runId)}\`; no trainer server is connected.`]
+              : []),
             `${info.status}, step ${info.step} of ${info.totalSteps}${info.message ? `: ${info.message}` : ''}`,
+            ...(activity ? [`Now: ${activity}`] : []),
+            ...(info.createdAt ? [`Started ${new Date(info.createdAt).toLocaleString()}`] : []),
             ...Object.entries(info.latestMetrics)
               .filter(([k]) => k.startsWith('reward/'))
               .slice(0, 6)
@@ -141,14 +163,39 @@ export function registerRunsView(ctx: Ctx): vscode.Disposable {
     showCollapseAll: true,
     canSelectMany: true,
   });
-  const setContext = () =>
+  const onStateChange = (): void => {
     void vscode.commands.executeCommand('setContext', 'agentRl.connected', connection.isConnected);
-  setContext();
+    if (noServer(connection)) void listOfflineRuns(ctx, view);
+    else view.message = undefined;
+  };
+  onStateChange();
+  const ages = setInterval(() => provider.refresh(), AGE_REFRESH_MS);
+  ages.unref(); // a redraw is never a reason for the extension host to stay
   return vscode.Disposable.from(
     view,
-    connection.onDidChangeState(setContext),
+    connection.onDidChangeState(onStateChange),
     connection.onHealthAlert((alert) => notifyHealthAlert(ctx, alert)),
+    { dispose: () => clearInterval(ages) },
   );
+}
+
+/** Whether no server is connected or being connected to: what the offline list is for. */
+const noServer = ({ state }: TrainerConnection): boolean => state === 'idle' || state === 'closed';
+
+/** While no server is connected: the runs of the folder a local server would keep them in, from their files. */
+async function listOfflineRuns({ connection, settings, log }: Ctx, view: vscode.TreeView<RunsTreeNode>): Promise<void> {
+  const root = settings.workspaceRoot();
+  if (!root) return;
+  const folder = settings.runsFolder(root);
+  const runs = await readOfflineRuns(folder).catch((err: Error) => {
+    log.warn(`Could not read the runs in ${folder}: ${err.message}`);
+    return [];
+  });
+  if (!noServer(connection)) return; // a server connected (or is connecting) meanwhile
+  connection.model.setOfflineRuns(runs);
+  view.message = runs.length
+    ? `No trainer server is connected: these runs are read from ${vscode.workspace.asRelativePath(folder)}, as their files say. Start Local Server to follow them again.`
+    : undefined;
 }
 
 function notifyHealthAlert(ctx: Ctx, { runId, runName, alert }: HealthAlert): void {

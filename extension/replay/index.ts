@@ -1,7 +1,7 @@
 // Host side of the replay panel: the `agentRl.openReplay` command, a read-only custom editor for trajectory files
 // (ours, `*.trajectories.jsonl`, and Harbor's ATIF, `*.atif.jsonl`, `*.atif.json`: trajectoryFile.ts), and the relay
 // between a trainer run and the webview. Talks to the webview only through the typed messages of
-// protocol/webview-messages.ts.
+// protocol/webview-messages.ts. A run listed offline (no server connected) is replayed from its trajectory files.
 import * as vscode from 'vscode';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type {
@@ -13,6 +13,7 @@ import type {
 } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
 import { registerCommands, showError, type Ctx } from '../ctx';
+import { readRunTrajectories } from '../offlineRuns';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
 import { relaySearch } from './search';
@@ -66,6 +67,8 @@ const openReplay =
 
 async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget): Promise<void> {
   const trainer = connectedTrainer(ctx);
+  const folder = ctx.connection.model.offlineFolder(runId);
+  if (!trainer && folder) return openRunFolder(ctx, runId, folder, step);
   if (!trainer) {
     void showError(
       ctx,
@@ -74,13 +77,7 @@ async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget)
     );
     return;
   }
-  const title = step === undefined ? `Replay: ${runId}` : `Replay: ${runId} step ${step}`;
-  const panel = vscode.window.createWebviewPanel(
-    'agentRl.replay',
-    title,
-    vscode.ViewColumn.Active,
-    webviewOptions(ctx),
-  );
+  const panel = runPanel(ctx, runId, step);
   const fetchRecords = async (): Promise<TrajectoryRecord[]> => {
     const ids: string[] = [];
     let cursor: string | undefined;
@@ -145,6 +142,38 @@ async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget)
   });
 }
 
+function runPanel(ctx: Ctx, runId: string, step: number | undefined): vscode.WebviewPanel {
+  const title = step === undefined ? `Replay: ${runId}` : `Replay: ${runId} step ${step}`;
+  return vscode.window.createWebviewPanel('agentRl.replay', title, vscode.ViewColumn.Active, webviewOptions(ctx));
+}
+
+/** A run listed offline: every trajectory its folder holds, as its files say (nothing follows it live). */
+function openRunFolder(ctx: Ctx, runId: string, folder: string, step: number | undefined): void {
+  const panel = runPanel(ctx, runId, step);
+  // no search: that is the trainer's index
+  connect(ctx, panel.webview, undefined, async () => {
+    const { records, errors } = await readRunTrajectories(folder);
+    if (errors.length) warnUnreadable(ctx, folder, errors);
+    const runStatus = ctx.connection.model.run(runId)?.status;
+    return {
+      type: 'load',
+      source: `${runId} (offline)`,
+      records,
+      live: false,
+      ...(runStatus ? { runStatus } : {}),
+      ...(step === undefined ? {} : { focusStep: step }),
+    };
+  });
+}
+
+/** Lines of trajectory files that hold no trajectory: skipped, said in the log and in a warning. */
+function warnUnreadable(ctx: Ctx, where: string, errors: string[]): void {
+  ctx.log.warn(`replay: ${where}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`);
+  void vscode.window.showWarningMessage(
+    `${errors.length} line(s) of ${vscode.workspace.asRelativePath(where)} hold no trajectory and were skipped (see the Agent RL log).`,
+  );
+}
+
 class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
   constructor(private readonly ctx: Ctx) {}
 
@@ -162,14 +191,7 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
       if (errors.length && !records.length) {
         throw new Error(`${name}: ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`);
       }
-      if (errors.length) {
-        this.ctx.log.warn(
-          `replay: ${document.uri.fsPath}: ${errors.length} unreadable line(s): ${errors.slice(0, 3).join('; ')}`,
-        );
-        void vscode.window.showWarningMessage(
-          `${errors.length} line(s) of ${name} hold no trajectory and were skipped (see the Agent RL log).`,
-        );
-      }
+      if (errors.length) warnUnreadable(this.ctx, document.uri.fsPath, errors);
       return { type: 'load', source: name, records, live: false };
     });
   }

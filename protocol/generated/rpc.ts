@@ -40,6 +40,17 @@ export type ErrorCode =
  */
 export type CodeRunningMethod = "run/start" | "run/resume" | "env/check" | "tool/rerun" | "mcp/listTools";
 /**
+ * What a run's process is doing (a `phase` event): the long stretches a user would otherwise wait through in silence.
+ */
+export type RunPhase =
+  | "loading_model"
+  | "starting_engine"
+  | "restoring_checkpoint"
+  | "rollouts"
+  | "updating"
+  | "evaluating"
+  | "checkpointing";
+/**
  * starting: its actor is being created (loading the model, the env); ready: it has started, or has answered since it was restarted; restarting: it died and Ray restarts it (cluster.max_restarts), its share of the step runs on another worker; dead: it died for good (a learner worker, or a rollout worker past cluster.max_restarts).
  */
 export type RayWorkerState = "starting" | "ready" | "restarting" | "dead";
@@ -100,6 +111,8 @@ export interface RpcDefinitions {
   runInfo?: RunInfo;
   statusRunInfo?: StatusRunInfo;
   statusEvent?: StatusEvent;
+  runPhase?: RunPhase;
+  phaseEvent?: PhaseEvent;
   metricsEvent?: MetricsEvent;
   logEvent?: LogEvent;
   checkpointEvent?: CheckpointEvent;
@@ -130,6 +143,8 @@ export interface RpcDefinitions {
   "run/list.params"?: RunListParams;
   "run/list.result"?: RunListResult;
   "run/get.params"?: RunGetParams;
+  "run/delete.params"?: RunDeleteParams;
+  "run/delete.result"?: RunDeleteResult;
   "run/config.params"?: RunConfigParams;
   "run/config.result"?: RunConfigResult;
   "run/code.params"?: RunCodeParams;
@@ -165,7 +180,7 @@ export interface RpcDefinitions {
   "run/event.params"?: RunEventParams;
 }
 /**
- * A run as run/list and run/get report it, computed by the server from run.json and the log's tail (trainer-server/agentrl/server/runs.py).
+ * A run as run/list and run/get report it, computed by the server from run.json and the log's tail (trainer-server/agentrl/server/runs.py). `phase`: what the run's process is doing now (its latest `phase` event's data) while the run is running or stopping; absent otherwise.
  */
 export interface RunInfo {
   runId: string;
@@ -181,10 +196,29 @@ export interface RunInfo {
   lastSeq: number;
   hasCheckpoint: boolean;
   message?: string | null;
+  phase?: PhaseEvent;
   /**
    * What is damaged in the run's folder, each with its file and where in it (a log line that is not an event, a run.json field of the wrong type); absent when nothing is. The run is still listed and its valid events still stream; only what was read to answer is checked, so damage deep in a long log shows when run/subscribe replays it (the server logs each damaged line it skips).
    */
   damage?: string[];
+}
+/**
+ * The data of a `phase` event: what the run's process has started doing, and how far it is (done of total) where that can be counted. A handful per step: the start of each phase, and an episode count at most at each quarter of a step's episodes. The phase holds until the next `phase` event, and ends with a status event other than running or stopping (x-subsets WORKING_RUN_STATUSES): a run that ended, or waits queued, has none.
+ */
+export interface PhaseEvent {
+  phase: RunPhase;
+  /**
+   * The step the phase works on (0: a Try run's episodes, or before a run's first step).
+   */
+  step: number;
+  /**
+   * How much of the phase is done: episodes ended, in rollouts.
+   */
+  done?: number;
+  /**
+   * How much there is in all: the step's episodes, in rollouts.
+   */
+  total?: number;
 }
 /**
  * The RunInfo fields a status event sets, computed by the server from the event's data (the same function run/get uses): a client applies them as they are.
@@ -558,6 +592,12 @@ export interface RunListResult {
 export interface RunGetParams {
   runId: RunId;
 }
+export interface RunDeleteParams {
+  runId: RunId;
+}
+export interface RunDeleteResult {
+  runId: string;
+}
 export interface RunConfigParams {
   runId: RunId;
 }
@@ -904,6 +944,12 @@ export type RunEvent =
       time: number;
       type: "workers";
       data: WorkersEvent;
+    }
+  | {
+      seq: number;
+      time: number;
+      type: "phase";
+      data: PhaseEvent;
     };
 /** A run's event (runEvent) sent to a subscriber, with its runId; a status event also carries the RunInfo fields it sets (runInfo), computed by the server. */
 export type RunEventParams =
@@ -963,6 +1009,13 @@ export type RunEventParams =
       time: number;
       type: "workers";
       data: WorkersEvent;
+    }
+  | {
+      runId: string;
+      seq: number;
+      time: number;
+      type: "phase";
+      data: PhaseEvent;
     };
 
 export const PROTOCOL_VERSION = '2.0';
@@ -973,6 +1026,8 @@ export const ACTIVE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["queued", "r
 export const ENDED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "stopped", "failed", "interrupted"]);
 /** A train run in one of these, with a checkpoint, continues from it on run/resume. */
 export const RESUMABLE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["stopped", "interrupted", "failed"]);
+/** A run's process is at work on it: its phase (the latest `phase` event since the run last had another status) says on what. */
+export const WORKING_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["running", "stopping"]);
 
 /** The code of each error response by name (rpc.md, "Errors"); `ErrorCode` is the type of any of them. */
 export const ErrorCode = {
@@ -1020,6 +1075,7 @@ export interface RpcMethods {
   'run/resume': { params: RunResumeParams; result: RunResumeResult };
   'run/list': { params: RunListParams; result: RunListResult };
   'run/get': { params: RunGetParams; result: RunGetResult };
+  'run/delete': { params: RunDeleteParams; result: RunDeleteResult };
   'run/config': { params: RunConfigParams; result: RunConfigResult };
   'run/code': { params: RunCodeParams; result: RunCodeResult };
   'run/codeFile': { params: RunCodeFileParams; result: RunCodeFileResult };

@@ -61,7 +61,8 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
   const runRow = page.locator('.monaco-list-row', { hasText: 'palette-env' }).filter({ hasText: 'completed' }).first();
   await runRow.waitFor({ timeout: 60000 });
   const description = (await runRow.locator('.label-description').textContent())?.trim() ?? '';
-  if (!/^completed · 2\/2 · reward /.test(description)) throw new Error(`the run's row says "${description}"`);
+  if (!/^completed · 2\/2 · (just now|\d+ min ago) · reward /.test(description))
+    throw new Error(`the run's row says "${description}"`);
   await runRow.click(); // expand: its steps, newest first
   const steps = page.locator('.monaco-list-row', { hasText: /^step \d/ });
   await steps.first().waitFor({ timeout: 30000 });

@@ -41,7 +41,9 @@ export class FakeConnection {
   readonly trajectoryRecords = new Map<string, TrajectoryRecord>();
   readonly runEvents = new EventEmitter<RunEventParams>();
   readonly onRunEvent = this.runEvents.event;
-  readonly onDidChangeState = new EventEmitter<string>().event;
+  /** Fire after changing `isConnected`, as the connection says its state changed. */
+  readonly stateChanges = new EventEmitter<string>();
+  readonly onDidChangeState = this.stateChanges.event;
   readonly onHealthAlert = new EventEmitter<HealthAlert>().event;
   readonly onDidChangeDevices = new EventEmitter<unknown>().event;
   readonly localServerLost = new EventEmitter<string>();

@@ -1,6 +1,6 @@
 import { fake, Uri, WebviewPanel } from './vscodeStub';
 import { strict as assert } from 'node:assert';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commands } from 'vscode';
@@ -56,6 +56,30 @@ describe('replay panel host', () => {
     await commands.executeCommand(Commands.openReplay, { runId: 'r1' });
     assert.equal(fake.panels.length, 0);
     assert.match(fake.messages[0].text, /not connected to a trainer server; start or connect one to replay a live run/);
+  });
+
+  it('replays a run listed offline (no server connected) from the trajectory files of its folder', async () => {
+    f.connection.isConnected = false;
+    const folder = mkdtempSync(join(tmpdir(), 'agentrl-offline-run-'));
+    mkdirSync(join(folder, 'trajectories'));
+    writeFileSync(join(folder, 'trajectories', 'step-000001.trajectories.jsonl'), `${JSON.stringify(record('a'))}\n`);
+    writeFileSync(join(folder, 'trajectories', 'step-000002.trajectories.jsonl'), `${JSON.stringify(record('b'))}\n`);
+    f.connection.model.setOfflineRuns([{ info: runInfo('r9', { status: 'completed' }), folder }]);
+    await commands.executeCommand(Commands.openReplay, { runId: 'r9', step: 2 });
+    const [panel] = fake.panels;
+    assert.equal(panel.title, 'Replay: r9 step 2');
+    await panel.receive({ type: 'ready' });
+    assert.deepEqual(panel.posted, [
+      {
+        type: 'load',
+        source: 'r9 (offline)',
+        records: [record('a'), record('b')],
+        live: false,
+        runStatus: 'completed',
+        focusStep: 2,
+      },
+    ]);
+    assert.deepEqual(f.connection.requests, [], 'nothing is asked of a server');
   });
 
   it('opens a trajectory file in the custom editor, which loads its records and counts the unreadable lines', async () => {

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { commands, languages, workspace } from 'vscode';
-import { ErrorCode } from '../../protocol/generated/rpc';
+import { ErrorCode, type RunEventParams } from '../../protocol/generated/rpc';
 import { Commands } from '../../extension/commands';
 import { registerRunCommands } from '../../extension/runCommands';
 import { TrainerRequestError } from '../../extension/trainerClient';
@@ -69,6 +69,32 @@ describe('run commands', () => {
         text: 'Agent RL: training lookup failed at step 3/10: CUDA out of memory.',
         actions: ['Open Dashboard', 'Open Replay'],
       });
+    });
+
+    it('says in a notification what the run is doing until its first step ends', async () => {
+      f.connection.startRun = async () => {
+        f.connection.model.upsertRun(runInfo('r3', { name: 'lookup', status: 'running', step: 0 }));
+        return { runId: 'r3', ended: new Promise(() => undefined) }; // it trains on
+      };
+      await commands.executeCommand(Commands.startTraining);
+      let seq = 0;
+      const happens = (body: object): void => {
+        const event = { runId: 'r3', seq: ++seq, time: seq, ...body } as RunEventParams;
+        f.connection.model.applyEvent(event);
+        f.connection.runEvents.fire(event);
+      };
+      happens({ type: 'phase', data: { phase: 'loading_model', step: 0 } });
+      happens({ type: 'phase', data: { phase: 'rollouts', step: 1, done: 16, total: 32 } });
+      happens({ type: 'phase', data: { phase: 'updating', step: 1 } });
+      happens({ type: 'metrics', data: { step: 1, metrics: {} } });
+      await new Promise((resolve) => setImmediate(resolve));
+      happens({ type: 'phase', data: { phase: 'rollouts', step: 2 } }); // the Runs view says it from here on
+      assert.deepEqual(fake.progress, ['Agent RL: training lookup']);
+      assert.deepEqual(fake.progressReports, [
+        'Agent RL: training lookup: loading the model',
+        'Agent RL: training lookup: rollouts of step 1: 16 of 32 episodes ended',
+        'Agent RL: training lookup: updating step 1',
+      ]);
     });
 
     it("uploads the config's folder to a remote server and starts the run from the bundle", async () => {
@@ -294,6 +320,76 @@ describe('run commands', () => {
           ],
         ],
       );
+    });
+  });
+
+  it('Try Environment says in its notification what the run is doing: why it waits, loading, the episodes as they end', async () => {
+    let end: (status: 'completed') => void = () => undefined;
+    f.connection.startRun = async () => {
+      f.connection.model.upsertRun(
+        runInfo('t2', { mode: 'try', status: 'queued', name: 'lookup', message: 'starting: its process is loading' }),
+      );
+      return { runId: 't2', ended: new Promise((resolve) => (end = resolve)) };
+    };
+    f.connection.answers['env/check'] = () => ({ ok: true, diagnostics: [] });
+    f.connection.answers['trajectory/query'] = () => ({ items: [], total: 0, nextCursor: null }) as never;
+    commands.registerCommand(Commands.openReplay, async () => undefined);
+    const tried = commands.executeCommand(Commands.tryEnvironment, config);
+    const trying = (): string | undefined => fake.progress.find((title) => title.startsWith('Agent RL: trying'));
+    while (!trying()) await new Promise((resolve) => setImmediate(resolve));
+    let seq = 0;
+    const happens = (body: object): void => {
+      const event = { runId: 't2', seq: ++seq, time: seq, ...body } as RunEventParams;
+      f.connection.model.applyEvent(event);
+      f.connection.runEvents.fire(event);
+    };
+    const running = { status: 'running', step: 0, totalSteps: 0, message: null } as const;
+    happens({ type: 'status', data: { status: 'running', step: 0, total_steps: 0 }, runInfo: running });
+    happens({ type: 'phase', data: { phase: 'loading_model', step: 0 } });
+    happens({ type: 'log', data: { level: 'info', message: 'rollout engine: hf' } });
+    happens({ type: 'phase', data: { phase: 'rollouts', step: 0, done: 1, total: 4 } });
+    end('completed');
+    assert.equal(await tried, 't2');
+    const title = trying();
+    assert.deepEqual(fake.progressReports, [
+      `${title}: 4 episodes with the base model, no updates`,
+      `${title}: starting: its process is loading`,
+      `${title}: loading the model`,
+      `${title}: episodes: 1 of 4 ended`,
+    ]);
+  });
+
+  describe('Delete Run', () => {
+    beforeEach(() => {
+      f.connection.model.setRuns([runInfo('r1', { name: 'lookup', status: 'completed' }), runInfo('r2')]);
+      f.connection.answers['run/delete'] = ({ runId }) => ({ runId });
+    });
+
+    it('asks first, in a modal that names the run and what goes with it, then deletes it and re-reads the runs', async () => {
+      fake.messageChoices = ['Delete'];
+      assert.equal(await commands.executeCommand(Commands.deleteRun, { kind: 'run', runId: 'r1' }), 'r1');
+      const [asked] = fake.messages;
+      assert.equal(asked.severity, 'warning');
+      assert.equal(asked.options?.modal, true);
+      assert.deepEqual(asked.actions, ['Delete']);
+      assert.match(asked.text, /^Delete the run lookup \(completed · 3\/10 · .*\)\?$/);
+      assert.match(
+        asked.options?.detail ?? '',
+        /checkpoints, trajectories, exports and logs\. This cannot be undone\./,
+      );
+      assert.deepEqual(f.connection.requests, [{ method: 'run/delete', params: { runId: 'r1' } }]);
+      assert.deepEqual(f.connection.calls, ['refresh']);
+    });
+
+    it('deletes nothing when the question is dismissed', async () => {
+      assert.equal(await commands.executeCommand(Commands.deleteRun, { kind: 'run', runId: 'r1' }), undefined);
+      assert.deepEqual(f.connection.requests, []);
+    });
+
+    it('from the palette: offers only the runs no process works on', async () => {
+      fake.messageChoices = ['Delete'];
+      assert.equal(await commands.executeCommand(Commands.deleteRun), 'r1');
+      assert.deepEqual(fake.prompts, [], 'the one deletable run is taken without asking which');
     });
   });
 

@@ -9,12 +9,15 @@ import type {
   StatusRunInfo,
   TrajectorySummary,
 } from '../../protocol/generated/rpc';
-import { describeHealth, RunsModel } from '../../extension/runsModel';
+import { describeAge, describeHealth, describePhase, RunsModel } from '../../extension/runsModel';
 
 /** The event log of a Ray run (2 rollout workers, 1 learner worker) whose rollout worker 0 was killed in step 1:
  *  the run folder of tests/test_cluster.py's test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
  *  (pytest --basetemp=DIR -k killed: DIR/test_a_rollout_worker_killed_m0/runs/killed/events.jsonl). */
 const RAY_KILLED = 'lookup-ray-rollout-killed';
+
+/** The clock the rows' ages are read against: two and a half hours after `run()` started. */
+const NOW = Date.parse('2026-11-22T12:30:00Z');
 
 const run = (overrides: Partial<RunInfo> = {}): RunInfo => ({
   runId: 'lookup-1',
@@ -120,13 +123,13 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 
   it('follows status, metrics and checkpoints, and says which runs can be stopped or resumed', () => {
-    const model = new RunsModel();
+    const model = new RunsModel(() => NOW);
     const changes: Array<string | undefined> = [];
     model.onDidChange((id) => changes.push(id));
     model.setRuns([run(), run({ runId: 'old', name: 'old', status: 'completed', createdAt: '2026-11-21T10:00:00Z' })]);
     model.applyEvent(event('lookup-1', { type: 'metrics', data: { step: 2, metrics: { 'reward/mean': 0.25 } } }));
     model.applyEvent(event('lookup-1', status({ status: 'running', step: 2, totalSteps: 4, message: null })));
-    assert.equal(model.description({ kind: 'run', runId: 'lookup-1' }), 'running · 2/4 · reward 0.25');
+    assert.equal(model.description({ kind: 'run', runId: 'lookup-1' }), 'running · 2/4 · 2 h ago · reward 0.25');
     assert.equal(model.focusRun()?.runId, 'lookup-1');
     assert.ok(model.isActive('lookup-1'));
     assert.ok(!model.isResumable('lookup-1'));
@@ -156,16 +159,16 @@ describe('RunsModel (the Runs view and status bar)', () => {
   });
 
   it("labels a try run's episodes and its progress as a try", () => {
-    const model = new RunsModel();
+    const model = new RunsModel(() => NOW);
     model.setRuns([run({ runId: 'try-1', mode: 'try', status: 'completed', step: 0, totalSteps: 0 })]);
     model.applyEvent(event('try-1', { type: 'trajectory', data: summary(0, 0, 0, 0.5) }));
     const [stepNode] = model.children({ kind: 'run', runId: 'try-1' });
     assert.equal(model.label(stepNode), 'episodes');
-    assert.equal(model.description({ kind: 'run', runId: 'try-1' }), 'completed · try');
+    assert.equal(model.description({ kind: 'run', runId: 'try-1' }), 'completed · try · 2 h ago');
   });
 
   it('shows the health alerts in force on the run, and forgets those a resume superseded', () => {
-    const model = new RunsModel();
+    const model = new RunsModel(() => NOW);
     model.setRuns([run({ step: 2, latestMetrics: { 'reward/mean': 0 } })]);
     const row = { kind: 'run', runId: 'lookup-1' } as const;
     model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 2) }));
@@ -174,7 +177,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
       model.healthAlerts('lookup-1').map((a) => a.code),
       ['zero_variance_groups', 'no_tool_calls'],
     );
-    assert.equal(model.description(row), 'running · 2/4 · reward 0 · ⚠ zero_variance_groups, no_tool_calls');
+    assert.equal(model.description(row), 'running · 2/4 · 2 h ago · reward 0 · ⚠ zero_variance_groups, no_tool_calls');
     const checkpointSeq = seq + 1;
     model.applyEvent(event('lookup-1', { type: 'checkpoint', data: { step: 2, path: 'x' } }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 4, true) }));
@@ -196,7 +199,92 @@ describe('RunsModel (the Runs view and status bar)', () => {
     model.applyEvent(event('lookup-1', { type: 'health', data: health('zero_variance_groups', 5, true) }));
     model.applyEvent(event('lookup-1', { type: 'health', data: health('no_tool_calls', 5, true) }));
     assert.deepEqual(model.healthAlerts('lookup-1'), []);
-    assert.equal(model.description(row), 'running · 2/4');
+    assert.equal(model.description(row), 'running · 2/4 · 2 h ago');
+  });
+
+  it('says what a working run is doing, why a queued one waits, and nothing once it has ended', () => {
+    const model = new RunsModel(() => NOW);
+    const row = { kind: 'run', runId: 'lookup-1' } as const;
+    model.setRuns([run({ status: 'queued', step: 0, message: 'starting: its process is loading' })]);
+    assert.equal(model.description(row), 'queued · 0/4 · starting: its process is loading · 2 h ago');
+    model.applyEvent(event('lookup-1', status({ status: 'running', step: 0, totalSteps: 4, message: null })));
+    assert.equal(model.description(row), 'running · 0/4 · 2 h ago', 'no phase said yet');
+    model.applyEvent(event('lookup-1', { type: 'phase', data: { phase: 'loading_model', step: 0 } }));
+    assert.equal(model.description(row), 'running · 0/4 · loading the model · 2 h ago');
+    model.applyEvent(event('lookup-1', { type: 'phase', data: { phase: 'rollouts', step: 1, done: 8, total: 32 } }));
+    assert.equal(model.activity('lookup-1'), 'rollouts of step 1: 8 of 32 episodes ended');
+    // a graceful stop: the phase goes on while the run is stopping
+    model.applyEvent(
+      event('lookup-1', status({ status: 'stopping', step: 0, totalSteps: 4, message: 'after the step' })),
+    );
+    assert.equal(model.description(row), 'stopping · 0/4 · rollouts of step 1: 8 of 32 episodes ended · 2 h ago');
+    model.applyEvent(event('lookup-1', { type: 'phase', data: { phase: 'checkpointing', step: 1 } }));
+    model.applyEvent(event('lookup-1', status({ status: 'stopped', step: 1, totalSteps: 4, message: null })));
+    assert.equal(model.run('lookup-1')?.phase, undefined, 'a status other than running or stopping ends the phase');
+    assert.equal(model.description(row), 'stopped · 1/4 · 2 h ago');
+    // a resume: where it continues from, at once
+    model.applyEvent(
+      event(
+        'lookup-1',
+        status({
+          status: 'queued',
+          step: 1,
+          totalSteps: 4,
+          message: 'resume requested: from the checkpoint at step 1',
+        }),
+      ),
+    );
+    assert.equal(model.description(row), 'queued · 1/4 · resume requested: from the checkpoint at step 1 · 2 h ago');
+  });
+
+  it('puts each phase in words: the episodes of a Try run, a step of a training run', () => {
+    assert.deepEqual(
+      [
+        { phase: 'starting_engine', step: 0 },
+        { phase: 'restoring_checkpoint', step: 4 },
+        { phase: 'rollouts', step: 0, done: 2, total: 4 },
+        { phase: 'rollouts', step: 5 },
+        { phase: 'updating', step: 5 },
+        { phase: 'evaluating', step: 5 },
+        { phase: 'checkpointing', step: 5 },
+      ].map((phase) => describePhase(phase as Parameters<typeof describePhase>[0])),
+      [
+        'starting the rollout engine',
+        'restoring the checkpoint of step 4',
+        'episodes: 2 of 4 ended',
+        'rollouts of step 5',
+        'updating step 5',
+        'evaluating after step 5',
+        'writing the checkpoint of step 5',
+      ],
+    );
+  });
+
+  it('says when a run started, coarser as it ages', () => {
+    const started = '2026-11-22T10:00:00Z';
+    const after = (minutes: number) => Date.parse(started) + minutes * 60_000;
+    assert.deepEqual(
+      [0.5, 12, 150, 3 * 24 * 60, 8 * 24 * 60].map((minutes) => describeAge(started, after(minutes))),
+      ['just now', '12 min ago', '2 h ago', '3 d ago', '2026-11-22'],
+    );
+    assert.equal(describeAge('', NOW), undefined);
+    assert.equal(describeAge('not a date', NOW), undefined);
+  });
+
+  it('lists the runs read from a runs folder as offline, each with its folder and no steps', () => {
+    const model = new RunsModel(() => NOW);
+    model.setRuns([run({ runId: 'from-server' })]);
+    model.setOfflineRuns([
+      { info: run({ runId: 'a', status: 'completed', step: 4, mode: 'train' }), folder: '/runs/a' },
+      { info: run({ runId: 'b', mode: 'try', status: 'running', step: 0, totalSteps: 0 }), folder: '/runs/b' },
+    ]);
+    assert.deepEqual(model.runIds(), ['a', 'b'], 'the offline list replaces the one a server gave');
+    assert.equal(model.offlineFolder('a'), '/runs/a');
+    assert.equal(model.description({ kind: 'run', runId: 'a' }), 'offline · completed · 4/4 · 2 h ago');
+    assert.equal(model.description({ kind: 'run', runId: 'b' }), 'offline · running · try · 2 h ago');
+    assert.deepEqual(model.children({ kind: 'run', runId: 'a' }), []);
+    model.setRuns([run({ runId: 'from-server' })]); // a server connected again
+    assert.equal(model.offlineFolder('from-server'), undefined);
   });
 
   it('puts a health alert in words with its fix, and a resolution without one', () => {
@@ -344,7 +432,7 @@ describe('RunsModel fed the stream a real server sent (protocol/examples/run-log
   for (const runId of ['lookup-lr-high', 'lookup-lr-low']) {
     it(`${runId}: folding the stream from seq 1 ends where the server's run/get says the run is`, () => {
       const { events, info } = recorded(runId);
-      const model = new RunsModel();
+      const model = new RunsModel(() => Date.parse(info.createdAt!) + 5 * 60_000);
       model.setRuns([{ ...info, status: 'queued', step: 0, latestMetrics: {}, lastSeq: 0, hasCheckpoint: false }]);
       events.forEach((e) => model.applyEvent(e));
       assert.deepEqual(model.run(runId), info);
@@ -356,7 +444,7 @@ describe('RunsModel fed the stream a real server sent (protocol/examples/run-log
       assert.equal(lastMetrics.type === 'metrics' && lastMetrics.data.step, info.step);
       assert.match(
         model.description({ kind: 'run', runId }),
-        new RegExp(`^completed · ${info.step}/${info.totalSteps} · reward `),
+        new RegExp(`^completed · ${info.step}/${info.totalSteps} · 5 min ago · reward `),
       );
       const inForce = new Map<string, boolean>();
       for (const e of events) if (e.type === 'health') inForce.set(e.data.code, !e.data.resolved);

@@ -1,10 +1,14 @@
-import './vscodeStub';
+import { fake, type ThemeIcon, type TreeItem } from './vscodeStub';
 import { strict as assert } from 'node:assert';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { RayWorker } from '../../protocol/generated/rpc';
+import { Commands } from '../../extension/commands';
 import { RunsModel, type WorkerNode } from '../../extension/runsModel';
-import { RunsTreeProvider } from '../../extension/runsView';
+import { registerRunsView, RunsTreeProvider } from '../../extension/runsView';
 import type { TrainerConnection } from '../../extension/trainerConnection';
-import type { ThemeIcon, TreeItem } from './vscodeStub';
+import { fakeCtx, runInfo } from './fakeCtx';
 
 describe("Runs view rows of a Ray run's workers", () => {
   const workers: RayWorker[] = [
@@ -92,5 +96,65 @@ describe('Runs view row of a run whose folder is damaged', () => {
     const item = provider.getTreeItem({ kind: 'run', runId: 'hurt-1' }) as unknown as TreeItem;
     assert.equal(item.description, 'completed · 2/2 · ⚠ damaged folder');
     for (const line of damage) assert.ok(item.tooltip?.value.includes(`- ${line}`), item.tooltip?.value);
+  });
+});
+
+describe('Runs view rows: what each offers', () => {
+  const itemOf = (model: RunsModel, runId: string): TreeItem => {
+    const provider = new RunsTreeProvider({ model, follow: async () => undefined } as unknown as TrainerConnection);
+    return provider.getTreeItem({ kind: 'run', runId }) as unknown as TreeItem;
+  };
+
+  it('offers Delete on a run no process works on, and Stop instead on one that runs', () => {
+    const model = new RunsModel();
+    model.setRuns([
+      runInfo('done', { status: 'stopped', hasCheckpoint: true }),
+      runInfo('going', { status: 'running' }),
+    ]);
+    assert.equal(itemOf(model, 'done').contextValue, 'run.deletable.resumable');
+    assert.equal(itemOf(model, 'going').contextValue, 'run.active');
+  });
+
+  it('shows an offline run as a leaf that opens the replay of its files, saying where it was read from', () => {
+    const model = new RunsModel();
+    model.setOfflineRuns([{ info: runInfo('r1', { status: 'completed' }), folder: '/ws/.agentrl/runs/r1' }]);
+    const item = itemOf(model, 'r1');
+    assert.equal(item.contextValue, 'offlineRun');
+    assert.equal(item.collapsibleState, 0);
+    assert.deepEqual(item.command, {
+      command: Commands.openReplay,
+      title: 'Open Replay',
+      arguments: [{ runId: 'r1' }],
+    });
+    assert.match(item.tooltip!.value, /Offline: read from `\/ws\/\.agentrl\/runs\/r1`; no trainer server is connected/);
+  });
+});
+
+describe('Runs view while no server is connected', () => {
+  it("lists the runs of the workspace's runs folder, and the server's again once one connects", async () => {
+    fake.reset();
+    const runsDir = mkdtempSync(join(tmpdir(), 'agentrl-runs-view-'));
+    mkdirSync(join(runsDir, 'r1'));
+    writeFileSync(join(runsDir, 'r1', 'run.json'), JSON.stringify({ name: 'lookup', mode: 'try' }));
+    const f = fakeCtx({ runsFolder: () => runsDir });
+    f.connection.isConnected = false;
+    f.connection.state = 'idle';
+    const registration = registerRunsView(f.ctx);
+    const [view] = fake.treeViews;
+    const listed = async (): Promise<void> => {
+      for (let i = 0; i < 100 && !f.connection.model.runIds().length; i++)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    await listed();
+    assert.deepEqual(f.connection.model.runIds(), ['r1']);
+    assert.equal(f.connection.model.offlineFolder('r1'), join(runsDir, 'r1'));
+    assert.match(view.message!, /^No trainer server is connected: these runs are read from .*, as their files say/);
+    f.connection.isConnected = true;
+    f.connection.state = 'connected';
+    f.connection.stateChanges.fire('connected');
+    assert.equal(view.message, undefined);
+    f.connection.model.setRuns([runInfo('from-server')]);
+    assert.deepEqual(f.connection.model.runIds(), ['from-server']);
+    registration.dispose();
   });
 });

@@ -30,6 +30,7 @@ export class TreeItem {
   id?: string;
   contextValue?: string;
   tooltip?: MarkdownString;
+  command?: { command: string; title: string; arguments?: unknown[] };
   constructor(
     readonly label: string,
     readonly collapsibleState: TreeItemCollapsibleState,
@@ -248,6 +249,13 @@ export class StatusBarItem {
   }
 }
 
+/** A tree view: the text it shows above its tree. */
+export class TreeView {
+  /** The text shown above the tree (a view's `message`). */
+  message?: string;
+  dispose(): void {}
+}
+
 /** A webview panel: what the host posted to its page, and `receive` for what the page says back. */
 export class WebviewPanel {
   readonly posted: unknown[] = [];
@@ -325,13 +333,23 @@ export const fake = {
   /** What the user answers to the next InputBox, QuickPick or open dialog, in order; none left: they dismiss it. */
   answers: [] as Answer[],
   prompts: [] as Array<{ kind: 'input' | 'quickPick' | 'openDialog'; options: Record<string, unknown> }>,
-  messages: [] as Array<{ severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }>,
-  /** The action the user clicks on the next notification that offers it, in order; none left: they dismiss it. */
+  /** Messages shown; a modal one (a confirmation) with its options. */
+  messages: [] as Array<{
+    severity: 'info' | 'warning' | 'error';
+    text: string;
+    actions: string[];
+    options?: MessageOptions;
+  }>,
+  /** The action the user clicks on the next notification (or modal dialog) that offers it, in order; none left: they
+   *  dismiss it. */
   messageChoices: [] as string[],
   /** Tasks run (`tasks.executeTask`); each ends at once with the next of `taskExitCodes` (none left: 0). */
   tasks: [] as Task[],
   taskExitCodes: [] as Array<number | undefined>,
+  /** The title of each progress notification shown. */
   progress: [] as string[],
+  /** Each message a progress notification reported, after its title ("title: message"). */
+  progressReports: [] as string[],
   trusted: true,
   workspaceFolders: undefined as Array<{ uri: Uri }> | undefined,
   configuration: {} as Record<string, unknown>,
@@ -345,6 +363,7 @@ export const fake = {
     provideCodeActions(document: TextDocument, range: Range, context: { diagnostics: Diagnostic[] }): CodeAction[];
   }>,
   statusBarItems: [] as StatusBarItem[],
+  treeViews: [] as TreeView[],
   panels: [] as WebviewPanel[],
   customEditors: new Map<string, unknown>(),
   clipboard: '',
@@ -365,6 +384,7 @@ export const fake = {
     this.tasks = [];
     this.taskExitCodes = [];
     this.progress = [];
+    this.progressReports = [];
     this.trusted = true;
     this.workspaceFolders = undefined;
     this.configuration = {};
@@ -375,6 +395,7 @@ export const fake = {
     this.codeActionProviders = [];
     this.contentProviders.clear();
     this.statusBarItems = [];
+    this.treeViews = [];
     this.panels = [];
     this.customEditors.clear();
     this.clipboard = '';
@@ -391,10 +412,14 @@ const answer = (items?: readonly { label: string }[]): unknown => {
   return typeof next === 'function' ? next(items ?? []) : next;
 };
 
+type MessageOptions = { modal?: boolean; detail?: string };
+
 const message =
   (severity: 'info' | 'warning' | 'error') =>
-  async (text: string, ...actions: string[]): Promise<string | undefined> => {
-    fake.messages.push({ severity, text, actions });
+  async (text: string, ...rest: Array<string | MessageOptions>): Promise<string | undefined> => {
+    const options = typeof rest[0] === 'object' ? rest[0] : undefined;
+    const actions = rest.filter((item): item is string => typeof item === 'string');
+    fake.messages.push({ severity, text, actions, ...(options ? { options } : {}) });
     return actions.includes(fake.messageChoices[0]) ? fake.messageChoices.shift() : undefined;
   };
 
@@ -440,15 +465,20 @@ const window = {
     ) => Promise<R>,
   ): Promise<R> {
     fake.progress.push(options.title);
-    return task({ report: () => undefined }, { onCancellationRequested: () => new Disposable(() => undefined) });
+    return task(
+      { report: ({ message }: { message?: string }) => void fake.progressReports.push(`${options.title}: ${message}`) },
+      { onCancellationRequested: () => new Disposable(() => undefined) },
+    );
   },
   createStatusBarItem(id: string): StatusBarItem {
     const item = new StatusBarItem(id);
     fake.statusBarItems.push(item);
     return item;
   },
-  createTreeView(): Disposable {
-    return new Disposable(() => undefined);
+  createTreeView(): TreeView {
+    const view = new TreeView();
+    fake.treeViews.push(view);
+    return view;
   },
   createWebviewPanel(viewType: string, title: string): WebviewPanel {
     const panel = new WebviewPanel(viewType, title);

@@ -34,9 +34,12 @@ DOCUMENTED_ERRORS = {
 }
 # server/shutdown would end the server under test, and each valid run/export loads the model in a child process
 # (seconds; tests/test_server.py attacks its params instead); a valid mcp/listTools starts whatever program or
-# reaches whatever URL it names, which a fuzzer must not choose (tests/test_mcp.py attacks its params instead).
-# Everything else is fuzzed, state-changing methods included.
-FUZZED_METHODS = [method for method in p.METHODS if method not in ("server/shutdown", "run/export", "mcp/listTools")]
+# reaches whatever URL it names, which a fuzzer must not choose (tests/test_mcp.py attacks its params instead); a
+# valid run/delete removes the one real run, leaving every later request nothing real to reach (tests/test_server.py
+# deletes runs and attacks its params). Everything else is fuzzed, state-changing methods included.
+FUZZED_METHODS = [
+    method for method in p.METHODS if method not in ("server/shutdown", "run/export", "mcp/listTools", "run/delete")
+]
 FRAMES_PER_EXAMPLE, EXAMPLES = 50, 110
 
 ANY_JSON = st.recursive(

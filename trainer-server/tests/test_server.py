@@ -131,6 +131,8 @@ def test_graceful_and_immediate_stop_then_resume(server):
     events = client.events_until(graceful, is_final_status)
     stopped = events[-1]["data"]
     assert stopped["status"] == "stopped" and stopped["step"] >= 1
+    # the log says stopping from the moment it is asked, not "running" until the step ends
+    assert [e["data"]["status"] for e in events if e["type"] == "status"][-2:] == ["stopping", "stopped"]
     assert any(e["type"] == "checkpoint" and e["data"]["step"] == stopped["step"] for e in events)
 
     immediate = client.request("run/start", {"config": example_config(steps=400, checkpoint_every=2)})["runId"]
@@ -145,10 +147,40 @@ def test_graceful_and_immediate_stop_then_resume(server):
     client.request("run/resume", {"runId": graceful})
     assert client.call("run/resume", {"runId": graceful})["error"]["code"] == -32011  # already running
     resumed = client.events_until(graceful, lambda e: e["type"] == "metrics" and e["seq"] > events[-1]["seq"])
+    # where it resumes from, said at once (not "step 0" until the first step after the resume ends)
+    first_statuses = [e["runInfo"] for e in resumed if e["type"] == "status"][:2]
+    assert [(info["status"], info["step"]) for info in first_statuses] == [
+        ("queued", stopped["step"]),
+        ("running", stopped["step"]),
+    ]
+    assert f"from the checkpoint at step {stopped['step']}" in first_statuses[0]["message"]
     assert any(e["type"] == "status" and "superseded" in e["data"].get("message", "") for e in resumed)
     assert resumed[-1]["data"]["step"] == stopped["step"] + 1  # continues where it stopped
     client.request("run/stop", {"runId": graceful, "mode": "graceful"})
     assert client.events_until(graceful, is_final_status)[-1]["data"]["status"] == "stopped"
+
+
+def test_a_run_says_its_phase_and_an_ended_run_can_be_deleted(server):
+    client = server.client()
+    run_id = client.request("run/start", {"config": example_config(steps=400, checkpoint_every=1000)})["runId"]
+    client.request("run/subscribe", {"runId": run_id, "since": 0})
+    client.events_until(run_id, lambda e: e["type"] == "phase" and e["data"]["phase"] == "updating")
+    info = client.request("run/get", {"runId": run_id})
+    assert info["status"] == "running" and info["phase"]["phase"] in ("rollouts", "updating", "checkpointing")
+    refused = client.call("run/delete", {"runId": run_id})["error"]
+    assert refused["code"] == -32011 and "stop it before deleting it" in refused["message"]
+    client.request("run/stop", {"runId": run_id, "mode": "immediate"})
+    client.events_until(run_id, is_final_status)
+    assert "phase" not in client.request("run/get", {"runId": run_id})  # an ended run has none
+    assert (server.runs_dir / ".logs" / f"{run_id}.stderr.log").exists()
+
+    assert client.request("run/delete", {"runId": run_id}) == {"runId": run_id}
+    assert not (server.runs_dir / run_id).exists() and not (server.runs_dir / ".logs" / f"{run_id}.stderr.log").exists()
+    assert [entry.name for entry in server.runs_dir.iterdir() if entry.name.startswith(".deleting")] == []
+    assert client.request("run/list") == {"runs": []}
+    assert client.call("run/get", {"runId": run_id})["error"]["code"] == -32010
+    assert client.call("run/delete", {"runId": run_id})["error"]["code"] == -32010  # deleted already
+    assert client.call("run/delete", {"runId": "../runs"})["error"]["code"] == -32602  # not a run id
 
 
 def test_server_kill9_restart_marks_interrupted_and_resume_keeps_history(tmp_path):

@@ -73,8 +73,17 @@ def test_resume_gives_identical_trajectories_and_metrics(tmp_path):
     straight = train(config, runs_dir=tmp_path / "a", config_base_dir=EXAMPLE_CONFIG.parent)
     halved = train(config, runs_dir=tmp_path / "b", max_steps=2, config_base_dir=EXAMPLE_CONFIG.parent)
     assert latest_status(read_events(halved))["status"] == "stopped"
+    before = len(read_events(halved))
     train(None, runs_dir=tmp_path / "b", resume_dir=halved)
     assert latest_status(read_events(halved))["status"] == "completed"
+    resumed = [(e["type"], e["data"]) for e in read_events(halved)[before:]]
+    # where it resumes is said before the model loads, not "step 0" until the first step ends
+    assert resumed[0] == (
+        "status",
+        {"status": "running", "step": 2, "total_steps": 4, "message": "resuming from the checkpoint at step 2"},
+    )
+    phases = [(data["phase"], data["step"]) for kind, data in resumed if kind == "phase"]
+    assert phases[:3] == [("loading_model", 2), ("starting_engine", 2), ("restoring_checkpoint", 2)]
 
     def comparable(records):
         return [{k: v for k, v in r.items() if k != "run_id"} for r in records]
@@ -260,6 +269,36 @@ def test_a_try_run_builds_no_learner(tmp_path, monkeypatch):
     assert latest_status(read_events(run_dir))["status"] == "completed" and len(trajectories(run_dir)) == 2
 
 
+def test_a_run_says_what_it_does_a_handful_of_times_a_step(tmp_path):
+    """What the editor shows instead of a silent minute: loading, the engine, each step's rollouts (with a count of
+    the episodes ended), update, evaluation and checkpoint, in order."""
+    config = example(
+        "train.steps=2", "train.checkpoint_every=2", "train.eval_every=2", "data.eval=tasks.jsonl", "train.eval_limit=2"
+    )
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    said = [
+        (e["data"]["phase"], e["data"]["step"]) if e["type"] == "phase" else (e["type"], e["data"].get("step"))
+        for e in read_events(run_dir)
+        if e["type"] in ("phase", "status", "metrics")
+    ]
+    rollouts_of = [step for phase, step in said if phase == "rollouts"]
+    assert said[:3] == [("status", 0), ("loading_model", 0), ("starting_engine", 0)]
+    assert said[3:] == [
+        *[("rollouts", 1)] * rollouts_of.count(1),
+        ("updating", 1),
+        ("metrics", 1),
+        ("status", 1),
+        *[("rollouts", 2)] * rollouts_of.count(2),
+        ("updating", 2),
+        ("evaluating", 2),
+        ("metrics", 2),
+        ("status", 2),
+        ("checkpointing", 2),
+        ("status", 2),
+    ]
+    assert 1 <= rollouts_of.count(1) <= 4  # the step's start, then at most a count at each quarter
+
+
 def test_cli_trains_the_example_and_validates(tmp_path, trajectory_validator):
     """How fast it trains is benchmarks/bench_step.py's to say: a timed assertion here failed on a loaded machine."""
     done = subprocess.run(
@@ -333,6 +372,8 @@ def test_sigterm_stops_gracefully_with_a_checkpoint(tmp_path):
     assert proc.wait(timeout=60) == 0
     status = latest_status(read_events(run_dir))
     assert status["status"] == "stopped" and 1 <= status["step"] < 500
+    statuses = [e["data"]["status"] for e in read_events(run_dir) if e["type"] == "status"]
+    assert statuses[-2:] == ["stopping", "stopped"]  # said when asked, not a step later
     assert (run_dir / "checkpoints" / f"step-{status['step']:06d}" / "policy" / "model.safetensors").exists()
     assert not (run_dir / "pid").exists()
 

@@ -19,6 +19,7 @@ from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
 from agentrl.rollout.agent_capture import COUNTED_STATS
 from agentrl.rollout.episode import Episode
+from agentrl.rollout.loop import EpisodeCounter, count_nothing
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
@@ -170,7 +171,16 @@ class ClusterRolloutEngine:
             self._greedy,
         )
 
-    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+    def run(
+        self,
+        tasks: list[dict[str, Any]],
+        group_size: int,
+        seed: int,
+        first_group: int = 0,
+        on_episode_end: EpisodeCounter = count_nothing,
+    ) -> list[Episode]:
+        """The groups of `tasks` split into one contiguous share per worker; `on_episode_end` counts the episodes of
+        the shares that came back."""
         from ray.exceptions import RayActorError
 
         started = time.perf_counter()
@@ -209,6 +219,7 @@ class ClusterRolloutEngine:
                     )
                 pending[self._submit(again, by_group, share, group_size, seed)] = (again, share, attempt + 1)
                 continue
+            on_episode_end(sum(len(s) for s in shares if s.start in done) * group_size, len(tasks) * group_size)
             if not self._states.is_ready("rollout", worker):  # restarted, and this share is its first answer since
                 self._states.ready("rollout", {worker: self._ray.get(self.actors[worker].node_address.remote())})
         episodes: list[Episode] = []

@@ -55,6 +55,7 @@ RUN_STATUSES: tuple[str, ...] = tuple(_RPC_DEFS["runStatus"]["enum"])
 ACTIVE_RUN_STATUSES = _STATUS_SETS["ACTIVE_RUN_STATUSES"]
 ENDED_RUN_STATUSES = _STATUS_SETS["ENDED_RUN_STATUSES"]
 RESUMABLE_RUN_STATUSES = _STATUS_SETS["RESUMABLE_RUN_STATUSES"]
+WORKING_RUN_STATUSES = _STATUS_SETS["WORKING_RUN_STATUSES"]
 RUN_MODES: tuple[str, ...] = tuple(_RPC_DEFS["runMode"]["enum"])
 
 # What a run id may be (its folder's name): rpc.schema.json's `$defs/runId`, which every method's runId refers to.

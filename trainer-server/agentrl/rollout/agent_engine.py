@@ -40,7 +40,14 @@ from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.endpoint import AgentEndpoint, ChatRequest, EndpointError
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.hf_engine import BatchSampler
-from agentrl.rollout.loop import SamplingSettings, TurnEnd, episode_seed, task_id_of
+from agentrl.rollout.loop import (
+    EpisodeCounter,
+    SamplingSettings,
+    TurnEnd,
+    count_nothing,
+    episode_seed,
+    task_id_of,
+)
 
 if TYPE_CHECKING:
     from agentrl.rollout.vllm_engine import VllmSampler
@@ -222,9 +229,17 @@ class AgentRolloutEngine(SamplingSettings):
         self.overheads_s: list[float] = []
         self.last_stats: dict[str, float] = {}
 
-    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+    def run(
+        self,
+        tasks: list[dict[str, Any]],
+        group_size: int,
+        seed: int,
+        first_group: int = 0,
+        on_episode_end: EpisodeCounter = count_nothing,
+    ) -> list[Episode]:
         """Group `first_group + i` is `group_size` runs of the agent on `tasks[i]`, each sampling from its own
-        `episode_seed(seed, group, sample)`; returns every run's training sequences."""
+        `episode_seed(seed, group, sample)`; returns every run's training sequences. `on_episode_end` counts the runs
+        of the agent that ended."""
         started = time.perf_counter()
         self.sync_weights()
         synced = time.perf_counter() - started
@@ -234,7 +249,7 @@ class AgentRolloutEngine(SamplingSettings):
             for g, task in enumerate(tasks)
             for s in range(group_size)
         ]
-        batch_rows = self._serve(runs)
+        batch_rows = self._serve(runs, on_episode_end)
         continuation_samples = {run.group: itertools.count(group_size) for run in runs}
         episodes = []
         for run in runs:
@@ -292,16 +307,19 @@ class AgentRolloutEngine(SamplingSettings):
         )
         self.queue.wake()
 
-    def _serve(self, runs: list[_AgentRun]) -> list[int]:
+    def _serve(self, runs: list[_AgentRun], on_episode_end: EpisodeCounter) -> list[int]:
         """Sample the agents' requests until every agent has ended; returns the rows of each hf batch (vLLM batches
         on its own)."""
         batch_rows: list[int] = []
         running = list(runs)
         while running:
             now = time.monotonic()
-            for run in [r for r in running if r.future.done() or now >= r.deadline]:
+            ended = [r for r in running if r.future.done() or now >= r.deadline]
+            for run in ended:
                 self._end(run)
                 running.remove(run)
+            if ended:
+                on_episode_end(len(runs) - len(running), len(runs))
             if not running:
                 break
             batch = self.queue.take(len(running), timeout=min(r.deadline for r in running) - now)

@@ -15,7 +15,15 @@ from typing import Any
 import torch
 
 from agentrl.models.prefix import MIN_SHARED_PREFIX, shared_prefix_cache
-from agentrl.rollout.loop import LiveEpisode, RolloutEngine, TurnEnd, episode_seed, interpret_turn, truncate_episode
+from agentrl.rollout.loop import (
+    EpisodeCounter,
+    LiveEpisode,
+    RolloutEngine,
+    TurnEnd,
+    episode_seed,
+    interpret_turn,
+    truncate_episode,
+)
 
 
 class HfRolloutEngine(RolloutEngine):
@@ -29,17 +37,18 @@ class HfRolloutEngine(RolloutEngine):
         super().__init__(*args, **kwargs)
         self.sampler = BatchSampler(self.model, self.tokenizer, self.device)
 
-    def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
-        """Play the episodes to their end; returns the engine's own figures for the step's metrics."""
+    def _roll(self, lives: list[LiveEpisode], seed: int, on_episode_end: EpisodeCounter) -> dict[str, float]:
         generators = [
             torch.Generator(device=self.device).manual_seed(episode_seed(seed, live.episode.group, live.episode.sample))
             for live in lives
         ]
-        asyncio.run(self._play(lives, generators))
+        asyncio.run(self._play(lives, generators, on_episode_end))
         return {}
 
-    async def _play(self, lives: list[LiveEpisode], generators: list[torch.Generator]) -> None:
-        """`generators[i]` samples every token of `lives[i]`."""
+    async def _play(
+        self, lives: list[LiveEpisode], generators: list[torch.Generator], on_episode_end: EpisodeCounter
+    ) -> None:
+        """`generators[i]` samples every token of `lives[i]`; the episodes that ended are counted after each turn."""
         loop = asyncio.get_running_loop()
         for turn_index in range(self.cfg.max_turns):
             active = []
@@ -76,6 +85,7 @@ class HfRolloutEngine(RolloutEngine):
             await asyncio.gather(*interpretations)
             for row, (live, _) in enumerate(active):
                 self._observe(live, turn_index, ended_with_eos[row])
+            on_episode_end(sum(live.finished for live in lives), len(lives))
         for live in lives:
             if not live.finished:
                 truncate_episode(live, "max_turns")

@@ -36,6 +36,14 @@ from agentrl.rollout.episode import Episode, TokenRole, TurnRecord
 # or the token limit of the turn.
 TurnEnd = Literal["eos", "call_end", "limit"]
 
+# What an engine calls with (episodes ended, episodes in all) as a step's episodes end: the run's progress events
+# (agentrl/run/progress.py). How often depends on the engine: after each turn of a batch, or as each episode ends.
+EpisodeCounter = Callable[[int, int], None]
+
+
+def count_nothing(done: int, total: int) -> None:
+    """The EpisodeCounter of a rollout no one follows (an evaluation, a rollout worker's share)."""
+
 
 def episode_seed(seed: int, group: int, sample: int) -> int:
     """The seed of one episode's sampling: a function of the step's seed and the episode's place in the step
@@ -236,7 +244,14 @@ class RolloutEngine(SamplingSettings, ABC):
         self.last_stats: dict[str, float] = {}
         self.tool_worker = ToolWorker(env_factory) if rollout_cfg.tool_isolation == "process" else None
 
-    def run(self, tasks: list[dict[str, Any]], group_size: int, seed: int, first_group: int = 0) -> list[Episode]:
+    def run(
+        self,
+        tasks: list[dict[str, Any]],
+        group_size: int,
+        seed: int,
+        first_group: int = 0,
+        on_episode_end: EpisodeCounter = count_nothing,
+    ) -> list[Episode]:
         """Group `first_group + i` is `group_size` episodes of `tasks[i]`; each samples from its own
         `episode_seed(seed, group, sample)`, so a step's episodes do not depend on how its groups are split."""
         lives = [
@@ -262,7 +277,7 @@ class RolloutEngine(SamplingSettings, ABC):
             )
         isolated = run_tools_in(self.tool_worker, lives) if self.tool_worker is not None else []
         started, generated = time.perf_counter(), 0
-        engine_stats = self._roll(lives, seed)
+        engine_stats = self._roll(lives, seed, on_episode_end)
         for live in lives:
             score_episode(live)
             generated += live.episode.response_length
@@ -295,8 +310,9 @@ class RolloutEngine(SamplingSettings, ABC):
             self.tool_worker.close()
 
     @abstractmethod
-    def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
-        """Play the episodes to their end; returns the engine's own figures for the step's metrics."""
+    def _roll(self, lives: list[LiveEpisode], seed: int, on_episode_end: EpisodeCounter) -> dict[str, float]:
+        """Play the episodes to their end, telling `on_episode_end` as they end; returns the engine's own figures for
+        the step's metrics."""
 
     def _end_turn(
         self, live: LiveEpisode, turn_index: int, ids: list[int], logprobs: list[float], end: TurnEnd, limit: int

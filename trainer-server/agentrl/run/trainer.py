@@ -34,10 +34,12 @@ from agentrl.environment.tool import describe_exception
 from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
+from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
+from agentrl.run.progress import ProgressReporter
 from agentrl.run.recording import record_episodes
-from agentrl.run.runstore import CONFIG_FILE, RunStore, new_run_id
+from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
     from agentrl.cluster.learner_workers import ClusterLearner
     from agentrl.cluster.rollout_workers import ClusterRolloutEngine
     from agentrl.rollout.agent_engine import AgentRolloutEngine
-    from agentrl.rollout.loop import RolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -67,14 +68,14 @@ def _peak_memory_mb() -> float:
 
 
 @contextmanager
-def _graceful_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit."""
+def _graceful_signals(reporter: ProgressReporter) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit (the status says `stopping` at once)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     for sig in previous:
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: reporter.request_stop())
     try:
         yield
     finally:
@@ -85,13 +86,22 @@ def _graceful_signals(stop: threading.Event) -> Iterator[None]:
 class _Run:
     """Everything a run holds while it trains."""
 
-    def __init__(self, config: RunConfig, store: RunStore, progress: bool, policy: ScriptedPolicy | None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        store: RunStore,
+        reporter: ProgressReporter,
+        start_step: int,
+        progress: bool,
+        policy: ScriptedPolicy | None,
+    ) -> None:
         from agentrl.models.loading import load_policy
         from agentrl.models.precision import bfloat16_is_native
         from agentrl.rollout.factory import make_rollout_engine, vllm_unavailable_reason
 
-        self.config, self.store, self.progress = config, store, progress
+        self.config, self.store, self.reporter, self.progress = config, store, reporter, progress
         torch.manual_seed(config.seed)
+        reporter.phase("loading_model", start_step)
         self.model, self.tokenizer, self.device = load_policy(config.model, config.seed)
         # An agent run (config `agent:`) has no ToolEnv: the agent's own code runs its tools.
         self.make_env = config_env_factory(config, mcp_log_dir=store.run_dir) if config.env is not None else None
@@ -99,6 +109,7 @@ class _Run:
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
         self.engine: RolloutEngine | AgentRolloutEngine | ClusterRolloutEngine
+        reporter.phase("starting_engine", start_step)
         if config.cluster.backend == "ray":
             from agentrl.cluster import RayCluster
 
@@ -195,6 +206,7 @@ class _Run:
             self.warn(f"resumed with code that differs from the run's start ({shown}); code.json records both")
 
     def checkpoint(self, step: int) -> None:
+        self.reporter.phase("checkpointing", step)
         if self.cluster is not None:
             self.cluster.update_driver_copy()  # the learner workers hold the current weights
 
@@ -227,6 +239,7 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
     as text for the resume's status). A damaged newer checkpoint (a file cut short, deleted or garbled) is skipped
     and named; RuntimeError naming every one when none loads."""
     damaged = []
+    run.reporter.phase("restoring_checkpoint", checkpoint_step(store.checkpoints()[-1]))
     for checkpoint in reversed(store.checkpoints()):
         try:
             step = run.restore(checkpoint)
@@ -240,10 +253,6 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
         skipped = f" (skipped as damaged: {'; '.join(damaged)})" if damaged else ""
         return step, seq, skipped
     raise RuntimeError(f"no checkpoint of {store.run_dir} loads: {'; '.join(damaged)}")
-
-
-def _status(store: RunStore, status: str, step: int, total: int, **extra: Any) -> None:
-    store.append_event("status", {"status": status, "step": step, "total_steps": total, **extra}, durable=True)
 
 
 def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
@@ -304,20 +313,29 @@ def train(
             {"name": config.name, "mode": mode},
         )
     total = 0 if rollout_only_episodes else config.train.steps
-    step = 0
+    resume_from = store.latest_checkpoint() if resume_dir is not None else None
+    step = checkpoint_step(resume_from) if resume_from is not None else 0  # a resume says where it starts at once
     store.write_pid()
+    reporter = ProgressReporter(
+        store,
+        total,
+        stop,
+        "stopping once the episodes under way end"
+        if rollout_only_episodes
+        else "stopping after the step under way: it finishes, a checkpoint is written, then the run ends stopped "
+        "(resumable)",
+    )
     run: _Run | None = None
     try:
-        with _graceful_signals(stop):
-            _status(store, "running", 0, total)
-            run = _Run(config, store, progress, policy)
-            if resume_dir is not None and store.checkpoints():
+        with _graceful_signals(reporter):
+            reporter.working(
+                step, **({"message": f"resuming from the checkpoint at step {step}"} if resume_from else {})
+            )
+            run = _Run(config, store, reporter, step, progress, policy)
+            if resume_from is not None:
                 step, resumed_seq, skipped = _restore_newest_good(run, store)
-                _status(
-                    store,
-                    "running",
+                reporter.working(
                     step,
-                    total,
                     message=f"resumed from checkpoint at step {step}{skipped}; events from seq {resumed_seq} "
                     f"up to this one belong to work after that checkpoint and are superseded",
                     superseded_from_seq=resumed_seq,
@@ -325,7 +343,7 @@ def train(
             run.record_code(step)
             if rollout_only_episodes:
                 _try_episodes(run, rollout_only_episodes)
-                _status(store, "completed", 0, 0)
+                reporter.end("completed", 0)
                 return store.run_dir
             last = min(total, step + max_steps) if max_steps is not None else total
             run.trackers = Trackers(
@@ -337,12 +355,12 @@ def train(
             )
             step = _train_steps(run, step, last, total, stop)
             latest = store.latest_checkpoint()
-            if step > 0 and (latest is None or latest.name != f"step-{step:06d}"):
+            if step > 0 and (latest is None or checkpoint_step(latest) != step):
                 run.checkpoint(step)  # the end of a run, or of a graceful stop, is always resumable
-            _status(store, "completed" if step >= total else "stopped", step, total)
+            reporter.end("completed" if step >= total else "stopped", step)
     except BaseException as err:
         step = run.completed_step if run is not None else step  # the failing step did not complete
-        _status(store, "failed", step, total, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
+        reporter.end("failed", step, message=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
         raise
     finally:
         if run is not None:
@@ -352,10 +370,12 @@ def train(
 
 
 def _try_episodes(run: _Run, count: int) -> None:
+    run.reporter.phase("rollouts", 0, 0, count)
     episodes = run.engine.run(
         run.tasks[:count] if len(run.tasks) >= count else [run.tasks[i % len(run.tasks)] for i in range(count)],
         1,
         run.config.seed,
+        on_episode_end=run.reporter.episode_counter(0),
     )
     run.record(0, episodes)
     run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.rollout_stats()})
@@ -430,9 +450,11 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
         dynamic_ncols=True,
     )
 
-    def rollout(at_step: int) -> tuple[list[Episode], dict[str, float]]:
+    def rollout(at_step: int, on_episode_end: EpisodeCounter = count_nothing) -> tuple[list[Episode], dict[str, float]]:
         tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
-        episodes = run.engine.run(tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step)
+        episodes = run.engine.run(
+            tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step, on_episode_end=on_episode_end
+        )
         return episodes, run.rollout_stats()
 
     prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") if cfg.train.async_steps else None
@@ -442,11 +464,16 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             step += 1
             run.step_in_progress = step
             started = time.perf_counter()
-            episodes, rollout_stats = prefetched.result() if prefetched is not None else rollout(step)
+            # A prefetched step's rollouts ran beside the previous update: they are counted only when waited for.
+            run.reporter.phase("rollouts", step, 0, per_step * cfg.rollout.group_size)
+            episodes, rollout_stats = (
+                prefetched.result() if prefetched is not None else rollout(step, run.reporter.episode_counter(step))
+            )
             prefetched = None
             if prefetcher is not None and step < last:
                 run.engine.sync_weights()  # here, before the update below starts changing them
                 prefetched = prefetcher.submit(rollout, step + 1)
+            run.reporter.phase("updating", step)
             try:
                 episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
                 try:
@@ -461,6 +488,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             if dropped:
                 metrics["health/dropped_non_finite"] = float(dropped)
             if cfg.train.eval_every and step % cfg.train.eval_every == 0:
+                run.reporter.phase("evaluating", step)
                 if prefetched is not None:
                     wait([prefetched])  # the engine samples greedily for the evaluation: the prefetch must be done
                 metrics |= evaluate_heldout(run)
@@ -478,7 +506,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 run.store.append_event("health", event)
             assert run.trackers is not None
             run.trackers.log_step(step, metrics, health_events, records)
-            _status(run.store, "running", step, total)
+            run.reporter.working(step)
             if step % cfg.train.checkpoint_every == 0:
                 run.checkpoint(step)
             bar.update(1)

@@ -188,6 +188,7 @@ class TrainerServer:
             "run/resume": self.run_resume,
             "run/list": self.run_list,
             "run/get": self.run_get,
+            "run/delete": self.run_delete,
             "run/config": self.run_config,
             "run/code": self.run_code,
             "run/codeFile": self.run_code_file,
@@ -372,6 +373,15 @@ class TrainerServer:
         self.runs.adopt_unwatched([info])
         return info
 
+    async def run_delete(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        run_id = params["runId"]
+        await self.runs.delete(run_id)
+        with self.cache_lock:  # what the trajectory methods know of it goes too
+            self.summaries.pop(run_id, None)
+            self.searches.pop(run_id, None)
+        self.trajectory_index.forget(self.options.runs_dir / run_id)
+        return {"runId": run_id}
+
     async def run_config(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"runId": params["runId"], "config": await asyncio.to_thread(self.runs.config, params["runId"])}
 
@@ -457,6 +467,8 @@ class TrainerServer:
                     told_behind = False
                     if run_id in self.runs.live:
                         await asyncio.sleep(POLL_SECONDS)
+                    elif not run_dir.is_dir():  # deleted (run/delete): nothing will ever be added
+                        return
                     else:  # no process of this server writes it: woken when one starts (a resume), else rarely read
                         await self.runs.started_again(run_id, IDLE_POLL_SECONDS)
         except ConnectionClosed:

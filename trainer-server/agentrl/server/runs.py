@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import signal
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,14 +25,22 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.schemas import ACTIVE_RUN_STATUSES, ENDED_RUN_STATUSES, RESUMABLE_RUN_STATUSES, RUN_MODES
+from agentrl.contract.schemas import (
+    ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
+    RESUMABLE_RUN_STATUSES,
+    RUN_MODES,
+    WORKING_RUN_STATUSES,
+)
 from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_file
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
     RUN_FILE,
     RunStore,
+    checkpoint_step,
     last_status,
+    list_checkpoints,
     list_run_dirs,
     new_run_id,
     process_start_time,
@@ -52,6 +61,9 @@ LOG_CAP_EVERY_S = 5.0
 # A run's process exits moments after it writes how it ended (a failed or stopped status): run/resume waits this
 # long for it to be gone rather than refuse a resume that is asked for at once.
 EXIT_AFTER_END_STATUS_S = 30.0
+# run/delete renames a run's folder to this prefix (at once, so the run is gone from every listing) before removing it
+# (seconds, for checkpoints of a large model); one left by a server that ended meanwhile is removed at start.
+DELETING_PREFIX = ".deleting-"
 
 
 def default_max_runs() -> int:
@@ -158,6 +170,8 @@ class RunManager:
     def recover(self) -> None:
         """Every run on disk is listed; one whose process died without saying so is `interrupted`."""
         self.runs_dir.mkdir(parents=True, exist_ok=True)
+        for half_deleted in self.runs_dir.glob(f"{DELETING_PREFIX}*"):
+            shutil.rmtree(half_deleted, ignore_errors=True)
         for run_dir in list_run_dirs(self.runs_dir):
             for half_export in run_dir.glob("exports/.tmp-*"):  # an export the server was ended in the middle of
                 shutil.rmtree(half_export, ignore_errors=True)
@@ -194,7 +208,9 @@ class RunManager:
 
     def info(self, run_id: str) -> dict[str, Any]:
         path = self.run_dir(run_id)
-        last, status, metrics = 0, None, None
+        last, status, metrics, phase = 0, None, None, None
+        phase_open = True  # whether an older event may still be the run's phase
+        working_statuses = 0
         damage: list[str] = []
         # The log's tail holds what a RunInfo shows: a long log is not read, so only damage in what is read shows.
         for event in reverse_events(path, damage):
@@ -203,7 +219,15 @@ class RunManager:
             metrics = (
                 metrics if metrics is not None else (event["data"]["metrics"] if event["type"] == "metrics" else None)
             )
-            if status is not None and metrics is not None:
+            if phase_open and event["type"] == "phase":
+                phase, phase_open = event["data"], False
+            elif phase_open and event["type"] == "status":
+                # A status other than running or stopping ends the phase. The trainer writes a phase at the start of
+                # every step, so one is never more than two working statuses back: a log written before phases
+                # existed is not read further for one.
+                working_statuses += 1
+                phase_open = event["data"]["status"] in WORKING_RUN_STATUSES and working_statuses < 2
+            if status is not None and metrics is not None and not phase_open:
                 break
         queued = self.live[run_id].queued_meta if run_id in self.live else None
         status = status or {"status": "queued", "step": 0, "total_steps": (queued or {}).get("total_steps", 0)}
@@ -213,7 +237,6 @@ class RunManager:
             status = {**status, "message": "starting: its process is loading"}  # until the process says `running`
         meta = read_run_record(path, damage) if (path / RUN_FILE).is_file() else (queued or {})
         metrics = metrics or {}
-        checkpoints = path / "checkpoints"
         return {
             "runId": run_id,
             "name": meta.get("name", run_id),
@@ -222,7 +245,8 @@ class RunManager:
             "createdAt": meta.get("created_at", ""),
             "latestMetrics": metrics,
             "lastSeq": last,
-            "hasCheckpoint": checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir()),
+            "hasCheckpoint": bool(list_checkpoints(path)),
+            **({"phase": phase} if phase is not None and status["status"] in WORKING_RUN_STATUSES else {}),
             **({"damage": damage[:MAX_DAMAGE_SHOWN]} if damage else {}),
         }
 
@@ -326,10 +350,17 @@ class RunManager:
             raise RpcError(RUN_STATE_CONFLICT, "a Try run has nothing to resume; start a new one")
         if not info["hasCheckpoint"]:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no checkpoint to resume from")
-        # Said before the process starts, so a resume that dies early still ends with a status.
+        # Said before the process starts, so a resume that dies early still ends with a status; its step is where the
+        # run continues from (the trainer passes over a damaged checkpoint, and says so, once it has loaded them).
+        resume_from = checkpoint_step(list_checkpoints(self.run_dir(run_id))[-1])
         RunStore(self.run_dir(run_id)).append_event(
             "status",
-            {**_steps_of(info), "status": "queued", "message": "resume requested"},
+            {
+                "status": "queued",
+                "step": resume_from,
+                "total_steps": info["totalSteps"],
+                "message": f"resume requested: from the checkpoint at step {resume_from}",
+            },
             durable=True,
         )
         await self._admit(run_id, ["train", "--resume", str(self.run_dir(run_id)), "--quiet"])
@@ -365,6 +396,23 @@ class RunManager:
         except ProcessLookupError:
             pass
         return "stopping" if mode == "graceful" else "stopped"
+
+    async def delete(self, run_id: str) -> None:
+        """Removes an ended run's folder, its stderr log and the config it was queued with; a run a process works on
+        (or waits to) is refused. Only a folder inside the runs folder is removed (run_dir: a valid id whose folder
+        resolves there)."""
+        info = self.info(run_id)
+        # A run whose log says it runs is refused if its process lives (adopted here, if this server never watched
+        # it); one whose process is gone without a word can go.
+        self.adopt_unwatched([info])
+        if run_id in self.live:
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}: stop it before deleting it")
+        doomed = self.runs_dir / f"{DELETING_PREFIX}{run_id}-{uuid.uuid4().hex[:6]}"
+        self.run_dir(run_id).rename(doomed)  # gone from every listing at once; a resume can no longer find it
+        stderr_log_path(self.runs_dir, run_id).unlink(missing_ok=True)
+        (self.incoming_dir / f"{run_id}.agentrl.yaml").unlink(missing_ok=True)
+        await asyncio.to_thread(shutil.rmtree, doomed)
+        log.info("run %s deleted", run_id)
 
     def _running(self) -> int:
         return sum(proc.waiting_args is None for proc in self.live.values())

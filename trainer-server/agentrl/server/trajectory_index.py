@@ -46,6 +46,12 @@ class TrajectoryIndex:
                 self._files[path] = (indexed + complete, offsets)
             return dict(offsets)
 
+    def forget(self, run_dir: Path) -> None:
+        """Drops what is known of the files of a run that was deleted (run/delete)."""
+        with self._lock:
+            for path in [path for path in self._files if path.is_relative_to(run_dir)]:
+                del self._files[path]
+
     def records(self, path: Path, ids: list[str]) -> dict[str, dict[str, Any]]:
         """The records of those `ids` the file holds (the latest of each), read from their offsets."""
         offsets = self._offsets(path)
