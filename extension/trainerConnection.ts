@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import * as vscode from 'vscode';
 import {
   ENDED_RUN_STATUSES,
+  type EpisodeRerollProgressParams,
   type HealthEvent,
   type InitializeResult,
   type RpcMethods,
@@ -51,6 +52,7 @@ export class TrainerConnection implements vscode.Disposable {
   private readonly healthAlertEmitter = new vscode.EventEmitter<HealthAlert>();
   private readonly devicesEmitter = new vscode.EventEmitter<InitializeResult['devices'] | null>();
   private readonly localServerLostEmitter = new vscode.EventEmitter<string>();
+  private readonly rerollProgressEmitter = new vscode.EventEmitter<EpisodeRerollProgressParams>();
   /** The connection's state, including 'idle' after a disconnect. */
   readonly onDidChangeState = this.stateEmitter.event;
   readonly onRunEvent = this.runEventEmitter.event;
@@ -62,6 +64,8 @@ export class TrainerConnection implements vscode.Disposable {
   /** The local server this connection started exited without being asked to (killed, crashed): why, in words. Its
    *  runs go on in their own processes; the Runs view empties with the connection. */
   readonly onLocalServerLost = this.localServerLostEmitter.event;
+  /** Where a re-roll this client asked for with a progress token stands (`episode/rerollProgress`). */
+  readonly onRerollProgress = this.rerollProgressEmitter.event;
 
   constructor(
     private readonly extensionContext: vscode.ExtensionContext,
@@ -215,6 +219,7 @@ export class TrainerConnection implements vscode.Disposable {
     this.runEventEmitter.dispose();
     this.healthAlertEmitter.dispose();
     this.devicesEmitter.dispose();
+    this.rerollProgressEmitter.dispose();
   }
 
   private async open(kind: ServerKind, url: string, token: string | undefined): Promise<InitializeResult> {
@@ -250,6 +255,7 @@ export class TrainerConnection implements vscode.Disposable {
       this.runEventEmitter.fire(event);
     });
     client.onNotification((notification) => {
+      if (notification.method === 'episode/rerollProgress') this.rerollProgressEmitter.fire(notification.params);
       if (notification.method === 'run/behind') {
         const { runId, sentSeq, latestSeq } = notification.params;
         const message = `Run ${runId}: the event stream is ${latestSeq - sentSeq} events behind the trainer; the Runs view catches up as they arrive.`;

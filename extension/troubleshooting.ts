@@ -82,6 +82,7 @@ export const ERROR_CODE_SECTIONS: Record<ErrorCode, string> = {
   [ErrorCode.CODE_NOT_ALLOWED]: 'running-code-on-a-remote-server-is-refused',
   [ErrorCode.TOOL_RERUN_FAILED]: 'tool-rerun-failed',
   [ErrorCode.MCP_SERVER_UNAVAILABLE]: 'mcp-server-unavailable',
+  [ErrorCode.REROLL_FAILED]: 'episode-reroll-failed',
 };
 
 /** What this side of a request can fail with, as the kinds above. */

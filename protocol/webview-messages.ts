@@ -1,9 +1,27 @@
 // Messages between the replay panel's host (extension/replay/) and its webview (webview/replay/). Both sides import
 // only this file, never each other. Every message says who sends it and why.
-import type { RunStatus, ToolRerunCode, ToolRerunResult, TrajectorySearchParams } from './generated/rpc';
+import type {
+  EpisodeRerollParams,
+  RerollEdit,
+  RerollListResult,
+  RerollRecords,
+  RerollSummary,
+  RunStatus,
+  ToolRerunCode,
+  ToolRerunResult,
+  TrajectorySearchParams,
+} from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
 
-export type { TrajectoryRecord, ToolRerunCode, ToolRerunResult };
+export type {
+  RerollEdit,
+  RerollListResult,
+  RerollRecords,
+  RerollSummary,
+  TrajectoryRecord,
+  ToolRerunCode,
+  ToolRerunResult,
+};
 
 /** Webview → host, once its listener is installed: "send me what to show". */
 export interface ReadyMessage {
@@ -88,9 +106,70 @@ export interface RerunToolCallMessage extends ToolCallAddress {
 export interface ToolRerunMessage extends ToolCallAddress {
   type: 'toolRerun';
   code: ToolRerunCode;
-  reply: { ok: true; result: ToolRerunResult } | { ok: false; message: string };
+  reply: Reply<ToolRerunResult>;
+}
+
+/** A trainer's answer relayed by the host, or why there is none (an untrusted workspace, no trainer connected, the
+ * trainer's refusal or error), in words to show as they are. */
+export type Reply<T> = { ok: true; result: T } | { ok: false; message: string };
+
+/** Which recorded episode a re-roll message is about: the trajectory's run and its id. */
+export interface EpisodeAddress {
+  runId: string;
+  trajectoryId: string;
+}
+
+/** Webview → host, when "Edit and re-roll from here" opens on an episode: the run's stored re-rolls of it and the
+ * policies a new one may pick (`reroll/list`). Reading runs no code: answered in untrusted workspaces too. */
+export interface ListRerollsMessage extends EpisodeAddress {
+  type: 'listRerolls';
+}
+
+/** Host → webview, answering `listRerolls`. */
+export interface RerollsMessage extends EpisodeAddress {
+  type: 'rerolls';
+  reply: Reply<RerollListResult>;
+}
+
+/** Webview → host, from the re-roll form: `episode/reroll` with these params (the host adds its progress token). It
+ * runs the env's code on the trainer: refused in an untrusted workspace. */
+export interface RerollEpisodeMessage {
+  type: 'rerollEpisode';
+  params: Omit<EpisodeRerollParams, 'progressToken'>;
+}
+
+/** Host → webview, while the re-roll it relays runs: where the trainer says it stands. */
+export interface RerollProgressMessage extends EpisodeAddress {
+  type: 'rerollProgress';
+  message: string;
+}
+
+/** Webview → host, from the list of stored re-rolls: that one, whole (`reroll/get`). */
+export interface OpenRerollMessage extends EpisodeAddress {
+  type: 'openReroll';
+  rerollId: string;
+}
+
+/** Host → webview, answering `rerollEpisode` and `openReroll`: the re-roll with its samples' trajectory records. */
+export interface RerollMessage extends EpisodeAddress {
+  type: 'reroll';
+  reply: Reply<RerollRecords>;
 }
 
 export type HostToWebviewMessage =
-  LoadMessage | AppendMessage | RunStatusMessage | ToolRerunMessage | SearchResultsMessage;
-export type WebviewToHostMessage = ReadyMessage | OpenToolSourceMessage | RerunToolCallMessage | SearchMessage;
+  | LoadMessage
+  | AppendMessage
+  | RunStatusMessage
+  | ToolRerunMessage
+  | SearchResultsMessage
+  | RerollsMessage
+  | RerollProgressMessage
+  | RerollMessage;
+export type WebviewToHostMessage =
+  | ReadyMessage
+  | OpenToolSourceMessage
+  | RerunToolCallMessage
+  | SearchMessage
+  | ListRerollsMessage
+  | RerollEpisodeMessage
+  | OpenRerollMessage;

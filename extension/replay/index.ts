@@ -16,6 +16,7 @@ import { registerCommands, showError, type Ctx } from '../ctx';
 import { readRunTrajectories } from '../offlineRuns';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
+import { relayReroll, relayRerollGet, relayRerollList } from './reroll';
 import { relaySearch } from './search';
 import { relayToolRerun } from './toolRerun';
 import { findToolDefinition } from './toolSource';
@@ -236,6 +237,25 @@ function connect(
           trainer: () => connectedTrainer(ctx),
         });
         if (!reply.reply.ok) ctx.log.info(`replay: re-run of ${message.trajectoryId}: ${reply.reply.message}`);
+        post(webview, reply);
+        return;
+      }
+      case 'listRerolls':
+        post(webview, await relayRerollList(message, connectedTrainer(ctx)));
+        return;
+      case 'openReroll':
+        post(webview, await relayRerollGet(message, connectedTrainer(ctx)));
+        return;
+      case 'rerollEpisode': {
+        const reply = await relayReroll(
+          message,
+          { isTrusted: () => vscode.workspace.isTrusted, trainer: () => connectedTrainer(ctx) },
+          (progress) => post(webview, progress),
+        );
+        const what = `re-roll of ${message.params.trajectoryId} from turn ${message.params.turn}`;
+        ctx.log.info(
+          `replay: ${what}: ${reply.reply.ok ? `stored as ${reply.reply.result.reroll.rerollId}` : reply.reply.message}`,
+        );
         post(webview, reply);
         return;
       }

@@ -1,5 +1,6 @@
 // The replay host's relay for "Re-run with current code" and "Re-run with the run's code": a webview's
-// `rerunToolCall` becomes the trainer's `tool/rerun`, and every way it can fail becomes words the panel shows. No `vscode` import: the workspace's trust
+// `rerunToolCall` becomes the trainer's `tool/rerun`, and every way it can fail becomes words the panel shows
+// (describeFailure, which the re-roll's relays share: reroll.ts). No `vscode` import: the workspace's trust
 // and the trainer are injected, so the relay is tested without an editor.
 import { ErrorCode, type RpcMethods } from '../../protocol/generated/rpc';
 import type { RerunToolCallMessage, ToolRerunMessage } from '../../protocol/webview-messages';
@@ -8,8 +9,8 @@ import { TrainerRequestError } from '../trainerClient';
 /** Building the env on the trainer may take up to 120 s before the Tool's own timeout starts (toolrerun.py). */
 export const TOOL_RERUN_TIMEOUT_MS = 180_000;
 
-/** The part of a trainer connection the relay uses. */
-export interface ToolRerunTrainer {
+/** The part of a trainer connection the replay's relays use. */
+export interface ReplayTrainer {
   request<M extends keyof RpcMethods>(
     method: M,
     params: RpcMethods[M]['params'],
@@ -21,7 +22,7 @@ export interface ToolRerunDeps {
   /** vscode.workspace.isTrusted: a re-run executes the workspace's Tool code. */
   isTrusted: () => boolean;
   /** The connected trainer, else undefined. */
-  trainer: () => ToolRerunTrainer | undefined;
+  trainer: () => ReplayTrainer | undefined;
 }
 
 export const UNTRUSTED_MESSAGE =
@@ -48,11 +49,13 @@ export async function relayToolRerun(message: RerunToolCallMessage, deps: ToolRe
     const result = await trainer.request('tool/rerun', params, TOOL_RERUN_TIMEOUT_MS);
     return answer({ ok: true, result });
   } catch (err) {
-    return refuse(describeFailure(err as Error));
+    return refuse(describeFailure(err as Error, 'tool/rerun', 're-run tool calls'));
   }
 }
 
-function describeFailure(err: Error): string {
+/** A relayed request's failure in words: the trainer's refusal, a run it does not have, a server older than `method`
+ * (`purpose`: what the user wanted of it, "re-run tool calls"), else the trainer's own message. */
+export function describeFailure(err: Error, method: keyof RpcMethods, purpose: string): string {
   if (!(err instanceof TrainerRequestError)) return err.message;
   switch (err.code) {
     case ErrorCode.CODE_NOT_ALLOWED:
@@ -60,7 +63,7 @@ function describeFailure(err: Error): string {
     case ErrorCode.RUN_NOT_FOUND:
       return `The connected trainer server does not have this run: ${err.message}`;
     case ErrorCode.METHOD_NOT_FOUND:
-      return 'The connected trainer server is older than tool/rerun; update agentrl on it to re-run tool calls.';
+      return `The connected trainer server is older than ${method}; update agentrl on it to ${purpose}.`;
     default:
       return err.message;
   }

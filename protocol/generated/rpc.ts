@@ -34,11 +34,13 @@ export type ErrorCode =
   | -32030
   | -32040
   | -32041
-  | -32042;
+  | -32042
+  | -32043;
 /**
- * The methods that run code on the server's machine, as its user: a run's env (its modules, Tools, agent, reward and the command lines of its MCP servers), an uploaded env's check, a recorded Tool call again, an MCP server's listing. One gate decides them all: allowed on loopback, and off loopback only when the server was started with --allow-code (else CODE_NOT_ALLOWED); initialize's capabilities.runsCode says which. A run config names its MCP servers' command lines and its env's modules, so starting a run is running the client's code: there is one permission, not one per method.
+ * The methods that run code on the server's machine, as its user: a run's env (its modules, Tools, agent, reward and the command lines of its MCP servers), an uploaded env's check, a recorded Tool call again, a recorded episode played on from an edited turn (its Tools and ToolEnv), an MCP server's listing. One gate decides them all: allowed on loopback, and off loopback only when the server was started with --allow-code (else CODE_NOT_ALLOWED); initialize's capabilities.runsCode says which. A run config names its MCP servers' command lines and its env's modules, so starting a run is running the client's code: there is one permission, not one per method.
  */
-export type CodeRunningMethod = "run/start" | "run/resume" | "env/check" | "tool/rerun" | "mcp/listTools";
+export type CodeRunningMethod =
+  "run/start" | "run/resume" | "env/check" | "tool/rerun" | "episode/reroll" | "mcp/listTools";
 /**
  * What a run's process is doing (a `phase` event): the long stretches a user would otherwise wait through in silence.
  */
@@ -75,9 +77,21 @@ export type HealthCode =
  */
 export type HealthSeverity = "warning" | "error";
 /**
- * Which code a tool re-run runs the call with: `current`, the env folder's files as they are now; `snapshot`, the files the run recorded when it started (its code/, code.json), with today's agentrl and libraries. A re-run runs today's code unless asked for the run's; its answer says which ran.
+ * A stored re-roll's id: when it was made (UTC, YYYYMMDD-HHMMSS, so ids sort by time) and 6 random hex digits; its files in the run's folder are rerolls/ID.json and rerolls/ID.trajectories.jsonl.
+ */
+export type RerollId = string;
+/**
+ * What a re-roll edits at its turn: the turn's assistant text, or its observation (what the ToolEnv answered, as the model read it).
+ */
+export type RerollEdit = "assistant" | "observation";
+/**
+ * Which code the env ran with.
  */
 export type ToolRerunCode = "current" | "snapshot";
+/**
+ * Which code a tool re-run runs the call with, and an episode re-roll its env: `current`, the env folder's files as they are now; `snapshot`, the files the run recorded when it started (its code/, code.json), with today's agentrl and libraries. A re-run or re-roll runs today's code unless asked for the run's; its answer says which ran.
+ */
+export type ToolRerunCode1 = "current" | "snapshot";
 /**
  * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
@@ -94,6 +108,10 @@ export type HealthCode1 =
   | "non_finite"
   | "heldout_divergence"
   | "agent_prefix_breaks";
+/**
+ * Which code a tool re-run runs the call with, and an episode re-roll its env: `current`, the env folder's files as they are now; `snapshot`, the files the run recorded when it started (its code/, code.json), with today's agentrl and libraries. A re-run or re-roll runs today's code unless asked for the run's; its answer says which ran.
+ */
+export type ToolRerunCode2 = "current" | "snapshot";
 /**
  * Load an env and play its scripted episode (no model): what `agentrl env check` does. The env is an uploaded bundle (`bundleId`) or, for a client sharing the server's filesystem, a folder on the server's machine (`configDir`); exactly one of the two.
  */
@@ -126,7 +144,12 @@ export interface RpcDefinitions {
   healthEvent?: HealthEvent;
   diagnostic?: Diagnostic;
   toolOutcome?: ToolOutcome;
-  toolRerunCode?: ToolRerunCode;
+  rerollId?: RerollId;
+  rerollEdit?: RerollEdit;
+  rerollDifference?: RerollDifference;
+  rerollSummary?: RerollSummary;
+  rerollRecords?: RerollRecords;
+  toolRerunCode?: ToolRerunCode1;
   codeVersions?: CodeVersions;
   codeFile?: CodeFile;
   codeLeftOut?: CodeLeftOut;
@@ -165,6 +188,10 @@ export interface RpcDefinitions {
   "trajectory/get.result"?: TrajectoryGetResult;
   "tool/rerun.params"?: ToolRerunParams;
   "tool/rerun.result"?: ToolRerunResult;
+  "episode/reroll.params"?: EpisodeRerollParams;
+  "reroll/list.params"?: RerollListParams;
+  "reroll/list.result"?: RerollListResult;
+  "reroll/get.params"?: RerollGetParams;
   "env/upload.params"?: EnvUploadParams;
   "env/upload.result"?: EnvUploadResult;
   "env/check.params"?: EnvCheckParams;
@@ -176,6 +203,7 @@ export interface RpcDefinitions {
   "server/shutdown.params"?: ServerShutdownParams;
   "server/shutdown.result"?: ServerShutdownResult;
   "run/behind.params"?: RunBehindParams;
+  "episode/rerollProgress.params"?: EpisodeRerollProgressParams;
   runEvent?: RunEvent;
   "run/event.params"?: RunEventParams;
 }
@@ -410,6 +438,69 @@ export interface ToolOutcome {
   error: string | null;
   errorKind: "unknown_tool" | "bad_json" | "schema" | "exception" | "timeout" | "bad_result" | null;
   latencyMs: number;
+}
+/**
+ * Where playing the recorded turns through the env again gave another prompt or observation than recorded (a stochastic or external Tool): the re-roll keeps the recorded tokens there all the same.
+ */
+export interface RerollDifference {
+  /**
+   * The turn whose observation differed; null: the prompt the env's reset gave.
+   */
+  turn: number | null;
+  /**
+   * What the episode recorded there (what the model read, and the re-roll keeps).
+   */
+  recorded: string | null;
+  /**
+   * What the env gave when the recorded turns were played again (the first sample's).
+   */
+  now: string | null;
+}
+/**
+ * A stored re-roll: which turn of which trajectory it branched at, what it put there, the policy and sampling it played on with, and what came of it.
+ */
+export interface RerollSummary {
+  rerollId: RerollId;
+  runId: string;
+  /**
+   * The recorded trajectory it branched from.
+   */
+  trajectoryId: string;
+  turn: number;
+  edit: RerollEdit;
+  /**
+   * The text put at the turn in place of the recorded one.
+   */
+  text: string;
+  /**
+   * The recorded text it replaced.
+   */
+  recordedText: string;
+  /**
+   * The checkpoint whose weights sampled; null: the run's base model.
+   */
+  policyStep: number | null;
+  samples: number;
+  temperature: number;
+  seed: number;
+  code: ToolRerunCode;
+  /**
+   * Where playing the recorded turns through the env again gave another prompt or observation than recorded, in turn order.
+   */
+  differences: RerollDifference[];
+  /**
+   * Each sample's total reward, in sample order.
+   */
+  rewards: number[];
+  createdAt: string;
+  elapsedS: number;
+}
+/**
+ * The stored re-roll and its samples' trajectory records (trajectory.schema.json; ids reroll-REROLLID-SAMPLE; the recorded episode's run, step and group), whole: the recorded prefix, the edited turn, the continuation.
+ */
+export interface RerollRecords {
+  reroll: RerollSummary;
+  records: TrajectoryRecord[];
 }
 /**
  * The versions a run's code ran with: Python's, and the installed distributions' (read from their metadata).
@@ -807,7 +898,7 @@ export interface ToolRerunParams {
    * The call's index in that turn's tool_calls.
    */
   call: number;
-  code?: ToolRerunCode;
+  code?: ToolRerunCode1;
 }
 /**
  * The call's tool name and recorded arguments, the timeout the re-run had, and two outcomes: `recorded` (what the trajectory stored) and `rerun` (what the code it ran with did).
@@ -833,7 +924,70 @@ export interface ToolRerunResult {
   timeoutS: number | null;
   recorded: ToolOutcome;
   rerun: ToolOutcome;
-  code: ToolRerunCode;
+  code: ToolRerunCode1;
+}
+/**
+ * Edit one turn of a recorded episode and play on from there: the server reads the trajectory record, and in a child process builds the run's env from its frozen config and its policy (the base model or a checkpoint), keeps the recorded tokens up to the turn, puts the edited text there (tokenized as the chat template renders it), plays the recorded turns through a fresh env to reach that turn (its Tools run again), then samples `samples` continuations with agentrl's hf engine and scores each with the env. Stored in the run's folder (rerolls/), never among its trajectories.
+ */
+export interface EpisodeRerollParams {
+  runId: RunId;
+  trajectoryId: string;
+  /**
+   * The turn's index in the record's turns.
+   */
+  turn: number;
+  edit: RerollEdit;
+  /**
+   * The turn's new assistant text or observation; the recorded one to change nothing there.
+   */
+  text: string;
+  /**
+   * Which weights sample: the run's base model, its latest checkpoint (the base model when it has none), or the checkpoint of that step.
+   */
+  policy: ("base" | "latest") | number;
+  samples: number;
+  /**
+   * 0: greedy.
+   */
+  temperature: number;
+  /**
+   * Seeds each sample's sampling (default 0): the same request samples the same continuations.
+   */
+  seed?: number;
+  code?: ToolRerunCode2;
+  /**
+   * When given, the server sends this client episode/rerollProgress notifications with it while the re-roll runs.
+   */
+  progressToken?: string;
+}
+/**
+ * A run's stored re-rolls (of one trajectory, with trajectoryId), and what a new one may choose from.
+ */
+export interface RerollListParams {
+  runId: RunId;
+  trajectoryId?: string;
+}
+export interface RerollListResult {
+  runId: string;
+  /**
+   * Oldest first.
+   */
+  rerolls: RerollSummary[];
+  /**
+   * The steps of the run's checkpoints now, oldest first: the policies a re-roll may pick besides the base model.
+   */
+  checkpoints: number[];
+  /**
+   * The run's rollout.temperature: what its episodes were sampled at.
+   */
+  temperature: number;
+}
+/**
+ * One stored re-roll, whole.
+ */
+export interface RerollGetParams {
+  runId: RunId;
+  rerollId: RerollId;
 }
 export interface EnvUploadParams {
   name: string;
@@ -893,8 +1047,17 @@ export interface RunBehindParams {
   sentSeq: number;
   latestSeq: number;
 }
+/**
+ * Where a re-roll stands (loading the policy, playing the recorded turns, sampling), sent to the client that asked for it with a progressToken.
+ */
+export interface EpisodeRerollProgressParams {
+  progressToken: string;
+  message: string;
+}
 
 export type RunGetResult = RunInfo;
+export type EpisodeRerollResult = RerollRecords;
+export type RerollGetResult = RerollRecords;
 /** One event of a run's log: a line of events.jsonl as the trainer writes it, and what run/event streams. Its `data` is declared per `type` (one oneOf member each); like everything stored in the run folder, its keys are snake_case. */
 export type RunEvent =
   | {
@@ -1065,6 +1228,8 @@ export const ErrorCode = {
   TOOL_RERUN_FAILED: -32041,
   /** an MCP server could not be started or would not list its tools (the message names the server and says why) */
   MCP_SERVER_UNAVAILABLE: -32042,
+  /** episode re-roll could not run: the run's env or policy could not be built, the episode's task is not in the run's data now, playing the recorded turns again did not reach the edited turn, or the re-roll process ended first (the message says which, with the error) */
+  REROLL_FAILED: -32043,
 } as const;
 
 /** Client -> server requests: method -> its params and result. */
@@ -1086,6 +1251,9 @@ export interface RpcMethods {
   'trajectory/search': { params: TrajectorySearchParams; result: TrajectorySearchResult };
   'trajectory/get': { params: TrajectoryGetParams; result: TrajectoryGetResult };
   'tool/rerun': { params: ToolRerunParams; result: ToolRerunResult };
+  'episode/reroll': { params: EpisodeRerollParams; result: EpisodeRerollResult };
+  'reroll/list': { params: RerollListParams; result: RerollListResult };
+  'reroll/get': { params: RerollGetParams; result: RerollGetResult };
   'env/upload': { params: EnvUploadParams; result: EnvUploadResult };
   'env/check': { params: EnvCheckParams; result: EnvCheckResult };
   'mcp/listTools': { params: McpListToolsParams; result: McpListToolsResult };
@@ -1097,6 +1265,7 @@ export interface RpcMethods {
 export interface RpcNotifications {
   'run/event': RunEventParams;
   'run/behind': RunBehindParams;
+  'episode/rerollProgress': EpisodeRerollProgressParams;
 }
 
 /** A notification as received: narrowing on `method` types its params. */

@@ -2,6 +2,7 @@
 // real RunsModel, a log that keeps its lines, settings the test sets, and secret storage in a Map. Import after
 // ./vscodeStub.
 import type {
+  EpisodeRerollProgressParams,
   InitializeResult,
   RpcMethods,
   RunEventParams,
@@ -48,6 +49,8 @@ export class FakeConnection {
   readonly onDidChangeDevices = new EventEmitter<unknown>().event;
   readonly localServerLost = new EventEmitter<string>();
   readonly onLocalServerLost = this.localServerLost.event;
+  readonly rerollProgress = new EventEmitter<EpisodeRerollProgressParams>();
+  readonly onRerollProgress = this.rerollProgress.event;
   readonly records = {
     get: async (_runId: string, ids: string[]): Promise<TrajectoryRecord[]> =>
       ids.map((id) => this.trajectoryRecords.get(id)!),

@@ -7,7 +7,7 @@ import {
   NOT_CONNECTED_MESSAGE,
   relayToolRerun,
   TOOL_RERUN_TIMEOUT_MS,
-  type ToolRerunTrainer,
+  type ReplayTrainer,
   UNTRUSTED_MESSAGE,
 } from '../../extension/replay/toolRerun';
 import { findToolDefinition } from '../../extension/replay/toolSource';
@@ -99,7 +99,7 @@ describe('replay host: re-run a tool call', () => {
       request: ((method: string, params: unknown, timeoutMs?: number) => {
         requests.push({ method, params, timeoutMs });
         return answer();
-      }) as ToolRerunTrainer['request'],
+      }) as ReplayTrainer['request'],
     };
   }
 

@@ -7,6 +7,7 @@ import { commands } from 'vscode';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { Commands } from '../../extension/commands';
 import { registerReplay, TRAJECTORY_EDITOR_VIEW_TYPE } from '../../extension/replay';
+import { REROLL_UNTRUSTED_MESSAGE } from '../../extension/replay/reroll';
 import { fakeCtx, runInfo, type FakeCtx } from './fakeCtx';
 
 const record = (id: string) => ({ schema_version: 1, id, run_id: 'r1', step: 1 }) as unknown as TrajectoryRecord;
@@ -49,6 +50,45 @@ describe('replay panel host', () => {
     trajectory('c', 6);
     await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(panel.posted.slice(1), [{ type: 'append', records: [record('c')] }]);
+  });
+
+  it('re-rolls an episode from the panel with its progress, only in a trusted workspace; lists stored ones in any', async () => {
+    const result = { reroll: { rerollId: '20261126-100237-5c2a5c' }, records: [] } as never;
+    f.connection.answers['episode/reroll'] = ({ progressToken }) => {
+      f.connection.rerollProgress.fire({
+        progressToken: progressToken!,
+        message: 'loading the policy: the base model',
+      });
+      return result;
+    };
+    f.connection.answers['reroll/list'] = ({ runId }) => ({ runId, rerolls: [], checkpoints: [3], temperature: 1 });
+    await commands.executeCommand(Commands.openReplay, { runId: 'r1' });
+    const [panel] = fake.panels;
+    const address = { runId: 'r1', trajectoryId: 'a' };
+    const params = { ...address, turn: 0, edit: 'assistant' as const, text: 'hi', policy: 'base' as const };
+    const reroll = { type: 'rerollEpisode', params: { ...params, samples: 2, temperature: 0 } };
+
+    fake.trusted = false;
+    await panel.receive(reroll);
+    await panel.receive({ type: 'listRerolls', ...address });
+    assert.deepEqual(
+      f.connection.requests.map((r) => r.method),
+      ['reroll/list'],
+      'an untrusted workspace runs no re-roll, and reads stored ones',
+    );
+    const listed = { runId: 'r1', rerolls: [], checkpoints: [3], temperature: 1 };
+    assert.deepEqual(panel.posted, [
+      { type: 'reroll', ...address, reply: { ok: false, message: REROLL_UNTRUSTED_MESSAGE } },
+      { type: 'rerolls', ...address, reply: { ok: true, result: listed } },
+    ]);
+
+    fake.trusted = true;
+    panel.posted.length = 0;
+    await panel.receive(reroll);
+    assert.deepEqual(panel.posted, [
+      { type: 'rerollProgress', ...address, message: 'loading the policy: the base model' },
+      { type: 'reroll', ...address, reply: { ok: true, result } },
+    ]);
   });
 
   it('says to connect a server to replay a run', async () => {

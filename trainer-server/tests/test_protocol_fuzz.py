@@ -32,14 +32,14 @@ DOCUMENTED_ERRORS = {
     p.CODE_NOT_ALLOWED,
     p.TOOL_RERUN_FAILED,
 }
-# server/shutdown would end the server under test, and each valid run/export loads the model in a child process
-# (seconds; tests/test_server.py attacks its params instead); a valid mcp/listTools starts whatever program or
-# reaches whatever URL it names, which a fuzzer must not choose (tests/test_mcp.py attacks its params instead); a
-# valid run/delete removes the one real run, leaving every later request nothing real to reach (tests/test_server.py
-# deletes runs and attacks its params). Everything else is fuzzed, state-changing methods included.
-FUZZED_METHODS = [
-    method for method in p.METHODS if method not in ("server/shutdown", "run/export", "mcp/listTools", "run/delete")
-]
+# server/shutdown would end the server under test, and each valid run/export or episode/reroll loads the model in a
+# child process (seconds, one at a time; tests/test_server.py and tests/test_reroll.py attack their params instead); a
+# valid mcp/listTools starts whatever program or reaches whatever URL it names, which a fuzzer must not choose
+# (tests/test_mcp.py attacks its params instead); a valid run/delete removes the one real run, leaving every later
+# request nothing real to reach (tests/test_server.py deletes runs and attacks its params). Everything else is fuzzed,
+# state-changing methods included.
+UNFUZZED = ("server/shutdown", "run/export", "episode/reroll", "mcp/listTools", "run/delete")
+FUZZED_METHODS = [method for method in p.METHODS if method not in UNFUZZED]
 FRAMES_PER_EXAMPLE, EXAMPLES = 50, 110
 
 ANY_JSON = st.recursive(
@@ -61,6 +61,7 @@ def plausible(key: str, run_id: str, trajectory_id: str) -> st.SearchStrategy:
         "runId": st.sampled_from([run_id, "no-such-run"]) | HOSTILE_TEXT,
         "id": st.sampled_from([trajectory_id, f"{run_id}:9:9:9"]) | HOSTILE_TEXT | st.text(max_size=20),
         "trajectoryId": st.sampled_from([trajectory_id, "9-9-9"]) | HOSTILE_TEXT,
+        "rerollId": st.sampled_from(["20260101-000000-abcdef"]) | HOSTILE_TEXT,
         "turn": st.integers(-1, 3) | NUMBERS,
         "call": st.integers(-1, 3) | NUMBERS,
         "since": NUMBERS,

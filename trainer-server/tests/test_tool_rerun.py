@@ -219,6 +219,11 @@ def test_off_loopback_every_method_that_runs_code_is_refused_unless_the_server_a
         "run/resume": {"runId": recorded[2]},
         "env/check": {"bundleId": "0" * 64},
         "tool/rerun": {"runId": recorded[2], "trajectoryId": recorded[3], "turn": 0, "call": 0},
+        "episode/reroll": {
+            "runId": recorded[2],
+            "trajectoryId": recorded[3],
+            **{"turn": 0, "edit": "observation", "text": "x", "policy": "base", "samples": 1, "temperature": 0},
+        },
         "mcp/listTools": {"server": {"name": "m", "command": "sh", "args": ["-c", f"touch {marker}"]}},
     }
     assert set(code_running) == p.CODE_RUNNING_METHODS

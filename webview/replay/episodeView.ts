@@ -1,6 +1,6 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
-import type { ToolRerunCode, ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
+import type { RerollEdit, ToolRerunCode, ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
 import { ADVANTAGE } from './advantage';
 import { hasStepFields, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon, pretty } from '../dom';
@@ -24,6 +24,8 @@ export interface EpisodeActions {
   rerunOf: (turn: number, call: number) => RerunState | undefined;
   /** The anchor group (same GRPO group, same state key) of this turn's step; undefined without a state key. */
   anchorOf: (turn: number) => AnchorGroup | undefined;
+  /** "Edit and re-roll from here" on an assistant turn or an observation. */
+  rerollFrom: (turn: number, edit: RerollEdit) => void;
 }
 
 /** A re-run of a tool call: the code it asked for, and the host's reply once it came (none while it runs). */
@@ -56,8 +58,8 @@ interface Outcome {
   error_kind: ToolCall['error_kind'];
 }
 
-/** An outcome as the panel shows it, recorded or re-run alike: the error with its kind, else the result. */
-function outcomeText(outcome: Outcome): string {
+/** An outcome as the panel shows it, recorded, re-run or re-rolled alike: the error with its kind, else the result. */
+export function outcomeText(outcome: Outcome): string {
   return outcome.error ? `${outcome.error_kind}: ${outcome.error}` : pretty(outcome.result);
 }
 
@@ -315,6 +317,50 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
       h('dd', {}, String(turn.done)),
     ),
     hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
+    rerollHere(record, step.kind === 'observation' ? 'observation' : 'assistant', turn, actions),
+  );
+}
+
+/** Why a turn's observation cannot be edited (the trainer refuses the same: rollout/branch.py), else undefined. */
+export function whyNotObservation(
+  record: TrajectoryRecord,
+  turn: TrajectoryRecord['turns'][number],
+): string | undefined {
+  if (turn.done)
+    return 'This turn ended the episode: no turn follows its observation. Edit its assistant text instead.';
+  const read = record.tokens.turn.some((t, i) => t === turn.index && record.tokens.role[i] === 'tool');
+  if (turn.observation === null || !read)
+    return 'The model read no observation after this turn. Edit its assistant text instead.';
+  return undefined;
+}
+
+/** "Edit and re-roll from here": opens the re-roll form on this turn's assistant text or its observation. */
+function rerollHere(
+  record: TrajectoryRecord,
+  edit: RerollEdit,
+  turn: TrajectoryRecord['turns'][number],
+  actions: EpisodeActions,
+): HTMLElement {
+  const why = edit === 'observation' ? whyNotObservation(record, turn) : undefined;
+  const button = h(
+    'button',
+    {
+      id: 'reroll-here',
+      disabled: why !== undefined,
+      title:
+        why ??
+        `Edit this turn's ${edit === 'assistant' ? 'assistant text' : 'observation'} and play the episode on from ` +
+          "here with the run's policy, on the connected trainer",
+    },
+    icon('debug-restart'),
+    ' Edit and re-roll from here',
+  );
+  button.addEventListener('click', () => actions.rerollFrom(turn.index, edit));
+  return h(
+    'section',
+    { class: 'reroll-here', 'aria-label': 'Edit and re-roll from here' },
+    button,
+    why ? h('p', { class: 'hint' }, why) : null,
   );
 }
 

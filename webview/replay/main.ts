@@ -1,8 +1,13 @@
 // The replay panel's browser app. It talks to its host only through the typed messages of
 // protocol/webview-messages.ts, and keeps what the user looks at in the webview state.
 import type {
+  EpisodeAddress,
   EpisodeQuery,
   HostToWebviewMessage,
+  RerollEdit,
+  RerollListResult,
+  RerollRecords,
+  Reply,
   SearchResultsMessage,
   ToolCallAddress,
   TrajectoryRecord,
@@ -12,6 +17,7 @@ import { anchorOf } from './anchorGroups';
 import { clear, h } from '../dom';
 import { renderEpisode, type RerunState } from './episodeView';
 import { renderGroup } from './groupView';
+import { MAX_SAMPLES, MAX_TEMPERATURE, recordedText, renderReroll, type RerollForm } from './rerollView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';
 import type { SearchState } from './searchBox';
 import { restoreState, type UiState, type View } from './state';
@@ -40,6 +46,12 @@ class ReplayApp {
   /** Whether the host can search this run's episodes (a run on a connected trainer, not a file). */
   private searchable = false;
   private search: SearchState | undefined;
+  /** "Edit and re-roll from here", by episode (`runId/trajectoryId`): the run's stored re-rolls and checkpoints, the
+   * trainer's last word on a re-roll running, the re-roll shown; and the form of the branch the view is on. */
+  private readonly rerollLists = new Map<string, 'loading' | Reply<RerollListResult>>();
+  private readonly rerollProgress = new Map<string, string>();
+  private readonly rerollShown = new Map<string, 'loading' | Reply<RerollRecords>>();
+  private rerollForm: RerollForm | undefined;
 
   constructor(private readonly root: HTMLElement) {
     window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => this.receive(event.data));
@@ -66,6 +78,19 @@ class ReplayApp {
       this.receiveSearch(message);
     } else if (message.type === 'toolRerun') {
       this.reruns.set(rerunKey(message), { code: message.code, reply: message.reply });
+    } else if (message.type === 'rerolls') {
+      this.rerollLists.set(episodeKey(message), message.reply);
+    } else if (message.type === 'rerollProgress') {
+      if (this.rerollProgress.has(episodeKey(message))) this.rerollProgress.set(episodeKey(message), message.message);
+    } else if (message.type === 'reroll') {
+      const key = episodeKey(message);
+      this.rerollProgress.delete(key);
+      this.rerollShown.set(key, message.reply);
+      const list = this.rerollLists.get(key);
+      if (message.reply.ok && list && list !== 'loading' && list.ok) {
+        const made = message.reply.result.reroll;
+        if (!list.result.rerolls.some((r) => r.rerollId === made.rerollId)) list.result.rerolls.push(made);
+      }
     } else if (message.type === 'append') {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
@@ -136,6 +161,70 @@ class ReplayApp {
     });
   }
 
+  /** "Edit and re-roll from here": the re-roll view on that turn, its form holding the recorded text. */
+  private rerollFrom(record: TrajectoryRecord, turn: number, edit: RerollEdit): void {
+    this.stop();
+    this.rerollForm = undefined;
+    const key = episodeKey({ runId: record.run_id, trajectoryId: record.id });
+    const list = this.rerollLists.get(key);
+    if (list && list !== 'loading' && !list.ok) this.rerollLists.delete(key); // asked again: a trainer may be connected now
+    this.update((s) => {
+      s.reroll = { runId: record.run_id, trajectoryId: record.id, turn, edit };
+      s.view = 'reroll';
+    });
+  }
+
+  /** The re-roll view's episode and form (the form made from the recorded text on the view's first draw, also
+   * after a reload), its run's stored re-rolls asked for once. */
+  private rerollView(): { record: TrajectoryRecord; form: RerollForm; key: string } | undefined {
+    const branch = this.state.reroll;
+    const record = branch && this.records.find((r) => r.run_id === branch.runId && r.id === branch.trajectoryId);
+    if (!branch || !record) return undefined;
+    this.rerollForm ??= {
+      text: recordedText(record, branch.turn, branch.edit),
+      policy: 'latest',
+      samples: 4,
+      temperature: null,
+      code: 'current',
+    };
+    const key = episodeKey(branch);
+    if (!this.rerollLists.has(key)) {
+      this.rerollLists.set(key, 'loading');
+      this.vscode.postMessage({ type: 'listRerolls', runId: branch.runId, trajectoryId: branch.trajectoryId });
+    }
+    return { record, form: this.rerollForm, key };
+  }
+
+  private runReroll(): void {
+    const branch = this.state.reroll;
+    const view = this.rerollView();
+    if (!branch || !view) return;
+    const list = this.rerollLists.get(view.key);
+    const runTemperature = list && list !== 'loading' && list.ok ? list.result.temperature : 1;
+    const clamp = (value: number, low: number, high: number) => Math.min(high, Math.max(low, value));
+    this.rerollProgress.set(view.key, 'Asking the trainer…');
+    this.vscode.postMessage({
+      type: 'rerollEpisode',
+      params: {
+        ...branch,
+        text: view.form.text,
+        policy: view.form.policy,
+        samples: clamp(Math.round(view.form.samples) || 1, 1, MAX_SAMPLES),
+        temperature: clamp(view.form.temperature ?? runTemperature, 0, MAX_TEMPERATURE),
+        code: view.form.code,
+      },
+    });
+    this.render();
+  }
+
+  private openStoredReroll(rerollId: string): void {
+    const branch = this.state.reroll;
+    if (!branch) return;
+    this.rerollShown.set(episodeKey(branch), 'loading');
+    this.vscode.postMessage({ type: 'openReroll', runId: branch.runId, trajectoryId: branch.trajectoryId, rerollId });
+    this.render();
+  }
+
   /** The episode at the assistant step of one of its turns (from the group view's anchor states). */
   private openStep(id: string, turn: number): void {
     const record = this.records.find((r) => r.id === id);
@@ -202,6 +291,28 @@ class ReplayApp {
     }
   }
 
+  private renderRerollView(): HTMLElement {
+    const branch = this.state.reroll;
+    const view = this.rerollView();
+    if (!branch || !view) return h('p', { class: 'empty' }, 'The episode to re-roll is not among these trajectories.');
+    return renderReroll(
+      {
+        branch,
+        record: view.record,
+        form: view.form,
+        list: this.rerollLists.get(view.key),
+        progress: this.rerollProgress.get(view.key),
+        shown: this.rerollShown.get(view.key),
+      },
+      {
+        change: (form) => Object.assign(view.form, form),
+        run: () => this.runReroll(),
+        open: (rerollId) => this.openStoredReroll(rerollId),
+        back: () => this.openStep(view.record.id, branch.turn),
+      },
+    );
+  }
+
   private render(): void {
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
     const record = this.selected;
@@ -210,6 +321,7 @@ class ReplayApp {
       ['episode', 'Episode'],
       ['tokens', 'Tokens'],
       ['group', 'Group'],
+      ['reroll', 'Re-roll'],
     ];
     const nav = h('nav', { class: 'views', role: 'tablist', 'aria-label': 'Views' });
     for (const [view, label] of views) {
@@ -220,7 +332,7 @@ class ReplayApp {
           id: `view-${view}`,
           'aria-selected': this.state.view === view ? 'true' : 'false',
           class: this.state.view === view ? 'active' : '',
-          disabled: view !== 'runs' && !record,
+          disabled: view === 'reroll' ? !this.state.reroll : view !== 'runs' && !record,
         },
         label,
       );
@@ -307,7 +419,10 @@ class ReplayApp {
         rerunOf: (turn, call) =>
           this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
         anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
+        rerollFrom: (turn, edit) => this.rerollFrom(record, turn, edit),
       });
+    } else if (this.state.view === 'reroll') {
+      body = this.renderRerollView();
     } else if (this.state.view === 'tokens') {
       body = renderTokenView(record, {
         compact: false,
@@ -334,6 +449,10 @@ class ReplayApp {
     this.root.append(header, body);
     if (focusedId) document.getElementById(focusedId)?.focus();
   }
+}
+
+function episodeKey(address: EpisodeAddress): string {
+  return `${address.runId}/${address.trajectoryId}`;
 }
 
 function rerunKey(address: ToolCallAddress): string {

@@ -1,7 +1,8 @@
 // What the user was looking at; saved with the webview's setState so it survives hide/show and reload.
+import type { RerollBranch } from './rerollView';
 import type { TokenOverlay } from './tokenOverlays';
 
-export type View = 'runs' | 'episode' | 'tokens' | 'group';
+export type View = 'runs' | 'episode' | 'tokens' | 'group' | 'reroll';
 export type InspectorTab = 'io' | 'json' | 'tokens' | 'reward' | 'metadata';
 export type RunSort = 'step' | 'reward' | '-reward' | 'length' | '-length';
 export type GroupSort = 'reward' | '-reward' | 'turns' | 'sample';
@@ -24,6 +25,8 @@ export interface UiState {
   tokenOverlay: TokenOverlay;
   /** The token the token view scrolls to and focuses when it next opens (a step's largest mismatch clicked). */
   focusToken: number | null;
+  /** The turn "Edit and re-roll from here" was opened on (the re-roll view's). */
+  reroll: RerollBranch | null;
 }
 
 export const ROW_PAGE = 500;
@@ -42,6 +45,7 @@ export const DEFAULT_STATE: UiState = {
   runRowLimit: ROW_PAGE,
   tokenOverlay: 'advantage',
   focusToken: null,
+  reroll: null,
 };
 
 export function restoreState(saved: unknown): UiState {

@@ -20,7 +20,8 @@ const ROW_HEIGHT = 26;
 /** Rows drawn above and below the view: at full width a row holds about 60 tokens, twice the 32 of a fixed row. */
 const OVERSCAN_ROWS = 3;
 
-function visibleText(text: string): string {
+/** A token's text with its whitespace made visible. */
+export function visibleText(text: string): string {
   return text.replace(/\n/g, '⏎').replace(/\t/g, '⇥').replace(/ /g, '·') || '∅';
 }
 

@@ -56,9 +56,9 @@ def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: boo
     from agentrl.contract.config import load_config_dict
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import is_adapter, load_policy_weights, save_policy
-    from agentrl.run.runstore import CONFIG_FILE, checkpoint_step, list_checkpoints
+    from agentrl.run.runstore import CONFIG_FILE, checkpoints_by_step
 
-    checkpoints = {checkpoint_step(path): path for path in list_checkpoints(run_dir)}
+    checkpoints = checkpoints_by_step(run_dir)
     if not checkpoints:
         raise FileNotFoundError(f"{run_dir} has no checkpoint to export")
     step = max(checkpoints) if step is None else step

@@ -62,6 +62,9 @@ RUN_MODES: tuple[str, ...] = tuple(_RPC_DEFS["runMode"]["enum"])
 RUN_ID_PATTERN: str = _RPC_DEFS["runId"]["pattern"]
 RUN_ID_MAX_LENGTH: int = _RPC_DEFS["runId"]["maxLength"]
 
+# What a stored re-roll's id may be (its files' name in RUN/rerolls/): `$defs/rerollId`.
+REROLL_ID_PATTERN: str = _RPC_DEFS["rerollId"]["pattern"]
+
 ERROR_CODES: dict[str, int] = {code["x-name"]: code["const"] for code in _RPC_DEFS["errorCode"]["oneOf"]}
 
 # The codes a `health` event may carry (agentrl/run/health.py has one rule per code) and its severities.

@@ -49,15 +49,22 @@ def within_budget(result: Any) -> Any:
     )
 
 
-def _say(channel: IO[str], message: dict[str, Any]) -> None:
+def answer_channel() -> IO[str]:
+    """Where a child that answers a call (this one, a re-roll's: agentrl/run/reroll.py) writes its JSON lines: what was
+    its stdout. Its stdout becomes its stderr, so what the user's code prints is never taken for an answer."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return answers
+
+
+def say(channel: IO[str], message: dict[str, Any]) -> None:
     channel.write(json.dumps(message, allow_nan=False) + "\n")
     channel.flush()
 
 
 def main() -> None:
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the user's code may print; only we write answers
-    sys.stdout = sys.stderr
+    answers = answer_channel()
     request = json.loads(sys.stdin.read())
     try:
         config = load_config(request["config"])
@@ -65,23 +72,23 @@ def main() -> None:
             config = use_snapshot(config, Path(request["snapshot"]))
         make_env = config_env_factory(config)  # an MCP server's tool is re-run on a fresh start of its server
     except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
-        _say(answers, {"setup_error": str(err)})
+        say(answers, {"setup_error": str(err)})
         os._exit(0)
     try:
         tools = make_env().tool_map()
     except McpUnavailableError as err:
-        _say(answers, {"setup_error": str(err)})
+        say(answers, {"setup_error": str(err)})
         os._exit(0)
     except Exception as err:  # noqa: BLE001 - the user's constructor
-        _say(answers, {"setup_error": f"{config.env.class_name}(**env.args) raised {describe_exception(err)}"})
+        say(answers, {"setup_error": f"{config.env.class_name}(**env.args) raised {describe_exception(err)}"})
         os._exit(0)
     tool = tools.get(request["name"])
     default_timeout_s = config.rollout.tool_timeout_s
     timeout_s = None if tool is None else (tool.timeout_s if tool.timeout_s is not None else default_timeout_s)
-    _say(answers, {"ready": {"timeout_s": timeout_s}})
+    say(answers, {"ready": {"timeout_s": timeout_s}})
     call = ParsedCall(id=request["id"], name=request["name"], arguments=request["arguments"], raw=request["raw"])
     outcome = asyncio.run(execute_call(call, tools, default_timeout_s))
-    _say(
+    say(
         answers,
         {
             "outcome": {

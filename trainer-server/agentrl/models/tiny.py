@@ -73,8 +73,11 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_tiny_model_and_tokenizer(
-    layers: int = 2, hidden: int = 64, seed: int = 0, head_dim: int = 16
+    layers: int = 2, hidden: int = 64, seed: int = 0, head_dim: int = 16, tied: bool = True
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    """`tied`: the output head is the input embedding, as in the small models this one stands for. Randomly initialised,
+    such a model's greedy text repeats its context's last token whatever came before it; untied, it depends on the
+    whole context (tests that need an edit to change what it writes use that)."""
     tokenizer = build_tiny_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -88,7 +91,7 @@ def build_tiny_model_and_tokenizer(
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied,
         attn_implementation="sdpa",
     )
     state = torch.random.get_rng_state()

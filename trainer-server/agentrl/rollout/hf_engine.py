@@ -50,7 +50,9 @@ class HfRolloutEngine(RolloutEngine):
     ) -> None:
         """`generators[i]` samples every token of `lives[i]`; the episodes that ended are counted after each turn."""
         loop = asyncio.get_running_loop()
-        for turn_index in range(self.cfg.max_turns):
+        # Every episode of a call stands at the same turn: 0, or a re-roll's first sampled turn (RolloutEngine.restart).
+        first_turn = len(lives[0].episode.turns) if lives else 0
+        for turn_index in range(first_turn, self.cfg.max_turns):
             active = []
             active_generators = []
             for live, generator in zip(lives, generators, strict=True):

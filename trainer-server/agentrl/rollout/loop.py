@@ -29,6 +29,7 @@ from agentrl.environment.mcp import McpTool
 from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
 from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
 from agentrl.environment.toolprocess import ToolWorker
+from agentrl.rollout.branch import BranchPoint, PrefixDiverged, turn_ends
 from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.episode import Episode, TokenRole, TurnRecord
 
@@ -50,6 +51,12 @@ def episode_seed(seed: int, group: int, sample: int) -> int:
     alone, so an episode samples the same tokens whichever batch, worker or engine call it lands in (a step
     split across rollout workers gives the single-process run's episodes)."""
     return (seed * 1_000_003 + group * 10_007 + sample) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def rollout_seed(seed: int, step: int) -> int:
+    """The seed of a run's rollout at `step` (its episodes' are `episode_seed` of it), from the run's `seed`: a training
+    step's own; a Try run's and an evaluation's (step 0) the run's seed itself."""
+    return seed * 1_000_003 + step if step > 0 else seed
 
 
 def task_id_of(task: dict[str, Any]) -> str:
@@ -104,6 +111,10 @@ def start_episode(env: ToolEnv, task: dict[str, Any], group: int, sample: int, s
     return live
 
 
+def _contents(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages)
+
+
 def fail_episode(live: LiveEpisode, reason: str) -> None:
     live.episode.status, live.episode.status_reason, live.finished = "error", reason, True
 
@@ -136,7 +147,7 @@ async def interpret_turn(live: LiveEpisode, text: str, call_format: ToolCallForm
             {**m, "content": live.cut_tool_output(str(m["content"]))} if m.get("role") == "tool" else m
             for m in messages
         ]
-    turn.observation = "\n".join(str(m.get("content", "")) for m in messages) if messages else None
+    turn.observation = _contents(messages) if messages else None
     live.pending_messages = messages
     try:
         live.state_key = next_state_key(live.env, turn.observation or "")
@@ -275,7 +286,22 @@ class RolloutEngine(SamplingSettings, ABC):
                 f"the tool schemas included; max_context is {self.cfg.max_context}): "
                 "raise rollout.max_context or shorten the prompts"
             )
-        isolated = run_tools_in(self.tool_worker, lives) if self.tool_worker is not None else []
+        return self.play(lives, seed, self.isolate(lives), on_episode_end)
+
+    def isolate(self, lives: list[LiveEpisode]) -> list[int]:
+        """From here on these episodes' Tool calls run in the tool worker process (rollout.tool_isolation: process);
+        returns their ids there, for `play` to release."""
+        return run_tools_in(self.tool_worker, lives) if self.tool_worker is not None else []
+
+    def play(
+        self,
+        lives: list[LiveEpisode],
+        seed: int,
+        isolated: list[int],
+        on_episode_end: EpisodeCounter = count_nothing,
+    ) -> list[Episode]:
+        """Play started episodes to their end and score them: a step's from their prompts, a re-roll's from the turn
+        it branches at (rollout/branch.py): each episode's next turn is the one after its recorded turns."""
         started, generated = time.perf_counter(), 0
         engine_stats = self._roll(lives, seed, on_episode_end)
         for live in lives:
@@ -290,6 +316,74 @@ class RolloutEngine(SamplingSettings, ABC):
             **engine_stats,
         }
         return [live.episode for live in lives]
+
+    def restart(
+        self, record: dict[str, Any], task: dict[str, Any], point: BranchPoint, text: str, samples: int, env_seed: int
+    ) -> tuple[list[LiveEpisode], list[int], list[dict[str, Any]]]:
+        """`samples` episodes started again at a branch of a recorded one (rollout/branch.py), ready for `play`: each
+        keeps the record's tokens up to the branch, has a fresh env (reset with `task` and the recorded episode's
+        `env_seed`) brought there by playing the recorded turns through it (`interpret_turn`: Tools run again, in the
+        run's isolation), and the edit put in. Returns them, their ids in the tool worker, and where the env now
+        answered otherwise than recorded ({turn, recorded, now}; turn None: the prompt): a stochastic or external Tool
+        may, which changes the env's state but never the kept tokens (nor the turn's observation, which says what the
+        model read)."""
+        lives = [start_episode(self.env_factory(), task, record["group"], s, env_seed) for s in range(samples)]
+        for live in lives:
+            if live.finished:
+                raise PrefixDiverged(f"the env cannot start the episode again: {live.episode.status_reason}")
+        kept = point.kept(text)
+        edited = kept == point.keep_edited
+        # By turn (None: the prompt), what the first sample to get there found; samples replay concurrently.
+        differences: dict[int | None, dict[str, Any]] = {}
+
+        def differs(turn: int | None, recorded: str | None, now: str | None) -> None:
+            differences.setdefault(turn, {"turn": turn, "recorded": recorded, "now": now})
+
+        async def replay(live: LiveEpisode) -> None:
+            episode, tokens = live.episode, record["tokens"]
+            if episode.prompt_messages != record["prompt"]:
+                differs(None, _contents(record["prompt"]), _contents(episode.prompt_messages))
+            episode.prompt_messages, episode.tool_schemas = record["prompt"], record["tools"]
+            episode.token_ids, episode.token_roles = tokens["ids"][:kept], tokens["role"][:kept]
+            episode.token_turns, episode.loss_mask = tokens["turn"][:kept], tokens["loss_mask"][:kept]
+            episode.rollout_logprobs, episode.turn_end_positions = tokens["logprob"][:kept], turn_ends(record, kept)
+            live.cut_tool_output = self.chat.cut_to_budget
+            for index, recorded in enumerate(record["turns"][: point.turn + 1]):
+                text_now = recorded["assistant"]
+                if index == point.turn and point.edit == "assistant":
+                    text_now = text
+                    if edited:  # the edited turn is context, never sampled: no logprobs
+                        self._append(live, self.chat.encode(text), "assistant", index)
+                        episode.turn_end_positions.append(len(episode.token_ids) - 1)
+                finish = "stop" if text_now != recorded["assistant"] else recorded["finish_reason"]
+                episode.turns.append(TurnRecord(index=index, assistant=text_now, finish_reason=finish))
+                await interpret_turn(live, text_now, self.call_format, self.cfg)
+                if index == point.turn and point.edit == "assistant":
+                    break  # its observation is the env's answer to the edit, appended below
+                if live.finished:
+                    raise PrefixDiverged(
+                        f"playing the recorded turn {index} again, the env ended the episode "
+                        f"({episode.status_reason or 'done'}), which it had not when the episode was recorded"
+                    )
+                if episode.turns[index].observation != recorded["observation"]:
+                    differs(index, recorded["observation"], episode.turns[index].observation)
+                episode.turns[index].observation = recorded["observation"]
+            ended_with_eos = episode.token_ids[episode.turn_end_positions[-1]] == self.eos_id
+            if point.edit == "assistant":
+                self._observe(live, point.turn, ended_with_eos)
+            elif edited:  # the edit in place of the env's messages: one message, of the role its first one has
+                live.pending_messages = [{**(live.pending_messages[:1] or [{"role": "tool"}])[0], "content": text}]
+                self._observe(live, point.turn, ended_with_eos)
+                episode.turns[point.turn].observation = text
+
+        isolated = self.isolate(lives)
+
+        async def replay_all() -> None:
+            await asyncio.gather(*(replay(live) for live in lives))
+
+        asyncio.run(replay_all())
+        in_turn_order = sorted(differences.values(), key=lambda d: -1 if d["turn"] is None else d["turn"])
+        return lives, isolated, in_turn_order
 
     def _append(
         self, live: LiveEpisode, ids: list[int], role: TokenRole, turn: int, logprobs: list[float] | None = None

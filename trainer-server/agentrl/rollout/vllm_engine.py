@@ -438,7 +438,7 @@ class VllmRolloutEngine(RolloutEngine):
 
     async def _episode(self, live: LiveEpisode, seed: int) -> None:
         call_ends = self._call_ends(live)
-        for turn_index in range(self.cfg.max_turns):
+        for turn_index in range(len(live.episode.turns), self.cfg.max_turns):  # 0, or after a re-roll's branch
             if live.finished or (limit := self._turn_limit(live)) is None:
                 break
             ids, logprobs, end = await self.sampler.sample(

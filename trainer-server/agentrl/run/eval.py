@@ -43,6 +43,7 @@ def evaluate(
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.factory import make_rollout_engine
+    from agentrl.rollout.loop import rollout_seed
     from agentrl.run.recording import record_episodes
     from agentrl.run.runstore import RunStore, new_run_id
 
@@ -85,7 +86,7 @@ def evaluate(
     episodes = []
     try:
         for start in range(0, len(tasks), batch_size):
-            batch = engine.run(tasks[start : start + batch_size], group_size=1, seed=config.seed)
+            batch = engine.run(tasks[start : start + batch_size], group_size=1, seed=rollout_seed(config.seed, 0))
             for episode in batch:
                 episode.group += start  # unique ids across batches
             episodes += batch

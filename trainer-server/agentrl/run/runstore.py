@@ -22,7 +22,14 @@ from typing import Any
 
 import yaml
 
-from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
+from agentrl.contract.schemas import (
+    REROLL_ID_PATTERN,
+    RUN_ID_MAX_LENGTH,
+    RUN_ID_PATTERN,
+    check_event,
+    load_schema,
+    validator_for,
+)
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
@@ -281,6 +288,61 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(
         (p for p in folder.iterdir() if re.fullmatch(r"step-\d+", p.name) and p.is_dir()), key=checkpoint_step
     )
+
+
+def checkpoints_by_step(run_dir: Path) -> dict[int, Path]:
+    """A run's complete checkpoints by their step."""
+    return {checkpoint_step(path): path for path in list_checkpoints(run_dir)}
+
+
+# Re-rolls (`episode/reroll`: an episode edited at one turn and played on, agentrl/run/reroll.py) live beside the run's
+# history, never in it: trajectory/query, trajectory/search and the trajectories/ files do not see them.
+REROLLS_DIR = "rerolls"
+
+
+def new_reroll_id() -> str:
+    """When it was made (UTC, so ids sort by time) and 6 random hex digits: `$defs/rerollId`."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def reroll_files(run_dir: Path, reroll_id: str) -> tuple[Path, Path]:
+    """(ID.json: what was edited, with which policy, and what came of it; ID.trajectories.jsonl: its episodes' trajectory
+    records, one a line, as a step's file holds them, so the replay opens it as it opens one)."""
+    if not re.fullmatch(REROLL_ID_PATTERN, reroll_id):
+        raise ValueError(f"{reroll_id!r} is not a re-roll id")
+    folder = Path(run_dir) / REROLLS_DIR
+    return folder / f"{reroll_id}.json", folder / f"{reroll_id}.trajectories.jsonl"
+
+
+def write_reroll(run_dir: Path, reroll: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """The records first, then the re-roll's own file, each by rename: a re-roll is listed only once it is whole."""
+    validator_for("run-folder.schema.json", "reroll").validate(reroll)
+    summary, trajectories = reroll_files(run_dir, reroll["reroll_id"])
+    summary.parent.mkdir(exist_ok=True)
+    for path, text in (
+        (trajectories, "".join(json.dumps(record, allow_nan=False) + "\n" for record in records)),
+        (summary, json.dumps(reroll, allow_nan=False)),
+    ):
+        staging = path.with_name(f".tmp-{path.name}")
+        staging.write_text(text, encoding="utf-8")
+        staging.replace(path)
+
+
+def read_reroll(run_dir: Path, reroll_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A stored re-roll and its episodes' records (FileNotFoundError when there is none of that id)."""
+    summary, trajectories = reroll_files(run_dir, reroll_id)
+    reroll = json.loads(summary.read_text(encoding="utf-8"))
+    return reroll, [json.loads(line) for line in trajectories.read_text(encoding="utf-8").splitlines() if line]
+
+
+def list_rerolls(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's stored re-rolls (their own files, not their records), oldest first."""
+    folder = Path(run_dir) / REROLLS_DIR
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if re.fullmatch(REROLL_ID_PATTERN, path.stem):
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+    return found
 
 
 class RunStore:

@@ -34,7 +34,7 @@ from agentrl.environment.tool import describe_exception
 from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
-from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing
+from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed
 from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.progress import ProgressReporter
@@ -374,7 +374,7 @@ def _try_episodes(run: _Run, count: int) -> None:
     episodes = run.engine.run(
         run.tasks[:count] if len(run.tasks) >= count else [run.tasks[i % len(run.tasks)] for i in range(count)],
         1,
-        run.config.seed,
+        rollout_seed(run.config.seed, 0),
         on_episode_end=run.reporter.episode_counter(0),
     )
     run.record(0, episodes)
@@ -453,7 +453,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     def rollout(at_step: int, on_episode_end: EpisodeCounter = count_nothing) -> tuple[list[Episode], dict[str, float]]:
         tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
         episodes = run.engine.run(
-            tasks, cfg.rollout.group_size, seed=cfg.seed * 1_000_003 + at_step, on_episode_end=on_episode_end
+            tasks, cfg.rollout.group_size, seed=rollout_seed(cfg.seed, at_step), on_episode_end=on_episode_end
         )
         return episodes, run.rollout_stats()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -15,6 +16,7 @@ import signal
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -28,18 +30,24 @@ from websockets.http11 import Request, Response
 
 from agentrl import __version__
 from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
+from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import (
     EVENTS_FILE,
     TRAJECTORIES_DIR,
+    checkpoints_by_step,
     last_seq,
+    list_rerolls,
+    new_reroll_id,
     parse_event,
+    read_reroll,
     trajectory_file_name,
 )
 from agentrl.run.trajectory_summaries import TrajectorySummaries
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.children import end_all, run_child
+from agentrl.server.reroll import reroll_episode, wire_reroll
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
@@ -124,12 +132,21 @@ def describe_devices() -> dict[str, Any]:
     return {"cpu": cpu, "gpus": gpus}
 
 
+# Methods whose answer waits on a child process, for seconds to minutes: each is answered from a task of its own, so the
+# connection's next requests are answered meanwhile. The editor's heartbeat (server/ping every 15 s, dropped after 15 s
+# unanswered) would otherwise end the connection under a re-roll or an export that takes longer.
+ANSWERED_IN_BACKGROUND = frozenset({"env/check", "mcp/listTools", "run/export", "tool/rerun", "episode/reroll"})
+# Of those, at most this many wait on one connection; its next request waits for one, as unread frames wait on TCP.
+MAX_BACKGROUND_ANSWERS = 4
+
+
 @dataclass
 class Client:
     connection: ServerConnection
     initialized: bool = False
     subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    background: set[asyncio.Task[None]] = field(default_factory=set)  # answers it waits for (answer_in_background)
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_text(json.dumps(message, allow_nan=False))
@@ -141,9 +158,26 @@ class Client:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    async def answer_in_background(self, response: Awaitable[dict[str, Any]]) -> None:
+        """Sends `response` once it is ready, from a task of its own, while this connection's next requests are
+        answered; past MAX_BACKGROUND_ANSWERS waiting, first waits for one. A client gone by then misses its answer,
+        and the work (a re-roll) is done all the same."""
+        while len(self.background) >= MAX_BACKGROUND_ANSWERS:
+            await asyncio.wait(self.background, return_when=asyncio.FIRST_COMPLETED)
+
+        async def send_when_ready() -> None:
+            answer = await response
+            with contextlib.suppress(ConnectionClosed):
+                await self.send(answer)
+
+        task = asyncio.get_running_loop().create_task(send_when_ready())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
 
 MAX_CONCURRENT_UPLOADS = 2
 MAX_CONCURRENT_RERUNS = 2  # each is a child process building the user's env
+MAX_CONCURRENT_REROLLS = 1  # each is a child process loading the model as well: the rest wait
 MAX_CONCURRENT_MCP_LISTINGS = 2  # each is a child process with an MCP server of the client's choosing
 MCP_LIST_TIMEOUT_S = 75.0  # the listing's own start timeout (60 s), and the child's start-up
 MCP_LISTING_MAX_BYTES = 4 << 20
@@ -171,6 +205,7 @@ class TrainerServer:
         self.upload_slots = asyncio.Semaphore(MAX_CONCURRENT_UPLOADS)
         self.export_slot = asyncio.Semaphore(1)
         self.rerun_slots = asyncio.Semaphore(MAX_CONCURRENT_RERUNS)
+        self.reroll_slots = asyncio.Semaphore(MAX_CONCURRENT_REROLLS)
         self.mcp_listing_slots = asyncio.Semaphore(MAX_CONCURRENT_MCP_LISTINGS)
         self.query_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self.trajectory_index = TrajectoryIndex()
@@ -199,6 +234,9 @@ class TrainerServer:
             "trajectory/search": self.trajectory_search,
             "trajectory/get": self.trajectory_get,
             "tool/rerun": self.tool_rerun,
+            "episode/reroll": self.episode_reroll,
+            "reroll/list": self.reroll_list,
+            "reroll/get": self.reroll_get,
             "env/upload": self.env_upload,
             "env/check": self.env_check,
             "mcp/listTools": self.mcp_list_tools,
@@ -298,13 +336,24 @@ class TrainerServer:
                     f"loopback; restart it with `agentrl serve --allow-code` to allow it (whoever holds its token can "
                     f"then run any code as its user)",
                 )
-            result = await handler(client, params)
         except p.RpcError as err:
             return None if is_notification else _error(request_id, err.code, err.message, err.data)
+        answer = self._answer(method, request_id, handler(client, params))
+        if method in ANSWERED_IN_BACKGROUND and not is_notification:
+            await client.answer_in_background(answer)
+            return None
+        response = await answer
+        return None if is_notification else response
+
+    async def _answer(self, method: str, request_id: Any, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        """The response to a request that passed the checks: its handler's result, or the error it raised."""
+        try:
+            return {"jsonrpc": "2.0", "id": request_id, "result": await work}
+        except p.RpcError as err:
+            return _error(request_id, err.code, err.message, err.data)
         except Exception as err:  # noqa: BLE001 - one bad request never takes the server down
             log.exception("internal error in %s", method)
-            return None if is_notification else _error(request_id, p.INTERNAL_ERROR, f"internal error: {err}")
-        return None if is_notification else {"jsonrpc": "2.0", "id": request_id, "result": result}
+            return _error(request_id, p.INTERNAL_ERROR, f"internal error: {err}")
 
     # --- methods ----------------------------------------------------------------------------
     async def initialize(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -601,6 +650,92 @@ class TrainerServer:
             "rerun": rerun,
             "code": code,
         }
+
+    async def episode_reroll(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """The trajectory, edited at one turn and played on `samples` times, in a child process (rpc.md,
+        `episode/reroll`). What can be refused without loading anything is refused here."""
+        run_id = params["runId"]
+        run_dir = self.runs.run_dir(run_id)
+        record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [params["trajectoryId"]]}))[
+            "records"
+        ][0]
+        try:
+            branch_point(record, params["turn"], params["edit"], params["text"])
+        except NoSuchTurn as err:
+            raise p.RpcError(p.TRAJECTORY_NOT_FOUND, str(err)) from None
+        except CannotBranch as err:
+            raise p.RpcError(p.INVALID_PARAMS, f"cannot re-roll from there: {err}") from None
+        if (await asyncio.to_thread(self.runs.config, run_id)).get("env") is None:
+            raise p.RpcError(
+                p.RUN_STATE_CONFLICT,
+                f"run {run_id} trains an agent (agent:): its own code plays its episodes and cannot be started again "
+                "at a turn; a re-roll needs a ToolEnv run",
+            )
+        steps = sorted(checkpoints_by_step(run_dir))
+        if params["policy"] == "base":
+            policy_step = None
+        elif params["policy"] == "latest":
+            policy_step = steps[-1] if steps else None  # a run with no checkpoint yet (a Try run): its base model
+        else:
+            policy_step = int(params["policy"])
+            if policy_step not in steps:
+                raise p.RpcError(
+                    p.RUN_STATE_CONFLICT,
+                    f"run {run_id} has no checkpoint at step {policy_step}; it has "
+                    + (", ".join(map(str, steps)) if steps else "none (pick the base model)"),
+                )
+        token = params.get("progressToken")
+
+        async def progress(message: str) -> None:
+            if token is not None:
+                with contextlib.suppress(ConnectionClosed):  # a client gone does not end its re-roll: it is stored
+                    await client.notify("episode/rerollProgress", {"progressToken": token, "message": message})
+
+        request = {
+            "reroll_id": new_reroll_id(),
+            "record": record,
+            "turn": params["turn"],
+            "edit": params["edit"],
+            "text": params["text"],
+            "policy_step": policy_step,
+            "samples": params["samples"],
+            "temperature": params["temperature"],
+            "seed": params.get("seed", 0),
+            "code": params.get("code", "current"),
+        }
+        if self.reroll_slots.locked():
+            await progress("waiting for another re-roll to end: one runs at a time")
+        async with self.reroll_slots:
+            await reroll_episode(run_dir, request, progress)
+        return await asyncio.to_thread(self._reroll_get, {"runId": run_id, "rerollId": request["reroll_id"]})
+
+    async def reroll_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._reroll_list, params)
+
+    def _reroll_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        run_id, wanted = params["runId"], params.get("trajectoryId")
+        run_dir = self.runs.run_dir(run_id)
+        return {
+            "runId": run_id,
+            "rerolls": [
+                wire_reroll(stored, run_id)
+                for stored in list_rerolls(run_dir)
+                if wanted is None or stored["trajectory_id"] == wanted
+            ],
+            "checkpoints": sorted(checkpoints_by_step(run_dir)),
+            "temperature": self.runs.config(run_id)["rollout"]["temperature"],
+        }
+
+    async def reroll_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._reroll_get, params)
+
+    def _reroll_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        run_id, reroll_id = params["runId"], params["rerollId"]
+        try:
+            stored, records = read_reroll(self.runs.run_dir(run_id), reroll_id)
+        except FileNotFoundError:
+            raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {run_id} has no re-roll {reroll_id}") from None
+        return {"reroll": wire_reroll(stored, run_id), "records": records}
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         async with self.upload_slots:  # one per connection already: a connection's requests run in turn

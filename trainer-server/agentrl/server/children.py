@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -64,6 +65,27 @@ async def keep_tail(stream: asyncio.StreamReader, tail: bytearray) -> None:
     while chunk := await stream.read(1 << 16):
         tail.extend(chunk)
         del tail[:-STDERR_TAIL_BYTES]
+
+
+async def read_answer(process: asyncio.subprocess.Process, timeout_s: float) -> dict[str, Any] | None:
+    """The next JSON line a child answering a call wrote on its stdout (agentrl.environment.rerun's `say`), or None
+    when it ended without one; TimeoutError when none came within `timeout_s`."""
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), timeout_s)
+    return json.loads(line) if line.strip() else None
+
+
+async def how_it_ended(
+    name: str, when: str, process: asyncio.subprocess.Process, draining: asyncio.Task[None], stderr_tail: bytearray
+) -> str:
+    """How the `name` child (re-run, re-roll) that answers a call ended `when`, with the last line it wrote on stderr
+    (a traceback's, usually); `draining` reads its stderr into `stderr_tail` (keep_tail)."""
+    code = await process.wait()
+    await end_group(process)  # a background process the user's code started would keep stderr open
+    await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
+    how = f"exit code {code}" if code >= 0 else f"signal {-code}"
+    said = stderr_tail.decode(errors="replace").strip().splitlines()
+    return f"the {name} process ended ({how}) {when}" + (f": {said[-1]}" if said else "")
 
 
 @dataclass

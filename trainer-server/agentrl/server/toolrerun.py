@@ -12,7 +12,7 @@ from typing import Any
 from agentrl.environment.rerun import ANSWER_LINE_MAX_BYTES
 from agentrl.run.runstore import CONFIG_FILE
 from agentrl.server import protocol as p
-from agentrl.server.children import PIPES_CLOSE_S, end_group, keep_tail, start_child
+from agentrl.server.children import PIPES_CLOSE_S, end_group, how_it_ended, keep_tail, read_answer, start_child
 
 # Building the env may import heavy modules or index a corpus; past this the re-run is given up.
 SETUP_TIMEOUT_S = 120.0
@@ -76,10 +76,11 @@ async def rerun_call(run_dir: Path, call: dict[str, Any], code: str) -> tuple[di
         process.stdin.write(json.dumps(request).encode())
         await process.stdin.drain()
         process.stdin.close()
-        ready = await _answer(process, SETUP_TIMEOUT_S)
+        ready = await read_answer(process, SETUP_TIMEOUT_S)
         if ready is None:
             raise p.RpcError(
-                p.TOOL_RERUN_FAILED, await _ended("before the call started", process, draining, stderr_tail)
+                p.TOOL_RERUN_FAILED,
+                await how_it_ended("re-run", "before the call started", process, draining, stderr_tail),
             )
         if "setup_error" in ready:
             raise p.RpcError(
@@ -88,11 +89,11 @@ async def rerun_call(run_dir: Path, call: dict[str, Any], code: str) -> tuple[di
         timeout_s = ready["ready"]["timeout_s"]
         started = time.perf_counter()
         try:
-            answer = await _answer(process, (timeout_s or 0.0) + REPORT_GRACE_S)
+            answer = await read_answer(process, (timeout_s or 0.0) + REPORT_GRACE_S)
         except TimeoutError:  # the Tool held the whole process (e.g. native code that never releases the GIL)
             return _failed(f"{call['name']} timed out after {timeout_s:g} s", "timeout", started), timeout_s
         if answer is None:
-            said = await _ended("while it ran", process, draining, stderr_tail)
+            said = await how_it_ended("re-run", "while it ran", process, draining, stderr_tail)
             message = f"{call['name']} did not answer: {said}. A Tool returns or raises; it never ends its process"
             return _failed(message, "exception", started), timeout_s
         return wire_outcome(answer["outcome"]), timeout_s
@@ -103,25 +104,6 @@ async def rerun_call(run_dir: Path, call: dict[str, Any], code: str) -> tuple[di
         await process.wait()
         await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
         draining.cancel()
-
-
-async def _answer(process: asyncio.subprocess.Process, timeout_s: float) -> dict[str, Any] | None:
-    """The child's next answer line, or None when it ended without one."""
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), timeout_s)
-    return json.loads(line) if line.strip() else None
-
-
-async def _ended(
-    when: str, process: asyncio.subprocess.Process, draining: asyncio.Task[None], stderr_tail: bytearray
-) -> str:
-    """How the child ended, with the last line it wrote on stderr (a traceback's, usually)."""
-    code = await process.wait()
-    await end_group(process)  # a background process the Tool started would keep stderr open
-    await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
-    how = f"exit code {code}" if code >= 0 else f"signal {-code}"
-    said = stderr_tail.decode(errors="replace").strip().splitlines()
-    return f"the re-run process ended ({how}) {when}" + (f": {said[-1]}" if said else "")
 
 
 def _failed(message: str, kind: str, started: float) -> dict[str, Any]:

@@ -1,0 +1,81 @@
+"""`episode/reroll`: a recorded episode edited at one turn and played on from there, in a child process
+(`agentrl.run.reroll`) as `tool/rerun` runs a call: the server's event loop only waits on pipes, the user's code never
+runs here, and whatever the child started ends with the call. `reroll/list` and `reroll/get` read what it stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agentrl.run.runstore import reroll_files
+from agentrl.server import protocol as p
+from agentrl.server.children import PIPES_CLOSE_S, end_group, how_it_ended, keep_tail, read_answer, start_child
+
+# A re-roll loads the model and plays up to samples x rollout.max_turns turns with their Tools; past this it is ended.
+REROLL_TIMEOUT_S = 1800.0
+
+
+async def reroll_episode(run_dir: Path, request: dict[str, Any], progress: Callable[[str], Awaitable[None]]) -> None:
+    """Runs the re-roll `request` (agentrl/run/reroll.py says what it holds) in a child process, passing on what it says
+    of its progress; returns once it is stored, or raises REROLL_FAILED with why not."""
+    process = await start_child(
+        "agentrl.run.reroll",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stderr is not None
+    stderr_tail = bytearray()
+    draining = asyncio.get_running_loop().create_task(keep_tail(process.stderr, stderr_tail))
+    deadline = asyncio.get_running_loop().time() + REROLL_TIMEOUT_S
+    try:
+        process.stdin.write(json.dumps({"run_dir": str(run_dir), **request}).encode())
+        await process.stdin.drain()
+        process.stdin.close()
+        while True:
+            answer = await read_answer(process, deadline - asyncio.get_running_loop().time())
+            if answer is None:
+                said = await how_it_ended("re-roll", "before it was stored", process, draining, stderr_tail)
+                raise p.RpcError(p.REROLL_FAILED, said)
+            if "progress" in answer:
+                await progress(answer["progress"])
+            elif "failed" in answer:
+                raise p.RpcError(p.REROLL_FAILED, f"cannot re-roll: {answer['failed']}")
+            else:
+                return
+    except TimeoutError:
+        raise p.RpcError(
+            p.REROLL_FAILED, f"the re-roll took longer than {REROLL_TIMEOUT_S:g} s; it was ended"
+        ) from None
+    finally:
+        await end_group(process)  # the child, and whatever the env's Tools started in the background
+        await process.wait()
+        await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
+        draining.cancel()
+        for path in reroll_files(run_dir, request["reroll_id"]):  # what a re-roll ended while writing left
+            path.with_name(f".tmp-{path.name}").unlink(missing_ok=True)
+
+
+def wire_reroll(stored: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """A stored re-roll (snake_case, run-folder.schema.json's reroll) as `$defs/rerollSummary`."""
+    return {
+        "rerollId": stored["reroll_id"],
+        "runId": run_id,
+        "trajectoryId": stored["trajectory_id"],
+        "turn": stored["turn"],
+        "edit": stored["edit"],
+        "text": stored["text"],
+        "recordedText": stored["recorded_text"],
+        "policyStep": stored["policy_step"],
+        "samples": stored["samples"],
+        "temperature": stored["temperature"],
+        "seed": stored["seed"],
+        "code": stored["code"],
+        "differences": stored["differences"],
+        "rewards": stored["rewards"],
+        "createdAt": stored["created_at"],
+        "elapsedS": stored["elapsed_s"],
+    }
