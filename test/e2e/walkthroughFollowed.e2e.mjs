@@ -242,6 +242,41 @@ export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, ru
   lap('Compare Code: the diff of the Tool the two runs trained with');
 }
 
+// (After the debugger scenario, before the server dies, by name.) What if: the first-hour run's replay, an
+// observation edited (an assistant turn where no episode called the Tool) and re-rolled 4 times from the run's
+// checkpoint; the original and the 4 re-rolls side by side.
+export async function walkthroughFollowedUpReRolledScenario({ page, lap, runCommand }) {
+  await page.locator('.tab.active').first().click(); // an editor has the focus: F1 reaches the palette
+  await runCommand(page, 'Agent RL: Focus on Runs View');
+  const trained = page.locator('.monaco-list-row', { hasText: 'first-hour' }).filter({ hasText: '1/1' }).first();
+  await trained.hover();
+  await trained.locator('.action-label[aria-label*="Replay"]').click();
+  const view = replayView(page);
+  await view.locator('#search-text').waitFor({ timeout: 60000 });
+  await view.locator('#search-tool').selectOption('calculator');
+  await view.locator('#search-run').click();
+  await view.locator('#search-results').filter({ hasText: /match/ }).waitFor({ timeout: 60000 });
+  const withCall = (await view.locator('tbody tr').count()) > 0;
+  if (!withCall) await view.locator('#search-clear').click();
+  await view.locator('tbody tr').first().click();
+  const edit = withCall ? 'observation' : 'assistant';
+  await view.locator(`.step.kind-${edit}`).first().click();
+  await view.locator('#reroll-here').click();
+  await view.locator('#reroll-text').fill(edit === 'observation' ? 'Error: the calculator is down' : 'I do not know.');
+  const policies = await view.locator('#reroll-policy option').allTextContents();
+  const checkpoint = policies.find((text) => /^checkpoint \d+/.test(text));
+  if (!checkpoint) throw new Error(`no checkpoint of the run to re-roll from: ${policies}`);
+  await view.locator('#reroll-policy').selectOption({ label: checkpoint });
+  await view.locator('#reroll-samples').fill('4');
+  await view.locator('#reroll-temperature').fill('0.7');
+  await view.locator('#reroll-run').click();
+  await view.locator('#reroll-compare').waitFor({ timeout: 600000 });
+  const columns = await view.locator('.reroll-column').count();
+  lap(`re-rolled an edited ${edit} 4 times from ${checkpoint}: ${columns} columns side by side`);
+  await page.screenshot({ path: path.join('test-results', 'e2e', 'reroll.png') });
+  if (columns !== 5) throw new Error(`expected the original and 4 re-rolls, found ${columns} columns`);
+}
+
 // (Last, by name.) The local server killed while the editor is open: the user is told, with Restart, and the runs
 // of the workspace stay listed, read from its runs folder, marked offline, until a server is connected again.
 export async function walkthroughFollowedUpWhenTheServerDiesScenario({ page, workspace, lap, runCommand }) {
