@@ -353,7 +353,12 @@ def test_resume_right_after_the_failed_event_races_the_exiting_process(server, t
         return
     assert response["result"] == {"runId": run_id, "status": "running"}
     resumed = client.events_until(run_id, lambda e: e["seq"] > failed["seq"] and is_final_status(e), timeout=300)
-    assert resumed[0]["data"] == {"status": "queued", "step": 1, "total_steps": 3, "message": "resume requested"}
+    assert resumed[0]["data"] == {
+        "status": "queued",
+        "step": 1,
+        "total_steps": 3,
+        "message": "resume requested: from the checkpoint at step 1",
+    }
     assert any(e["type"] == "metrics" and e["data"]["step"] == 2 for e in resumed)  # it trained on from step 1
 
 

@@ -61,7 +61,11 @@ def test_every_trajectory_line_validates(tmp_path, trajectory_validator):
     assert len(records) == 2 * 16
     for record in records:
         trajectory_validator.validate(record)
-        assert len(set(map(len, record["tokens"].values()))) == 1  # parallel arrays
+        tokens = record["tokens"]
+        per_sampled = {"trainer_logprob", "entropy", "is_weight"}  # one entry per sampled token
+        assert len({len(values) for name, values in tokens.items() if name not in per_sampled}) == 1  # parallel
+        sampled = sum(logprob is not None for logprob in tokens["logprob"])
+        assert all(len(tokens[name]) == sampled for name in per_sampled & set(tokens))
     summaries = [e for e in read_events(run_dir) if e["type"] == "trajectory"]
     assert [s["data"]["id"] for s in summaries] == [r["id"] for r in records]
     seqs = [e["seq"] for e in read_events(run_dir)]
