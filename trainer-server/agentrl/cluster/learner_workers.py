@@ -1,12 +1,7 @@
-"""The data-parallel learner: `cluster.learner_workers` Ray actors joined by torch.distributed (gloo on CPU, NCCL
-on CUDA), and the driver's learner in front of them, which the train loop uses as it uses a local Learner.
-
-Every worker gets the whole step and collates it, so advantages and the loss's normalisers are those of the whole
-batch; each computes every W-th episode by length (W workers) in micro-batches of train.micro_batch_size, and
-the gradients are summed across workers once per optimizer step, after the accumulation (what DDP's reducer does
-under `no_sync`; here the workers may hold different numbers of micro-batches, which DDP cannot sync). Summed
-gradients are the single-process gradient; every worker clips and steps the same gradient from the same weights,
-so the weights stay equal on all of them and worker 0's are the run's.
+"""The learner workers: `cluster.learner_workers` Ray actors joined by torch.distributed (gloo on CPU, NCCL on
+CUDA), each holding a DataParallelLearner (data_parallel.py: every worker the whole model) or, with
+`cluster.sharding: fsdp`, a ShardedLearner (sharded_learner.py: each worker a shard of it); and the driver's learner
+in front of them, which the train loop uses as it uses a local Learner.
 """
 
 from __future__ import annotations
@@ -19,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from agentrl.cluster.data_parallel import DataParallelLearner
+from agentrl.cluster.sharded_learner import ShardedLearner
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
-from agentrl.learning.batch import TrainBatch
-from agentrl.learning.learner import Learner, Update
+from agentrl.learning.learner import Update
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
@@ -31,41 +27,6 @@ if TYPE_CHECKING:
 # How long a collective waits for a worker before it fails the step (a dead worker is noticed sooner: its actor's
 # call fails and the driver ends the others).
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)
-
-
-class DataParallelLearner(Learner):
-    """A Learner that computes its share of each step's micro-batches and adds up the shares with the other
-    workers of its torch.distributed group (see Learner._sum_rows and the two after it)."""
-
-    def __init__(self, *args: Any, rank: int, world_size: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.rank, self.world_size = rank, world_size
-
-    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
-        by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
-        return list(by_length[self.rank :: self.world_size].split(self.config.train.micro_batch_size))
-
-    def _sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
-        summed = per_row.to(self.device)
-        dist.all_reduce(summed)
-        return summed.cpu()
-
-    def _sum_gradients(self, params: list[torch.Tensor]) -> None:
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        dist.all_reduce(flat)
-        offset = 0
-        for p in params:
-            p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
-
-    def _sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
-        # A worker whose share of the rows the update trains is empty (Learner._rows_to_train) has no loss parts.
-        every: list[list[str]] = [[] for _ in range(self.world_size)]
-        dist.all_gather_object(every, sorted(totals))
-        names = sorted(set().union(*every))
-        summed = torch.tensor([totals.get(name, 0.0) for name in names], dtype=torch.float64, device=self.device)
-        dist.all_reduce(summed)
-        return dict(zip(names, summed.tolist(), strict=True))
 
 
 class LearnerWorker:
@@ -79,6 +40,7 @@ class LearnerWorker:
         torch.manual_seed(self.config.seed)
         self.model, self.tokenizer, self.device = load_policy(self.config.model, self.config.seed)
         self.learner: DataParallelLearner | None = None
+        self._gathered: dict[str, torch.Tensor] | None = None  # worker 0's whole weights, until policy_state
 
     def rendezvous(self) -> str:
         """Worker 0's address for the group: this node's IP and a port free now."""
@@ -94,14 +56,15 @@ class LearnerWorker:
         dist.init_process_group(
             backend, init_method=init_method, rank=self.rank, world_size=self.world_size, timeout=COLLECTIVE_TIMEOUT
         )
-        self.learner = DataParallelLearner(
+        learner_class = ShardedLearner if self.config.cluster.sharding == "fsdp" else DataParallelLearner
+        self.learner = learner_class(
             self.model, self.tokenizer, self.config, self.device, rank=self.rank, world_size=self.world_size
         )
         return node_address()
 
     def load(self, policy: dict[str, torch.Tensor], learner_state: dict[str, Any] | None) -> None:
         assert self.learner is not None
-        self.model.load_state_dict(policy)
+        self.learner.load_policy(policy)
         if learner_state is not None:
             self.learner.load_state_dict(learner_state)
 
@@ -111,14 +74,23 @@ class LearnerWorker:
         update = self.learner.update(episodes)
         return update if self.rank == 0 else None
 
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        from agentrl.cluster.weights import cpu_state_dict
-
-        return cpu_state_dict(self.model)
-
-    def learner_state(self) -> dict[str, Any]:
+    def gather_policy(self) -> None:
+        """Every worker's part in gathering the step's weights (a collective when they are sharded); worker 0 keeps
+        them for `policy_state`."""
         assert self.learner is not None
-        return self.learner.state_dict()
+        self._gathered = self.learner.policy_state()
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """Worker 0: the weights the last `gather_policy` gathered."""
+        assert self._gathered is not None, "policy_state before gather_policy, or on a worker other than 0"
+        state, self._gathered = self._gathered, None
+        return state
+
+    def learner_state(self) -> dict[str, Any] | None:
+        """Every worker takes part (the optimizer state is gathered when sharded); worker 0 returns it."""
+        assert self.learner is not None
+        state = self.learner.state_dict()
+        return state if self.rank == 0 else None
 
 
 class LearnerWorkerDied(RuntimeError):
@@ -179,11 +151,12 @@ class ClusterLearner:
     def update(self, episodes: list[Episode]) -> Update:
         episodes_ref = self._ray.put(episodes)
         update = self._call_all([actor.update.remote(episodes_ref) for actor in self.actors], "updating")[0]
+        self._call_all([actor.gather_policy.remote() for actor in self.actors], "gathering the weights")
         self._weights.from_learner(self.actors[0].policy_state.remote())
         return update
 
     def state_dict(self) -> dict[str, Any]:
-        return self._ray.get(self.actors[0].learner_state.remote())
+        return self._call_all([actor.learner_state.remote() for actor in self.actors], "gathering the optimizer")[0]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A restored checkpoint: the driver's model holds its weights, `state` its optimizer."""

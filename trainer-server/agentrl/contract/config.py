@@ -547,6 +547,15 @@ class ClusterConfig(_Section):
     learner_workers: int = Field(
         1, ge=1, le=4096, description="Data-parallel learner actors; a step's episodes are split among them."
     )
+    sharding: Literal["none", "fsdp"] = Field(
+        "none",
+        description=(
+            "none: every learner worker holds the whole model, its gradients and its optimizer state. fsdp: each "
+            "holds 1/learner_workers of them (PyTorch FSDP2), gathering a layer's weights from the others as it "
+            "runs it, so a model too large for one device trains on several; on CUDA in float32 master weights "
+            "computing in model.dtype. Checkpoints are whole, as without sharding. Needs backend: ray."
+        ),
+    )
     rollout_resources: WorkerResources = Field(default_factory=WorkerResources)
     learner_resources: WorkerResources = Field(default_factory=WorkerResources)
     max_restarts: int = Field(
@@ -595,6 +604,11 @@ class RunConfig(_Section):
             )
         if self.train.eval_every and not self.data.eval:
             raise ValueError("train.eval_every needs data.eval: the held-out tasks to score")
+        if self.cluster.sharding != "none" and self.cluster.backend != "ray":
+            raise ValueError(
+                f"cluster.sharding: {self.cluster.sharding} shards the model across learner workers, which run on Ray: "
+                "set cluster.backend: ray (and cluster.learner_workers: how many shards)"
+            )
         if self.cluster.backend == "ray":
             if self.train.async_steps:
                 raise ValueError("train.async_steps: 1 runs in one process; set cluster.backend: local")

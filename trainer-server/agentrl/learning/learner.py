@@ -121,6 +121,10 @@ class _Step:
 
 
 class Learner:
+    # Whether `_forward` runs a micro-batch's shared prefix in a call of its own (a sharded learner's processes must
+    # call each layer the same number of times, whatever rows they hold).
+    runs_shared_prefix_once = True
+
     def __init__(self, model: Any, tokenizer: Any, config: RunConfig, device: torch.device) -> None:
         self.model = model
         self.config = config
@@ -133,7 +137,9 @@ class Learner:
         self.policy_loss = get_policy_loss(config.algorithm.policy_loss)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
-        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
+        self._distribute_models()
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
         groups: list[dict[str, Any]] = [{"params": trainable, "lr": config.train.lr}]
         self.critic: nn.Module | None = self.algorithm.make_critic(_hidden_size(model))
         if self.critic is not None:
@@ -142,7 +148,6 @@ class Learner:
         # One fused kernel a parameter instead of a dozen elementwise passes over every weight (CPU and CUDA have it).
         fused = device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.AdamW(groups, weight_decay=config.train.weight_decay, fused=fused)
-        self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
 
     def _make_reference(self) -> Any:
         if self.config.model.lora.enabled:
@@ -179,7 +184,7 @@ class Learner:
         attention = batch.attention_mask[:, :width].to(self.device)
         wanted = read_tokens(batch, width)
         rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
-        shared = shared_prefix_to_run_once(batch, width, wanted, with_values)
+        shared = shared_prefix_to_run_once(batch, width, wanted, with_values) if self.runs_shared_prefix_once else 0
         past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device) if shared else None
         positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
         with self._attention_kernel(width):
@@ -269,6 +274,21 @@ class Learner:
         """The loss parts summed over every process's micro-batches."""
         return totals
 
+    # A sharded learner (agentrl/cluster/sharded_learner.py) splits the weights across its processes, which gather
+    # each layer's weights from the others for every pass: the three methods below are where it does so.
+
+    def _distribute_models(self) -> None:
+        """Place the policy's (and the reference's) parameters before the optimizer takes them: one process keeps
+        them whole."""
+
+    def _keep_in_step(self, passes: int, batch: TrainBatch, model: Any, *, training: bool) -> None:
+        """Before this process runs `passes` forward passes of `model` (and their backward, `training`): the passes
+        that keep it in step with processes that run more. One process has no others."""
+
+    def _clip_gradients(self, params: list[torch.Tensor]) -> float:
+        """Clip the gradients to train.max_grad_norm; returns their norm before clipping."""
+        return float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
+
     @torch.no_grad()
     def _score_batch(self, batch: TrainBatch, micro_rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         was_training = self.model.training
@@ -282,6 +302,7 @@ class Learner:
             parts["ref_logprobs"] = []
         try:
             with self._precision():
+                self._keep_in_step(len(micro_rows), batch, self.model, training=False)
                 for rows in micro_rows:
                     out = self._forward(
                         self.model, batch.select(rows), with_values=self.critic is not None, with_entropy=False
@@ -291,6 +312,7 @@ class Learner:
                         parts["values"].append(out["values"])
             if "ref_logprobs" in parts:
                 with self._reference_model() as reference, self._precision():
+                    self._keep_in_step(len(micro_rows), batch, reference, training=False)
                     for rows in micro_rows:
                         ref_out = self._forward(reference, batch.select(rows), with_values=False, with_entropy=False)
                         parts["ref_logprobs"].append(ref_out["logprobs"])
@@ -376,6 +398,7 @@ class Learner:
         from_training_pass: list[torch.Tensor] = []
         entropies: list[torch.Tensor] = []
         with self._precision():  # one region a pass: each weight cast to bf16 once
+            self._keep_in_step(len(step.micro_rows), step.batch, self.model, training=True)
             for rows in step.micro_rows:
                 loss, parts, out = self._micro_batch_loss(step, rows, from_training_pass)
                 with self._precision(enabled=False):
@@ -393,10 +416,11 @@ class Learner:
             step.entropy = self._sum_rows(in_row_order(entropies, step.micro_rows, shape))
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if not step.micro_rows:  # no row carried a gradient: the zeros running them would have summed to, for AdamW
-            for p in params:
-                p.grad = torch.zeros_like(p)
+            for p in params:  # (a sharded learner's passes that kept it in step left the others' sums)
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
         self._sum_gradients(params)
-        step.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.train.max_grad_norm))
+        step.grad_norm = self._clip_gradients(params)
         if not math.isfinite(step.grad_norm):
             losses = ", ".join(f"{name} {value:.4g}" for name, value in step.totals.items() if name.startswith("loss/"))
             raise NonFiniteError(

@@ -1,0 +1,63 @@
+"""The data-parallel learner of one learner worker: its share of each step's micro-batches, added up with the other
+workers of its torch.distributed group (gloo on CPU, NCCL on CUDA).
+
+Every worker gets the whole step and collates it, so advantages and the loss's normalisers are those of the whole
+batch; each computes every W-th episode by length (W workers) in micro-batches of train.micro_batch_size, and
+the gradients are summed across workers once per optimizer step, after the accumulation (what DDP's reducer does
+under `no_sync`; here the workers may hold different numbers of micro-batches, which DDP cannot sync). Summed
+gradients are the single-process gradient; every worker clips and steps the same gradient from the same weights,
+so the weights stay equal on all of them and worker 0's are the run's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from agentrl.cluster.weights import cpu_state_dict
+from agentrl.learning.batch import TrainBatch
+from agentrl.learning.learner import Learner
+
+
+class DataParallelLearner(Learner):
+    """A Learner that computes its share of each step's micro-batches and adds up the shares with the other
+    workers of its torch.distributed group (see Learner._sum_rows and the two after it)."""
+
+    def __init__(self, *args: Any, rank: int, world_size: int, **kwargs: Any) -> None:
+        self.rank, self.world_size = rank, world_size
+        super().__init__(*args, **kwargs)
+
+    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
+        by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
+        return list(by_length[self.rank :: self.world_size].split(self.config.train.micro_batch_size))
+
+    def _sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
+        summed = per_row.to(self.device)
+        dist.all_reduce(summed)
+        return summed.cpu()
+
+    def _sum_gradients(self, params: list[torch.Tensor]) -> None:
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in params:
+            p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+
+    def _sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
+        # A worker whose share of the rows the update trains is empty (Learner._rows_to_train) has no loss parts.
+        every: list[list[str]] = [[] for _ in range(self.world_size)]
+        dist.all_gather_object(every, sorted(totals))
+        names = sorted(set().union(*every))
+        summed = torch.tensor([totals.get(name, 0.0) for name in names], dtype=torch.float64, device=self.device)
+        dist.all_reduce(summed)
+        return dict(zip(names, summed.tolist(), strict=True))
+
+    def policy_state(self) -> dict[str, torch.Tensor] | None:
+        """The run's weights, on the CPU: worker 0's (every worker holds the same); None on the others."""
+        return cpu_state_dict(self.model) if self.rank == 0 else None
+
+    def load_policy(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state)
