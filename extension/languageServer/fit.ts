@@ -18,12 +18,15 @@ function planLines(plan: MemoryPlan): string[] {
     .filter((part) => part.bytes > 0)
     .sort((a, b) => b.bytes - a.bytes)
     .map((part) => `- ${part.name}: ${gib(part.bytes)} (${part.detail})`);
+  const memory = plan.device.memoryBytes ?? Infinity;
   const verdict =
     plan.fits === undefined
       ? `on ${plan.device.label}`
       : plan.fits
         ? `fits ${plan.device.label}`
-        : `**does not fit** ${plan.device.label}: the run would be refused at start (train.memory_check)`;
+        : (plan.shortestPeakBytes ?? 0) > memory
+          ? `**does not fit** ${plan.device.label}, even for episodes without a prompt (${gib(plan.shortestPeakBytes ?? 0)}): the run would be refused at start (train.memory_check)`
+          : `**may not fit** ${plan.device.label} at its longest episodes (${plan.rowPositions} positions a row); the run would start with a warning`;
   const lines = [
     `Planned peak memory: ${gib(plan.peakBytes)}, ${verdict}. ${(plan.parameters / 1e6).toFixed(1)}M parameters (${plan.shapeSource}), ${(plan.trainableParameters / 1e6).toFixed(2)}M trained.`,
     parts.join('\n'),

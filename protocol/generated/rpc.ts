@@ -1042,9 +1042,17 @@ export interface ConfigMemoryPlanResult {
 export interface MemoryPlan {
   peakBytes: number;
   /**
+   * The positions each row of an update holds in this plan: rollout.max_context, its rows at their longest.
+   */
+  rowPositions: number;
+  /**
    * peakBytes is at most the device's memoryBytes; absent when that is unknown.
    */
   fits?: boolean;
+  /**
+   * When it does not fit: the peak with every row at rollout.max_turns x (max_new_tokens + tool_output_tokens), no prompt. A run is refused at start when this does not fit either; else it starts with a warning.
+   */
+  shortestPeakBytes?: number;
   parameters: number;
   trainableParameters: number;
   /**

@@ -246,7 +246,9 @@ describe('run-config language server: does the model fit the trainer', () => {
 
   const plan = {
     peakBytes: 3 * 2 ** 30,
+    rowPositions: 1024,
     fits: false,
+    shortestPeakBytes: 2 * 2 ** 30,
     parameters: 134.5e6,
     trainableParameters: 134.5e6,
     shapeSource: "SmolLM2-135M-Instruct's config",
@@ -267,11 +269,18 @@ describe('run-config language server: does the model fit the trainer', () => {
   it("shows the trainer's memory plan, largest part first, and what to change when it does not fit", () => {
     const shown = fitSummary(laptop, { plan });
     assert.match(shown, /^Connected trainer: 8 CPU cores/);
-    assert.match(shown, /Planned peak memory: 3\.0 GiB, \*\*does not fit\*\* this machine's available memory/);
+    assert.match(
+      shown,
+      /Planned peak memory: 3\.0 GiB, \*\*does not fit\*\* this machine's available memory .*, even for episodes without a prompt \(2\.0 GiB\): the run would be refused/,
+    );
     assert.ok(shown.indexOf('- activations: 2.0 GiB') < shown.indexOf('- weights: 0.50 GiB'));
     assert.ok(!shown.includes('reference'), 'a part of 0 bytes is left out');
     assert.match(shown, /To fit, change one of: train\.micro_batch_size 4 -> 1/);
     assert.match(fitSummary(h100, { plan: { ...plan, fits: true, waysToFit: undefined } }), /, fits this machine/);
+    assert.match(
+      fitSummary(laptop, { plan: { ...plan, shortestPeakBytes: 2 ** 29 } }),
+      /\*\*may not fit\*\* .* at its longest episodes \(1024 positions a row\); the run would start with a warning/,
+    );
   });
 
   it('says why there is no plan, and shows the devices alone without an answer', () => {

@@ -142,45 +142,64 @@ def test_lora_trains_the_adapters_peft_adds(tmp_path):
     assert plan.trainable == sum(p.numel() for p in adapted.parameters() if p.requires_grad)
 
 
-def _large_run(check: str):
+def _large_run(check: str, max_turns: int = 8):
+    """SmolLM2 with 16 rows a micro-batch: 8 turns of 128 new tokens and 128 of tool output make 2,048 positions a
+    row even without a prompt, too many for 24 GiB; 2 turns make 512, which fit, though 2,048 (max_context) do not."""
     return load_config_dict(
         {
             "env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"},
             "data": {"train": "tasks.jsonl"},
             "model": {"path": "smollm2"},
-            "rollout": {"engine": "hf", "max_context": 2048},
+            "rollout": {
+                "engine": "hf",
+                "max_context": 2048,
+                "max_turns": max_turns,
+                "max_new_tokens": 128,
+                "tool_output_tokens": 128,
+            },
             "train": {"batch_size": 16, "micro_batch_size": 16, "memory_check": check},
         }
     )
 
 
+SMALL_MACHINE = Device("cpu", "a small machine (24.0 GiB)", 24 << 30)
+
+
 def test_a_run_that_cannot_fit_is_refused_naming_its_parts_and_what_to_change(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_plan, "planned_device", lambda config: Device("cpu", "a small machine", 24 << 30))
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
     with pytest.raises(MemoryPlanError) as refused:
         check_memory(_large_run("refuse"), tmp_path)
     message = str(refused.value)
+    assert "even for episodes without a prompt" in message
     assert "is more than a small machine (24.0 GiB)" in message
     for part in ("weights", "gradients", "optimizer", "activations", "logits", "rollout"):
         assert f"{part} " in message
     assert "train.micro_batch_size 16 -> " in message
     assert "model.gradient_checkpointing: true" in message
     assert "train.memory_check: warn" in message
-    # Each way it names does fit.
+    # A way it names does fit.
     fitted = _large_run("refuse").model_copy(deep=True)
     fitted.model.gradient_checkpointing = True
     assert check_memory(fitted, tmp_path) is None
 
 
+def test_a_run_that_fits_but_not_at_its_longest_episodes_starts_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
+    warning = check_memory(_large_run("refuse", max_turns=2), tmp_path) or ""
+    assert "at its longest episodes (every row at rollout.max_context)" in warning
+    assert "it may run out of memory at its longest" in warning
+
+
 def test_memory_check_warn_starts_with_the_message_and_off_checks_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_plan, "planned_device", lambda config: Device("cpu", "a small machine", 24 << 30))
-    assert "planned peak memory" in (check_memory(_large_run("warn"), tmp_path) or "")
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
+    assert "even for episodes without a prompt" in (check_memory(_large_run("warn"), tmp_path) or "")
     assert check_memory(_large_run("off"), tmp_path) is None
 
 
 def test_agentrl_train_refuses_before_making_a_run_folder(tmp_path, monkeypatch, capfd):
     from agentrl.cli.main import main
 
-    monkeypatch.setattr(memory_plan, "planned_device", lambda config: Device("cpu", "a small machine", 24 << 30))
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
     (tmp_path / "tasks.jsonl").write_text('{"id": "a", "prompt": "x"}\n', encoding="utf-8")
     config = tmp_path / "big.agentrl.yaml"
     config.write_text(json.dumps(_large_run("refuse").model_dump(mode="json")), encoding="utf-8")
@@ -195,12 +214,13 @@ def test_the_server_answers_config_memory_plan_as_the_protocol_says(tmp_path, mo
     from agentrl.server.app import ServerOptions, TrainerServer
     from agentrl.server.protocol import validator_for
 
-    monkeypatch.setattr(memory_plan, "planned_device", lambda config: Device("cpu", "a small machine", 24 << 30))
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
     server = TrainerServer(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
     config = _large_run("refuse").model_dump(mode="json")
     answer = asyncio.run(server.config_memory_plan(None, {"config": config, "configDir": str(tmp_path)}))
     validator_for("config/memoryPlan.result").validate(answer)
-    assert answer["plan"]["fits"] is False and answer["plan"]["waysToFit"]
+    plan = answer["plan"]
+    assert plan["fits"] is False and plan["waysToFit"] and plan["shortestPeakBytes"] > 24 << 30
     config["model"]["path"] = "missing-folder"
     answer = asyncio.run(server.config_memory_plan(None, {"config": config, "configDir": str(tmp_path)}))
     assert "no config.json" in answer["unavailable"]

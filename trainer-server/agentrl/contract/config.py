@@ -373,9 +373,10 @@ class TrainConfig(_Section):
         description=(
             "Before the run starts, its peak memory per device is planned from this config (weights, gradients, "
             "AdamW's moments, activations, logits, the rollout engine's KV cache; docs/memory.md) and compared with "
-            "the device's (the GPU's total, or the system memory available): refuse stops a run that cannot fit, "
-            "naming the parts and the settings that would make it fit; warn starts it with that warning; off skips "
-            "the check."
+            "the device's (the GPU's total, or the system memory available): refuse stops a run that cannot fit "
+            "even episodes without a prompt (rows of rollout.max_turns x (max_new_tokens + tool_output_tokens)), "
+            "naming the parts and the settings that would make it fit, and warns when only rows of "
+            "rollout.max_context would not; warn starts it with that warning either way; off skips the check."
         ),
     )
 

@@ -206,6 +206,7 @@ class MemoryPlan:
     trainable: int
     device: Device
     parts: tuple[MemoryPart, ...]
+    row_positions: int  # the positions each row of the update holds in this plan
 
     @property
     def peak_bytes(self) -> int:
@@ -226,6 +227,7 @@ class MemoryPlan:
         """The `config/memoryPlan` result's `plan` (protocol/schemas/rpc.schema.json)."""
         wire: dict[str, Any] = {
             "peakBytes": self.peak_bytes,
+            "rowPositions": self.row_positions,
             "parameters": self.parameters,
             "trainableParameters": self.trainable,
             "shapeSource": self.shape_source,
@@ -374,12 +376,25 @@ def _rollout_parts(
     ]
 
 
+def episode_positions(config: RunConfig, longest: bool) -> int:
+    """The positions a row of the update holds: at its longest, rollout.max_context; at its shortest full length,
+    what its turns may add without any prompt (rollout.max_turns x (max_new_tokens + tool_output_tokens)), which
+    every episode that uses its turns holds at least."""
+    turns = config.rollout.max_turns * (config.rollout.max_new_tokens + config.rollout.tool_output_tokens)
+    return config.rollout.max_context if longest else min(config.rollout.max_context, turns)
+
+
 def plan_memory(
-    config: RunConfig, base_dir: Path, device: Device | None = None, shards: int | None = None
+    config: RunConfig,
+    base_dir: Path,
+    device: Device | None = None,
+    shards: int | None = None,
+    longest: bool = True,
 ) -> MemoryPlan | str:
     """The run's planned peak memory on `device` (by default this machine's, `planned_device`), with the weights,
-    gradients and optimizer state split over `shards` (by default `learner_shards`); or, when the model's shape
-    cannot be read without loading it, why not."""
+    gradients and optimizer state split over `shards` (by default `learner_shards`), its rows at their longest or
+    at their shortest full length (`episode_positions`); or, when the model's shape cannot be read without loading
+    it, why not."""
     shape, source = model_shape(config, base_dir)
     if shape is None:
         return source
@@ -419,7 +434,7 @@ def plan_memory(
             MemoryPart("reference", parameters * weight_bytes, "a frozen copy of the weights for the KL term", "always")
         )
     rows = min(config.train.micro_batch_size, math.ceil(config.train.batch_size / config.cluster.learner_workers))
-    width = config.rollout.max_context
+    width = episode_positions(config, longest)
     read = min(width - 1, config.rollout.max_turns * config.rollout.max_new_tokens)
     positions = rows * width
     per_layer = _activation_bytes_per_token_layer(shape, weight_bytes, autocast)
@@ -439,7 +454,9 @@ def plan_memory(
         MemoryPart(
             "activations",
             activations,
-            f"{rows} rows x {width:,} positions (train.micro_batch_size, rollout.max_context), {how}",
+            f"{rows} rows x {width:,} positions (train.micro_batch_size, "
+            + ("rollout.max_context" if longest else "rollout.max_turns x (max_new_tokens + tool_output_tokens)")
+            + f"), {how}",
             "update",
         )
     )
@@ -476,7 +493,7 @@ def plan_memory(
             "always",
         )
     )
-    return MemoryPlan(shape, source, parameters, trainable, device, tuple(parts))
+    return MemoryPlan(shape, source, parameters, trainable, device, tuple(parts), width)
 
 
 def _changed(config: RunConfig, section: str, key: str, value: Any) -> RunConfig | None:
@@ -488,7 +505,7 @@ def _changed(config: RunConfig, section: str, key: str, value: Any) -> RunConfig
         return None
 
 
-def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan) -> list[str]:
+def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool = True) -> list[str]:
     """The settings that, changed alone, bring the planned peak under the device's memory, each with its new peak:
     the smallest change of each kind that does."""
     budget = plan.device.memory_bytes
@@ -499,7 +516,7 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan) -> list[str
     def fits(changed: RunConfig | None, shards: int | None = None) -> int | None:
         if changed is None:
             return None
-        replanned = plan_memory(changed, base_dir, plan.device, shards)
+        replanned = plan_memory(changed, base_dir, plan.device, shards, longest)
         return replanned.peak_bytes if isinstance(replanned, MemoryPlan) and replanned.peak_bytes <= budget else None
 
     size = config.train.micro_batch_size
@@ -551,28 +568,44 @@ def describe(plan: MemoryPlan) -> str:
     return "; ".join(f"{p.name} {gib(p.bytes)} ({p.detail})" for p in parts if p.bytes)
 
 
-def check_memory(config: RunConfig, base_dir: Path) -> str | None:
-    """Before a run starts (train.memory_check): raises MemoryPlanError when its planned peak is more than its
-    device has and the check refuses; returns the same words as a warning when it warns; None when it fits, when
-    the check is off, or when the plan cannot be made (the model's shape unknown without loading it)."""
-    setting: MemoryCheck = config.train.memory_check
-    if setting == "off" or config.cluster.backend == "ray":
-        return None  # Ray's learners run on the cluster's devices, which this machine cannot see
-    plan = plan_memory(config, base_dir)
-    if not isinstance(plan, MemoryPlan) or plan.fits is not False:
-        return None
+def _over(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool) -> str:
     assert plan.device.memory_bytes is not None
-    ways = ways_to_fit(config, base_dir, plan)
-    message = (
-        f"the run's planned peak memory, {gib(plan.peak_bytes)}, is more than {plan.device.label} "
-        f"({gib(plan.device.memory_bytes)}): {describe(plan)}. "
+    ways = ways_to_fit(config, base_dir, plan, longest)
+    which = (
+        "at its longest episodes (every row at rollout.max_context)"
+        if longest
+        else "even for episodes without a prompt (every row at rollout.max_turns x (max_new_tokens + "
+        "tool_output_tokens))"
+    )
+    return (
+        f"the run's planned peak memory {which}, {gib(plan.peak_bytes)}, is more than {plan.device.label}: "
+        f"{describe(plan)}. "
         + (
             "To fit, change one of: " + "; ".join(ways) + ". "
             if ways
             else "No single setting brings it under; a smaller model or a larger device does. "
         )
-        + "Or set train.memory_check: warn to start anyway (docs/memory.md says how the plan is made)."
     )
-    if setting == "refuse":
-        raise MemoryPlanError(message)
-    return message
+
+
+def check_memory(config: RunConfig, base_dir: Path) -> str | None:
+    """Before a run starts (train.memory_check). Raises MemoryPlanError when even its shortest full episodes cannot
+    fit the device and the check refuses; returns a warning when they can but its longest cannot (or when the check
+    warns); None when it fits, when the check is off, or when the plan cannot be made (the model's shape unknown
+    without loading it)."""
+    setting: MemoryCheck = config.train.memory_check
+    if setting == "off" or config.cluster.backend == "ray":
+        return None  # Ray's learners run on the cluster's devices, which this machine cannot see
+    longest = plan_memory(config, base_dir)
+    if not isinstance(longest, MemoryPlan) or longest.fits is not False:
+        return None
+    shortest = plan_memory(config, base_dir, longest.device, longest=False)
+    assert isinstance(shortest, MemoryPlan)
+    if shortest.fits is False:
+        message = _over(config, base_dir, shortest, longest=False)
+        if setting == "refuse":
+            raise MemoryPlanError(
+                message + "Or set train.memory_check: warn to start anyway (docs/memory.md says how the plan is made)."
+            )
+        return message
+    return _over(config, base_dir, longest, longest=True) + "The run starts; it may run out of memory at its longest."

@@ -790,6 +790,9 @@ class TrainerServer:
                 return {"unavailable": found}
             wire = found.to_wire()
             if found.fits is False:
+                shortest = plan_memory(config, base, found.device, longest=False)
+                assert isinstance(shortest, MemoryPlan)
+                wire["shortestPeakBytes"] = shortest.peak_bytes
                 wire["waysToFit"] = ways_to_fit(config, base, found)
             return {"plan": wire}
 
