@@ -1,6 +1,7 @@
 // Starts the run-config language server (dist/languageServer.js) over IPC and keeps it alive: its logs go
 // to the extension's LogOutputChannel, its protocol trace follows that channel's level, a crash is reported
 // and the server restarted (a few times), and `agentRl.restartLanguageServer` restarts it on demand.
+import { dirname } from 'node:path';
 import * as vscode from 'vscode';
 import {
   CloseAction,
@@ -17,9 +18,11 @@ import {
 } from 'vscode-languageclient/node';
 import { Commands } from './commands';
 import { registerCommands, SHOW_LOGS, showError, type Ctx } from './ctx';
-import { trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
+import { memoryPlanRequest, trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
 import { RUN_CONFIG_GLOB } from './settings';
 
+/** A hover waits this long for the trainer's memory plan (a config.json read, a tiny model's tokenizer built). */
+const MEMORY_PLAN_TIMEOUT_MS = 5_000;
 /** More crashes than this within CRASH_WINDOW_MS and the server stays down until the user restarts it. */
 const MAX_CRASHES = 4;
 const CRASH_WINDOW_MS = 3 * 60_000;
@@ -85,6 +88,17 @@ export function startLanguageClient(ctx: Ctx): LanguageClientHandle {
   const sendDevices = async (): Promise<void> => {
     if (client.state === State.Running) await client.sendNotification(trainerDevicesNotification, devices);
   };
+  // The language server's hover asks for the trainer's memory plan through here: only the extension host holds the
+  // trainer connection. A local trainer shares this filesystem, so a relative model.path resolves where the config is.
+  client.onRequest(memoryPlanRequest, async ({ config, configPath }) => {
+    if (!ctx.connection.isConnected) return null;
+    const where = ctx.connection.kind === 'local' ? { configDir: dirname(configPath) } : {};
+    try {
+      return await ctx.connection.request('config/memoryPlan', { config, ...where }, MEMORY_PLAN_TIMEOUT_MS);
+    } catch (err) {
+      return { unavailable: err instanceof Error ? err.message : String(err) };
+    }
+  });
   const start = async (): Promise<void> => {
     try {
       await client.start();

