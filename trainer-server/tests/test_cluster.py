@@ -309,3 +309,31 @@ def test_an_agent_run_on_two_rollout_workers_records_what_one_process_does(tmp_p
     assert_same_episodes(two, one)
     [metrics] = [e["data"]["metrics"] for e in read_events(two) if e["type"] == "metrics"]
     assert metrics["agent/requests"] == 16 and metrics["agent/prefix_breaks"] == 0  # 8 episodes, 2 requests each
+
+
+def test_a_sharded_run_stopped_resumed_and_exported_trains_as_one_process_does(tmp_path, local_ray, one_process_run):
+    """cluster.sharding: fsdp: each of the 2 learner workers holds half of every weight (agentrl/cluster/
+    sharded_learner.py; its own tests check the shards and the passes that keep the workers in step). The run stops
+    after its first step, resumes from that checkpoint into fresh sharded workers (whole weights and optimizer state
+    split again), and its final checkpoint, a `save_pretrained` folder like any other, exports to the weights one
+    process trains."""
+    from agentrl.cli.export import export
+
+    config = example(*TWO_STEPS, *ON_RAY, "cluster.sharding=fsdp", "train.checkpoint_every=1")
+    run_dir = train(config, runs_dir=tmp_path / "runs", max_steps=1, config_base_dir=EXAMPLE_CONFIG.parent)
+    assert latest_status(read_events(run_dir))["step"] == 1
+    train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    assert_same_episodes(run_dir, one_process_run)
+    expected = final_weights(one_process_run)
+    [last] = sorted((run_dir / "checkpoints").glob("step-*"))[-1:]
+    export(run_dir, tmp_path / "exported")
+    [exported_file] = (tmp_path / "exported").glob("*.safetensors")
+    exported = load_file(exported_file)
+    initial = load_policy(example().model, 0)[0].state_dict()
+    assert last.name == "step-000002" and exported.keys() == expected.keys()
+    worst = max(
+        float((expected[name] - exported[name]).norm()) / float((expected[name] - initial[name]).norm())
+        for name in expected
+    )
+    assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"

@@ -14,8 +14,9 @@ Every gather is a collective, so every worker must run the same passes in the sa
 a step's rows makes fewer micro-batches runs passes on one row that add nothing (`_keep_in_step`), and a
 micro-batch's shared prefix runs with the rest of it (one call of each layer a pass).
 
-On CUDA the shards hold float32 weights and the passes compute in the model's dtype (bfloat16 by default), with the
-gradients summed in float32 (FSDP2's MixedPrecisionPolicy): fp32 master weights. On CPU (gloo) they compute in their
+On CUDA the shards of the weights that train are float32 and the passes compute in the model's dtype (bfloat16 by
+default), with the gradients summed in float32 (FSDP2's MixedPrecisionPolicy): fp32 master weights (a LoRA run's
+frozen base stays in its dtype). On CPU (gloo) they compute in their
 own dtype, with train.bf16_autocast as without sharding.
 
 Checkpoints and the rollout workers get the whole weights, gathered on worker 0, and the optimizer state gathered
@@ -75,8 +76,10 @@ class ShardedLearner(DataParallelLearner):
             if model is None:
                 continue
             compute_dtype = next(model.parameters()).dtype
-            if cuda:
-                model.float()  # the master weights; the passes compute in compute_dtype
+            if cuda:  # float32 master copies of the weights that train; every pass computes in compute_dtype
+                for parameter in model.parameters():
+                    if parameter.requires_grad:
+                        parameter.data = parameter.data.float()
             precision = MixedPrecisionPolicy(
                 param_dtype=compute_dtype if cuda else None,
                 reduce_dtype=torch.float32 if cuda else None,

@@ -16,7 +16,8 @@ What is counted, and why it is there (docs/memory.md has the formula and how clo
   KV cache (on CUDA, the share of the GPU vLLM takes: its gpu_memory_utilization, which agentrl leaves at vLLM's
   default);
 - the process itself (Python, torch, CUDA's context).
-Sharding (cluster.sharding: fsdp) divides weights, gradients and optimizer state by cluster.learner_workers.
+Sharding (cluster.sharding: fsdp) divides weights, gradients and optimizer state by cluster.learner_workers, adds
+the weights a pass gathers whole, and on CUDA keeps float32 master copies of the weights that train.
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def trainable_parameters(config: RunConfig, shape: ModelShape) -> int:
 
 @dataclass(frozen=True)
 class MemoryPart:
-    name: str  # weights, reference, gradients, optimizer, activations, autocast_copies, logits, working_set, rollout,
-    # runtime
+    # weights, reference, gradients, optimizer, gathered_weights, activations, autocast_copies, logits, working_set,
+    # rollout, runtime
+    name: str
     bytes: int
     detail: str  # how it was counted, in words
     phase: Literal["always", "update", "rollout"]  # held for the whole run, during the update, or during rollouts
@@ -406,13 +408,18 @@ def plan_memory(
     trainable = trainable_parameters(config, shape)
     shards = shards or learner_shards(config)
     lora = config.model.lora.enabled
-    trained_bytes = 4 if lora else weight_bytes  # peft keeps adapters in float32
+    fsdp = config.cluster.sharding == "fsdp"
+    # peft keeps adapters in float32; the sharded learner keeps float32 master copies of what trains on CUDA
+    masters = not lora and fsdp and device.kind == "cuda"
+    trained_bytes = 4 if lora or masters else weight_bytes
+    stored_bytes = 4 if masters else weight_bytes
     sharded = f" / {shards} shards" if shards > 1 else ""
     parts = [
         MemoryPart(
             "weights",
-            parameters * weight_bytes // shards + (trainable * 4 if lora else 0),
-            f"{parameters / 1e6:,.1f}M parameters x {weight_bytes} bytes{sharded}"
+            parameters * stored_bytes // shards + (trainable * 4 if lora else 0),
+            f"{parameters / 1e6:,.1f}M parameters x {stored_bytes} bytes{sharded}"
+            + (" (float32 master weights)" if masters else "")
             + (f", and {trainable / 1e6:,.2f}M float32 LoRA parameters" if lora else ""),
             "always",
         ),
@@ -431,7 +438,24 @@ def plan_memory(
     ]
     if config.algorithm.kl.coef > 0 and not lora:
         parts.append(
-            MemoryPart("reference", parameters * weight_bytes, "a frozen copy of the weights for the KL term", "always")
+            MemoryPart(
+                "reference",
+                parameters * weight_bytes // shards,
+                f"a frozen copy of the weights for the KL term{sharded}",
+                "always",
+            )
+        )
+    if fsdp:
+        embedding = shape.vocab * shape.hidden * (1 if shape.tied else 2)
+        layer = (parameters - embedding) // shape.layers
+        parts.append(
+            MemoryPart(
+                "gathered_weights",
+                (embedding + 2 * layer) * weight_bytes,
+                "the weights FSDP gathers whole during a pass: the embeddings and output head, and two layers "
+                "(the one running and the next, prefetched)",
+                "update",
+            )
         )
     rows = min(config.train.micro_batch_size, math.ceil(config.train.batch_size / config.cluster.learner_workers))
     width = episode_positions(config, longest)
