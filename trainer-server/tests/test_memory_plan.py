@@ -142,6 +142,27 @@ def test_lora_trains_the_adapters_peft_adds(tmp_path):
     assert plan.trainable == sum(p.numel() for p in adapted.parameters() if p.requires_grad)
 
 
+
+def test_fsdp_shards_the_state_and_on_cuda_keeps_float32_masters_and_gathers_a_pass_s_weights(tmp_path):
+    """cluster.sharding: fsdp (agentrl/cluster/sharded_learner.py): weights, gradients and moments split over the
+    learner workers; on CUDA the shards that train are float32 whatever model.dtype is; a pass holds the embeddings and
+    two layers whole."""
+    gpu = Device("cuda", "an 80 GiB GPU", 80 << 30)
+    whole = _large_run("refuse")
+    tree = whole.model_dump(mode="json")
+    tree["cluster"].update(backend="ray", learner_workers=4, sharding="fsdp")
+    sharded = load_config_dict(tree)
+    one, four = plan_memory(whole, tmp_path, gpu), plan_memory(sharded, tmp_path, gpu)
+    assert isinstance(one, MemoryPlan) and isinstance(four, MemoryPlan)
+    parameters = one.parameters
+    assert one.part("optimizer") == 2 * parameters * 2  # bfloat16 moments of a bfloat16 model
+    assert four.part("optimizer") == 2 * parameters * 4 // 4  # float32 moments of float32 masters, a quarter each
+    assert four.part("weights") == parameters * 4 // 4
+    shape = four.shape
+    embedding = shape.vocab * shape.hidden * (1 if shape.tied else 2)
+    assert four.part("gathered_weights") == (embedding + 2 * ((parameters - embedding) // shape.layers)) * 2
+    assert one.part("gathered_weights") == 0
+
 def _large_run(check: str, max_turns: int = 8):
     """SmolLM2 with 16 rows a micro-batch: 8 turns of 128 new tokens and 128 of tool output make 2,048 positions a
     row even without a prompt, too many for 24 GiB; 2 turns make 512, which fit, though 2,048 (max_context) do not."""

