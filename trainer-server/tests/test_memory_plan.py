@@ -142,7 +142,6 @@ def test_lora_trains_the_adapters_peft_adds(tmp_path):
     assert plan.trainable == sum(p.numel() for p in adapted.parameters() if p.requires_grad)
 
 
-
 def test_fsdp_shards_the_state_and_on_cuda_keeps_float32_masters_and_gathers_a_pass_s_weights(tmp_path):
     """cluster.sharding: fsdp (agentrl/cluster/sharded_learner.py): weights, gradients and moments split over the
     learner workers; on CUDA the shards that train are float32 whatever model.dtype is; a pass holds the embeddings and
@@ -162,6 +161,7 @@ def test_fsdp_shards_the_state_and_on_cuda_keeps_float32_masters_and_gathers_a_p
     embedding = shape.vocab * shape.hidden * (1 if shape.tied else 2)
     assert four.part("gathered_weights") == (embedding + 2 * ((parameters - embedding) // shape.layers)) * 2
     assert one.part("gathered_weights") == 0
+
 
 def _large_run(check: str, max_turns: int = 8):
     """SmolLM2 with 16 rows a micro-batch: 8 turns of 128 new tokens and 128 of tool output make 2,048 positions a
