@@ -4,7 +4,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { trainerDevicesNotification } from '../../extension/languageServer/protocol';
+import {
+  memoryPlanRequest,
+  trainerDevicesNotification,
+  type MemoryPlanParams,
+} from '../../extension/languageServer/protocol';
 import {
   createMessageConnection,
   StreamMessageReader,
@@ -67,11 +71,29 @@ describe('run-config language server over LSP', function () {
     assert.equal(hover, null); // batch_size under an unknown section has no schema to describe
   });
 
-  it('hovers on model keys with the devices the extension passed on from the trainer, and whether the model fits', async () => {
+  it('hovers on model keys with the devices the extension passed on from the trainer, and the plan it asked the trainer for', async () => {
     const file = join(ROOT, 'test', 'fixtures', 'run-configs', 'valid.agentrl.yaml');
     const uri = pathToFileURL(file).href;
     await connection.sendNotification('textDocument/didOpen', {
       textDocument: { uri, languageId: 'yaml', version: 1, text: readFileSync(file, 'utf8') },
+    });
+    // The extension host's part: it asks the connected trainer (config/memoryPlan) and answers with the trainer's plan.
+    const asked: MemoryPlanParams[] = [];
+    connection.onRequest(memoryPlanRequest, (params) => {
+      asked.push(params);
+      return {
+        plan: {
+          peakBytes: 3 * 2 ** 30,
+          rowPositions: 1024,
+          fits: true,
+          shortestPeakBytes: 2 * 2 ** 30,
+          parameters: 134.5e6,
+          trainableParameters: 134.5e6,
+          shapeSource: "SmolLM2-135M-Instruct's config",
+          device: { kind: 'cuda' as const, label: 'H100 (80.0 GiB)', memoryBytes: 80 * 2 ** 30 },
+          parts: [{ name: 'weights', bytes: 2 ** 29, detail: '134.5M parameters x 4 bytes', phase: 'always' as const }],
+        },
+      };
     });
     await connection.sendNotification(trainerDevicesNotification, {
       cpu: { name: 'x86_64', cores: 16 },
@@ -83,6 +105,9 @@ describe('run-config language server over LSP', function () {
     })) as { contents: { value: string } };
     assert.match(hover.contents.value, /\*\*model\.path\*\*/);
     assert.match(hover.contents.value, /Connected trainer: 16 CPU cores; GPUs: H100 \(80\.0 GiB\)\./);
-    assert.match(hover.contents.value, /Fits the largest GPU/);
+    assert.match(hover.contents.value, /Planned peak memory: 3\.0 GiB, fits H100 \(80\.0 GiB\)/);
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0].configPath, file); // the trainer reads the model's shape relative to the config's folder
+    assert.deepEqual(asked[0].config.model, { path: 'tiny' }); // the file's contents, parsed
   });
 });
