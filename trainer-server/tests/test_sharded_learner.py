@@ -8,6 +8,7 @@ micro-batch: 2 on one worker, 1 on the other): a worker with fewer must run pass
 collectives of the next layer would pair up wrong and hang; the test's timeout turns a hang into a failure."""
 
 import copy
+import functools
 import multiprocessing
 import os
 import socket
@@ -17,6 +18,8 @@ import pytest
 import torch
 from agentrl.cluster.sharded_learner import ShardedLearner, decoder_layers
 from agentrl.contract.config import load_config_dict
+from agentrl.learning import learner as learner_module
+from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.rollout.hf_engine import HfRolloutEngine
@@ -36,7 +39,17 @@ ALGORITHMS = {
     "ppo-kl": {"algorithm": {"name": "ppo", "kl": {"coef": 0.1}}},
     # Only the adapters train; the base weights are sharded and frozen, and the adapter-disabled model is the reference.
     "grpo-lora": {"model": {"lora": {"enabled": True}}, "algorithm": {"kl": {"coef": 0.1}}},
+    # The output head's chunked projection re-projecting every chunk in its written-out backward (what a large
+    # vocabulary does), with the head's weight (tied to the embeddings) gathered by the root.
+    "grpo-reprojected": {"projection": {"chunk_rows": 3, "kept_logits_bytes": 0}},
 }
+
+
+def project_as(name: str) -> None:
+    """The learner's vocabulary projection as the variant `name` sets it (in this process)."""
+    projection = ALGORITHMS[name].get("projection")
+    if projection:
+        learner_module.target_logprobs = functools.partial(logprobs_module.target_logprobs, **projection)
 
 
 def make_config(name: str, sharding: str = "none"):
@@ -74,6 +87,7 @@ def sharded_worker(rank: int, port: int, name: str, initial: dict, episodes: lis
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORKERS)
+    project_as(name)
     try:
         cfg = make_config(name, "fsdp")
 
@@ -126,12 +140,14 @@ def run_sharded(name: str, initial: dict, episodes: list, out: Path) -> dict:
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
-def test_two_sharded_workers_checkpointed_and_resumed_train_as_one_process_does(tmp_path, name):
+def test_two_sharded_workers_checkpointed_and_resumed_train_as_one_process_does(tmp_path, monkeypatch, name):
     episodes = step_episodes(name)
     cfg = make_config(name)
     model, tokenizer, device = load_policy(cfg.model, cfg.seed)
     initial = {key: value.clone() for key, value in model.state_dict().items()}
     sharded = run_sharded(name, initial, episodes, tmp_path / "sharded.pt")
+    monkeypatch.setattr(learner_module, "target_logprobs", learner_module.target_logprobs)  # restored after the test
+    project_as(name)
 
     one = Learner(model, tokenizer, cfg, device)
     one.update(copy.deepcopy(episodes))
