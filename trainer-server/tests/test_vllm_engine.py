@@ -115,6 +115,14 @@ def _worker_cpu_seconds() -> float:
     return total
 
 
+def test_a_started_engine_keeps_no_copy_of_the_weights_on_disk(engine):
+    """vLLM loaded them from the engine's folder and updates go through memory: a process killed before close() leaves
+    the folder's config and tokenizer behind, not the weights."""
+    folder = Path(engine._folder)
+    assert (folder / "config.json").exists()
+    assert not list(folder.glob("*.safetensors"))
+
+
 def test_an_idle_engine_leaves_the_cores_to_the_learner(engine):
     """vLLM's worker polls its message queue for a second after each message by default; on CPU the engine shortens
     that, so the update that follows a rollout does not share its cores with a polling worker."""

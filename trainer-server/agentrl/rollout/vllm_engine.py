@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 # Before vllm is imported: the weight push sends a function (`_load_weights`) to vLLM's worker process.
@@ -244,6 +245,10 @@ class VllmSampler:
             tokenizer.save_pretrained(self._folder)
             self.dtype = _engine_dtype(rollout_cfg.vllm_dtype, base.dtype, device)
             self.engine = self.call(self._start(concurrent_sequences * rollout_cfg.max_context))
+            # vLLM has loaded the weights and never reads their copy on disk again (updates go through memory); a
+            # process killed before close() would leave it behind (0.5 GB for SmolLM2). Its config and tokenizer stay.
+            for written in Path(self._folder).glob("*.safetensors"):
+                written.unlink()
             if self.device.type == "cpu":
                 # Not inside _start: vLLM keeps the frame that awaits this call, and a frame holding the engine
                 # kept it alive until the interpreter's exit (close() could not collect it).
