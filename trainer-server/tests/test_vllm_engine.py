@@ -118,7 +118,7 @@ def _worker_cpu_seconds() -> float:
 def test_a_started_engine_keeps_no_copy_of_the_weights_on_disk(engine):
     """vLLM loaded them from the engine's folder and updates go through memory: a process killed before close() leaves
     the folder's config and tokenizer behind, not the weights."""
-    folder = Path(engine._folder)
+    folder = Path(engine.sampler._folder)
     assert (folder / "config.json").exists()
     assert not list(folder.glob("*.safetensors"))
 
