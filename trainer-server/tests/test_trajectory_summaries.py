@@ -6,8 +6,15 @@ import random
 
 import pytest
 from agentrl.run import runstore, trajectory_summaries
-from agentrl.run.runstore import EVENTS_FILE, TRAJECTORY_INDEX_FILE, TRAJECTORY_INDEX_ROW, RunStore, read_events
-from agentrl.run.trajectory_summaries import SORTS, TrajectorySummaries
+from agentrl.run.runstore import (
+    EPISODE_SORTS,
+    EVENTS_FILE,
+    TRAJECTORY_INDEX_FILE,
+    TRAJECTORY_INDEX_ROW,
+    RunStore,
+    read_events,
+)
+from agentrl.run.trajectory_summaries import TrajectorySummaries
 
 STATUSES = ("finished", "truncated", "error")
 
@@ -63,7 +70,7 @@ QUERIES = [
     {"status": "error"},
     {"has_tool_error": True, "sort": "response_tokens"},
     {"status": "finished", "has_tool_error": False, "sort": "-response_tokens"},
-    *({"sort": sort} for sort in SORTS),
+    *({"sort": sort} for sort in EPISODE_SORTS),
 ]
 
 
@@ -163,3 +170,12 @@ def test_a_reader_follows_a_live_run(tmp_path):
     with (store.run_dir / EVENTS_FILE).open("ab") as log:
         log.write(b'{"seq": 99, "time": 0, "type": "traj')  # a line still being written is not a summary yet
     assert summaries.query()[1] == 3 * 6
+
+
+def test_the_sorts_are_the_ones_the_protocol_names():
+    """trajectory/query and trajectory/search take the sorts runstore.EPISODE_SORTS defines, no more and no fewer."""
+    from agentrl.contract.schemas import load_schema
+
+    defs = load_schema("rpc.schema.json")["$defs"]
+    for method in ("trajectory/query", "trajectory/search"):
+        assert defs[f"{method}.params"]["properties"]["sort"]["enum"] == list(EPISODE_SORTS), method

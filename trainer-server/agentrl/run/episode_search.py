@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from agentrl.run.runstore import (
+    EPISODE_SORTS,
     EVENTS_FILE,
     STEP_FILE_PATTERN,
     TRAJECTORIES_DIR,
@@ -36,15 +37,6 @@ from agentrl.run.runstore import (
 SEARCH_FILE = "search.sqlite"
 _SCHEMA_VERSION = 1
 _BUSY_TIMEOUT_MS = 10_000  # a writer (the trainer, or a reader's sync) holds the lock for one step at most
-# trajectory/search's sorts (trajectory/query's): the column and whether larger comes first. Ties go by id (step,
-# group, sample), in the sort's direction.
-SORT_KEYS = {
-    "step": ("step", False),
-    "reward": ("reward", False),
-    "-reward": ("reward", True),
-    "response_tokens": ("response_tokens", False),
-    "-response_tokens": ("response_tokens", True),
-}
 # The episodes' figures a search filters and sorts by, as numpy reads them (status: its index in
 # TRAJECTORY_STATUSES).
 COLUMNS = {
@@ -264,7 +256,7 @@ class EpisodeSearch:
             rowids = columns["rowid"][page].tolist()
             marks = ",".join("?" * len(rowids))
             summaries = dict(db.execute(f"SELECT rowid, summary FROM episodes WHERE rowid IN ({marks})", rowids))
-        column, descending = SORT_KEYS[sort]
+        column, descending = EPISODE_SORTS[sort]
         sign = -1 if descending else 1
         matches = [
             Match(
@@ -330,7 +322,7 @@ def _int_array(cursor: sqlite3.Cursor) -> np.ndarray:
 
 def _ordered(columns: dict[str, np.ndarray], chosen: np.ndarray, sort: str) -> np.ndarray:
     """`chosen` in `sort`'s order, ties by id (step, group, sample) in the sort's direction."""
-    column, descending = SORT_KEYS[sort]
+    column, descending = EPISODE_SORTS[sort]
     keys = [columns[name][chosen] for name in ("sample", "grp", "step")]  # np.lexsort: the last key sorts first
     if column != "step":
         keys.append(columns[column][chosen])

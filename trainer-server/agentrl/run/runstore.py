@@ -47,6 +47,16 @@ TRAJECTORY_STATUSES: tuple[str, ...] = tuple(
     load_schema("rpc.schema.json")["$defs"]["trajectorySummary"]["properties"]["status"]["enum"]
 )
 
+# The orders trajectory/query and trajectory/search list a run's episodes in: the figure each sorts by and whether
+# larger comes first. Ties go by id (step, group, sample), in the sort's direction.
+EPISODE_SORTS = {
+    "step": ("step", False),
+    "reward": ("reward", False),
+    "-reward": ("reward", True),
+    "response_tokens": ("response_tokens", False),
+    "-response_tokens": ("response_tokens", True),
+}
+
 
 def trajectory_index_values(position: int, offset: int, length: int, summary: dict[str, Any]) -> tuple[Any, ...]:
     """The fields of index row `position`: the `trajectory` event whose line starts at byte `offset` of events.jsonl."""

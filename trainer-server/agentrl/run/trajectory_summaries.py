@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from agentrl.run.runstore import (
+    EPISODE_SORTS,
     EVENTS_FILE,
     TRAJECTORY_INDEX_FILE,
     TRAJECTORY_INDEX_ROW,
@@ -34,21 +35,12 @@ from agentrl.run.runstore import (
 ROW = np.dtype(
     [
         (name, "<i8")
-        for name in ("position", "offset", "length", "step", "group", "sample", "status", "errors", "tokens")
+        for name in ("position", "offset", "length", "step", "group", "sample", "status", "errors", "response_tokens")
     ]
     + [("reward", "<f8")]
 )
 assert ROW.itemsize == TRAJECTORY_INDEX_ROW.size
 _ROWS_PER_READ = 1 << 20  # index rows read at a time (80 MB): memory stays bounded whatever the file's size
-# The sorts trajectory/query takes: the column, and whether larger comes first. Ties go by id (step, group, sample),
-# in the sort's direction.
-SORTS = {
-    "step": ("step", False),
-    "reward": ("reward", False),
-    "-reward": ("reward", True),
-    "response_tokens": ("tokens", False),
-    "-response_tokens": ("tokens", True),
-}
 
 
 class IndexMismatch(Exception):
@@ -174,7 +166,7 @@ class TrajectorySummaries:
     def _sorted(self, by_id: np.ndarray, sort: str) -> np.ndarray:
         """Rows given in id order, in `sort`'s order; a stable sort, so ties keep the id order (reversed with a
         descending sort)."""
-        column, descending = SORTS[sort]
+        column, descending = EPISODE_SORTS[sort]
         if descending:
             by_id = by_id[::-1]
             return by_id[np.argsort(-self._rows[column][by_id], kind="stable")]
