@@ -33,3 +33,19 @@ def test_freed_tensors_come_back_from_the_heap_instead_of_fresh_pages():
     # By default each later round faults its 136 MiB again (about 5 x 34,816 in all); kept, they reuse the heap's
     # pages (a round may still land in another malloc arena once, when a thread holds the main one).
     assert sum(later) < 2 * first, result["faults"]
+
+
+def test_a_child_reports_its_own_peak_not_its_parents():
+    """Linux carries ru_maxrss over from the parent through fork and exec: a child of this (grown) process would
+    report this process's peak as its own. peak_resident_bytes reads the child's own address space's."""
+    grown = bytearray(768 << 20)  # touched: resident in this process
+    grown[::4096] = b"x" * len(grown[::4096])
+    child = (
+        "import resource\n"
+        "from agentrl.learning.cpu_memory import peak_resident_bytes\n"
+        "print(peak_resident_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+    )
+    own, inherited = map(int, subprocess.check_output([sys.executable, "-c", child], text=True).split())
+    del grown
+    assert inherited >= 768 << 20  # what getrusage says in the child: at least this process's peak
+    assert own < 512 << 20  # a Python that imported agentrl's allocator settings: tens of MiB

@@ -1,13 +1,12 @@
 """The memory plan (agentrl/learning/memory_plan.py) against what the learner really holds: random Llama models of three
-sizes, built in code, each run through two real updates in a fresh process whose peak resident memory
-(getrusage's ru_maxrss, the kernel's own high-water mark, which no sampling can miss) above what the process held
-before the model is compared with the plan's weights, gradients, AdamW moments, activations and logits. And the
+sizes, built in code, each run through two real updates in a fresh process whose peak resident memory (the kernel's
+own high-water mark of its address space, which no sampling can miss: cpu_memory.peak_resident_bytes) above what the
+process held before the model is compared with the plan's weights, gradients, AdamW moments, activations and logits. And the
 refusal: what it says, and train.memory_check's warn and off."""
 
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from agentrl.contract.config import load_config_dict
 from agentrl.learning import memory_plan
+from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.learning.memory_plan import Device, MemoryPlan, MemoryPlanError, check_memory, plan_memory
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
@@ -72,7 +72,7 @@ def _measure(args: dict) -> dict:
         pad_token_id = 0
         eos_token_id = 0
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = peak_resident_bytes()
     model = LlamaForCausalLM(shape).train()
     learner = Learner(model, Tokenizer(), config, torch.device("cpu"))
     prompt = 16
@@ -87,7 +87,7 @@ def _measure(args: dict) -> dict:
         episodes.append(episode)
     for _ in range(2):
         assert learner.update(episodes).metrics["adv/zero_frac"] == 0.0  # every row carries a gradient
-    measured = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    measured = peak_resident_bytes() - before
     return {"measured": measured, "planned": planned}
 
 

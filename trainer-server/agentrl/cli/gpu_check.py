@@ -21,7 +21,6 @@ import importlib.metadata
 import importlib.util
 import json
 import platform
-import resource
 import sys
 import tempfile
 import time
@@ -428,6 +427,7 @@ def check_learner(ctx: Context, shape: Shape, model: Any) -> list[Row]:
     """Two GRPO updates of every weight on synthetic episodes (the first loads the kernels); the second's tokens/s
     against the device's peak at 6 floating-point operations a parameter a token (forward and backward), and the
     peak memory of the update."""
+    from agentrl.learning.cpu_memory import peak_resident_bytes
     from agentrl.learning.learner import Learner
 
     sizes = ctx.sizes
@@ -475,7 +475,7 @@ def check_learner(ctx: Context, shape: Shape, model: Any) -> list[Row]:
             f"learner/{shape.name}/peak_memory",
             f"process peak memory after the learner, {shape.name}",
             OK,
-            figure=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # Linux reports KiB
+            figure=peak_resident_bytes() / 2**30,
             unit="GiB",
             detail="the process's peak resident memory so far (a CPU has no per-update peak)",
         )

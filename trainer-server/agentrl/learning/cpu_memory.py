@@ -47,3 +47,22 @@ def keep_freed_memory() -> bool:
         (M_MMAP_MAX, NO_MMAPPED_BLOCKS),
     )
     return all([bool(mallopt(parameter, value)) for parameter, value in settings])
+
+
+def peak_resident_bytes() -> int:
+    """This process's peak resident memory: its own address space's high-water mark (VmHWM in /proc/self/status,
+    Linux). Not getrusage's ru_maxrss, which Linux carries over from the parent through fork and exec: a run or a
+    check started by a large process (a server, a test session of gigabytes) would report the parent's peak.
+    Elsewhere (no /proc) ru_maxrss is what there is."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # in kB
+    except OSError:
+        pass
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS counts bytes, Linux KiB

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import resource
 import signal
 import sys
 import threading
@@ -31,6 +30,7 @@ from agentrl.environment.agent import load_agent
 from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.tool import describe_exception
+from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.learning.memory_plan import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
@@ -65,7 +65,7 @@ def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: 
 def _peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    return peak_resident_bytes() / 2**20
 
 
 @contextmanager
