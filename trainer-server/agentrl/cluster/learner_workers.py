@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from agentrl.cluster.data_parallel import DataParallelLearner
 from agentrl.cluster.sharded_learner import ShardedLearner
+from agentrl.cluster.weight_broadcast import BroadcastGroup, Layout
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
 from agentrl.learning.learner import Update
@@ -41,6 +42,7 @@ class LearnerWorker:
         self.model, self.tokenizer, self.device = load_policy(self.config.model, self.config.seed)
         self.learner: DataParallelLearner | None = None
         self._gathered: dict[str, torch.Tensor] | None = None  # worker 0's whole weights, until policy_state
+        self._broadcast: BroadcastGroup | None = None  # worker 0, under cluster.weight_sync: broadcast
 
     def rendezvous(self) -> str:
         """Worker 0's address for the group: this node's IP and a port free now."""
@@ -86,6 +88,15 @@ class LearnerWorker:
         state, self._gathered = self._gathered, None
         return state
 
+    def join_weight_broadcast(self, address: str, rank: int, size: int, layout: Layout) -> None:
+        """Worker 0: hosts and joins a new weight broadcast group with the rollout workers (weight_broadcast.py)."""
+        self._broadcast = BroadcastGroup(address, rank, size, self.device, layout)
+
+    def broadcast_weights(self, version: int) -> None:
+        """Worker 0: sends the weights the last `gather_policy` gathered (kept for `policy_state`)."""
+        assert self._broadcast is not None and self._gathered is not None
+        self._broadcast.send(self._gathered, version)
+
     def learner_state(self) -> dict[str, Any] | None:
         """Every worker takes part (the optimizer state is gathered when sharded); worker 0 returns it."""
         assert self.learner is not None
@@ -106,6 +117,7 @@ class ClusterLearner:
         self._weights = weights
         self._states = states
         cluster = config.cluster
+        self._broadcasts = cluster.weight_sync == "broadcast"
         actor_class = ray.remote(
             num_cpus=cluster.learner_resources.cpus, num_gpus=cluster.learner_resources.gpus, max_restarts=0
         )(LearnerWorker)
@@ -152,7 +164,10 @@ class ClusterLearner:
         episodes_ref = self._ray.put(episodes)
         update = self._call_all([actor.update.remote(episodes_ref) for actor in self.actors], "updating")[0]
         self._call_all([actor.gather_policy.remote() for actor in self.actors], "gathering the weights")
-        self._weights.from_learner(self.actors[0].policy_state.remote())
+        if self._broadcasts:
+            self._weights.from_learner_by_broadcast(self.actors[0].policy_state.remote)
+        else:
+            self._weights.from_learner(self.actors[0].policy_state.remote())
         return update
 
     def state_dict(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agentrl.cluster.connect import check_capacity, connect, require_ray
 from agentrl.cluster.learner_workers import ClusterLearner
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
+from agentrl.cluster.weight_broadcast import WeightBroadcast
 from agentrl.cluster.weights import SharedWeights
 from agentrl.cluster.worker_states import WorkerStates
 from agentrl.contract.config import RunConfig
@@ -52,6 +53,8 @@ class RayCluster:
     def learner(self) -> ClusterLearner:
         if self._learner is None:
             self._learner = ClusterLearner(self._ray, self._config, self._run_id, self.weights, self._states)
+            if self._config.cluster.weight_sync == "broadcast":
+                self.engine.broadcast = WeightBroadcast(self._ray, self._learner.actors[0], self.engine.actors)
         return self._learner
 
     def update_driver_copy(self) -> None:

@@ -15,6 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentrl.cluster.weight_broadcast import (
+    BroadcastGroup,
+    Layout,
+    MissedWeights,
+    WeightBroadcast,
+    layout_of,
+    synced_tensors,
+)
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
 from agentrl.rollout.agent_capture import COUNTED_STATS
@@ -49,6 +57,8 @@ class RolloutWorker:
             self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy, agent=agent
         )
         self.weights_version = 0  # the weights it was built with; the driver's are version 1 and later
+        self.device = device
+        self._broadcast: BroadcastGroup | None = None
 
     def description(self) -> str:
         return self.engine.description
@@ -58,12 +68,30 @@ class RolloutWorker:
 
     def load_weights(self, weights: list[Any], version: int) -> None:
         """`weights` wraps the ObjectRef in a list, so that Ray hands over the reference and the worker fetches
-        the state dict only when it lacks this version."""
+        the state dict only when it lacks this version; [None] when the driver knows it received it by broadcast."""
         if version == self.weights_version:
             return
         import ray
 
+        if weights[0] is None:
+            raise MissedWeights(f"weights version {version} was broadcast to this worker's previous process")
+
         self.model.load_state_dict(ray.get(weights[0]))
+        self.engine.weights_updated()
+        self.weights_version = version
+
+    def weight_layout(self) -> Layout:
+        """What a weight broadcast sends this worker (weight_broadcast.py): its model's tensors an update changes."""
+        return layout_of(synced_tensors(self.model))
+
+    def join_weight_broadcast(self, address: str, rank: int, size: int) -> None:
+        """Joins a new weight broadcast group (the one it was in, if any, is left behind)."""
+        self._broadcast = BroadcastGroup(address, rank, size, self.device, self.weight_layout())
+
+    def receive_weights(self, version: int) -> None:
+        """Takes its part in broadcasting `version`: its model then holds that version."""
+        assert self._broadcast is not None, "receive_weights before join_weight_broadcast"
+        self._broadcast.receive(synced_tensors(self.model), version)
         self.engine.weights_updated()
         self.weights_version = version
 
@@ -138,13 +166,26 @@ class ClusterRolloutEngine:
         states.ready("rollout", dict(enumerate(nodes)))
         self.description = f"ray: {len(self.actors)} rollout workers, {ray.get(self.actors[0].description.remote())}"
         self.last_stats: dict[str, float] = {}
+        self.broadcast: WeightBroadcast | None = None  # set with the learner workers under weight_sync: broadcast
         self.weights_updated()
 
     def weights_updated(self) -> None:
-        """Send the current weights to every worker now, so that loading them overlaps the driver's recording;
-        a worker that misses them (it was restarting) loads them at the start of its next share."""
+        """Send the current weights to every worker now, so that loading them overlaps the driver's recording: by
+        broadcast from learner worker 0 when they came from the learner under weight_sync: broadcast, else through
+        the object store. A worker that misses them (it was restarting) loads them at the start of its next share."""
+        if self.broadcast is not None and self._weights.broadcast:
+            self.broadcast.send(self._weights.version)
+            return
         for actor in self.actors:
             actor.load_weights.remote([self._weights.ref], self._weights.version)
+
+    def _weights_for(self, worker: int) -> list[Any]:
+        """What a share on `worker` carries besides the version: nothing when it received the version by
+        broadcast, else the object store's copy (put there now if it is not yet)."""
+        version = self._weights.version
+        if self._weights.broadcast and self.broadcast is not None and self.broadcast.holds(worker, version):
+            return [None]
+        return [self._weights.ref]
 
     def sync_weights(self) -> None:
         """Nothing to do: every share carries the version of the weights it must be sampled with."""
@@ -166,7 +207,7 @@ class ClusterRolloutEngine:
             group_size,
             seed,
             share.start,
-            [self._weights.ref],
+            self._weights_for(worker),
             self._weights.version,
             self._greedy,
         )
@@ -198,6 +239,11 @@ class ClusterRolloutEngine:
             worker, share, attempt = pending.pop(ready)
             try:
                 done[share.start] = self._ray.get(ready)
+            except MissedWeights:  # restarted since it received the version (Ray raises it as the worker's error)
+                assert self.broadcast is not None
+                self.broadcast.left(worker)
+                pending[self._submit(worker, by_group, share, group_size, seed)] = (worker, share, attempt)
+                continue
             except RayActorError as err:
                 if attempt >= self._max_attempts:
                     raise RuntimeError(
@@ -206,6 +252,8 @@ class ClusterRolloutEngine:
                     ) from err
                 again = (worker + 1) % len(self.actors)  # the next worker; Ray restarts this one meanwhile
                 died = self._states.died("rollout", worker)
+                if self.broadcast is not None:
+                    self.broadcast.left(worker)
                 if died["state"] == "restarting":
                     self._on_worker_restarted(
                         {

@@ -567,6 +567,16 @@ class ClusterConfig(_Section):
             "computing in model.dtype. Checkpoints are whole, as without sharding. Needs backend: ray."
         ),
     )
+    weight_sync: Literal["object_store", "broadcast"] = Field(
+        "object_store",
+        description=(
+            "How each step's new weights reach the rollout workers. object_store: learner worker 0 puts them in "
+            "Ray's object store and each rollout worker fetches them. broadcast: learner worker 0 broadcasts them "
+            "to every rollout worker over a torch.distributed group of their own (NCCL on CUDA, gloo on CPU), in "
+            "buckets of one dtype, with a version each worker checks; under LoRA only the adapter travels. A "
+            "rollout worker that missed a broadcast (it was restarting) gets that version from the object store."
+        ),
+    )
     rollout_resources: WorkerResources = Field(default_factory=WorkerResources)
     learner_resources: WorkerResources = Field(default_factory=WorkerResources)
     max_restarts: int = Field(
