@@ -2,12 +2,15 @@
 process (gloo), then one run on a local 2-CPU Ray cluster whose rollout workers are killed after a broadcast."""
 
 import contextlib
+import os
 import threading
+import time
 
 import ray
 import torch
+from agentrl.cluster import weight_broadcast
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
-from agentrl.cluster.weight_broadcast import BroadcastGroup, buckets, layout_of, synced_tensors
+from agentrl.cluster.weight_broadcast import BroadcastGroup, WeightBroadcast, buckets, layout_of, synced_tensors
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG
@@ -121,6 +124,45 @@ def test_under_lora_only_the_adapter_travels():
     assert len(names) == 2 * 2 * 2  # 2 layers x (q, v) x (A, B)
 
 
+class _Call:
+    def __init__(self, actor: "_Actor", method: str) -> None:
+        self.actor, self.method = actor, method
+
+    def remote(self, *args):
+        self.actor.calls.append(self.method)
+        return self.actor.up
+
+
+class _Actor:
+    """A rollout or learner actor as WeightBroadcast calls it: answers (`up`) or is still restarting."""
+
+    def __init__(self, up: bool) -> None:
+        self.up, self.calls = up, []
+
+    def __getattr__(self, method: str) -> _Call:
+        return _Call(self, method)
+
+
+class _Ray:
+    @staticmethod
+    def get(refs, timeout=None):
+        if not all(refs if isinstance(refs, list) else [refs]):
+            raise ray.exceptions.ActorUnavailableError("the actor is restarting", None)
+        return refs
+
+
+def test_a_rollout_worker_that_does_not_answer_leaves_the_version_to_the_object_store(monkeypatch):
+    """A group's members must all join, or the others wait for the missing one at the rendezvous: while a restarted
+    rollout worker is still starting, no group is built and no broadcast starts; `send` says so, and the version
+    goes through the object store (ClusterRolloutEngine.weights_updated), to every worker."""
+    monkeypatch.setattr(weight_broadcast, "REJOIN_WAIT_S", 0.0)
+    learner, rollout = _Actor(up=True), [_Actor(up=True), _Actor(up=False)]
+    sync = WeightBroadcast(_Ray(), learner, rollout)
+    assert sync.send(2) is False
+    assert learner.calls == [] and all("join_weight_broadcast" not in actor.calls for actor in rollout)
+    assert not sync.holds(0, 2) and not sync.holds(1, 2)
+
+
 def test_a_rollout_worker_restarted_after_a_broadcast_catches_up_and_the_run_samples_as_one_process_does(
     tmp_path,
     monkeypatch,
@@ -140,12 +182,14 @@ def test_a_rollout_worker_restarted_after_a_broadcast_catches_up_and_the_run_sam
             return
         engine.broadcast.settle()
         assert engine.broadcast.holds(0, engine._weights.version)
+        pid = ray.get(engine.actors[0].__ray_call__.remote(lambda worker: os.getpid()))
         ray.kill(engine.actors[0], no_restart=False)
         killed.append(engine._weights.version)
-        while True:  # until Ray has restarted it
+        while True:  # until Ray has restarted it: a call the old process answers before it dies does not count
             with contextlib.suppress(ray.exceptions.RayActorError):
-                ray.get(engine.actors[0].node_address.remote())
-                return
+                if ray.get(engine.actors[0].__ray_call__.remote(lambda worker: os.getpid())) != pid:
+                    return
+            time.sleep(0.1)
 
     monkeypatch.setattr(ClusterRolloutEngine, "weights_updated", kill_worker_0_after_the_first_broadcast)
     config = example(*TWO_STEPS, *ON_RAY, "cluster.learner_workers=1", "cluster.weight_sync=broadcast")

@@ -173,8 +173,7 @@ class ClusterRolloutEngine:
         """Send the current weights to every worker now, so that loading them overlaps the driver's recording: by
         broadcast from learner worker 0 when they came from the learner under weight_sync: broadcast, else through
         the object store. A worker that misses them (it was restarting) loads them at the start of its next share."""
-        if self.broadcast is not None and self._weights.broadcast:
-            self.broadcast.send(self._weights.version)
+        if self.broadcast is not None and self._weights.broadcast and self.broadcast.send(self._weights.version):
             return
         for actor in self.actors:
             actor.load_weights.remote([self._weights.ref], self._weights.version)

@@ -19,6 +19,7 @@ broadcast.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
@@ -30,6 +31,9 @@ import torch.distributed as dist
 # beside the model costs little memory.
 BUCKET_BYTES = 64 * 2**20
 
+# How long the driver waits for a restarted rollout worker to answer before it builds a group without a broadcast for
+# this version (the object store carries it).
+REJOIN_WAIT_S = 60.0
 # How long a member waits for the others, to join or within a broadcast, before it fails.
 BROADCAST_TIMEOUT = timedelta(minutes=10)
 
@@ -152,7 +156,27 @@ class WeightBroadcast:
         self._holders: set[int] = set()  # rollout workers known to hold the current version
         self._version = 0
 
-    def _build_group(self) -> None:
+    def _all_answer(self) -> bool:
+        """Whether every rollout worker answers within REJOIN_WAIT_S: a restarted one may still be starting (Ray says
+        it is unavailable meanwhile). A group's members must all join, or the others wait for it at the rendezvous."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        deadline = time.monotonic() + REJOIN_WAIT_S
+        while True:
+            try:
+                self._ray.get([actor.node_address.remote() for actor in self._rollout], timeout=REJOIN_WAIT_S)
+                return True
+            except (RayActorError, GetTimeoutError):
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.5)
+
+    def _build_group(self) -> bool:
+        """A new group of learner worker 0 and every rollout worker; False (and no group) when a rollout worker does
+        not answer: the version then reaches every worker through the object store, and the next one tries again."""
+        self.members = set()
+        if not self._all_answer():
+            return False
         if self._layout is None:
             self._layout = self._ray.get(self._rollout[0].weight_layout.remote())
         address = self._ray.get(self._learner.rendezvous.remote())
@@ -162,18 +186,20 @@ class WeightBroadcast:
         ]
         self._ray.get(joins)
         self.members = set(range(len(self._rollout)))
+        return True
 
-    def send(self, version: int) -> None:
+    def send(self, version: int) -> bool:
         """Starts broadcasting `version` (learner worker 0 holds it, gathered); a group that lost a member is built
-        again first."""
+        again first. False when no group could be built: the caller sends the version through the object store."""
         self.settle()
-        if self.members != set(range(len(self._rollout))):
-            self._build_group()
         self._version = version
         self._holders = set()
+        if self.members != set(range(len(self._rollout))) and not self._build_group():
+            return False
         self._pending = {self._learner.broadcast_weights.remote(version): None} | {
             actor.receive_weights.remote(version): index for index, actor in enumerate(self._rollout)
         }
+        return True
 
     def left(self, worker: int) -> None:
         """Rollout worker `worker` died: it is no longer in the group, and its restarted process lacks the version."""
