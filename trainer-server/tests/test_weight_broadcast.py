@@ -109,15 +109,22 @@ def test_a_receiver_expecting_another_version_refuses_the_broadcast_after_taking
     assert "got version 4, expected version 3" in str(receiver)
 
 
-def test_under_lora_only_the_adapter_travels():
+def test_under_lora_only_the_adapter_travels_and_a_tied_tensor_travels_once():
     from peft import LoraConfig, get_peft_model
 
     config = Qwen2Config(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
     )
     config.vocab_size = 64
     model = Qwen2ForCausalLM(config)
-    assert synced_tensors(model).keys() == model.state_dict().keys()
+    # The output head is the embeddings (tied): it travels once.
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert list(synced_tensors(model)) == [name for name in model.state_dict() if name != "lm_head.weight"]
     adapted = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
     names = list(synced_tensors(adapted))
     assert names and all(".lora_A." in name or ".lora_B." in name for name in names)

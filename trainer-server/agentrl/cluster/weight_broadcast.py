@@ -47,11 +47,15 @@ class MissedWeights(RuntimeError):
 
 def synced_tensors(model: Any) -> dict[str, torch.Tensor]:
     """The tensors of `model` a weight update changes, by state_dict name: under LoRA (a peft model) the adapter's
-    alone, else all of them."""
+    alone, else all of them; a tensor under two names (an output head tied to the embeddings: 136M of Qwen2.5-0.5B's
+    494M parameters) once, under its first."""
     state = model.state_dict()
     if hasattr(model, "peft_config"):
-        return {name: tensor for name, tensor in state.items() if ".lora_" in name}
-    return dict(state)
+        state = {name: tensor for name, tensor in state.items() if ".lora_" in name}
+    once: dict[tuple[int, int, tuple[int, ...]], str] = {}
+    for name, tensor in state.items():
+        once.setdefault((tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape)), name)
+    return {name: state[name] for name in once.values()}
 
 
 def layout_of(tensors: dict[str, torch.Tensor]) -> Layout:
