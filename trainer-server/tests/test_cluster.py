@@ -313,13 +313,17 @@ def test_an_agent_run_on_two_rollout_workers_records_what_one_process_does(tmp_p
 
 def test_a_sharded_run_stopped_resumed_and_exported_trains_as_one_process_does(tmp_path, local_ray, one_process_run):
     """cluster.sharding: fsdp: each of the 2 learner workers holds half of every weight (agentrl/cluster/
-    sharded_learner.py; its own tests check the shards and the passes that keep the workers in step). The run stops
+    sharded_learner.py; its own tests check the shards and the passes that keep the workers in step), and learner
+    worker 0 broadcasts the gathered weights to the rollout workers (cluster.weight_sync: broadcast), a checkpoint
+    after each step asking for them in the object store too. The run stops
     after its first step, resumes from that checkpoint into fresh sharded workers (whole weights and optimizer state
     split again), and its final checkpoint, a `save_pretrained` folder like any other, exports to the weights one
     process trains."""
     from agentrl.cli.export import export
 
-    config = example(*TWO_STEPS, *ON_RAY, "cluster.sharding=fsdp", "train.checkpoint_every=1")
+    config = example(
+        *TWO_STEPS, *ON_RAY, "cluster.sharding=fsdp", "cluster.weight_sync=broadcast", "train.checkpoint_every=1"
+    )
     run_dir = train(config, runs_dir=tmp_path / "runs", max_steps=1, config_base_dir=EXAMPLE_CONFIG.parent)
     assert latest_status(read_events(run_dir))["step"] == 1
     train(None, runs_dir=tmp_path / "runs", resume_dir=run_dir)
