@@ -24,9 +24,10 @@ from typing import Any
 
 import ray
 import torch
-from agentrl.cli.gpu_check import QWEN25_0_5B, QWEN25_3B, Shape
+from agentrl.cli.gpu_check import QWEN25_0_5B, QWEN25_3B, Shape, qwen2_config
 from agentrl.cluster.weight_broadcast import BroadcastGroup, layout_of, synced_tensors
 from agentrl.cluster.weights import cpu_state_dict
+from agentrl.models.tiny import build_tiny_tokenizer
 
 CPU = torch.device("cpu")
 
@@ -34,17 +35,9 @@ CPU = torch.device("cpu")
 def build(shape: Shape) -> Any:
     """A Qwen2 of `shape` in bfloat16, its weights filled with a constant: allocated, not initialised (a 3B model's
     random initialisation takes minutes on 2 cores)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=shape.vocabulary,
-        hidden_size=shape.hidden,
-        intermediate_size=shape.intermediate,
-        num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads,
-        num_key_value_heads=shape.kv_heads,
-        tie_word_embeddings=True,
-    )
+    config = qwen2_config(shape, build_tiny_tokenizer())  # the tokenizer names only the special tokens' ids
     with torch.device("meta"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
     model.to_empty(device=CPU)
