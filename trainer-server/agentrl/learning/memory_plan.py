@@ -238,7 +238,7 @@ class MemoryPlan:
         }
         if self.device.memory_bytes is not None:
             wire["device"]["memoryBytes"] = self.device.memory_bytes
-            wire["fits"] = self.peak_bytes <= self.device.memory_bytes
+            wire["fits"] = self.fits
         return wire
 
 
@@ -615,6 +615,19 @@ def _over(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool) ->
     )
 
 
+def plan_longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[MemoryPlan, MemoryPlan | None] | str:
+    """The run's plan with its rows at their longest and, when that does not fit, at their shortest full length on
+    the same device (what decides between refusing and warning); or why no plan can be made."""
+    longest = plan_memory(config, base_dir)
+    if not isinstance(longest, MemoryPlan):
+        return longest
+    if longest.fits is not False:
+        return longest, None
+    shortest = plan_memory(config, base_dir, longest.device, longest=False)
+    assert isinstance(shortest, MemoryPlan)
+    return longest, shortest
+
+
 def check_memory(config: RunConfig, base_dir: Path) -> str | None:
     """Before a run starts (train.memory_check). Raises MemoryPlanError when even its shortest full episodes cannot
     fit the device and the check refuses; returns a warning when they can but its longest cannot (or when the check
@@ -623,11 +636,10 @@ def check_memory(config: RunConfig, base_dir: Path) -> str | None:
     setting: MemoryCheck = config.train.memory_check
     if setting == "off" or config.cluster.backend == "ray":
         return None  # Ray's learners run on the cluster's devices, which this machine cannot see
-    longest = plan_memory(config, base_dir)
-    if not isinstance(longest, MemoryPlan) or longest.fits is not False:
+    planned = plan_longest_and_shortest(config, base_dir)
+    if isinstance(planned, str) or planned[1] is None:
         return None
-    shortest = plan_memory(config, base_dir, longest.device, longest=False)
-    assert isinstance(shortest, MemoryPlan)
+    longest, shortest = planned
     if shortest.fits is False:
         message = _over(config, base_dir, shortest, longest=False)
         if setting == "refuse":

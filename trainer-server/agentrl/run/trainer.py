@@ -306,9 +306,9 @@ def train(
             raise ValueError("a Try run has nothing to resume; start a new one")
         memory_warning = check_memory(config, store.run_dir)
     else:
-        config = resolve_paths(config, Path(config_base_dir or Path.cwd()).resolve())
-        # Before the run folder: a run that cannot fit its device is refused (train.memory_check), leaving nothing.
         base = Path(config_base_dir or Path.cwd()).resolve()
+        config = resolve_paths(config, base)
+        # Before the run folder: a run that cannot fit its device is refused (train.memory_check), leaving nothing.
         memory_warning = None if rollout_only_episodes else check_memory(config, base)
         mode = "try" if rollout_only_episodes else "train"
         store = RunStore.create(

@@ -37,7 +37,7 @@ from agentrl.contract.config import (
     load_config_dict,
     resolve_paths,
 )
-from agentrl.learning.memory_plan import MemoryPlan, plan_memory, ways_to_fit
+from agentrl.learning.memory_plan import plan_longest_and_shortest, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import (
@@ -785,15 +785,14 @@ class TrainerServer:
             raise p.RpcError(p.CONFIG_INVALID, str(err)) from None
 
         def plan() -> dict[str, Any]:
-            found = plan_memory(config, base)
-            if not isinstance(found, MemoryPlan):
-                return {"unavailable": found}
-            wire = found.to_wire()
-            if found.fits is False:
-                shortest = plan_memory(config, base, found.device, longest=False)
-                assert isinstance(shortest, MemoryPlan)
+            planned = plan_longest_and_shortest(config, base)
+            if isinstance(planned, str):
+                return {"unavailable": planned}
+            longest, shortest = planned
+            wire = longest.to_wire()
+            if shortest is not None:
                 wire["shortestPeakBytes"] = shortest.peak_bytes
-                wire["waysToFit"] = ways_to_fit(config, base, found)
+                wire["waysToFit"] = ways_to_fit(config, base, longest)
             return {"plan": wire}
 
         return await asyncio.to_thread(plan)  # a tiny model's tokenizer is built, a config.json read
