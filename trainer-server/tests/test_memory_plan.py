@@ -197,6 +197,7 @@ def test_a_run_that_cannot_fit_is_refused_naming_its_parts_and_what_to_change(tm
         assert f"{part} " in message
     assert "train.micro_batch_size 16 -> " in message
     assert "model.gradient_checkpointing: true" in message
+    assert "cluster.sharding" not in message  # shards on one machine share its memory
     assert "train.memory_check: warn" in message
     # A way it names does fit.
     fitted = _large_run("refuse").model_copy(deep=True)

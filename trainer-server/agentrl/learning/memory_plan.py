@@ -563,7 +563,8 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
         peak = fits(_changed(config, "model", "dtype", "bfloat16"))
         if peak is not None:
             found.append(f"model.dtype: bfloat16 (peak {gib(peak)})")
-    if learner_shards(config) == 1 and not config.model.lora.enabled:
+    # Shards on one machine share its memory: sharding helps where each learner worker has a device of its own.
+    if plan.device.kind == "cuda" and learner_shards(config) == 1 and not config.model.lora.enabled:
         for workers in (2, 4, 8, 16, 32, 64):
             if workers > config.train.batch_size:  # every learner worker needs an episode of the step
                 break
