@@ -9,6 +9,7 @@ collectives of the next layer would pair up wrong and hang; the test's timeout t
 
 import copy
 import functools
+import gc
 import multiprocessing
 import os
 import socket
@@ -80,8 +81,7 @@ def step_episodes(name: str) -> list:
 
 
 def sharded_worker(rank: int, port: int, name: str, initial: dict, episodes: list, out: str) -> None:
-    """One learner worker: the run's initial weights loaded (as the driver hands them out), a step, the checkpoint
-    gathered, fresh workers resumed from it, a second step."""
+    """One learner worker, in a process of its own joined to the other by gloo."""
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -89,29 +89,42 @@ def sharded_worker(rank: int, port: int, name: str, initial: dict, episodes: lis
     dist.init_process_group("gloo", rank=rank, world_size=WORKERS)
     project_as(name)
     try:
-        cfg = make_config(name, "fsdp")
-
-        def fresh_learner() -> ShardedLearner:
-            model, tokenizer, device = load_policy(cfg.model, cfg.seed)
-            return ShardedLearner(model, tokenizer, cfg, device, rank=rank, world_size=WORKERS)
-
-        first = fresh_learner()
-        first.load_policy(initial)
-        local = first.model.get_decoder().layers[0].self_attn.q_proj.weight.to_local()
-        assert local.shape[0] * WORKERS == first.model.config.hidden_size  # half of the weight on each worker
-        first.update(copy.deepcopy(episodes))
-        policy, optimizer = first.policy_state(), first.state_dict()  # every worker takes part; worker 0 gets them
-        checkpoint = [policy, optimizer]
-        dist.broadcast_object_list(checkpoint)  # as the driver hands the checkpoint to every worker on a resume
-        resumed = fresh_learner()
-        resumed.load_policy(checkpoint[0])
-        resumed.load_state_dict(checkpoint[1])
-        resumed.update(copy.deepcopy(episodes))
-        final = resumed.policy_state()
-        if rank == 0:
-            torch.save({"first": policy, "final": final}, out)
+        step_checkpoint_resume_step(rank, name, initial, episodes, out)
+        # Leaving cleanly: both workers done with every collective, then the learners (and the work FSDP keeps on
+        # the group) freed while the interpreter is whole. A gloo group torn down at the interpreter's exit with
+        # work still on it aborts the process ("terminate called without an active exception"), now and then.
+        dist.barrier()
+        gc.collect()
     finally:
         dist.destroy_process_group()
+
+
+def step_checkpoint_resume_step(rank: int, name: str, initial: dict, episodes: list, out: str) -> None:
+    """The run's initial weights loaded (as the driver hands them out), a step, the checkpoint gathered, fresh
+    workers resumed from it, a second step; worker 0 writes the weights after each step to `out`."""
+    import torch.distributed as dist
+
+    cfg = make_config(name, "fsdp")
+
+    def fresh_learner() -> ShardedLearner:
+        model, tokenizer, device = load_policy(cfg.model, cfg.seed)
+        return ShardedLearner(model, tokenizer, cfg, device, rank=rank, world_size=WORKERS)
+
+    first = fresh_learner()
+    first.load_policy(initial)
+    local = first.model.get_decoder().layers[0].self_attn.q_proj.weight.to_local()
+    assert local.shape[0] * WORKERS == first.model.config.hidden_size  # half of the weight on each worker
+    first.update(copy.deepcopy(episodes))
+    policy, optimizer = first.policy_state(), first.state_dict()  # every worker takes part; worker 0 gets them
+    checkpoint = [policy, optimizer]
+    dist.broadcast_object_list(checkpoint)  # as the driver hands the checkpoint to every worker on a resume
+    resumed = fresh_learner()
+    resumed.load_policy(checkpoint[0])
+    resumed.load_state_dict(checkpoint[1])
+    resumed.update(copy.deepcopy(episodes))
+    final = resumed.policy_state()
+    if rank == 0:
+        torch.save({"first": policy, "final": final}, out)
 
 
 def free_port() -> int:
