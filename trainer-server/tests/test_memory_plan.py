@@ -208,8 +208,10 @@ def test_a_run_that_cannot_fit_is_refused_naming_its_parts_and_what_to_change(tm
 def test_a_run_that_fits_but_not_at_its_longest_episodes_starts_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
     warning = check_memory(_large_run("refuse", max_turns=2), tmp_path) or ""
-    assert "at its longest episodes (every row at rollout.max_context)" in warning
-    assert "it may run out of memory at its longest" in warning
+    assert "at its shortest full episodes but" in warning
+    assert "at its longest (every row at rollout.max_context, 2,048 positions), more than a small machine" in warning
+    assert "it may run out of memory at its longest. To be sure it fits, change one of: " in warning
+    assert "weights " not in warning  # the parts are the hover's and the refusal's: a warning stays short
 
 
 def test_memory_check_warn_starts_with_the_message_and_off_checks_nothing(tmp_path, monkeypatch):

@@ -542,13 +542,17 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
         replanned = plan_memory(changed, base_dir, plan.device, longest)
         return replanned.peak_bytes if isinstance(replanned, MemoryPlan) and replanned.peak_bytes <= budget else None
 
-    size = config.train.micro_batch_size
-    while size > 1:
-        size //= 2
-        peak = fits(_changed(config, "train", "micro_batch_size", size))
-        if peak is not None:
-            found.append(f"train.micro_batch_size {config.train.micro_batch_size} -> {size} (peak {gib(peak)})")
-            break
+    def halved_until_it_fits(section: str, key: str, floor: int) -> None:
+        """The setting halved, down to `floor`, until the run fits: the largest such value."""
+        start = value = getattr(getattr(config, section), key)
+        while value > floor:
+            value //= 2
+            peak = fits(_changed(config, section, key, value))
+            if peak is not None:
+                found.append(f"{section}.{key} {start} -> {value} (peak {gib(peak)})")
+                return
+
+    halved_until_it_fits("train", "micro_batch_size", 1)
     if not config.model.gradient_checkpointing:
         peak = fits(_changed(config, "model", "gradient_checkpointing", True))
         if peak is not None:
@@ -576,13 +580,7 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
                     f"cluster.sharding: fsdp with {workers} cluster.learner_workers, one a device (peak {gib(peak)})"
                 )
                 break
-    context = config.rollout.max_context
-    while context > 256:
-        context //= 2
-        peak = fits(_changed(config, "rollout", "max_context", context))
-        if peak is not None:
-            found.append(f"rollout.max_context {config.rollout.max_context} -> {context} (peak {gib(peak)})")
-            break
+    halved_until_it_fits("rollout", "max_context", 256)
     if _uses_vllm(config) and plan.device.kind == "cuda":
         peak = fits(_changed(config, "rollout", "engine", "hf"))
         if peak is not None:
@@ -596,23 +594,32 @@ def describe(plan: MemoryPlan) -> str:
     return "; ".join(f"{p.name} {gib(p.bytes)} ({p.detail})" for p in parts if p.bytes)
 
 
-def _over(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool) -> str:
-    assert plan.device.memory_bytes is not None
-    ways = ways_to_fit(config, base_dir, plan, longest)
-    which = (
-        "at its longest episodes (every row at rollout.max_context)"
-        if longest
-        else "even for episodes without a prompt (every row at rollout.max_turns x (max_new_tokens + "
-        "tool_output_tokens))"
-    )
+def _cannot_fit(config: RunConfig, base_dir: Path, shortest: MemoryPlan) -> str:
+    """Why a run that does not fit even at its shortest full episodes is refused: each part, and what to change."""
+    assert shortest.device.memory_bytes is not None
+    ways = ways_to_fit(config, base_dir, shortest, longest=False)
     return (
-        f"the run's planned peak memory {which}, {gib(plan.peak_bytes)}, is more than {plan.device.label}: "
-        f"{describe(plan)}. "
+        "the run's planned peak memory even for episodes without a prompt (every row at rollout.max_turns x "
+        f"(max_new_tokens + tool_output_tokens)), {gib(shortest.peak_bytes)}, is more than {shortest.device.label}: "
+        f"{describe(shortest)}. "
         + (
             "To fit, change one of: " + "; ".join(ways) + ". "
             if ways
             else "No single setting brings it under; a smaller model or a larger device does. "
         )
+    )
+
+
+def _may_run_out(config: RunConfig, base_dir: Path, longest: MemoryPlan, shortest: MemoryPlan) -> str:
+    """The warning of a run that fits at its shortest full episodes only: short (a run that starts says it before
+    its first step, `make demo` among them); the parts are in the editor's hover and docs/memory.md."""
+    ways = ways_to_fit(config, base_dir, longest, longest=True)
+    return (
+        f"the run's planned peak memory is {gib(shortest.peak_bytes)} at its shortest full episodes but "
+        f"{gib(longest.peak_bytes)} at its longest (every row at rollout.max_context, {longest.row_positions:,} "
+        f"positions), more than {longest.device.label}. The run starts; it may run out of memory at its longest"
+        + (". To be sure it fits, change one of: " + "; ".join(ways) if ways else "")
+        + " (docs/memory.md says how the plan is made)."
     )
 
 
@@ -642,10 +649,10 @@ def check_memory(config: RunConfig, base_dir: Path) -> str | None:
         return None
     longest, shortest = planned
     if shortest.fits is False:
-        message = _over(config, base_dir, shortest, longest=False)
+        message = _cannot_fit(config, base_dir, shortest)
         if setting == "refuse":
             raise MemoryPlanError(
                 message + "Or set train.memory_check: warn to start anyway (docs/memory.md says how the plan is made)."
             )
         return message
-    return _over(config, base_dir, longest, longest=True) + "The run starts; it may run out of memory at its longest."
+    return _may_run_out(config, base_dir, longest, shortest)
