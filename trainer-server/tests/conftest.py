@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 from pathlib import Path
 
 import jsonschema
@@ -43,3 +44,10 @@ def rollout_only_records(config: Path, episodes: int, runs_dir: Path, *overrides
     assert done.returncode == 0, done.stderr
     [run_dir] = list(runs_dir.iterdir())
     return [json.loads(line) for line in (run_dir / "trajectories" / "step-000000.trajectories.jsonl").open()]
+
+
+def free_port() -> int:
+    """A loopback port no one listens on now (the OS picks it; it stays free until someone binds it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

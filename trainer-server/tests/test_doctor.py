@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,7 +17,7 @@ import pytest
 from agentrl.cli import doctor
 from agentrl.cli.doctor import PROBLEM, WARNING, Machine, Torch
 from agentrl.models import smollm2
-from conftest import PROTOCOL
+from conftest import PROTOCOL, free_port
 from server_harness import ServerProcess
 
 TRAINER_SERVER = Path(__file__).resolve().parents[1]
@@ -245,9 +244,7 @@ def test_a_server_that_refuses_the_token_or_runs_another_version(server):
 
 
 def test_a_server_that_cannot_be_reached():
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
+    port = free_port()
     check = doctor.check_server(f"ws://127.0.0.1:{port}", "t", agentrl.__version__)
     assert check.status == PROBLEM and check.summary.startswith(f"cannot reach ws://127.0.0.1:{port}: ")
     assert "agentrl serve --host 0.0.0.0" in check.fix

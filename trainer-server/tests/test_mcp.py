@@ -18,6 +18,7 @@ from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
+from conftest import free_port
 from server_harness import ServerProcess
 
 SERVER = Path(__file__).with_name("mcp_server.py")
@@ -233,12 +234,6 @@ def test_env_check_lists_each_servers_tools_and_reports_one_that_cannot_start(tm
     [error] = [d for d in check_env(broken) if d["severity"] == "error"]
     assert error["message"].startswith('env.mcp_servers: server "gone" could not start')
     assert error["file"] == str(broken)
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_streamable_http_server_is_reached_by_url(tmp_path):

@@ -12,7 +12,6 @@ import functools
 import gc
 import multiprocessing
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.rollout.hf_engine import HfRolloutEngine
+from conftest import free_port
 from test_learner import BASE, KeepGoingEnv
 
 WORKERS = 2
@@ -125,12 +125,6 @@ def step_checkpoint_resume_step(rank: int, name: str, initial: dict, episodes: l
     final = resumed.policy_state()
     if rank == 0:
         torch.save({"first": policy, "final": final}, out)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_sharded(name: str, initial: dict, episodes: list, out: Path) -> dict:

@@ -13,7 +13,7 @@ from agentrl.cluster.rollout_workers import ClusterRolloutEngine
 from agentrl.cluster.weight_broadcast import BroadcastGroup, WeightBroadcast, buckets, layout_of, synced_tensors
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
-from conftest import EXAMPLE_CONFIG
+from conftest import EXAMPLE_CONFIG, free_port
 from test_cluster import ON_RAY, TWO_STEPS, assert_same_episodes, final_weights
 from test_cluster import local_ray as local_ray  # noqa: F401 - the module's fixture
 from test_cluster import one_process_run as one_process_run  # noqa: F401 - the module's fixture
@@ -22,11 +22,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
 def free_address() -> str:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    return f"tcp://127.0.0.1:{free_port()}"
 
 
 def members_in_threads(count: int, work) -> list:
