@@ -22,6 +22,7 @@ from agentrl.cli.gpu_check import (
     parameter_count,
     qwen2_config,
 )
+from agentrl.contract.schemas import CHECK_STATUSES
 from agentrl.models.tiny import build_tiny_tokenizer
 from conftest import PROTOCOL
 
@@ -112,6 +113,11 @@ def test_a_figure_under_its_floor_is_a_warning_and_one_without_a_bound_stands_al
     judged = Row("x", "x", "ok", figure=600.0, bound=1000.0).judge(0.5)
     assert judged.status == "ok" and judged.ratio == 0.6
     assert Row("x", "x", "ok", figure=600.0).judge(0.5).ratio is None
+
+
+def test_a_row_says_its_status_in_the_words_doctor_s_checks_use():
+    row_status = REPORT.schema["$defs"]["row"]["properties"]["status"]["enum"]
+    assert tuple(row_status) == CHECK_STATUSES == ("ok", "warning", "problem")
 
 
 @pytest.mark.parametrize(("shape", "parameters"), [(QWEN25_0_5B, 494_032_768), (QWEN25_3B, 3_085_938_688)])

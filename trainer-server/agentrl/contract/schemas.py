@@ -65,6 +65,10 @@ RUN_ID_MAX_LENGTH: int = _RPC_DEFS["runId"]["maxLength"]
 # What a stored re-roll's id may be (its files' name in RUN/rerolls/): `$defs/rerollId`.
 REROLL_ID_PATTERN: str = _RPC_DEFS["rerollId"]["pattern"]
 
+# A check's status in `agentrl doctor` and in `agentrl doctor --gpu`'s rows: doctor.schema.json's checkStatus, whose
+# words gpu-check.schema.json's rows repeat (tests/test_gpu_check.py holds them equal).
+CHECK_STATUSES: tuple[str, ...] = tuple(load_schema("doctor.schema.json")["$defs"]["checkStatus"]["enum"])
+
 ERROR_CODES: dict[str, int] = {code["x-name"]: code["const"] for code in _RPC_DEFS["errorCode"]["oneOf"]}
 
 # The codes a `health` event may carry (agentrl/run/health.py has one rule per code) and its severities.
