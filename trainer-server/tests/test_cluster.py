@@ -311,6 +311,27 @@ def test_an_agent_run_on_two_rollout_workers_records_what_one_process_does(tmp_p
     assert metrics["agent/requests"] == 16 and metrics["agent/prefix_breaks"] == 0  # 8 episodes, 2 requests each
 
 
+def test_mcp_servers_restarted_on_two_rollout_workers_add_up_in_the_step(tmp_path, local_ray):
+    """Each rollout worker starts its own MCP servers: a server that crashed on each worker in step 1 is restarted by
+    each in step 2, and that step's metrics count both restarts, as one process counts its own (tests/test_mcp.py)."""
+    from agentrl.contract.config import load_config
+    from agentrl.rollout.scripted import ScriptedPolicy
+    from test_mcp import call, metrics_by_step, write_env
+
+    config = load_config(
+        write_env(tmp_path, steps=2),
+        ["model.path=tiny", "train.batch_size=4", "cluster.backend=ray", "cluster.rollout_workers=2"]
+        + ["cluster.rollout_resources.cpus=0.5", "cluster.learner_resources.cpus=0.5"],
+    )
+    policy = ScriptedPolicy([call("crash"), call("pid"), "ok"])
+    run_dir = train(config, runs_dir=tmp_path / "runs", config_base_dir=tmp_path, policy=policy)
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    logged = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
+    assert any(message.startswith("rollout engine: ray: 2 rollout workers") for message in logged), logged
+    metrics = metrics_by_step(run_dir)
+    assert [metrics[step]["tools/mcp_restarts"] for step in (1, 2)] == [0.0, 2.0]
+
+
 def test_a_sharded_run_stopped_resumed_and_exported_trains_as_one_process_does(tmp_path, local_ray, one_process_run):
     """cluster.sharding: fsdp: each of the 2 learner workers holds half of every weight (agentrl/cluster/
     sharded_learner.py; its own tests check the shards and the passes that keep the workers in step), and learner

@@ -25,6 +25,7 @@ from agentrl.cluster.weight_broadcast import (
 )
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
+from agentrl.environment.mcp import MCP_RESTARTS
 from agentrl.rollout.agent_capture import COUNTED_STATS
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, count_nothing
@@ -52,6 +53,7 @@ class RolloutWorker:
         # Each worker starts its own MCP servers, shared by its episodes; an agent run's agents run in the worker,
         # against an endpoint the worker serves on its own loopback.
         make_env = config_env_factory(run_config) if run_config.env is not None else None
+        self._mcp = make_env.mcp if make_env is not None else None
         agent = load_agent(run_config.agent) if run_config.agent is not None else None
         self.engine = make_rollout_engine(
             self.model, tokenizer, make_env, run_config.rollout, device, concurrent_episodes, policy=policy, agent=agent
@@ -108,7 +110,10 @@ class RolloutWorker:
         self.load_weights(weights, version)
         with self.engine.greedy() if greedy else contextlib.nullcontext():
             episodes = self.engine.run(tasks, group_size, seed, first_group)
-        return episodes, dict(self.engine.last_stats)
+        stats = dict(self.engine.last_stats)
+        if self._mcp:  # this worker's own servers, restarted during its share (the driver adds the workers' counts)
+            stats[MCP_RESTARTS] = float(self._mcp.take_restarts())
+        return episodes, stats
 
     def close(self) -> None:
         self.engine.close()
@@ -279,7 +284,8 @@ class ClusterRolloutEngine:
         elapsed = time.perf_counter() - started
         generated = sum(episode.response_length for episode in episodes)
         self.last_stats = {
-            key: sum(values) if key in COUNTED_STATS else sum(values) / len(values) for key, values in stats.items()
+            key: sum(values) if key in COUNTED_STATS or key == MCP_RESTARTS else sum(values) / len(values)
+            for key, values in stats.items()
         } | {
             "perf/rollout_time_s": elapsed,
             "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,

@@ -40,6 +40,8 @@ _CLOSE_WAIT_S = 2.0  # for a connection told to close, before its task is cancel
 # A server whose restart failed is tried again after this long, not at each of the step's episode starts.
 _RESTART_BACKOFF_S = 10.0
 _STDERR_TAIL_BYTES = 1500  # of a stdio server's stderr, in the reason it did not start
+# The step metric that counts the servers restarted during its rollout (summed over a cluster's rollout workers).
+MCP_RESTARTS = "tools/mcp_restarts"
 
 
 def _innermost(err: BaseException) -> BaseException:

@@ -29,6 +29,7 @@ from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
+from agentrl.environment.mcp import MCP_RESTARTS
 from agentrl.environment.tool import describe_exception
 from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.learning.learner import Learner, NonFiniteError, Update
@@ -149,12 +150,11 @@ class _Run:
         self.completed_step = 0  # the last step whose update and events are recorded
 
     def rollout_stats(self) -> dict[str, float]:
-        """The engine's figures for the rollout just run, and the MCP servers restarted during it."""
+        """The engine's figures for the rollout just run, and the MCP servers restarted during it (on a cluster, each
+        rollout worker holds its own servers, and the engine's figures add up their restarts)."""
         stats = dict(self.engine.last_stats)
-        if (
-            self.make_env is not None and self.make_env.mcp and self.cluster is None
-        ):  # on a cluster, each rollout worker holds its own servers
-            stats["tools/mcp_restarts"] = float(self.make_env.mcp.take_restarts())
+        if self.make_env is not None and self.make_env.mcp and self.cluster is None:
+            stats[MCP_RESTARTS] = float(self.make_env.mcp.take_restarts())
         return stats
 
     @functools.cached_property
