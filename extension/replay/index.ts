@@ -48,23 +48,49 @@ export interface ReplayRunTarget {
   trajectoryId?: string;
 }
 
-/** Palette: pick a file; Explorer context menu: a file Uri; Runs view: `{runId}` of a run (followed live). */
+/** Runs view: `{runId}` of a run (followed live); Explorer context menu: a file Uri; palette: a run or a file the
+ *  user picks (`pickRunOrFile`). */
 const openReplay =
   (ctx: Ctx) =>
   async (target?: vscode.Uri | ReplayRunTarget): Promise<void> => {
-    if (target && 'runId' in target) return openRun(ctx, target);
-    const uri =
-      target instanceof vscode.Uri
-        ? target
-        : (
-            await vscode.window.showOpenDialog({
-              title: 'Open trajectories',
-              canSelectMany: false,
-              filters: { Trajectories: ['jsonl', 'json'] },
-            })
-          )?.[0];
-    if (uri) await vscode.commands.executeCommand('vscode.openWith', uri, TRAJECTORY_EDITOR_VIEW_TYPE);
+    const picked = target ?? (await pickRunOrFile(ctx));
+    if (!picked) return;
+    if ('runId' in picked) return openRun(ctx, picked);
+    await vscode.commands.executeCommand('vscode.openWith', picked, TRAJECTORY_EDITOR_VIEW_TYPE);
   };
+
+const OPEN_A_FILE = '$(file) Open a trajectory file...';
+
+/** The runs listed (a server's, or the workspace's offline) and a trajectory file as the last choice; with no run
+ *  listed, the file dialog at once. A Runs view row redrawn as it is clicked (the view redraws its ages every
+ *  minute) gives its command nothing: it lands here, and offers that run rather than a file dialog. */
+async function pickRunOrFile(ctx: Ctx): Promise<vscode.Uri | ReplayRunTarget | undefined> {
+  const model = ctx.connection.model;
+  const runIds = model.children().flatMap((node) => (node.kind === 'run' ? [node.runId] : [])); // newest first
+  if (runIds.length) {
+    const items = [
+      ...runIds.map((runId) => ({
+        label: model.run(runId)!.name,
+        description: model.description({ kind: 'run', runId }),
+        detail: runId,
+        runId,
+      })),
+      { label: OPEN_A_FILE, runId: undefined },
+    ];
+    const chosen = await vscode.window.showQuickPick(items, {
+      title: 'Open Trajectory Replay',
+      placeHolder: 'A run to replay, or a trajectory file',
+    });
+    if (!chosen) return undefined;
+    if (chosen.runId) return { runId: chosen.runId };
+  }
+  const files = await vscode.window.showOpenDialog({
+    title: 'Open trajectories',
+    canSelectMany: false,
+    filters: { Trajectories: ['jsonl', 'json'] },
+  });
+  return files?.[0];
+}
 
 async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget): Promise<void> {
   const trainer = connectedTrainer(ctx);

@@ -1,7 +1,7 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
 // Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
-// openFromExplorer }; each gets a screenshot in test-results/e2e/. usage: node harness.mjs BASE_URL WORKSPACE_DIR
-// ($E2E_GREP: only the scenarios whose function name matches).
+// openFromExplorer, openRunReplay }; each gets a screenshot in test-results/e2e/.
+// usage: node harness.mjs BASE_URL WORKSPACE_DIR ($E2E_GREP: only the scenarios whose function name matches).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -67,6 +67,24 @@ export async function openFromExplorer(page, relativePath) {
   }
 }
 
+/** Opens the replay of a Runs view row (`row`, a locator) by its inline action, as a user would. A row the view
+ * redraws as it is clicked (it redraws its ages every minute) hands its command nothing; the command then asks which
+ * run, and the run is picked there by `pickText` (text its row in that list shows), as the user would pick it. */
+export async function openRunReplay(page, row, pickText) {
+  await row.hover();
+  await row.locator('.action-label[aria-label*="Replay"]').click();
+  const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Open Trajectory Replay' });
+  const askedWhich = await asked.waitFor({ timeout: 2000 }).then(
+    () => true,
+    () => false,
+  );
+  if (!askedWhich) return;
+  lap('the row was redrawn as it was clicked: the run picked from the list the command offers');
+  const listed = page.locator('.quick-input-list .monaco-list-row', { hasText: pickText }).first();
+  await listed.waitFor({ timeout: 10000 });
+  await listed.click();
+}
+
 const scenarios = [];
 for (const file of fs
   .readdirSync(HERE)
@@ -92,7 +110,7 @@ try {
   lap('workbench ready');
   for (const [name, scenario] of scenarios) {
     try {
-      await scenario({ page, workspace, lap, runCommand, quickOpen, openFromExplorer });
+      await scenario({ page, workspace, lap, runCommand, quickOpen, openFromExplorer, openRunReplay });
       lap(`PASS ${name}`);
       await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
     } catch (e) {

@@ -47,7 +47,7 @@ train(load_config(config), runs_dir=runs_dir, run_id=run_id, rollout_only_episod
       config_base_dir=os.path.dirname(config), policy=ScriptedPolicy([call, "done"]))
 `;
 
-export async function toolRerunScenario({ page, workspace, lap, runCommand }) {
+export async function toolRerunScenario({ page, workspace, lap, runCommand, openRunReplay }) {
   const folder = path.join(workspace, 'rerun-env');
   const runsDir = path.join(workspace, '.agentrl', 'runs'); // agentRl.runsFolder's default, where the server looks
   fs.rmSync(folder, { recursive: true, force: true });
@@ -81,8 +81,7 @@ export async function toolRerunScenario({ page, workspace, lap, runCommand }) {
   await runCommand(page, 'Agent RL: Focus on Runs View');
   const row = page.locator('.monaco-list-row', { hasText: 'rerun-env' }).first();
   await row.waitFor({ timeout: 30000 });
-  await row.hover();
-  await row.locator('.action-label[aria-label*="Replay"]').click();
+  await openRunReplay(page, row, 'rerun-env');
   const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   await view.locator(`tr[data-id="${record.id}"]`).click({ timeout: 60000 });
   await view.locator('body').press('t'); // the next tool call: lookup, with "What happened" and the re-run button

@@ -78,7 +78,14 @@ export async function trainingScenario({ page, workspace, lap, runCommand }) {
 
 // A long run followed live: Open Replay from its row in the Runs view while it trains (the panel says "live"
 // and new episodes appear), then Stop from the row's inline action, gracefully, to "stopped".
-export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, lap, runCommand, openFromExplorer }) {
+export async function trainingStoppedFromTheRunsViewScenario({
+  page,
+  workspace,
+  lap,
+  runCommand,
+  openFromExplorer,
+  openRunReplay,
+}) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
   const long = path.join(workspace, 'palette-env', 'palette-long.agentrl.yaml');
@@ -99,8 +106,7 @@ export async function trainingStoppedFromTheRunsViewScenario({ page, workspace, 
   const row = page.locator('.monaco-list-row', { hasText: 'palette-long' }).first(); // Start Training reveals the Runs view
   await row.filter({ hasText: 'running' }).waitFor({ timeout: 90000 });
   lap('the Runs view lists palette-long as running');
-  await row.hover();
-  await row.locator('.action-label[aria-label*="Replay"]').click();
+  await openRunReplay(page, row, /palette-long.*running/);
   const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   await view.locator('text=live').first().waitFor({ timeout: 60000 });
   const rows = view.locator('tbody tr');

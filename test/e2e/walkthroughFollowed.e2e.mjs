@@ -71,7 +71,7 @@ async function pickRow(page, text) {
 const replayView = (page) =>
   page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
 
-export async function walkthroughFollowedToATrainedRunScenario({ page, workspace, lap, runCommand }) {
+export async function walkthroughFollowedToATrainedRunScenario({ page, workspace, lap, runCommand, openRunReplay }) {
   const folder = path.join(workspace, 'first-hour');
   fs.rmSync(folder, { recursive: true, force: true });
   await runCommand(page, 'Developer: Reset Welcome Page Walkthrough Progress');
@@ -169,8 +169,7 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
 
   await page.locator('.tab', { hasText: 'first-hour.agentrl.yaml' }).first().click();
   await runCommand(page, 'Agent RL: Focus on Runs View');
-  await trainedRow.hover();
-  await trainedRow.locator('.action-label[aria-label*="Replay"]').click();
+  await openRunReplay(page, trainedRow, /first-hour.*1\/1/);
   await replayView(page).locator('tbody tr').first().waitFor({ timeout: 60000 });
   await waitTicked(page, 'openReplay', lap); // the walkthrough in front, every step ticked
   const ticked = await steps.count();
@@ -218,12 +217,11 @@ export async function walkthroughFollowedTryFindsARaisingToolScenario({
 // (After the two above, by name.) The debugger on the runs the first hour left: the raising-tool Try's replay
 // searched for episodes whose tool call raised, one opened at its failed call; then Compare Code on the first-hour
 // run and the raising-tool run: the diff of the Tool they trained with.
-export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, runCommand }) {
+export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, runCommand, openRunReplay }) {
   const tried = page.locator('.monaco-list-row', { hasText: 'raising-tool' }).filter({ hasText: 'completed' }).first();
   await runCommand(page, 'Agent RL: Focus on Runs View');
   await tried.waitFor({ timeout: 300000 });
-  await tried.hover();
-  await tried.locator('.action-label[aria-label*="Replay"]').click();
+  await openRunReplay(page, tried, /raising-tool.*completed/);
   const view = replayView(page);
   await view.locator('#search-text').waitFor({ timeout: 60000 });
   await view.locator('#search-error').selectOption('exception');
@@ -255,12 +253,11 @@ export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, ru
 // (After the debugger scenario, before the server dies, by name.) What if: the first-hour run's replay, an
 // observation edited (an assistant turn where no episode called the Tool) and re-rolled 4 times from the run's
 // checkpoint; the original and the 4 re-rolls side by side.
-export async function walkthroughFollowedUpReRolledScenario({ page, lap, runCommand }) {
+export async function walkthroughFollowedUpReRolledScenario({ page, lap, runCommand, openRunReplay }) {
   await page.locator('.tab.active').first().click(); // an editor has the focus: F1 reaches the palette
   await runCommand(page, 'Agent RL: Focus on Runs View');
   const trained = page.locator('.monaco-list-row', { hasText: 'first-hour' }).filter({ hasText: '1/1' }).first();
-  await trained.hover();
-  await trained.locator('.action-label[aria-label*="Replay"]').click();
+  await openRunReplay(page, trained, /first-hour.*1\/1/);
   const view = replayView(page);
   await view.locator('#search-text').waitFor({ timeout: 60000 });
   await view.locator('#search-tool').selectOption('calculator');

@@ -1,4 +1,4 @@
-import { fake, Uri, WebviewPanel } from './vscodeStub';
+import { fake, pick, Uri, WebviewPanel } from './vscodeStub';
 import { strict as assert } from 'node:assert';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -120,6 +120,36 @@ describe('replay panel host', () => {
       },
     ]);
     assert.deepEqual(f.connection.requests, [], 'nothing is asked of a server');
+  });
+
+  it('from the palette (or a Runs view row redrawn as it was clicked) offers the runs, newest first, and a file', async () => {
+    f.connection.model.upsertRun(runInfo('old', { name: 'lookup', createdAt: '2026-11-20T10:00:00Z' }));
+    f.connection.model.upsertRun(runInfo('new', { name: 'first-hour', createdAt: '2026-11-21T10:00:00Z' }));
+    fake.answers = [pick('first-hour')];
+    await commands.executeCommand(Commands.openReplay);
+    const [offered] = fake.prompts.map((p) => p.options as { title: string; items: { label: string }[] });
+    assert.equal(offered.title, 'Open Trajectory Replay');
+    assert.deepEqual(
+      offered.items.map((item) => item.label),
+      ['first-hour', 'lookup', '$(file) Open a trajectory file...'],
+    );
+    assert.equal(fake.panels[0].title, 'Replay: new');
+
+    const file = Uri.file('/tmp/picked.trajectories.jsonl');
+    fake.answers = [pick('$(file) Open a trajectory file...'), [file]];
+    await commands.executeCommand(Commands.openReplay);
+    assert.equal(fake.prompts.at(-1)!.kind, 'openDialog');
+    assert.deepEqual(fake.executed.at(-1), { command: 'vscode.openWith', args: [file, TRAJECTORY_EDITOR_VIEW_TYPE] });
+    assert.equal(fake.panels.length, 1, 'no run panel for a file');
+  });
+
+  it('from the palette with no run listed, asks for a trajectory file at once', async () => {
+    await commands.executeCommand(Commands.openReplay);
+    assert.deepEqual(
+      fake.prompts.map((p) => p.kind),
+      ['openDialog'],
+    );
+    assert.equal(fake.panels.length, 0);
   });
 
   it('opens a trajectory file in the custom editor, which loads its records and counts the unreadable lines', async () => {
