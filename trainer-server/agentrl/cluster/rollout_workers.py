@@ -30,6 +30,10 @@ from agentrl.rollout.agent_capture import COUNTED_STATS
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, count_nothing
 
+# The step figures the rollout workers' shares add up (the others are means): what the agent engine counts, and the
+# MCP servers each worker restarted.
+SUMMED_STATS = (*COUNTED_STATS, MCP_RESTARTS)
+
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
     from agentrl.rollout.scripted import ScriptedPolicy
@@ -284,8 +288,7 @@ class ClusterRolloutEngine:
         elapsed = time.perf_counter() - started
         generated = sum(episode.response_length for episode in episodes)
         self.last_stats = {
-            key: sum(values) if key in COUNTED_STATS or key == MCP_RESTARTS else sum(values) / len(values)
-            for key, values in stats.items()
+            key: sum(values) if key in SUMMED_STATS else sum(values) / len(values) for key, values in stats.items()
         } | {
             "perf/rollout_time_s": elapsed,
             "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
