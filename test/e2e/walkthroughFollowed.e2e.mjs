@@ -68,6 +68,19 @@ async function pickRow(page, text) {
   await page.keyboard.press('Enter');
 }
 
+/** A command that asks which config (or run) only when it cannot tell: the row showing `text` is picked if its
+ *  quick input, titled `title`, opens within 5 s. */
+async function pickRowIfAsked(page, title, text) {
+  const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: title });
+  if (
+    await asked.waitFor({ timeout: 5000 }).then(
+      () => true,
+      () => false,
+    )
+  )
+    await pickRow(page, text);
+}
+
 const replayView = (page) =>
   page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
 
@@ -106,14 +119,7 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
 
   // Try from the walkthrough: the config is the workspace's newest, so it asks which; pick first-hour's.
   await clickStepButton(page, 'tryEnvironment', 'Try Environment');
-  const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Try Environment' });
-  if (
-    await asked.waitFor({ timeout: 5000 }).then(
-      () => true,
-      () => false,
-    )
-  )
-    await pickRow(page, 'first-hour');
+  await pickRowIfAsked(page, 'Try Environment', 'first-hour');
   const summary = page.locator('.notification-list-item-message', { hasText: /^Try run first-hour: / }).first();
   await summary.waitFor({ timeout: 300000 });
   const said = (await summary.textContent()) ?? '';
@@ -140,14 +146,7 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
   // One step of training, to keep the test short (the scaffold's 20 train the model).
   fs.writeFileSync(config, fs.readFileSync(config, 'utf8').replace(/^ {2}steps: \d+$/m, '  steps: 1'));
   await clickStepButton(page, 'startTraining', 'Start Training');
-  const askedStart = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Start Training' });
-  if (
-    await askedStart.waitFor({ timeout: 5000 }).then(
-      () => true,
-      () => false,
-    )
-  )
-    await pickRow(page, 'first-hour');
+  await pickRowIfAsked(page, 'Start Training', 'first-hour');
   const row = page.locator('.monaco-list-row', { hasText: 'first-hour' }).filter({ hasText: 'completed · 1/1' });
   await row.first().waitFor({ timeout: 600000 });
   lap(`trained: "${((await row.first().locator('.label-description').textContent()) ?? '').trim()}"`);
