@@ -121,6 +121,10 @@ export interface Turn {
    */
   state_key?: string | null;
   /**
+   * The actions valid in the state this step started from, where the env lists them (a text game's, env.gym.valid_actions_key); absent otherwise.
+   */
+  valid_actions?: string[];
+  /**
    * The reward still to come from this step: its own and later steps' process rewards plus the outcome reward (undiscounted).
    */
   step_return?: number | null;

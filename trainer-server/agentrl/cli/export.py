@@ -37,7 +37,7 @@ def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
         "",
         f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on "
         + (
-            f"the environment `{config.env.class_name}` ({config.env.module})."
+            f"the environment {config.env.describe()}."
             if config.env is not None
             else f"the agent `{config.agent.function}` ({config.agent.module}) through the OpenAI-compatible endpoint."
         ),

@@ -18,8 +18,8 @@ from typing import Any
 
 from agentrl.contract.config import AgentConfig
 from agentrl.environment.env import EpisodeScore
-from agentrl.environment.loader import EnvLoadError, load_module
 from agentrl.environment.tool import call_sync_or_async, describe_exception, in_daemon_thread
+from agentrl.environment.user_code import EnvLoadError, load_module
 
 
 class AgentFailure(Exception):

@@ -63,7 +63,8 @@ def package_versions() -> dict[str, str | None]:
 def _named_modules(config: RunConfig) -> list[tuple[str, str]]:
     """(config key, module) of each module a config names: env.module, or agent.module and agent.reward's module."""
     if config.env is not None:
-        return [("env.module", config.env.module)]
+        named = config.env.user_module()
+        return [named] if named is not None else []
     assert config.agent is not None
     return [("agent.module", config.agent.module), ("agent.reward", config.agent.reward.rsplit(":", 1)[0])]
 
@@ -289,8 +290,13 @@ def use_snapshot(config: RunConfig, run_dir: Path) -> RunConfig:
         return value
 
     changed = config.model_copy(deep=True)
-    if changed.env is not None and env_module_is_file(changed.env.module):
-        changed.env.module = moved("env.module", changed.env.module, True)
+    if changed.env is not None:
+        if changed.env.module is not None and env_module_is_file(changed.env.module):
+            changed.env.module = moved("env.module", changed.env.module, True)
+        for section in (changed.env.gym, changed.env.methods):
+            module, name = section.factory.rsplit(":", 1) if section is not None else ("", "")
+            if section is not None and env_module_is_file(module):
+                section.factory = f"{moved(f'env.{changed.env.source}.factory', module, True)}:{name}"
     if changed.agent is not None:
         if env_module_is_file(changed.agent.module):
             changed.agent.module = moved("agent.module", changed.agent.module, True)

@@ -14,6 +14,11 @@ from typing import Any
 from agentrl.environment.tool import Tool, ToolCallOutcome
 
 
+class EnvFull(Exception):  # noqa: N818 - a state the rollout waits out, not a failure
+    """Raised by `reset` when the env has no room for another episode now (a server's sessions are all held by this
+    process's episodes): the rollout plays the episodes it has started, then starts this one again."""
+
+
 @dataclass
 class StepResult:
     messages: list[dict[str, Any]]  # appended to the chat (role "tool" or "user"); empty when done
@@ -78,6 +83,15 @@ class ToolEnv:
         beyond it. None (the default): the observation the model last read stands for the state (the prompt for the
         first turn), as GiGPO does for text environments whose observation is the state."""
         return None
+
+    def valid_actions(self) -> list[str] | None:
+        """Optional: the actions valid in the state the next turn starts from (a text game's list), called when
+        `state_key` is; the trajectory keeps them with that turn. None (the default): the env does not say."""
+        return None
+
+    def close(self) -> None:
+        """The episode is over (scored, or its env dropped): release what this instance holds (a process, a
+        connection). Called once; the default holds nothing."""
 
     def scripted_turns(self, task: dict[str, Any]) -> list[str] | None:
         """Optional: assistant texts for a model-free smoke episode (`agentrl env check`)."""

@@ -3,24 +3,20 @@ its instances the same way in training, evaluation and `agentrl env check`."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import McpServerConfig, RunConfig, env_module_is_file
+from agentrl.contract.config import McpServerConfig, RunConfig
+from agentrl.environment.adapters.gym import GymTextEnv
+from agentrl.environment.adapters.methods import MethodsEnv
+from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers
 from agentrl.environment.env import ToolEnv
 from agentrl.environment.mcp import McpServers
+from agentrl.environment.user_code import USER_MODULE_PREFIX, EnvLoadError, load_module
 
 DATA_FILES_PARAMETER = "data_files"  # an env's __init__ parameter that asks for the run's data files
-USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
-
-
-class EnvLoadError(ValueError):
-    """The env named by a config cannot be loaded; the message says what to fix."""
 
 
 def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
@@ -28,40 +24,6 @@ def data_files_in_use(config: RunConfig, *more: str) -> list[str]:
     paths: what an env that asks for `data_files` receives (see `env_factory` below)."""
     paths = [config.data.train, config.data.eval, *more]
     return list(dict.fromkeys(str(Path(path).resolve()) for path in paths if path))
-
-
-def _import_file(path: Path, key: str) -> object:
-    if not path.is_file():
-        raise EnvLoadError(f"{key}: file not found: {path}")
-    if path.suffix != ".py":  # importlib finds no loader for it, and would say nothing
-        raise EnvLoadError(f"{key}: {path} is not a Python source file (its name must end in .py)")
-    folder = str(path.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # sibling imports (tools.py, reward.py) resolve as in the user's tests
-    name = f"{USER_MODULE_PREFIX}{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        sys.modules.pop(name, None)
-        raise EnvLoadError(f"{key}: importing {path} raised {type(err).__name__}: {err}") from err
-    return module
-
-
-def load_module(module: str, key: str, base_dir: Path | None = None) -> object:
-    """A Python file (relative to `base_dir`) or a dotted module name, as a config's `key` names it."""
-    if env_module_is_file(module):
-        path = Path(module)
-        if not path.is_absolute():
-            path = (base_dir or Path.cwd()) / path
-        return _import_file(path, key)
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise EnvLoadError(f"{key}: cannot import {module!r}: {err}") from err
 
 
 def load_env_class(module: str, class_name: str, base_dir: Path | None = None) -> type[ToolEnv]:
@@ -92,6 +54,8 @@ class EnvFactory:
 
     def close(self) -> None:
         self.mcp.close()
+        if self.env_class is OpenEnvEnv:
+            stop_servers()
 
     def __getstate__(self) -> dict[str, Any]:
         module = self.env_class.__module__
@@ -125,6 +89,24 @@ def env_factory(
     return EnvFactory(env_class, kwargs, McpServers(mcp_servers, mcp_log_dir))
 
 
+def env_class_and_args(config: RunConfig) -> tuple[type[ToolEnv], dict[str, Any]]:
+    """The ToolEnv class a config's env names and its constructor's arguments: the user's ToolEnv with env.args,
+    or the adapter of env.gym, env.methods or env.openenv with that section."""
+    if config.env is None:
+        raise EnvLoadError("this run config trains an agent (agent:), which has no ToolEnv")
+    env = config.env
+    if env.module is not None and env.class_name is not None:
+        return load_env_class(env.module, env.class_name), dict(env.args)
+    if env.methods is not None and config.rollout.tool_isolation == "process":
+        raise EnvLoadError(
+            "rollout.tool_isolation: process runs Tools in a worker process, but env.methods' tools change the "
+            "environment object that the reward reads here: use tool_isolation: thread"
+        )
+    adapters: dict[str, type[ToolEnv]] = {"gym": GymTextEnv, "methods": MethodsEnv, "openenv": OpenEnvEnv}
+    section = getattr(env, env.source)
+    return adapters[env.source], {"section": section.model_dump()}
+
+
 def config_env_factory(
     config: RunConfig,
     *more_data_files: str,
@@ -132,13 +114,13 @@ def config_env_factory(
     mcp_log_dir: str | Path | None = None,
 ) -> EnvFactory:
     """The envs a run config names, as training, evaluation, `agentrl env check`, a tool re-run and a cluster's
-    rollout workers all build them: its ToolEnv class with its env.args (or `args`), the data files it reads
-    (plus `more_data_files`), and its MCP servers."""
-    if config.env is None:
-        raise EnvLoadError("this run config trains an agent (agent:), which has no ToolEnv")
+    rollout workers all build them: its ToolEnv class (or adapter) with its arguments (or `args`), the data files
+    it reads (plus `more_data_files`), and its MCP servers."""
+    env_class, env_args = env_class_and_args(config)
+    assert config.env is not None
     return env_factory(
-        load_env_class(config.env.module, config.env.class_name),
-        config.env.args if args is None else args,
+        env_class,
+        env_args if args is None else args,
         data_files_in_use(config, *more_data_files),
         config.env.mcp_servers,
         mcp_log_dir,

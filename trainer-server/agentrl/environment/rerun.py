@@ -80,7 +80,7 @@ def main() -> None:
         say(answers, {"setup_error": str(err)})
         os._exit(0)
     except Exception as err:  # noqa: BLE001 - the user's constructor
-        say(answers, {"setup_error": f"{config.env.class_name}(**env.args) raised {describe_exception(err)}"})
+        say(answers, {"setup_error": f"building {config.env.describe()} raised {describe_exception(err)}"})
         os._exit(0)
     tool = tools.get(request["name"])
     default_timeout_s = config.rollout.tool_timeout_s

@@ -106,7 +106,9 @@ def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> li
     except Exception as err:  # noqa: BLE001 - the user's constructor
         return [
             _diagnostic(
-                "error", f"{config.env.class_name}(**env.args) raised {type(err).__name__}: {err}", config.env.module
+                "error",
+                f"building {config.env.describe()} raised {type(err).__name__}: {err}",
+                (config.env.user_module() or ("", str(config_path)))[1],
             )
         ]
     found: list[dict[str, Any]] = []

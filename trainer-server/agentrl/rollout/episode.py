@@ -46,6 +46,7 @@ class TurnRecord:
     finish_reason: Literal["stop", "length", "context"] = "stop"
     parse_error: str | None = None  # a malformed tool call, as shown to the model
     state_key: str | None = None  # the state this turn started from (ToolEnv.state_key or the observation before it)
+    valid_actions: list[str] | None = None  # the actions valid in that state, where the env lists them
 
 
 @dataclass
@@ -197,6 +198,7 @@ class Episode:
                     "finish_reason": t.finish_reason,
                     "parse_error": t.parse_error,
                     "state_key": t.state_key,
+                    **({"valid_actions": list(t.valid_actions)} if t.valid_actions is not None else {}),
                     "step_return": step_returns[k],
                     "step_advantage": step_advantages[k],
                 }

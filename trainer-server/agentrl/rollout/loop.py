@@ -24,7 +24,7 @@ from typing import Any, Literal
 import torch
 
 from agentrl.contract.config import RolloutConfig
-from agentrl.environment.env import ToolEnv
+from agentrl.environment.env import EnvFull, ToolEnv
 from agentrl.environment.mcp import McpTool
 from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
 from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
@@ -79,6 +79,7 @@ class LiveEpisode:
     cut_tool_output: Callable[[str], str] | None = None  # token budget; scripted episodes have none
     run_tool: ToolRunner = run_in_thread  # or a ToolWorker's runner (rollout.tool_isolation: process)
     state_key: str = ""  # the state the next turn starts from (ToolEnv.state_key)
+    valid_actions: list[str] | None = None  # the actions valid in that state (ToolEnv.valid_actions)
     task: dict[str, Any] | None = None  # what the env was reset with (a tool worker's env is reset with it too)
 
 
@@ -99,13 +100,17 @@ def start_episode(env: ToolEnv, task: dict[str, Any], group: int, sample: int, s
     episode = Episode(task_id=task_id_of(task), group=group, sample=sample, prompt_messages=[], tool_schemas=[])
     live = LiveEpisode(episode=episode, env=env, tools={}, task=task)
     try:
+        env.episode_seed = seed
+        episode.prompt_messages = list(env.reset(task))
+        # After reset: an env may set its tools there (an adapter's `act`, an env object's methods).
         live.tools = env.tool_map()
         episode.tool_schemas = [t.schema() for t in env.tools]
         episode.tool_servers = {t.name: t.server for t in env.tools if isinstance(t, McpTool)}
         live.tool_schemas = schemas_by_name(episode.tool_schemas)
-        env.episode_seed = seed
-        episode.prompt_messages = list(env.reset(task))
         live.state_key = next_state_key(env, None)
+        live.valid_actions = env.valid_actions()
+    except EnvFull:
+        raise
     except Exception as err:  # noqa: BLE001 - a broken env ends this episode, not the run
         fail_episode(live, f"env_error: reset raised {type(err).__name__}: {err}")
     return live
@@ -126,7 +131,7 @@ def truncate_episode(live: LiveEpisode, reason: str) -> None:
 async def interpret_turn(live: LiveEpisode, text: str, call_format: ToolCallFormat, rollout_cfg: RolloutConfig) -> None:
     """Parse the turn's calls, run them, and let the ToolEnv say what they mean."""
     turn = live.episode.turns[-1]
-    turn.state_key = live.state_key
+    turn.state_key, turn.valid_actions = live.state_key, live.valid_actions
     try:
         parsed = call_format.parse(text, f"call-{turn.index}", live.tool_schemas)
     except ValueError as err:  # the env's tools cannot be written in this format: the env's bug, not the model's
@@ -151,6 +156,7 @@ async def interpret_turn(live: LiveEpisode, text: str, call_format: ToolCallForm
     live.pending_messages = messages
     try:
         live.state_key = next_state_key(live.env, turn.observation or "")
+        live.valid_actions = live.env.valid_actions()
     except Exception as err:  # noqa: BLE001
         fail_episode(live, f"env_error: state_key raised {type(err).__name__}: {err}")
         return
@@ -159,6 +165,7 @@ async def interpret_turn(live: LiveEpisode, text: str, call_format: ToolCallForm
 
 
 def score_episode(live: LiveEpisode) -> None:
+    """Score the ended episode, then let its env go (ToolEnv.close), whatever the score did."""
     episode = live.episode
     final_text = episode.turns[-1].assistant if episode.turns else ""
     try:
@@ -166,10 +173,15 @@ def score_episode(live: LiveEpisode) -> None:
     except Exception as err:  # noqa: BLE001
         if episode.status != "error":
             episode.status, episode.status_reason = "error", f"env_error: score raised {type(err).__name__}: {err}"
-        return
-    episode.outcome_reward = float(score.reward)
-    episode.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
-    episode.final_answer = score.final_answer
+    else:
+        episode.outcome_reward = float(score.reward)
+        episode.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
+        episode.final_answer = score.final_answer
+    try:
+        live.env.close()
+    except Exception as err:  # noqa: BLE001
+        if episode.status != "error":
+            episode.status, episode.status_reason = "error", f"env_error: close raised {type(err).__name__}: {err}"
 
 
 def run_tools_in(worker: ToolWorker, lives: list[LiveEpisode]) -> list[int]:

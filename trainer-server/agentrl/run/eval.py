@@ -55,9 +55,13 @@ def evaluate(
             raise ValueError(f"--baseline {baseline}: an agent run (agent:) has no env whose baseline to run")
         agent = load_agent(config.agent)
     else:
-        env_args = dict(config.env.args)
+        env_args = None
         if baseline and baseline != UNTRAINED_BASELINE:
-            env_args["baseline"] = baseline
+            if config.env.class_name is None:
+                raise ValueError(
+                    f"--baseline {baseline}: baselines are a ToolEnv's (env.args.baseline), not env.{config.env.source}'s"
+                )
+            env_args = {**config.env.args, "baseline": baseline}
         make_env = config_env_factory(config, data_path, args=env_args)
         make_env()  # fail now, before loading the model, with the env's own message (no such baseline, bad data file)
     rollout = config.rollout.model_copy(update={"temperature": 0.0})
