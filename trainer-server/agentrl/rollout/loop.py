@@ -276,12 +276,50 @@ class RolloutEngine(SamplingSettings, ABC):
         on_episode_end: EpisodeCounter = count_nothing,
     ) -> list[Episode]:
         """Group `first_group + i` is `group_size` episodes of `tasks[i]`; each samples from its own
-        `episode_seed(seed, group, sample)`, so a step's episodes do not depend on how its groups are split."""
-        lives = [
-            start_episode(self.env_factory(), task, first_group + g, s, episode_seed(seed, first_group + g, s))
-            for g, task in enumerate(tasks)
-            for s in range(group_size)
-        ]
+        `episode_seed(seed, group, sample)`, so a step's episodes do not depend on how its groups are split. An env
+        with no room for another episode now (EnvFull: a server whose sessions this process's episodes hold) has the
+        episodes started so far played to their end first, in waves, which changes none of them."""
+        wanted = [(task, first_group + g, s) for g, task in enumerate(tasks) for s in range(group_size)]
+        total, episodes, waves_time_s = len(wanted), [], 0.0
+        while wanted:
+            lives = self._start_wave(wanted, seed)
+            wanted = wanted[len(lives) :]
+            done_before = len(episodes)
+            episodes += self.play(
+                lives,
+                seed,
+                self.isolate(lives),
+                lambda done, _, before=done_before: on_episode_end(before + done, total),
+            )
+            waves_time_s += self.last_stats["perf/rollout_time_s"]
+        if waves_time_s > self.last_stats.get("perf/rollout_time_s", 0.0):  # several waves: the step's figures
+            generated = sum(episode.response_length for episode in episodes)
+            self.last_stats.update(
+                {"perf/rollout_time_s": waves_time_s, "perf/rollout_tokens_per_s": generated / waves_time_s}
+            )
+        return episodes
+
+    def _start_wave(self, wanted: list[tuple[dict[str, Any], int, int]], seed: int) -> list[LiveEpisode]:
+        """Start the wanted episodes in order until the env is full (at least one: an env full with none of this
+        wave's started fails that episode, with the env's reason)."""
+        lives: list[LiveEpisode] = []
+        for task, group, sample in wanted:
+            env = self.env_factory()
+            try:
+                live = start_episode(env, task, group, sample, episode_seed(seed, group, sample))
+            except EnvFull as full:
+                if lives:
+                    break
+                live = LiveEpisode(
+                    episode=Episode(
+                        task_id=task_id_of(task), group=group, sample=sample, prompt_messages=[], tool_schemas=[]
+                    ),
+                    env=env,
+                    tools={},
+                    task=task,
+                )
+                fail_episode(live, f"env_error: the env is full with no other episode running: {full}")
+            lives.append(live)
         for live in lives:
             if not live.finished:
                 self._append(
@@ -298,7 +336,7 @@ class RolloutEngine(SamplingSettings, ABC):
                 f"the tool schemas included; max_context is {self.cfg.max_context}): "
                 "raise rollout.max_context or shorten the prompts"
             )
-        return self.play(lives, seed, self.isolate(lives), on_episode_end)
+        return lives
 
     def isolate(self, lives: list[LiveEpisode]) -> list[int]:
         """From here on these episodes' Tool calls run in the tool worker process (rollout.tool_isolation: process);
