@@ -21,6 +21,7 @@ export interface SchemaNode {
   exclusiveMaximum?: number;
   minLength?: number;
   maxLength?: number;
+  pattern?: string;
 }
 
 export const RUN_CONFIG_SCHEMA = schemaJson as SchemaNode & { $defs: Record<string, SchemaNode> };

@@ -20,6 +20,9 @@ export interface Finding {
 
 const CHARS_PER_TOKEN = 4;
 
+/** The sections of `env` that each name where episodes come from (config.py's ENV_SOURCES): exactly one is given. */
+export const ENV_SOURCES = ['class_name', 'gym', 'methods', 'openenv'] as const;
+
 export function editDistance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, i) => i);
   for (let i = 1; i <= a.length; i++) {
@@ -77,6 +80,8 @@ function scalarProblem(value: unknown, schema: SchemaNode): string | undefined {
     if (outOf) return `${value} is out of range: must be ${describeRange(schema)}`;
   }
   if (typeof value === 'string') {
+    if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value))
+      return `must match ${schema.pattern}${schema.pattern.startsWith('^.+:') ? ' (MODULE:NAME, e.g. env.py:make_env)' : ''}; got ${JSON.stringify(value)}`;
     if (schema.minLength !== undefined && value.length < schema.minLength)
       return `must have at least ${schema.minLength} character(s)`;
     if (schema.maxLength !== undefined && value.length > schema.maxLength)
@@ -233,9 +238,9 @@ function moduleSource(
   [start, end]: [number, number],
   out: Finding[],
 ): string | undefined {
-  const isFile = module.endsWith('.py') || module.includes('/') || module.includes('\\');
+  const isFile = isFileModule(module);
   const file = isFile ? resolveFrom(base, module) : findDottedModule(module, base);
-  const code = key.replace('.', '-');
+  const code = key.replace(/\./g, '-');
   if (isFile && !existsSync(file!)) {
     out.push({ start, end, severity: 'error', code, message: `${key}: ${file} does not exist` });
     return undefined;
@@ -255,6 +260,138 @@ function moduleSource(
 
 const definesFunction = (source: string, name: string): boolean =>
   new RegExp(`^(async\\s+)?def\\s+${name.replace(/[^\w]/g, '')}\\s*\\(`, 'm').test(source);
+
+/** Whether a module the config names is a Python file (relative to the config) rather than a dotted module name, as
+ * the trainer tells them apart (config.py's env_module_is_file). */
+const isFileModule = (module: string): boolean =>
+  module.endsWith('.py') || module.includes('/') || module.includes('\\');
+
+/** Whether a module's source defines `name` at its top level: a class, a function or an assignment. */
+const definesName = (source: string, name: string): boolean => {
+  const word = name.replace(/[^\w]/g, '');
+  return new RegExp(`^(class\\s+${word}\\b|(async\\s+)?def\\s+${word}\\s*\\(|${word}\\s*(:[^=]*)?=[^=])`, 'm').test(
+    source,
+  );
+};
+
+/** Where a key itself is written (its name, not its value): findings about a key being there go on it. */
+function keyRange(doc: Document, path: string[]): [number, number] | undefined {
+  const parent = path.length > 1 ? doc.getIn(path.slice(0, -1), true) : doc.contents;
+  if (!isMap(parent)) return undefined;
+  const pair = (parent.items as Pair<Node, unknown>[]).find(
+    (p) => isScalar(p.key) && String(p.key.value) === path[path.length - 1],
+  );
+  return pair?.key.range ? [pair.key.range[0], pair.key.range[1]] : undefined;
+}
+
+/** env: a ToolEnv (module and class_name) or exactly one of env.gym, env.methods and env.openenv, as config.py's
+ * EnvConfig says; the user's files each names found and defining what it names (a factory's or reward's MODULE when
+ * it is a .py file; a dotted one may be installed in the trainer's Python). Returns the ToolEnv's source, which reads
+ * the task records. */
+function envChecks(doc: Document, base: string, at: (path: string[]) => [number, number], out: Finding[]): string[] {
+  if (!isMap(valueNode(doc, ['env']))) return [];
+  const onKey = (path: string[]): [number, number] => keyRange(doc, path) ?? at(path);
+  const error = (where: [number, number], code: string, message: string): void => {
+    out.push({ start: where[0], end: where[1], severity: 'error', code, message });
+  };
+  const given = ENV_SOURCES.filter((name) => valueOf(doc, ['env', name]) != null);
+  const toolEnvKeys = (['module', 'class_name'] as const).filter((name) => valueOf(doc, ['env', name]) != null);
+  if (toolEnvKeys.length === 1)
+    error(
+      onKey(['env', toolEnvKeys[0]]),
+      'env-source',
+      'env: module and class_name go together (the file or module, and the ToolEnv in it)',
+    );
+  else if (given.length !== 1)
+    error(
+      onKey(given.length > 1 ? ['env', given[1]] : ['env']),
+      'env-source',
+      `env: give exactly one of class_name (with module: a ToolEnv), gym, methods or openenv; this gives ${given.length ? given.join(', ') : 'none'}`,
+    );
+  const args = valueNode(doc, ['env', 'args']);
+  if (given.length === 1 && given[0] !== 'class_name' && isMap(args) && args.items.length)
+    error(onKey(['env', 'args']), 'env-args', `env.args are the ToolEnv's; give them as env.${given[0]}.args`);
+  if (valueOf(doc, ['env', 'methods']) != null && valueOf(doc, ['rollout', 'tool_isolation']) === 'process')
+    error(
+      at(['rollout', 'tool_isolation']),
+      'env-methods-isolation',
+      "rollout.tool_isolation: process runs Tools in a worker process, but env.methods' tools change the environment object that the reward reads here: use tool_isolation: thread",
+    );
+  for (const section of ['gym', 'methods'] as const) {
+    const factory = valueOf(doc, ['env', section, 'factory']);
+    if (typeof factory === 'string')
+      namedChecks(
+        factory,
+        `env.${section}.factory`,
+        'a class or function that makes the environment',
+        base,
+        at(['env', section, 'factory']),
+        out,
+      );
+  }
+  const reward = valueOf(doc, ['env', 'methods', 'reward']);
+  if (typeof reward === 'string' && reward.includes(':'))
+    namedChecks(
+      reward,
+      'env.methods.reward',
+      'a function called as function(environment, task, final_text)',
+      base,
+      at(['env', 'methods', 'reward']),
+      out,
+    );
+  const cwd = valueOf(doc, ['env', 'openenv', 'cwd']);
+  if (typeof cwd === 'string' && valueOf(doc, ['env', 'openenv', 'command']) != null) {
+    const folder = resolveFrom(base, cwd);
+    if (!existsSync(folder) || !statSync(folder).isDirectory())
+      error(at(['env', 'openenv', 'cwd']), 'env-openenv-cwd', `env.openenv.cwd: ${folder} is not a folder`);
+  }
+  const sources: string[] = [];
+  const module = valueOf(doc, ['env', 'module']);
+  if (typeof module === 'string') {
+    const source = moduleSource(module, 'env.module', base, at(['env', 'module']), out);
+    const className = valueOf(doc, ['env', 'class_name']);
+    if (source !== undefined) sources.push(source);
+    if (
+      source !== undefined &&
+      typeof className === 'string' &&
+      !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(source)
+    ) {
+      const [start, end] = at(['env', 'class_name']);
+      out.push({
+        start,
+        end,
+        severity: 'error',
+        code: 'env-class',
+        message: `env.class_name: ${module} defines no class ${className}`,
+      });
+    }
+  }
+  return sources;
+}
+
+/** A config's MODULE:NAME (env.gym.factory, env.methods.factory and reward): when MODULE is a .py file, it exists
+ * and defines NAME's first part at its top level (`what` says what NAME must be). */
+function namedChecks(
+  named: string,
+  key: string,
+  what: string,
+  base: string,
+  where: [number, number],
+  out: Finding[],
+): void {
+  const [module, name] = splitNamed(named);
+  if (!module || !name || !isFileModule(module)) return;
+  const source = moduleSource(module, key, base, where, out);
+  const first = name.split('.')[0];
+  if (source !== undefined && !definesName(source, first))
+    out.push({
+      start: where[0],
+      end: where[1],
+      severity: 'error',
+      code: key.replace(/\./g, '-'),
+      message: `${key}: ${module} defines no ${first} (${what})`,
+    });
+}
 
 /** env (a ToolEnv) or agent (the user's own agent): exactly one, its modules found and defining what the config
  * names; returns the sources that read the task records (the env; the agent and its reward function). */
@@ -280,27 +417,7 @@ function episodeSourceChecks(
           : 'the config names no episodes: add env (a ToolEnv that gives them) or agent (an OpenAI-compatible agent run through the endpoint)',
     });
   }
-  const sources: string[] = [];
-  const module = valueOf(doc, ['env', 'module']);
-  if (typeof module === 'string') {
-    const source = moduleSource(module, 'env.module', base, at(['env', 'module']), out);
-    const className = valueOf(doc, ['env', 'class_name']);
-    if (source !== undefined) sources.push(source);
-    if (
-      source !== undefined &&
-      typeof className === 'string' &&
-      !new RegExp(`^class\\s+${className.replace(/[^\w]/g, '')}\\b`, 'm').test(source)
-    ) {
-      const [start, end] = at(['env', 'class_name']);
-      out.push({
-        start,
-        end,
-        severity: 'error',
-        code: 'env-class',
-        message: `env.class_name: ${module} defines no class ${className}`,
-      });
-    }
-  }
+  const sources = envChecks(doc, base, at, out);
   const agentModule = valueOf(doc, ['agent', 'module']);
   if (typeof agentModule === 'string') {
     const source = moduleSource(agentModule, 'agent.module', base, at(['agent', 'module']), out);
@@ -318,7 +435,7 @@ function episodeSourceChecks(
     }
   }
   const reward = valueOf(doc, ['agent', 'reward']);
-  const [rewardModule, rewardFunction] = typeof reward === 'string' ? splitReward(reward) : [];
+  const [rewardModule, rewardFunction] = typeof reward === 'string' ? splitNamed(reward) : [];
   if (rewardModule && rewardFunction) {
     const where = at(['agent', 'reward']);
     const source = moduleSource(rewardModule, 'agent.reward', base, where, out);
@@ -337,7 +454,7 @@ function episodeSourceChecks(
 }
 
 /** 'reward.py:score' -> ['reward.py', 'score'] (the last colon: a Windows path may hold one). */
-function splitReward(reward: string): [string, string] | [] {
+function splitNamed(reward: string): [string, string] | [] {
   const colon = reward.lastIndexOf(':');
   return colon > 0 ? [reward.slice(0, colon), reward.slice(colon + 1)] : [];
 }

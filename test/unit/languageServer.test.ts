@@ -7,6 +7,7 @@ import { devicesSummary, fitSummary } from '../../extension/languageServer/fit';
 import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
 import {
   closest,
+  ENV_SOURCES,
   fieldsReadByEnv,
   findDottedModule,
   validateRunConfig,
@@ -71,9 +72,16 @@ describe('run-config language server: diagnostics', () => {
   });
 
   it('missing required key, at its parent key', () => {
+    const text = 'env:\n  gym:\n    action: text\ndata:\n  train: tasks.jsonl\n';
+    const [f] = validateRunConfig(text, join(DIR, 'c.agentrl.yaml'));
+    assert.equal(f.message, "env.gym: required key 'factory' is missing");
+    assert.equal(text.slice(f.start, f.end), 'gym');
+  });
+
+  it("env.module without env.class_name: they go together (the trainer's words), on the key given", () => {
     const [f] = check('missing-key').findings;
-    assert.equal(f.message, "env: required key 'class_name' is missing");
-    assert.deepEqual([f.line, f.snippet], [1, 'env']);
+    assert.equal(f.message, 'env: module and class_name go together (the file or module, and the ToolEnv in it)');
+    assert.deepEqual([f.code, f.line, f.snippet], ['env-source', 2, 'module']);
   });
 
   it('batch size not divisible by group size, with a fix', () => {
@@ -184,6 +192,110 @@ describe('run-config language server: diagnostics', () => {
     assert.match(neither.message, /add env \(a ToolEnv that gives them\) or agent/);
   });
 
+  it('env gives exactly one of a ToolEnv, env.gym, env.methods and env.openenv; the adapters need no env.module', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'env-sources-'));
+    writeFileSync(join(dir, 'tasks.jsonl'), '{"id": "a", "seed": 1}\n');
+    writeFileSync(
+      join(dir, 'corridor.py'),
+      'class Corridor:\n    def reset(self, seed=None):\n        return "room 0", {}\n',
+    );
+    writeFileSync(
+      join(dir, 'pantry.py'),
+      'def make_pantry():\n    return object()\n\ndef grade(env, task, text):\n    return 1.0\n',
+    );
+    const findings = (env: string, more = '') =>
+      validateRunConfig(`env:\n${env}data:\n  train: tasks.jsonl\n${more}`, join(dir, 'c.agentrl.yaml')).map((f) => [
+        f.code,
+        f.message,
+      ]);
+    assert.deepEqual(findings('  gym:\n    factory: corridor.py:Corridor\n    valid_actions_key: valid\n'), []);
+    assert.deepEqual(findings('  gym: {factory: "textworld_express:TextWorldExpressEnv"}\n'), []); // installed, unchecked
+    assert.deepEqual(findings('  methods:\n    factory: pantry.py:make_pantry\n    reward: pantry.py:grade\n'), []);
+    assert.deepEqual(findings('  openenv:\n    url: http://127.0.0.1:8000\n'), []);
+    assert.deepEqual(findings('  openenv:\n    command: [python, -m, uvicorn, server:app, --port, "{port}"]\n'), []);
+    assert.deepEqual(findings('  gym: {factory: corridor.py:Corridor}\n  openenv: {url: "http://127.0.0.1:8000"}\n'), [
+      [
+        'env-source',
+        'env: give exactly one of class_name (with module: a ToolEnv), gym, methods or openenv; this gives gym, openenv',
+      ],
+    ]);
+    assert.deepEqual(findings('  mcp_servers: []\n'), [
+      [
+        'env-source',
+        'env: give exactly one of class_name (with module: a ToolEnv), gym, methods or openenv; this gives none',
+      ],
+    ]);
+    assert.deepEqual(findings('  gym: {factory: corridor.py:Corridor}\n  args: {goal: 2}\n'), [
+      ['env-args', "env.args are the ToolEnv's; give them as env.gym.args"],
+    ]);
+    assert.deepEqual(
+      findings('  methods: {factory: pantry.py:make_pantry}\n', 'rollout:\n  tool_isolation: process\n'),
+      [
+        [
+          'env-methods-isolation',
+          "rollout.tool_isolation: process runs Tools in a worker process, but env.methods' tools change the environment object that the reward reads here: use tool_isolation: thread",
+        ],
+      ],
+    );
+  });
+
+  it("an adapter's MODULE:NAME: a .py file relative to the config that exists and defines NAME, else a diagnostic on it", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'env-factory-'));
+    writeFileSync(join(dir, 'tasks.jsonl'), '{"id": "a"}\n');
+    writeFileSync(
+      join(dir, 'corridor.py'),
+      'import gymnasium\n\nclass Corridor(gymnasium.Env):\n    pass\n\nmake = Corridor\n',
+    );
+    const check = (env: string) => {
+      const text = `env:\n${env}data:\n  train: tasks.jsonl\n`;
+      return validateRunConfig(text, join(dir, 'c.agentrl.yaml')).map((f) => [
+        f.code,
+        f.message,
+        text.slice(f.start, f.end),
+      ]);
+    };
+    assert.deepEqual(check('  gym:\n    factory: corridor.py:make\n'), []); // an assignment defines it too
+    assert.deepEqual(check('  gym:\n    factory: corridor.py:Corridor.make_env\n'), []); // NAME may be dotted
+    assert.deepEqual(check('  gym:\n    factory: corridor.py:Hallway\n'), [
+      [
+        'env-gym-factory',
+        'env.gym.factory: corridor.py defines no Hallway (a class or function that makes the environment)',
+        'corridor.py:Hallway',
+      ],
+    ]);
+    assert.deepEqual(check('  methods:\n    factory: pantry.py:Pantry\n'), [
+      ['env-methods-factory', `env.methods.factory: ${join(dir, 'pantry.py')} does not exist`, 'pantry.py:Pantry'],
+    ]);
+    assert.deepEqual(check('  methods:\n    factory: corridor.py:Corridor\n    reward: corridor.py:grade\n'), [
+      [
+        'env-methods-reward',
+        'env.methods.reward: corridor.py defines no grade (a function called as function(environment, task, final_text))',
+        'corridor.py:grade',
+      ],
+    ]);
+    const [pattern] = check('  gym:\n    factory: corridor.py\n');
+    assert.equal(pattern[0], 'value');
+    assert.match(
+      pattern[1],
+      /^env\.gym\.factory: must match .* \(MODULE:NAME, e\.g\. env\.py:make_env\); got "corridor\.py"$/,
+    );
+    assert.deepEqual(check('  openenv:\n    command: [python, server.py]\n    cwd: server\n'), [
+      ['env-openenv-cwd', `env.openenv.cwd: ${join(dir, 'server')} is not a folder`, 'server'],
+    ]);
+  });
+
+  it("the env sources the language server knows are the trainer's (config.py ENV_SOURCES)", () => {
+    const config = readFileSync(
+      join(resolve(__dirname, '..', '..'), 'trainer-server', 'agentrl', 'contract', 'config.py'),
+      'utf8',
+    );
+    const declared = /^ENV_SOURCES = \(([^)]*)\)/m.exec(config)![1];
+    assert.deepEqual(
+      [...ENV_SOURCES],
+      [...declared.matchAll(/"(\w+)"/g)].map((m) => m[1]),
+    );
+  });
+
   it('YAML syntax errors are reported, not thrown', () => {
     const [f] = validateRunConfig('env: [unclosed\n', '/tmp/x.agentrl.yaml');
     assert.equal(f.code, 'yaml');
@@ -221,6 +333,34 @@ describe('run-config language server: completion and hover', () => {
     assert.match(hover, /a Python file relative to this config/);
     const top = complete('', 0).map((s) => s.label);
     assert.ok(top.includes('agent') && top.includes('env'));
+  });
+
+  it('completes and hovers the keys of env.gym, env.methods and env.openenv, and their enum values', () => {
+    const env = 'env:\n  \n';
+    const keys = complete(env, env.indexOf('\n  \n') + 3);
+    const labels = keys.map((s) => s.label);
+    assert.ok(['module', 'class_name', 'gym', 'methods', 'openenv'].every((key) => labels.includes(key)));
+    assert.equal(keys.find((s) => s.label === 'gym')!.insertText, 'gym:\n  '); // a section: its keys go below
+    const gym = 'env:\n  gym:\n    factory: corridor.py:Corridor\n    \n';
+    const gymKeys = complete(gym, gym.indexOf('\n    \n') + 5).map((s) => s.label);
+    assert.ok(
+      ['factory', 'valid_actions_key', 'state_key', 'score_keys', 'rewards', 'reuse'].every((k) => gymKeys.includes(k)),
+    );
+    const action = 'env:\n  openenv:\n    action: \n';
+    assert.deepEqual(
+      complete(action, action.indexOf('action: ') + 8).map((s) => s.label),
+      ['text', 'tool'],
+    );
+    const methods = 'env:\n  methods:\n    \n';
+    assert.deepEqual(
+      complete(methods, methods.indexOf('\n    \n') + 5).map((s) => s.label),
+      ['factory', 'args', 'system_prompt', 'reward'],
+    );
+    const hover = hoverText(gym, gym.indexOf('factory') + 1)!;
+    assert.match(hover, /^\*\*env\.gym\.factory\*\*: string/);
+    assert.match(hover, /MODULE:NAME of the class or function that makes one environment/);
+    const sessions = 'env:\n  openenv:\n    max_sessions: 8\n';
+    assert.match(hoverText(sessions, sessions.indexOf('max_sessions') + 1)!, /Allowed: >= 1 and <= 4096/);
   });
 
   it('hovers with description, allowed range and default, and the trainer devices on model keys', () => {
