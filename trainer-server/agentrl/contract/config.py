@@ -176,7 +176,20 @@ class GymEnvConfig(_Section):
             "trajectory and, with show_valid_actions, shown to the model under the observation."
         ),
     )
-    show_valid_actions: bool = Field(True, description="Show the valid actions (valid_actions_key) to the model.")
+    show_valid_actions: Literal["no", "list", "numbered"] = Field(
+        "list",
+        description=(
+            "How the model is shown the valid actions (valid_actions_key), under each observation: no; list (comma "
+            "separated); numbered (one per line, 1-based), where a text reply that is a number names that action."
+        ),
+    )
+    action_prompt: str | None = Field(
+        None,
+        description=(
+            "A line after every observation (and its valid actions) that asks for the next action, e.g. 'Your next "
+            "action?': small models answer a question better than they continue a description."
+        ),
+    )
     observation_key: str | None = Field(
         None, description="For an env whose observation is a dict: the key that holds the text the model reads."
     )

@@ -28,11 +28,19 @@ ACT_TOOL = "act"
 # What a turn without a call of `act` gets back (tool form): the env did not move, and the model is told why.
 NO_ACTION = f"No action was taken: call the tool `{ACT_TOOL}` with your action."
 ENV_RETURN = "env_return"  # the breakdown's name for the sum of the env's own rewards
+ENV_STEPS = "env_steps"  # and for the number of steps the episode took in the env
+
+
+def _json_fallback(value: Any) -> Any:
+    """A value JSON cannot hold: a NumPy scalar or array (a Gymnasium env's info: np.bool_, np.int64, an array of
+    actions) as the Python value or list it stands for, anything else as its text."""
+    to_list = getattr(value, "tolist", None)
+    return to_list() if callable(to_list) and not isinstance(value, type) else str(value)
 
 
 def jsonable(value: Any) -> Any:
     """An env's info or observation as JSON values; what JSON cannot hold becomes its text."""
-    return pydantic_core.to_jsonable_python(value, fallback=str)
+    return pydantic_core.to_jsonable_python(value, fallback=_json_fallback)
 
 
 @dataclass
@@ -70,19 +78,30 @@ def task_seed(task: dict[str, Any]) -> int:
 
 
 _ACTION_LINE = re.compile(r"^\s*(?:>\s*|action\s*:\s*|[-*]\s+)?[`\"']?(.*?)[`\"'.]?\s*$", re.IGNORECASE)
+_NUMBER = re.compile(r"^\s*(\d+)\b")
 
 
-def text_action(text: str, valid: list[str] | None) -> str:
-    """The action a text turn names: its first non-empty line without quotes, a prompt mark or a full stop; the
-    valid action it equals up to case and spacing when the env lists them, else that line as it is (the env then
-    says what it makes of it)."""
+def _plain(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def text_action(text: str, valid: list[str] | None, numbered: bool = False) -> str:
+    """The action a text turn names: its first non-empty line without quotes, a prompt mark or a full stop. Where
+    the env lists valid actions: the one it equals up to case and spacing; with a numbered list, the one its
+    leading number names; else the longest one it starts with ("move north to the pantry"). Otherwise the line
+    as it is, and the env says what it makes of it."""
     line = next((line for line in text.splitlines() if line.strip()), "")
     match = _ACTION_LINE.match(line)
     action = match.group(1).strip() if match else line.strip()
-    for candidate in valid or []:
-        if " ".join(candidate.lower().split()) == " ".join(action.lower().split()):
+    valid = valid or []
+    for candidate in valid:
+        if _plain(candidate) == _plain(action):
             return candidate
-    return action
+    number = _NUMBER.match(action) if numbered else None
+    if number and 1 <= int(number.group(1)) <= len(valid):
+        return valid[int(number.group(1)) - 1]
+    starts = [candidate for candidate in valid if _plain(action).startswith(_plain(candidate) + " ")]
+    return max(starts, key=len) if starts else action
 
 
 class ActTool(Tool):
@@ -110,7 +129,8 @@ class ExternalEnv(ToolEnv):
     rewards_as: str = "step"  # "step": process rewards; "episode": their sum is the outcome
     score_keys: tuple[str, ...] = ()
     valid_actions_key: str | None = None
-    show_valid_actions: bool = False
+    show_valid_actions: str = "no"  # no, list, numbered (GymEnvConfig.show_valid_actions)
+    action_prompt: str | None = None  # a line after each observation that asks for the action
 
     def __init__(self, **args: Any) -> None:
         super().__init__(**args)
@@ -138,7 +158,7 @@ class ExternalEnv(ToolEnv):
     def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
         self.rewards, self.info, self.last_action = [], {}, None
         outcome = self.begin(task, task_seed(task))
-        self.info = outcome.info
+        self.info = jsonable(outcome.info)
         self.tools = [ActTool(self, self.action_parameters())] if self.action_form == "tool" else []
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return system + self.messages(outcome, "user")
@@ -152,7 +172,8 @@ class ExternalEnv(ToolEnv):
 
     def step(self, assistant_text: str, calls: list[ToolCallOutcome]) -> StepResult:
         if self.action_form == "text":
-            outcomes = [self.take(text_action(assistant_text, self.valid_actions()))]
+            action = text_action(assistant_text, self.valid_actions(), self.show_valid_actions == "numbered")
+            outcomes = [self.take(action)]
             role = "user"
         elif not calls:
             return StepResult(messages=[{"role": "user", "content": NO_ACTION}])
@@ -177,8 +198,13 @@ class ExternalEnv(ToolEnv):
             return list(outcome.observation)
         text = str(outcome.observation)
         valid = self.valid_actions()
-        if show_actions and self.show_valid_actions and valid:
+        if show_actions and valid and self.show_valid_actions == "list":
             text = f"{text.rstrip()}\n\nValid actions: {', '.join(valid)}"
+        elif show_actions and valid and self.show_valid_actions == "numbered":
+            lines = "\n".join(f"{number}. {action}" for number, action in enumerate(valid, start=1))
+            text = f"{text.rstrip()}\n\nValid actions:\n{lines}"
+        if show_actions and self.action_prompt:
+            text = f"{text.rstrip()}\n\n{self.action_prompt}"
         return [{"role": role, "content": text}]
 
     def valid_actions(self) -> list[str] | None:
@@ -187,7 +213,7 @@ class ExternalEnv(ToolEnv):
 
     def score(self, final_text: str) -> EpisodeScore:
         total = sum(self.rewards)
-        breakdown = {ENV_RETURN: total}
+        breakdown = {ENV_RETURN: total, ENV_STEPS: float(len(self.rewards))}
         for key in self.score_keys:
             value = self.info.get(key)
             if isinstance(value, bool | int | float):

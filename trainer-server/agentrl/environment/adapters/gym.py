@@ -127,6 +127,7 @@ class GymTextEnv(ExternalEnv):
         self.score_keys = tuple(self.cfg.score_keys)
         self.valid_actions_key = self.cfg.valid_actions_key
         self.show_valid_actions = self.cfg.show_valid_actions
+        self.action_prompt = self.cfg.action_prompt
         self.pool_key = json.dumps([self.cfg.factory, self.cfg.args, self.cfg.setup], sort_keys=True, default=str)
         self.instance: Any = None
 
