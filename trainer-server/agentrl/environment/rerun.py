@@ -70,6 +70,11 @@ def main() -> None:
         config = load_config(request["config"])
         if request["snapshot"] is not None:
             config = use_snapshot(config, Path(request["snapshot"]))
+        if config.env is not None and config.env.class_name is None:
+            raise ValueError(
+                f"a tool call of env.{config.env.source} acts on its episode's environment, which a re-run on its own "
+                "cannot rebuild: re-roll the episode from that turn instead"
+            )
         make_env = config_env_factory(config)  # an MCP server's tool is re-run on a fresh start of its server
     except (ConfigError, EnvLoadError, ValueError) as err:  # EnvLoadError: the env's module failed to import
         say(answers, {"setup_error": str(err)})

@@ -159,7 +159,8 @@ class ExternalEnv(ToolEnv):
         self.rewards, self.info, self.last_action = [], {}, None
         outcome = self.begin(task, task_seed(task))
         self.info = jsonable(outcome.info)
-        self.tools = [ActTool(self, self.action_parameters())] if self.action_form == "tool" else []
+        given = [t for t in self.tools if not isinstance(t, ActTool)]  # an MCP server's, from the run config
+        self.tools = [*given, ActTool(self, self.action_parameters())] if self.action_form == "tool" else given
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return system + self.messages(outcome, "user")
 

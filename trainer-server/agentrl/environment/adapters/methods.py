@@ -59,12 +59,15 @@ class MethodsEnv(ToolEnv):
         self.cfg = MethodsEnvConfig.model_validate(section)
         self.instance: Any = None
         self.task: dict[str, Any] = {}
+        self.method_tools: list[Tool] = []
 
     def reset(self, task: dict[str, Any]) -> list[dict[str, Any]]:
         self.task = task
         self.instance = load_named(self.cfg.factory, "env.methods.factory")(**self.cfg.args)
         reward_method = "" if ":" in self.cfg.reward else self.cfg.reward
-        self.tools = method_tools(self.instance, reward_method)
+        given = [t for t in self.tools if t not in self.method_tools]  # an MCP server's, from the run config
+        self.method_tools = method_tools(self.instance, reward_method)
+        self.tools = [*given, *self.method_tools]
         messages = [{"role": "system", "content": self.cfg.system_prompt}] if self.cfg.system_prompt else []
         prompt = task.get(PROMPT_KEY)
         if isinstance(prompt, list):
