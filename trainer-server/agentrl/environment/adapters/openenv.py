@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from agentrl.contract.config import OpenEnvConfig
@@ -41,6 +41,9 @@ from agentrl.environment.env import EnvFull
 CAPACITY_REACHED = "CAPACITY_REACHED"
 BUSY_RETRY_S = 0.5  # between tries while another client fills the server
 LOG_TAIL_CHARS = 2000
+# How long a broken session waits for the server's process to show it has ended: its connections close (and the
+# session breaks) a moment before its exit can be seen.
+EXIT_WAIT_S = 2.0
 OBSERVATION_META = ("done", "reward", "metadata")
 
 
@@ -77,6 +80,14 @@ class Server:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def ended(self, within_s: float) -> bool:
+        """Whether the process has exited, or does within `within_s`."""
+        try:
+            self.process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def tail(self) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -171,7 +182,12 @@ class OpenEnvEnv(ExternalEnv):
     def _send(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         assert self.connection is not None
         try:
-            self.connection.send(json.dumps({"type": kind, "data": data}))
+            try:
+                self.connection.send(json.dumps({"type": kind, "data": data}))
+            except ConnectionClosed:
+                # A server that turns a session away (CAPACITY_REACHED) says so as it accepts it, and closes at once:
+                # its answer may be waiting though the message could no longer be sent.
+                pass
             answer = json.loads(self.connection.recv(timeout=self.cfg.step_timeout_s))
         except (WebSocketException, OSError, TimeoutError) as err:
             raise RuntimeError(self._gone(f"{kind} failed: {type(err).__name__}: {err}")) from err
@@ -181,7 +197,7 @@ class OpenEnvEnv(ExternalEnv):
         return dict(answer.get("data") or {})
 
     def _gone(self, what: str) -> str:
-        if self.server is not None and not self.server.alive():
+        if self.server is not None and self.server.ended(EXIT_WAIT_S):
             return f"the OpenEnv server died ({what}); its log ends: {self.server.tail()}"
         return f"the OpenEnv session at {self.url} broke ({what})"
 
@@ -194,7 +210,10 @@ class OpenEnvEnv(ExternalEnv):
                 raise EnvFull(f"{self.url} already holds env.openenv.max_sessions ({self.cfg.max_sessions}) episodes")
             ws_url = "ws" + self.url[len("http") :] + "/ws"
             try:
-                self.connection = connect(ws_url, open_timeout=self.cfg.step_timeout_s, max_size=None)
+                connection = connect(ws_url, open_timeout=self.cfg.step_timeout_s, max_size=None)
+                # Entered as `with connect(...)` would (websockets 17.1 warns of a connection used without it); the
+                # episode's end closes it.
+                self.connection = connection.__enter__()
                 return
             except (WebSocketException, OSError, TimeoutError) as err:
                 SERVERS.close_session(self.url)
