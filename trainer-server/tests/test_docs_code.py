@@ -1,7 +1,10 @@
 """The docs' code runs: every Python block in docs/ executes as it stands, and the examples do what the text around
 them says (the Tool and ToolEnv pass `agentrl env check` and score their scripted episode; `@tool` derives the
 schema from the hints and the docstring; the OpenAI-SDK agent plays an episode against an endpoint and its reward
-function scores it); every YAML block is a valid run-config fragment; every `agentrl` command line in a bash block
+function scores it; the environments of docs/external-environments.md, each with its run config as the page gives
+it, play the episodes the page describes (the Gymnasium and TRL-style ones pass `agentrl env check`; the OpenEnv
+server is started by its command));
+every YAML block is a valid run-config fragment; every `agentrl` command line in a bash block
 is one the command line accepts, and every `make` target they name is one the Makefile has."""
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,8 +21,10 @@ from typing import Any
 import pytest
 import yaml
 from agentrl.cli.main import build_parser
-from agentrl.contract.config import RunConfig
+from agentrl.contract.config import RunConfig, load_config, resolve_paths
+from agentrl.environment.loader import config_env_factory
 from agentrl.rollout.check import check_env
+from agentrl.rollout.loop import run_scripted_episode
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -39,8 +45,20 @@ def _python_block(defining: str) -> str:
     return code
 
 
+def _yaml_block(defining: str) -> str:
+    [code] = [code for _, code in _blocks("yaml") if defining in code]
+    return code
+
+
+# Packages a docs example needs that agentrl does not depend on: its blocks run where they are installed.
+OPTIONAL_PACKAGES = {"from openenv": "openenv.core"}
+
+
 @pytest.mark.parametrize(("where", "code"), _blocks("python"), ids=[where for where, _ in _blocks("python")])
 def test_every_python_block_runs(where, code, tmp_path, monkeypatch):
+    for marker, package in OPTIONAL_PACKAGES.items():
+        if marker in code:
+            pytest.importorskip(package)
     monkeypatch.chdir(tmp_path)
     exec(compile(code, where, "exec"), {"__name__": "docs_block"})
 
@@ -115,6 +133,83 @@ def test_the_openai_agent_example_plays_an_episode_against_an_endpoint_and_its_r
     assert result == "The value is teal."
     assert [m["role"] for m in _CannedPolicy.requests[-1]["messages"]] == ["user", "assistant", "tool"]
     assert namespace["score"](task, result) == 1.0
+
+
+def _external_env(tmp_path: Path, module: str, defining: str, config: str, tasks: list[dict]) -> Path:
+    """An example of docs/external-environments.md in a folder: its Python module, its run config as the page gives
+    it, and these task records; returns the config's path."""
+    (tmp_path / module).write_text(_python_block(defining))
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(task) + "\n" for task in tasks))
+    path = tmp_path / f"{Path(module).stem}.agentrl.yaml"
+    path.write_text(config)
+    return path
+
+
+def _played(path: Path, task: dict, turns: list[str]):
+    """The scripted episode of these assistant turns in the env the config builds, as training builds it."""
+    config = resolve_paths(load_config(path), path.parent)
+    make_env = config_env_factory(config)
+    try:
+        return run_scripted_episode(make_env(), task, turns, config.rollout)
+    finally:
+        make_env.close()
+
+
+def test_the_gym_example_passes_env_check_and_reads_text_actions_valid_actions_state_and_score(tmp_path):
+    path = _external_env(
+        tmp_path, "corridor.py", "class Corridor", _yaml_block("corridor.py:Corridor"), [{"id": "a", "seed": 1}]
+    )
+    diagnostics = check_env(path)
+    assert [d for d in diagnostics if d["severity"] != "info"] == []
+    assert diagnostics[-1]["message"].startswith("scripted episode: 1 turn(s), status truncated, reward 0 ")
+    episode = _played(path, {"id": "a", "seed": 1}, ["Go east.", "> go east", "go east to the light"])
+    assert [turn.valid_actions for turn in episode.turns] == [
+        ["go east", "wait"],
+        ["go east", "wait", "go west"],
+        ["go east", "wait", "go west"],
+    ]
+    assert [turn.state_key for turn in episode.turns] == ["0", "1", "2"]  # state_key: room
+    assert [turn.process_reward for turn in episode.turns] == [0.0, 0.0, 1.0]  # rewards: step
+    assert "go west" in episode.turns[0].observation  # the valid actions, shown under the observation
+    assert episode.turns[-1].done and episode.status == "finished"
+    assert episode.reward_breakdown["won"] == 1.0 and episode.reward_breakdown["env_return"] == 1.0
+    assert "west end of a dark corridor" in episode.prompt_messages[-1]["content"]
+    assert episode.prompt_messages[0]["role"] == "system"
+
+
+def test_the_methods_example_offers_its_methods_as_tools_and_its_reward_reads_what_they_did(tmp_path):
+    task = {"prompt": "Set the greenhouse to 21 degrees.", "target": 21}
+    path = _external_env(tmp_path, "greenhouse.py", "class Greenhouse", _yaml_block("greenhouse.py:Greenhouse"), [task])
+    assert [d for d in check_env(path) if d["severity"] != "info"] == []
+
+    def call(degrees: int) -> str:
+        return f"<tool_call>{json.dumps({'name': 'set_thermostat', 'arguments': {'degrees': degrees}})}</tool_call>"
+
+    episode = _played(path, task, [call(21), "I set the thermostat to 21 degrees."])
+    assert {schema["function"]["name"] for schema in episode.tool_schemas} == {"set_thermostat", "read_thermostat"}
+    assert episode.prompt_messages[-1]["content"] == (
+        "Set the greenhouse to 21 degrees.\n\nThe thermostat reads 15 degrees."  # reset's text follows the prompt
+    )
+    assert episode.turns[0].tool_calls[0].result == "The thermostat now holds 21 degrees."
+    assert episode.outcome_reward == 1.0 and episode.status == "finished"
+    assert _played(path, task, [call(25), "Done."]).outcome_reward == 0.0
+
+
+def test_the_openenv_example_serves_its_env_and_plays_an_episode_in_one_session(tmp_path):
+    pytest.importorskip("openenv.core")
+    pytest.importorskip("uvicorn")
+    config = yaml.safe_load(_yaml_block("guess_server:app"))
+    assert config["env"]["openenv"]["command"][0] == "python"
+    config["env"]["openenv"]["command"][0] = sys.executable  # the docs' python: the trainer's own
+    path = _external_env(
+        tmp_path, "guess_server.py", "class GuessEnvironment", yaml.safe_dump(config), [{"id": "a", "seed": 7}]
+    )
+    episode = _played(path, {"id": "a", "seed": 7}, ["5", "8", "7"])
+    assert episode.status == "finished", episode.status_reason
+    assert [turn.observation for turn in episode.turns] == ["Higher.", "Lower.", "Right!"]
+    assert [turn.process_reward for turn in episode.turns] == [0.0, 0.0, 1.0]
+    assert episode.reward_breakdown["solved"] == 1.0
+    assert "I picked a digit" in episode.prompt_messages[-1]["content"]
 
 
 @pytest.mark.parametrize(("where", "code"), _blocks("yaml"), ids=[where for where, _ in _blocks("yaml")])
