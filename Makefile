@@ -20,6 +20,9 @@ setup: setup-python setup-node
 
 setup-python: $(VENV)/.installed
 $(VENV)/.installed: trainer-server/pyproject.toml Makefile
+	# TextWorldExpress (the textworld recipe, tests/test_external_envs.py) runs its games in a JVM: Debian's Java
+	# runtime, installed (apt, as root) where there is none.
+	command -v java >/dev/null || { apt-get update && apt-get install -y --no-install-recommends default-jre-headless; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
