@@ -1,9 +1,10 @@
-"""The multi-step recipe (parcel lockers, trainer-server/agentrl/recipes/lockers): what a trained agent does over
-several steps, and the step-level algorithms against GRPO and token-level PPO at the same wall-clock.
+"""The multi-step recipes (parcel lockers, trainer-server/agentrl/recipes/lockers; TextWorldExpress CoinCollector,
+trainer-server/agentrl/recipes/textworld): what a trained agent does over several steps, and the step-level
+algorithms against GRPO and token-level PPO at the same wall-clock.
 
-    .venv/bin/python results/multistep.py ablation [--budget-s 180] [--seeds 0 1] [--algorithms grpo gigpo ...]
-        [--name multistep] [--set env.args.busy_rate=0.5 ...]
-    .venv/bin/python results/multistep.py steps EVAL_RUN_DIR [EVAL_RUN_DIR ...]
+    .venv/bin/python results/multistep.py ablation [--recipe lockers|coin] [--budget-s 180] [--seeds 0 1]
+        [--algorithms grpo gigpo ...] [--name multistep] [--set env.args.busy_rate=0.5 ...]
+    .venv/bin/python results/multistep.py steps [--recipe lockers|coin] EVAL_RUN_DIR [EVAL_RUN_DIR ...]
 
 `ablation` (about 5 minutes a run on 2 cores with the default budget): for each seed and algorithm, `agentrl train` on the recipe in its own
 process, stopped with SIGTERM once the budget has run out since the process started (the step in flight finishes
@@ -15,7 +16,8 @@ results/runs/multistep/. `--set KEY=VALUE` changes the recipe for training and e
 
 `steps` reads evaluation runs (`agentrl demo` prints theirs) and prints, for each, the success rate, the tool calls
 per episode over the successful ones, and the retry rate: the share of failed calls followed in the next turn by a
-call to the same Tool.
+call to the same Tool. For CoinCollector a step is an action in the game (the breakdown's env_steps), and the
+ablation also compares the steps of the games solved both before and after training, paired by game.
 """
 
 from __future__ import annotations
@@ -37,7 +39,23 @@ from agentrl.run.runstore import RunStore, read_events
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 
 HERE = Path(__file__).resolve().parent
-RECIPE = HERE.parent / "trainer-server" / "agentrl" / "recipes" / "lockers" / "lockers_grpo.agentrl.yaml"
+RECIPES_DIR = HERE.parent / "trainer-server" / "agentrl" / "recipes"
+# Each recipe: its config, its success key in the reward breakdown, how a step is counted (tool calls, or the env's
+# own steps), and its name in the tables.
+RECIPES = {
+    "lockers": {
+        "config": RECIPES_DIR / "lockers" / "lockers_grpo.agentrl.yaml",
+        "success": "accuracy",
+        "steps": "tool calls",
+        "title": "Parcel lockers",
+    },
+    "coin": {
+        "config": RECIPES_DIR / "textworld" / "coin_grpo.agentrl.yaml",
+        "success": "tasksuccess",
+        "steps": "env steps",
+        "title": "TextWorldExpress CoinCollector",
+    },
+}
 RUNS = HERE / "runs" / "multistep"
 EVAL_LIMIT = 200
 # Each algorithm as the ablation runs it: the recipe's settings, with these changed. GiGPO discounts steps as its
@@ -54,10 +72,21 @@ def trajectories(run_dir: Path) -> list[dict]:
     return [json.loads(line) for path in sorted((run_dir / "trajectories").glob("*.jsonl")) for line in path.open()]
 
 
-def step_figures(records: list[dict]) -> dict:
-    """Success, tool calls per successful episode (mean and distribution) and the retry rate after a failed call."""
-    success = [r for r in records if r["reward_breakdown"].get("accuracy", r["reward"]) >= 1.0]
-    calls = Counter(r["stats"]["num_tool_calls"] for r in success)
+def episode_steps(record: dict, recipe: dict) -> int:
+    if recipe["steps"] == "env steps":
+        return int(record["reward_breakdown"].get("env_steps", record["stats"]["num_turns"]))
+    return int(record["stats"]["num_tool_calls"])
+
+
+def succeeded(record: dict, recipe: dict) -> bool:
+    return record["reward_breakdown"].get(recipe["success"], record["reward"]) >= 1.0
+
+
+def step_figures(records: list[dict], recipe: dict) -> dict:
+    """Success, steps per successful episode (mean and distribution) and the retry rate after a failed call; the
+    steps of each solved task by task id (for the paired comparison)."""
+    success = [r for r in records if succeeded(r, recipe)]
+    calls = Counter(episode_steps(r, recipe) for r in success)
     failed, retried = failed_calls_retried(
         [[(c["name"], c["error"] is not None) for c in turn["tool_calls"]] for turn in record["turns"]]
         for record in records
@@ -67,8 +96,24 @@ def step_figures(records: list[dict]) -> dict:
         "success": len(success) / len(records) if records else 0.0,
         "calls_per_success_mean": sum(k * v for k, v in calls.items()) / len(success) if success else 0.0,
         "calls_per_success": {str(k): calls[k] for k in sorted(calls)},
+        "steps_by_solved_task": {r["task_id"]: episode_steps(r, recipe) for r in success},
         "failed_calls": failed,
         "retry_rate": retried / failed if failed else 0.0,
+    }
+
+
+def fewer_steps(before: dict, after: dict) -> dict | None:
+    """The change in steps over the tasks solved both before and after, paired by task, with its 95% CI."""
+    both = sorted(set(before["steps_by_solved_task"]) & set(after["steps_by_solved_task"]))
+    if not both:
+        return None
+    first = [float(before["steps_by_solved_task"][task]) for task in both]
+    then = [float(after["steps_by_solved_task"][task]) for task in both]
+    return {
+        "tasks": len(both),
+        "before": sum(first) / len(both),
+        "after": sum(then) / len(both),
+        "change_ci95": paired_bootstrap_ci(first, then),
     }
 
 
@@ -80,7 +125,7 @@ def train_for(algorithm: str, seed: int, args: argparse.Namespace) -> tuple[Path
         "-m",
         "agentrl.cli",
         "train",
-        str(RECIPE),
+        str(RECIPES[args.recipe]["config"]),
         "--runs-dir",
         str(RUNS),
         "--run-id",
@@ -137,21 +182,21 @@ def held_out(config, checkpoint: Path | None):
 
 def ablation(args: argparse.Namespace) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
-    config = resolve_paths(load_config(RECIPE, args.overrides), RECIPE.parent)
+    recipe = RECIPES[args.recipe]
+    config = resolve_paths(load_config(recipe["config"], args.overrides), recipe["config"].parent)
     untrained = held_out(config, None)
-    base = [t["accuracy"] for t in untrained.per_task]
+    success = recipe["success"]
+    base = [t.get(success, 0.0) for t in untrained.per_task]
+    base_figures = step_figures(trajectories(untrained.run_dir), recipe)
     results = {
-        "recipe": str(RECIPE.relative_to(HERE.parent)),
+        "recipe": str(recipe["config"].relative_to(HERE.parent)),
+        "recipe_name": args.recipe,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "overrides": args.overrides,
         "budget_s": args.budget_s,
         "eval_n": len(base),
-        "untrained": {
-            "accuracy": untrained.metrics["accuracy"],
-            "per_task": base,
-            **step_figures(trajectories(untrained.run_dir)),
-        },
+        "untrained": {"accuracy": sum(base) / len(base), "per_task": base, **base_figures},
         "runs": [],
     }
     for seed in args.seeds:
@@ -159,18 +204,20 @@ def ablation(args: argparse.Namespace) -> None:
             run_dir, wall, steps = train_for(algorithm, seed, args)
             checkpoint = RunStore(run_dir).latest_checkpoint()
             evaluation = held_out(config, checkpoint)
-            scores = [t["accuracy"] for t in evaluation.per_task]
+            scores = [t.get(success, 0.0) for t in evaluation.per_task]
+            figures = step_figures(trajectories(evaluation.run_dir), recipe)
             results["runs"].append(
                 {
                     "algorithm": algorithm,
                     "seed": seed,
                     "wall_s": round(wall, 1),
                     "steps": steps,
-                    "accuracy": evaluation.metrics["accuracy"],
+                    "accuracy": sum(scores) / len(scores),
                     "ci95": bootstrap_ci(scores),
                     "gain_ci95": paired_bootstrap_ci(base, scores),
                     "per_task": scores,
-                    **step_figures(trajectories(evaluation.run_dir)),
+                    **figures,
+                    "fewer_steps": fewer_steps(base_figures, figures),
                 }
             )
             (HERE / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")  # each run kept as it lands
@@ -189,19 +236,21 @@ def summarise(results: dict, name: str) -> None:
     import matplotlib.pyplot as plt
 
     untrained = results["untrained"]
+    recipe = RECIPES[results.get("recipe_name", "lockers")]
     wall_s = [run["wall_s"] for run in results["runs"]]
     walls = f"{min(wall_s):.0f}-{max(wall_s):.0f} s in all" if wall_s else "no run yet"
     lines = [
-        f"Parcel lockers, {results['eval_n']} held-out tasks, greedy. Each run was stopped {results['budget_s']:.0f} s "
+        f"{recipe['title']}, {results['eval_n']} held-out tasks, greedy. Each run was stopped {results['budget_s']:.0f} s "
         f"after it started (start-up included) and finished the step in flight ({walls}), SmolLM2-135M-Instruct; "
         f"{results.get('machine', 'a 2-core CPU')}, {results.get('date', '')}"
         + (f"; the recipe with {', '.join(results['overrides'])}" if results.get("overrides") else "")
         + ".",
         "",
-        "| agent | seed | steps | held-out success [95% CI] | gain vs untrained [paired 95% CI] | calls per success | "
+        f"| agent | seed | steps | held-out success [95% CI] | gain vs untrained [paired 95% CI] | "
+        f"{recipe['steps']} per success | {recipe['steps']} on tasks solved before and after [paired 95% CI] | "
         "retry rate after a failed call |",
-        "|---|---|---|---|---|---|---|",
-        f"| untrained | – | 0 | {untrained['accuracy']:.3f} | – | {untrained['calls_per_success_mean']:.2f} | "
+        "|---|---|---|---|---|---|---|---|",
+        f"| untrained | – | 0 | {untrained['accuracy']:.3f} | – | {untrained['calls_per_success_mean']:.2f} | – | "
         f"{untrained['retry_rate']:.2f} |",
     ]
     by_algorithm: dict[str, list[dict]] = {}
@@ -209,10 +258,17 @@ def summarise(results: dict, name: str) -> None:
         by_algorithm.setdefault(run["algorithm"], []).append(run)
         low, high = run["ci95"]
         gain_low, gain_high = run["gain_ci95"]
+        fewer = run.get("fewer_steps")
+        paired = (
+            f"{fewer['before']:.2f} -> {fewer['after']:.2f} over {fewer['tasks']} "
+            f"[{fewer['change_ci95'][0]:+.2f}, {fewer['change_ci95'][1]:+.2f}]"
+            if fewer
+            else "–"
+        )
         lines.append(
             f"| {run['algorithm']} | {run['seed']} | {run['steps']} | {run['accuracy']:.3f} [{low:.3f}, {high:.3f}] | "
             f"{run['accuracy'] - untrained['accuracy']:+.3f} [{gain_low:+.3f}, {gain_high:+.3f}] | "
-            f"{run['calls_per_success_mean']:.2f} | {run['retry_rate']:.2f} |"
+            f"{run['calls_per_success_mean']:.2f} | {paired} | {run['retry_rate']:.2f} |"
         )
     lines += ["", "Seeds pooled (every held-out task once per seed, paired by task and seed):", ""]
     for algorithm, runs in by_algorithm.items():
@@ -249,7 +305,7 @@ def summarise(results: dict, name: str) -> None:
     axes.set_xticks(range(len(names)), names)
     axes.set_ylim(0, 1)
     axes.set_ylabel("held-out success (greedy)")
-    axes.set_title(f"parcel lockers: {results['budget_s']:.0f} s of training each", fontsize=11)
+    axes.set_title(f"{recipe['title']}: {results['budget_s']:.0f} s of training each", fontsize=11)
     axes.grid(alpha=0.3)
     axes.legend(loc="lower right")
     figure.tight_layout()
@@ -259,13 +315,14 @@ def summarise(results: dict, name: str) -> None:
 
 def steps(args: argparse.Namespace) -> None:
     for run_dir in args.runs:
-        print(json.dumps({"run": str(run_dir), **step_figures(trajectories(Path(run_dir)))}))
+        print(json.dumps({"run": str(run_dir), **step_figures(trajectories(Path(run_dir)), RECIPES[args.recipe])}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     run_ablation = commands.add_parser("ablation")
+    run_ablation.add_argument("--recipe", choices=list(RECIPES), default="lockers")
     run_ablation.add_argument("--budget-s", type=float, default=180.0)
     run_ablation.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     run_ablation.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
@@ -275,6 +332,7 @@ def main() -> None:
     )
     run_ablation.set_defaults(handler=ablation)
     read_steps = commands.add_parser("steps")
+    read_steps.add_argument("--recipe", choices=list(RECIPES), default="lockers")
     read_steps.add_argument("runs", nargs="+", type=Path)
     read_steps.set_defaults(handler=steps)
     args = parser.parse_args()
