@@ -69,13 +69,16 @@ class Server:
         deadline = time.monotonic() + cfg.startup_timeout_s
         while not healthy(self.url):
             if self.process.poll() is not None:
-                raise RuntimeError(f"the OpenEnv server exited with {self.process.returncode}: {self.tail()}")
-            if time.monotonic() > deadline:
+                message = f"the OpenEnv server exited with {self.process.returncode}: {self.tail()}"
                 self.stop()
-                raise RuntimeError(
+                raise RuntimeError(message)
+            if time.monotonic() > deadline:
+                message = (
                     f"the OpenEnv server did not answer {self.url}/health within {cfg.startup_timeout_s:g} s "
                     f"(env.openenv.startup_timeout_s): {self.tail()}"
                 )
+                self.stop()
+                raise RuntimeError(message)
             time.sleep(0.2)
 
     def alive(self) -> bool:
@@ -94,6 +97,7 @@ class Server:
         return text[-LOG_TAIL_CHARS:].strip() or "(it wrote nothing)"
 
     def stop(self) -> None:
+        """End the process (if it still runs) and remove its log."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -101,6 +105,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.unlink(missing_ok=True)
 
 
 def healthy(url: str) -> bool:
@@ -112,10 +117,12 @@ def healthy(url: str) -> bool:
 
 
 class _Servers:
-    """This process's started servers (by command) and its open sessions (by URL)."""
+    """This process's started servers (by command), those that died and were started again (their logs kept for
+    the episodes that read their tails), and its open sessions (by URL)."""
 
     def __init__(self) -> None:
         self.started: dict[str, Server] = {}
+        self.dead: list[Server] = []
         self.sessions: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -126,6 +133,8 @@ class _Servers:
         with self.lock:
             server = self.started.get(key)
             if server is None or not server.alive():
+                if server is not None:
+                    self.dead.append(server)
                 server = self.started[key] = Server(cfg)
         return server.url, server
 
@@ -146,8 +155,9 @@ class _Servers:
 
     def stop_all(self) -> None:
         with self.lock:
-            servers = list(self.started.values())
+            servers = [*self.started.values(), *self.dead]
             self.started.clear()
+            self.dead.clear()
         for server in servers:
             server.stop()
 
