@@ -6,6 +6,8 @@
 // No `vscode`: unit-tested on folders of files.
 import { readdir, readFile, open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { episodeSourceOf, type EpisodeSource } from '../protocol/episode-sources';
 import {
   ACTIVE_RUN_STATUSES,
   ENDED_RUN_STATUSES,
@@ -25,6 +27,7 @@ export interface OfflineRun {
 
 const RUN_FILE = 'run.json';
 const EVENTS_FILE = 'events.jsonl';
+const CONFIG_FILE = 'config.yaml';
 const TAIL_BLOCK_BYTES = 1 << 16;
 // How far from its end a log is read for its latest status and metrics: a step writes both, so a run's log holds them
 // near its end; a log damaged for longer than this shows the run without them rather than read gigabytes.
@@ -84,6 +87,18 @@ export async function readRunTrajectories(folder: string): Promise<{ records: Tr
     errors.push(...parsed.errors.map((error) => `${file} ${error}`));
   }
   return { records, errors };
+}
+
+/** Where the episodes of the run in `folder` came from, as its frozen config (config.yaml) says; undefined when it
+ *  cannot be read. */
+export async function readRunEpisodeSource(folder: string): Promise<EpisodeSource | undefined> {
+  const text = await readFile(join(folder, CONFIG_FILE), 'utf8').catch(() => undefined);
+  if (text === undefined) return undefined;
+  try {
+    return episodeSourceOf(parseYaml(text));
+  } catch {
+    return undefined; // a config damaged past reading says nothing of where the episodes came from
+  }
 }
 
 function parseObject(text: string): Record<string, unknown> {

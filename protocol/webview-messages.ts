@@ -12,8 +12,10 @@ import type {
   TrajectorySearchParams,
 } from './generated/rpc';
 import type { TrajectoryRecord } from './generated/trajectory';
+import type { EpisodeSource } from './episode-sources';
 
 export type {
+  EpisodeSource,
   RerollEdit,
   RerollListResult,
   RerollRecords,
@@ -31,7 +33,9 @@ export interface ReadyMessage {
 /** Host → webview, answering `ready`: the trajectories of a file or of a run. `live` when more will follow;
  * `runStatus`, for a run, its status now (absent for a file); `focusStep`, the step to show first (the Run
  * Dashboard's click on a point): the group view of that step's first group; `focusId`, an episode to open first
- * (Search Episodes' pick); `searchable`, for a run on a connected trainer: its episodes can be searched (`search`). */
+ * (Search Episodes' pick); `searchable`, for a run on a connected trainer: its episodes can be searched (`search`);
+ * `episodeSource`, where the run's episodes came from, when the host could read its config (a run's; a file's in a
+ * run folder): an adapter's tool calls (env.gym, env.methods, env.openenv) offer no re-run. */
 export interface LoadMessage {
   type: 'load';
   source: string;
@@ -41,6 +45,7 @@ export interface LoadMessage {
   focusStep?: number;
   focusId?: string;
   searchable?: boolean;
+  episodeSource?: EpisodeSource;
 }
 
 /** What the run browser's search box asks: trajectory/search's filters, for the replay's run. */

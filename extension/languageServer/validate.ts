@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { isMap, isScalar, isSeq, parseDocument, type Document, type Node, type Pair } from 'yaml';
+import { ENV_SOURCES } from '../../protocol/episode-sources';
 import { BUILTIN_MODELS, modelSource } from './modelPath';
 import { deref, describeRange, RUN_CONFIG_SCHEMA, typeName, type SchemaNode } from './schema';
 
@@ -19,9 +20,6 @@ export interface Finding {
 }
 
 const CHARS_PER_TOKEN = 4;
-
-/** The sections of `env` that each name where episodes come from (config.py's ENV_SOURCES): exactly one is given. */
-export const ENV_SOURCES = ['class_name', 'gym', 'methods', 'openenv'] as const;
 
 export function editDistance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, i) => i);

@@ -2,7 +2,9 @@
 // (ours, `*.trajectories.jsonl`, and Harbor's ATIF, `*.atif.jsonl`, `*.atif.json`: trajectoryFile.ts), and the relay
 // between a trainer run and the webview. Talks to the webview only through the typed messages of
 // protocol/webview-messages.ts. A run listed offline (no server connected) is replayed from its trajectory files.
+import { basename, dirname } from 'node:path';
 import * as vscode from 'vscode';
+import { episodeSourceOf } from '../../protocol/episode-sources';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type {
   HostToWebviewMessage,
@@ -13,7 +15,7 @@ import type {
 } from '../../protocol/webview-messages';
 import { Commands } from '../commands';
 import { registerCommands, showError, type Ctx } from '../ctx';
-import { readRunTrajectories } from '../offlineRuns';
+import { readRunEpisodeSource, readRunTrajectories } from '../offlineRuns';
 import type { TrainerConnection } from '../trainerConnection';
 import { webviewHtml } from '../webviewHtml';
 import { relayReroll, relayRerollGet, relayRerollList } from './reroll';
@@ -152,7 +154,14 @@ async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget)
   void trainer.follow(runId).catch((err: Error) => ctx.log.warn(`replay: cannot follow ${runId} live: ${err.message}`));
   const search = async (message: SearchMessage) => relaySearch(message, runId, connectedTrainer(ctx));
   connect(ctx, panel.webview, search, async () => {
-    const [records, info] = await Promise.all([fetchRecords(), trainer.request('run/get', { runId })]);
+    const [records, info, episodeSource] = await Promise.all([
+      fetchRecords(),
+      trainer.request('run/get', { runId }),
+      trainer.request('run/config', { runId }).then(
+        ({ config }) => episodeSourceOf(config),
+        () => undefined, // the panel offers what it offers every run
+      ),
+    ]);
     records.forEach((r) => seen.add(r.id));
     ready = true;
     void flush();
@@ -163,6 +172,7 @@ async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget)
       live: ACTIVE_RUN_STATUSES.has(info.status),
       runStatus: info.status,
       searchable: true,
+      ...(episodeSource === undefined ? {} : { episodeSource }),
       ...(step === undefined ? {} : { focusStep: step }),
       ...(trajectoryId === undefined ? {} : { focusId: trajectoryId }),
     };
@@ -179,7 +189,10 @@ function openRunFolder(ctx: Ctx, runId: string, folder: string, step: number | u
   const panel = runPanel(ctx, runId, step);
   // no search: that is the trainer's index
   connect(ctx, panel.webview, undefined, async () => {
-    const { records, errors } = await readRunTrajectories(folder);
+    const [{ records, errors }, episodeSource] = await Promise.all([
+      readRunTrajectories(folder),
+      readRunEpisodeSource(folder),
+    ]);
     if (errors.length) warnUnreadable(ctx, folder, errors);
     const runStatus = ctx.connection.model.run(runId)?.status;
     return {
@@ -188,6 +201,7 @@ function openRunFolder(ctx: Ctx, runId: string, folder: string, step: number | u
       records,
       live: false,
       ...(runStatus ? { runStatus } : {}),
+      ...(episodeSource === undefined ? {} : { episodeSource }),
       ...(step === undefined ? {} : { focusStep: step }),
     };
   });
@@ -219,7 +233,19 @@ class TrajectoryEditorProvider implements vscode.CustomReadonlyEditorProvider {
         throw new Error(`${name}: ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`);
       }
       if (errors.length) warnUnreadable(this.ctx, document.uri.fsPath, errors);
-      return { type: 'load', source: name, records, live: false };
+      // a step's file in a run folder (RUN/trajectories/): the run's config says where its episodes came from
+      const folder = dirname(document.uri.fsPath);
+      const episodeSource =
+        document.uri.scheme === 'file' && basename(folder) === 'trajectories'
+          ? await readRunEpisodeSource(dirname(folder))
+          : undefined;
+      return {
+        type: 'load',
+        source: name,
+        records,
+        live: false,
+        ...(episodeSource === undefined ? {} : { episodeSource }),
+      };
     });
   }
 }
@@ -311,6 +337,6 @@ async function openToolSource(ctx: Ctx, toolName: string): Promise<void> {
   }
   ctx.log.info(`replay: no Tool named "${toolName}" in the workspace's Python files`);
   void vscode.window.showInformationMessage(
-    `No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}" or class ...(Tool)).`,
+    `No Tool named "${toolName}" found in this workspace (looked for name = "${toolName}", class ...(Tool), a function under @tool and a method def ${toolName}(self, ...)).`,
   );
 }

@@ -2,7 +2,8 @@
 // free of `vscode` so unit tests run without VS Code.
 
 /** The 0-based line that defines the Tool called `toolName`: its `name = "..."` line (or `@tool(name="...")`), else
- * `class <Name>(Tool)`, else the `def` of a function decorated with `@tool`. */
+ * `class <Name>(Tool)`, else the `def` of a function decorated with `@tool`, else a method `def <name>(self, ...)`
+ * (an env.methods environment's tools are its public methods). */
 export function findToolDefinition(source: string, toolName: string): number | undefined {
   const lines = source.split('\n');
   const escaped = toolName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -18,5 +19,8 @@ export function findToolDefinition(source: string, toolName: string): number | u
   if (byClass >= 0) return byClass;
   const functionLine = new RegExp(`^\\s*(async\\s+)?def\\s+${escaped}\\s*\\(`);
   const byFunction = lines.findIndex((l, i) => functionLine.test(l) && /^\s*@(\w+\.)?tool\b/.test(lines[i - 1] ?? ''));
-  return byFunction >= 0 ? byFunction : undefined;
+  if (byFunction >= 0) return byFunction;
+  const methodLine = new RegExp(`^\\s+(async\\s+)?def\\s+${escaped}\\s*\\(\\s*self\\b`);
+  const byMethod = lines.findIndex((l) => methodLine.test(l));
+  return byMethod >= 0 ? byMethod : undefined;
 }

@@ -495,6 +495,43 @@ describe('replay panel in Chromium', function () {
     await page.close();
   });
 
+  it("an adapter's run (env.gym): a turn's valid actions as text, its act call with no re-run and no source", async () => {
+    const [first] = toolErrors;
+    const record = structuredClone(first);
+    const valid = ['go east', '<b>open the door</b>', 'wait'];
+    record.turns[0].valid_actions = valid;
+    record.turns[0].tool_calls[0].name = 'act';
+    const page = await openReplay(browser, []);
+    await page.evaluate((m) => window.postMessage(m, '*'), {
+      type: 'load',
+      source: 'run-1',
+      records: [record],
+      live: false,
+      episodeSource: 'gym',
+    });
+    await page.click(`tr[data-id="${record.id}"]`);
+    await page.keyboard.press('ArrowRight'); // the first assistant turn
+    assert.equal(await page.textContent('#valid-actions'), valid.join('\n'));
+    assert.match(
+      (await page.textContent('.valid-actions h4')) ?? '',
+      /Valid actions \(3\), in the state this turn started from/,
+    );
+    assert.equal(await page.locator('.valid-actions b').count(), 0, 'valid actions are text, never HTML');
+    await page.keyboard.press('t'); // the call of act
+    assert.match((await page.textContent('.call-header')) ?? '', /^act/);
+    assert.equal(await page.locator('.io button.link').count(), 0, "no source for the adapter's own act tool");
+    assert.equal(await page.locator('#rerun-tool-call, #rerun-tool-call-snapshot').count(), 0);
+    assert.match(
+      (await page.textContent('#no-rerun')) ?? '',
+      /^The tools of env\.gym are made at each episode's reset/,
+    );
+    assert.match((await page.textContent('.means h4')) ?? '', /What it means \(env\.gym\)/);
+    await page.keyboard.press('t'); // boom: a tool of the same run, neither act nor re-runnable
+    assert.equal(await page.locator('.io button.link').count(), 1);
+    assert.equal(await page.locator('#rerun-tool-call').count(), 0);
+    await page.close();
+  });
+
   describe('at the default editor width (800px)', () => {
     const narrow = { width: 800, height: 700 };
     /** The tokens drawn past their view's right edge, or with their text cut short of their max-width. */

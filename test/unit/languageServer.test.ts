@@ -5,9 +5,9 @@ import { join, resolve } from 'node:path';
 import { complete, hoverText, pathAt } from '../../extension/languageServer/assist';
 import { devicesSummary, fitSummary } from '../../extension/languageServer/fit';
 import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
+import { ENV_SOURCES } from '../../protocol/episode-sources';
 import {
   closest,
-  ENV_SOURCES,
   fieldsReadByEnv,
   findDottedModule,
   validateRunConfig,

@@ -11,6 +11,8 @@ import {
   UNTRUSTED_MESSAGE,
 } from '../../extension/replay/toolRerun';
 import { findToolDefinition } from '../../extension/replay/toolSource';
+import { episodeSourceOf } from '../../protocol/episode-sources';
+import { ACT_TOOL, toolCallOffers } from '../../webview/replay/toolOffers';
 import { parseTrajectories } from '../../extension/replay/trajectoryFile';
 import { TrainerRequestError } from '../../extension/trainerClient';
 
@@ -57,6 +59,61 @@ describe('replay host helpers', () => {
     assert.equal(findToolDefinition(source, 'search'), 3);
     assert.equal(findToolDefinition(source, 'add_numbers'), 6);
     assert.equal(findToolDefinition(source, 'helper'), undefined, 'an undecorated function is not a Tool');
+  });
+
+  it("finds an env.methods tool: a method of the environment's class, after every Tool there is", () => {
+    const source = [
+      'class Greenhouse:',
+      '    def reset(self, target, **task):',
+      '        self.target = target',
+      '',
+      '    async def set_thermostat(self, degrees: int) -> str:',
+      '        """Set the temperature."""',
+      '',
+      'def read_thermostat(greenhouse):',
+      '    return greenhouse.setting',
+    ].join('\n');
+    assert.equal(findToolDefinition(source, 'set_thermostat'), 4);
+    assert.equal(findToolDefinition(source, 'read_thermostat'), undefined, 'a module-level function is no method');
+    const decorated = `${source}\n\n@tool\ndef set_thermostat(d: int) -> str:\n    pass\n`;
+    assert.equal(findToolDefinition(decorated, 'set_thermostat'), 11, 'a Tool wins over a method of that name');
+  });
+
+  it("offers no re-run of an adapter's or an agent's tool calls, and no source for the adapters' own act tool", () => {
+    const toolEnv = toolCallOffers('class_name', 'act', false);
+    assert.deepEqual(toolEnv, { openSource: true, interpreter: 'ToolEnv' }, "a ToolEnv's own Tool named act");
+    assert.deepEqual(toolCallOffers(undefined, 'lookup', false), { openSource: true, interpreter: 'ToolEnv' });
+    assert.equal(toolCallOffers(undefined, 'search', true).openSource, false, "an MCP server's tool has no file here");
+    for (const source of ['gym', 'openenv'] as const) {
+      const act = toolCallOffers(source, ACT_TOOL, false);
+      assert.equal(act.openSource, false);
+      assert.equal(act.interpreter, `env.${source}`);
+      assert.match(
+        act.noRerun!,
+        new RegExp(`^The tools of env\\.${source} are made at each episode's reset \\(act steps`),
+      );
+    }
+    const method = toolCallOffers('methods', 'set_thermostat', false);
+    assert.equal(method.openSource, true, "an env.methods tool is a method of the user's class");
+    assert.match(method.noRerun!, /a method of its own episode's environment object/);
+    assert.match(toolCallOffers('agent', 'calculator', false).noRerun!, /^The agent's tools run in its own code/);
+  });
+
+  it("the adapters' act tool is the trainer's (adapters/external.py's ACT_TOOL)", () => {
+    const external = readFileSync(
+      join(ROOT, 'trainer-server', 'agentrl', 'environment', 'adapters', 'external.py'),
+      'utf8',
+    );
+    assert.equal(/^ACT_TOOL = "(\w+)"/m.exec(external)![1], ACT_TOOL);
+  });
+
+  it("where a run config's episodes come from: one env section, or agent", () => {
+    assert.equal(episodeSourceOf({ env: { module: 'env.py', class_name: 'E', gym: null } }), 'class_name');
+    assert.equal(episodeSourceOf({ env: { gym: { factory: 'g.py:G' }, methods: null, openenv: null } }), 'gym');
+    assert.equal(episodeSourceOf({ env: null, agent: { module: 'agent.py' } }), 'agent');
+    assert.equal(episodeSourceOf({ env: { gym: {}, openenv: {} } }), undefined, 'two sections: the config is invalid');
+    assert.equal(episodeSourceOf({ env: {}, agent: {} }), undefined);
+    assert.equal(episodeSourceOf('env: {}'), undefined);
   });
 
   it('reads every fixture and reports bad lines by number instead of dropping them silently', () => {

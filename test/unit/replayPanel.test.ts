@@ -52,6 +52,17 @@ describe('replay panel host', () => {
     assert.deepEqual(panel.posted.slice(1), [{ type: 'append', records: [record('c')] }]);
   });
 
+  it("says where a run's episodes came from, read from its config (run/config): the panel offers by it", async () => {
+    f.connection.answers['run/config'] = ({ runId }) => ({
+      runId,
+      config: { env: { module: null, class_name: null, gym: { factory: 'corridor.py:Corridor' }, openenv: null } },
+    });
+    await commands.executeCommand(Commands.openReplay, { runId: 'r1' });
+    const [panel] = fake.panels;
+    await panel.receive({ type: 'ready' });
+    assert.equal((panel.posted[0] as { episodeSource?: string }).episodeSource, 'gym');
+  });
+
   it('re-rolls an episode from the panel with its progress, only in a trusted workspace; lists stored ones in any', async () => {
     const result = { reroll: { rerollId: '20261126-100237-5c2a5c' }, records: [] } as never;
     f.connection.answers['episode/reroll'] = ({ progressToken }) => {
@@ -104,6 +115,10 @@ describe('replay panel host', () => {
     mkdirSync(join(folder, 'trajectories'));
     writeFileSync(join(folder, 'trajectories', 'step-000001.trajectories.jsonl'), `${JSON.stringify(record('a'))}\n`);
     writeFileSync(join(folder, 'trajectories', 'step-000002.trajectories.jsonl'), `${JSON.stringify(record('b'))}\n`);
+    writeFileSync(
+      join(folder, 'config.yaml'),
+      'env:\n  module: null\n  class_name: null\n  methods:\n    factory: g.py:G\n',
+    );
     f.connection.model.setOfflineRuns([{ info: runInfo('r9', { status: 'completed' }), folder }]);
     await commands.executeCommand(Commands.openReplay, { runId: 'r9', step: 2 });
     const [panel] = fake.panels;
@@ -116,6 +131,7 @@ describe('replay panel host', () => {
         records: [record('a'), record('b')],
         live: false,
         runStatus: 'completed',
+        episodeSource: 'methods', // its config.yaml's env
         focusStep: 2,
       },
     ]);
@@ -167,6 +183,23 @@ describe('replay panel host', () => {
     await panel.receive({ type: 'ready' });
     assert.deepEqual(panel.posted, [{ type: 'load', source: file, records: [record('a')], live: false }]);
     assert.match(fake.messages[0].text, /^1 line\(s\) of .* hold no trajectory and were skipped/);
+  });
+
+  it("a step's file in a run folder says where the run's episodes came from, as the run's config.yaml does", async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'agentrl-run-'));
+    mkdirSync(join(folder, 'trajectories'));
+    writeFileSync(join(folder, 'config.yaml'), 'env:\n  openenv:\n    url: http://127.0.0.1:8000\n');
+    const file = join(folder, 'trajectories', 'step-000001.trajectories.jsonl');
+    writeFileSync(file, `${JSON.stringify(record('a'))}\n`);
+    const editor = fake.customEditors.get(TRAJECTORY_EDITOR_VIEW_TYPE) as {
+      resolveCustomEditor(document: { uri: Uri }, panel: WebviewPanel): void;
+    };
+    const panel = new WebviewPanel(TRAJECTORY_EDITOR_VIEW_TYPE, 'step-000001.trajectories.jsonl');
+    editor.resolveCustomEditor({ uri: Uri.file(file) }, panel);
+    await panel.receive({ type: 'ready' });
+    assert.deepEqual(panel.posted, [
+      { type: 'load', source: file, records: [record('a')], live: false, episodeSource: 'openenv' },
+    ]);
   });
 
   const openFile = async (name: string, text: string): Promise<{ file: string; panel: WebviewPanel }> => {

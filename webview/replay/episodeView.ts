@@ -1,6 +1,12 @@
 // The episode view: the step list, the transcript up to the current step, and an inspector whose I/O tab
 // shows a tool's raw result ("what happened") beside the ToolEnv's observation ("what it means").
-import type { RerollEdit, ToolRerunCode, ToolRerunMessage, TrajectoryRecord } from '../../protocol/webview-messages';
+import type {
+  EpisodeSource,
+  RerollEdit,
+  ToolRerunCode,
+  ToolRerunMessage,
+  TrajectoryRecord,
+} from '../../protocol/webview-messages';
 import { ADVANTAGE } from './advantage';
 import { hasStepFields, type AnchorGroup } from './anchorGroups';
 import { formatNumber, h, icon, pretty } from '../dom';
@@ -9,6 +15,7 @@ import type { InspectorTab, UiState } from './state';
 import { buildSteps, type JumpTarget, type Step } from './steps';
 import type { TokenOverlay } from './tokenOverlays';
 import { renderTokenView } from './tokenView';
+import { toolCallOffers } from './toolOffers';
 import { describeTools, type ToolDescription } from './toolSchemas';
 
 export interface EpisodeActions {
@@ -63,7 +70,19 @@ export function outcomeText(outcome: Outcome): string {
   return outcome.error ? `${outcome.error_kind}: ${outcome.error}` : pretty(outcome.result);
 }
 
-function rerunSection(call: ToolCall, turn: number, callIndex: number, actions: EpisodeActions): HTMLElement {
+function rerunSection(
+  call: ToolCall,
+  turn: number,
+  callIndex: number,
+  actions: EpisodeActions,
+  noRerun: string | undefined,
+): HTMLElement {
+  if (noRerun !== undefined)
+    return h(
+      'section',
+      { class: 'rerun', 'aria-label': 'Re-run the tool call' },
+      h('p', { class: 'hint', id: 'no-rerun' }, noRerun),
+    );
   const state = actions.rerunOf(turn, callIndex);
   const running = state !== undefined && state.reply === undefined;
   const unparsed = call.arguments === null;
@@ -233,16 +252,24 @@ function transcript(record: TrajectoryRecord, steps: Step[], current: number): H
   return h('section', { class: 'transcript', 'aria-label': 'Transcript' }, ...blocks);
 }
 
-function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): HTMLElement {
+function ioTab(
+  record: TrajectoryRecord,
+  step: Step,
+  actions: EpisodeActions,
+  episodeSource: EpisodeSource | undefined,
+): HTMLElement {
   if (step.kind === 'tool' && step.call) {
     const call = step.call;
-    const open = h(
-      'button',
-      { class: 'link', title: `Open the source of ${call.name}` },
-      icon('go-to-file'),
-      ' open tool source',
-    );
-    open.addEventListener('click', () => actions.openToolSource(call.name));
+    const offers = toolCallOffers(episodeSource, call.name, record.tool_servers?.[call.name] !== undefined);
+    const open = offers.openSource
+      ? h(
+          'button',
+          { class: 'link', title: `Open the source of ${call.name}` },
+          icon('go-to-file'),
+          ' open tool source',
+        )
+      : null;
+    open?.addEventListener('click', () => actions.openToolSource(call.name));
     const turn = step.turnRecord!;
     return h(
       'div',
@@ -278,7 +305,7 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
         h(
           'div',
           { class: 'means' },
-          h('h4', {}, 'What it means (ToolEnv)'),
+          h('h4', {}, `What it means (${offers.interpreter})`),
           h(
             'dl',
             {},
@@ -291,7 +318,7 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
           ),
         ),
       ),
-      rerunSection(call, turn.index, step.callIndex!, actions),
+      rerunSection(call, turn.index, step.callIndex!, actions, offers.noRerun),
     );
   }
   if (step.kind === 'prompt') return promptTab(record);
@@ -316,8 +343,22 @@ function ioTab(record: TrajectoryRecord, step: Step, actions: EpisodeActions): H
       h('dt', {}, 'done'),
       h('dd', {}, String(turn.done)),
     ),
+    validActionsSection(turn),
     hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
     rerollHere(record, step.kind === 'observation' ? 'observation' : 'assistant', turn, actions),
+  );
+}
+
+/** The actions the env listed as valid in the state this turn started from (a text game's, env.gym's
+ *  valid_actions_key), one a line, as text; null where the record has none. */
+function validActionsSection(turn: TrajectoryRecord['turns'][number]): HTMLElement | null {
+  const valid = turn.valid_actions;
+  if (!valid?.length) return null;
+  return h(
+    'section',
+    { class: 'valid-actions', 'aria-label': 'Valid actions' },
+    h('h4', {}, `Valid actions (${valid.length}), in the state this turn started from`),
+    h('pre', { id: 'valid-actions' }, valid.join('\n')),
   );
 }
 
@@ -502,11 +543,13 @@ function metadataTab(record: TrajectoryRecord): HTMLElement {
   return h('dl', { class: 'metadata' }, ...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
 
+/** `episodeSource`: where the run's episodes came from, when the host knows it (what a tool call offers). */
 export function renderEpisode(
   record: TrajectoryRecord,
   state: UiState,
   playing: boolean,
   actions: EpisodeActions,
+  episodeSource?: EpisodeSource,
 ): HTMLElement {
   const steps = buildSteps(record);
   const current = Math.min(state.stepIndex, steps.length - 1);
@@ -572,7 +615,7 @@ export function renderEpisode(
   const step = steps[current];
   const panel =
     state.inspectorTab === 'io'
-      ? ioTab(record, step, actions)
+      ? ioTab(record, step, actions, episodeSource)
       : state.inspectorTab === 'reward'
         ? rewardTab(record)
         : state.inspectorTab === 'json'

@@ -3,6 +3,7 @@
 import type {
   EpisodeAddress,
   EpisodeQuery,
+  EpisodeSource,
   HostToWebviewMessage,
   RerollEdit,
   RerollListResult,
@@ -45,6 +46,8 @@ class ReplayApp {
   private readonly reruns = new Map<string, RerunState>();
   /** Whether the host can search this run's episodes (a run on a connected trainer, not a file). */
   private searchable = false;
+  /** Where the run's episodes came from, when the host could read its config: what a tool call offers. */
+  private episodeSource: EpisodeSource | undefined;
   private search: SearchState | undefined;
   /** "Edit and re-roll from here", by episode (`runId/trajectoryId`): the run's stored re-rolls and checkpoints, the
    * trainer's last word on a re-roll running, the re-roll shown; and the form of the branch the view is on. */
@@ -67,6 +70,7 @@ class ReplayApp {
       this.live = message.live;
       this.runStatus = message.runStatus;
       this.searchable = message.searchable ?? false;
+      this.episodeSource = message.episodeSource;
       this.search = undefined;
       if (message.focusStep !== undefined) this.focusStep(message.focusStep);
       if (message.focusId !== undefined && this.records.some((r) => r.id === message.focusId))
@@ -387,40 +391,46 @@ class ReplayApp {
           : undefined,
       );
     } else if (this.state.view === 'episode') {
-      body = renderEpisode(record, this.state, this.playTimer !== undefined, {
-        goTo: (i) => this.goTo(i),
-        jump: (t) => this.jump(t),
-        togglePlay: () => this.togglePlay(),
-        setSpeed: (ms) =>
-          this.update((s) => {
-            s.playSpeedMs = ms;
-          }),
-        setTab: (tab) =>
-          this.update((s) => {
-            s.inspectorTab = tab;
-          }),
-        setOverlay: (overlay) =>
-          this.update((s) => {
-            s.tokenOverlay = overlay;
-          }),
-        openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
-        rerunToolCall: (turn, call, code) => {
-          this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), { code });
-          this.vscode.postMessage({
-            type: 'rerunToolCall',
-            runId: record.run_id,
-            trajectoryId: record.id,
-            turn,
-            call,
-            code,
-          });
-          this.render();
+      body = renderEpisode(
+        record,
+        this.state,
+        this.playTimer !== undefined,
+        {
+          goTo: (i) => this.goTo(i),
+          jump: (t) => this.jump(t),
+          togglePlay: () => this.togglePlay(),
+          setSpeed: (ms) =>
+            this.update((s) => {
+              s.playSpeedMs = ms;
+            }),
+          setTab: (tab) =>
+            this.update((s) => {
+              s.inspectorTab = tab;
+            }),
+          setOverlay: (overlay) =>
+            this.update((s) => {
+              s.tokenOverlay = overlay;
+            }),
+          openToolSource: (toolName) => this.vscode.postMessage({ type: 'openToolSource', toolName }),
+          rerunToolCall: (turn, call, code) => {
+            this.reruns.set(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call }), { code });
+            this.vscode.postMessage({
+              type: 'rerunToolCall',
+              runId: record.run_id,
+              trajectoryId: record.id,
+              turn,
+              call,
+              code,
+            });
+            this.render();
+          },
+          rerunOf: (turn, call) =>
+            this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
+          anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
+          rerollFrom: (turn, edit) => this.rerollFrom(record, turn, edit),
         },
-        rerunOf: (turn, call) =>
-          this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
-        anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
-        rerollFrom: (turn, edit) => this.rerollFrom(record, turn, edit),
-      });
+        this.episodeSource,
+      );
     } else if (this.state.view === 'reroll') {
       body = this.renderRerollView();
     } else if (this.state.view === 'tokens') {
