@@ -15,7 +15,7 @@ import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
 import { RUN_CONFIG_GLOB } from './settings';
-import { envCheckProblems, toolProblems, trySummary, type ProblemAt } from './toolProblems';
+import { envCheckProblems, repliesAreActions, toolProblems, trySummary, type ProblemAt } from './toolProblems';
 import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 import { EditorFailure } from './troubleshooting';
@@ -271,7 +271,7 @@ const tryEnvironment =
     const failedCalls = episodes.reduce((sum, episode) => sum + episode.num_tool_errors, 0);
     const { text: summary, warning } =
       status === 'completed'
-        ? trySummary(info?.name ?? runId, episodes, failedCalls)
+        ? trySummary(info?.name ?? runId, episodes, failedCalls, repliesActIn(configUri.fsPath))
         : {
             text: `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`,
             warning: true,
@@ -319,6 +319,15 @@ async function checkEnvironment(
   );
   if (choice === SHOW_PROBLEMS) void vscode.commands.executeCommand('workbench.actions.view.problems');
   return choice === RUN_ANYWAY.try;
+}
+
+/** Whether the config's model acts by its reply (env.gym or env.openenv with action: text), as far as it reads. */
+function repliesActIn(configPath: string): string | undefined {
+  try {
+    return repliesAreActions(readRunConfig(configPath));
+  } catch {
+    return undefined; // a config that no longer reads: the summary as for any env
+  }
 }
 
 /** Lists the try run's Tool failures in the Problems panel at each Tool's definition (an MCP server's tools: at

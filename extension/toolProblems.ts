@@ -68,16 +68,45 @@ export function toolProblems(
   });
 }
 
+/** The adapters whose model may act by its reply rather than by calling a tool, with their `action` default as the
+ * run-config schema gives it (GymEnvConfig, OpenEnvConfig). */
+export const ACTION_DEFAULTS: ReadonlyArray<readonly ['gym' | 'openenv', 'text' | 'tool']> = [
+  ['gym', 'text'],
+  ['openenv', 'tool'],
+];
+
+/** The section of a run config (`env.gym`, `env.openenv`) whose model acts by its reply (`action: text`): its
+ * episodes call no tool, and a Try run of it that made no tool call is as it should be. Undefined otherwise. */
+export function repliesAreActions(config: Record<string, unknown>): string | undefined {
+  const env = config.env;
+  if (!env || typeof env !== 'object') return undefined;
+  for (const [section, byDefault] of ACTION_DEFAULTS) {
+    const value = (env as Record<string, unknown>)[section];
+    if (value && typeof value === 'object' && ((value as Record<string, unknown>).action ?? byDefault) === 'text')
+      return `env.${section}`;
+  }
+  return undefined;
+}
+
 /** What a completed Try run says in its notification: its episodes, the tool calls they made and how many failed,
  * and its mean reward; a warning when no episode called a Tool at all (then "0 Tool errors" reassured a user whose
- * Tools had never run). */
+ * Tools had never run), unless the model acts by its reply (`repliesAct`: the section whose `action` is text). */
 export function trySummary(
   name: string,
   episodes: Array<{ reward: number; num_tool_calls: number }>,
   failedCalls: number,
+  repliesAct?: string,
 ): { text: string; warning: boolean } {
   const calls = episodes.reduce((sum, episode) => sum + episode.num_tool_calls, 0);
   const reward = episodes.length ? episodes.reduce((sum, e) => sum + e.reward, 0) / episodes.length : 0;
+  if (calls === 0 && repliesAct !== undefined) {
+    return {
+      text:
+        `Try run ${name}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)} (the model acts by its ` +
+        `reply, ${repliesAct}.action: text: no tool calls).`,
+      warning: false,
+    };
+  }
   if (calls === 0) {
     return {
       text:

@@ -2,7 +2,13 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseTrajectories } from '../../extension/replay/trajectoryFile';
-import { envCheckProblems, toolProblems, trySummary } from '../../extension/toolProblems';
+import {
+  ACTION_DEFAULTS,
+  envCheckProblems,
+  repliesAreActions,
+  toolProblems,
+  trySummary,
+} from '../../extension/toolProblems';
 
 const ROOT = resolve(__dirname, '..', '..');
 // Recorded by the trainer: episode 1-0-0 has one failed call of each kind, 1-0-9 a boom and a hang.
@@ -85,6 +91,30 @@ describe('Try Environment: its summary', () => {
     assert.ok(never.warning);
     assert.match(never.text, /^Try run my-env: 0 tool calls in 2 episodes: your Tools were never used\./);
     assert.match(never.text, /worked example/);
+  });
+
+  it('an env whose model acts by its reply (env.gym, env.openenv with action: text) makes no tool calls, and no warning', () => {
+    const episodes = [
+      { reward: 1, num_tool_calls: 0 },
+      { reward: 0, num_tool_calls: 0 },
+    ];
+    assert.deepEqual(trySummary('coin', episodes, 0, 'env.gym'), {
+      text: 'Try run coin: 2 episodes, mean reward 0.50 (the model acts by its reply, env.gym.action: text: no tool calls).',
+      warning: false,
+    });
+    assert.equal(repliesAreActions({ env: { gym: { factory: 'g.py:G' } } }), 'env.gym'); // text by default
+    assert.equal(repliesAreActions({ env: { gym: { factory: 'g.py:G', action: 'tool' } } }), undefined);
+    assert.equal(repliesAreActions({ env: { openenv: { url: 'http://127.0.0.1:8000' } } }), undefined); // tool by default
+    assert.equal(repliesAreActions({ env: { openenv: { url: 'http://x', action: 'text' } } }), 'env.openenv');
+    assert.equal(repliesAreActions({ env: { module: 'env.py', class_name: 'E' } }), undefined);
+    assert.equal(repliesAreActions({ agent: { module: 'agent.py' } }), undefined);
+  });
+
+  it("the adapters' action defaults are the run-config schema's", () => {
+    const schema = JSON.parse(readFileSync(join(ROOT, 'protocol', 'schemas', 'run-config.schema.json'), 'utf8'));
+    const defs: Record<string, string> = { gym: 'GymEnvConfig', openenv: 'OpenEnvConfig' };
+    for (const [section, byDefault] of ACTION_DEFAULTS)
+      assert.equal(schema.$defs[defs[section]].properties.action.default, byDefault, section);
   });
 
   it('counts the calls and the failed ones; a failed call makes it a warning', () => {
