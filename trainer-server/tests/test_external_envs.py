@@ -275,7 +275,7 @@ def test_gym_steps_rewards_score_keys_and_truncation(gym_folder, trajectory_vali
     assert episode.outcome_reward == 1.25
 
     # show_valid_actions: no: kept with the turns, not shown to the model.
-    env = corridor(gym_folder, show_valid_actions="no")
+    env = corridor(gym_folder, show_valid_actions="hidden")
     episode = scripted(env, {"seed": 3}, ["go east", "wait"])
     assert episode.prompt_messages == [{"role": "user", "content": "You stand in room 0 of the corridor (game 3)."}]
     assert [turn.observation for turn in episode.turns] == ["You stand in room 1 of the corridor."] * 2

@@ -176,10 +176,10 @@ class GymEnvConfig(_Section):
             "trajectory and, with show_valid_actions, shown to the model under the observation."
         ),
     )
-    show_valid_actions: Literal["no", "list", "numbered"] = Field(
+    show_valid_actions: Literal["hidden", "list", "numbered"] = Field(
         "list",
         description=(
-            "How the model is shown the valid actions (valid_actions_key), under each observation: no; list (comma "
+            "How the model is shown the valid actions (valid_actions_key), under each observation: hidden; list (comma "
             "separated); numbered (one per line, 1-based), where a text reply that is a number names that action."
         ),
     )
@@ -285,7 +285,10 @@ class OpenEnvConfig(_Section):
     )
     score_keys: list[str] = Field(
         default_factory=list,
-        description="Observation (or metadata) keys whose last values go into the reward breakdown.",
+        description=(
+            "Observation fields whose last values (numbers or booleans) go into the reward breakdown (OpenEnv sends "
+            "no metadata over its sessions)."
+        ),
     )
 
     @model_validator(mode="after")

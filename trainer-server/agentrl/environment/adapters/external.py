@@ -129,7 +129,7 @@ class ExternalEnv(ToolEnv):
     rewards_as: str = "step"  # "step": process rewards; "episode": their sum is the outcome
     score_keys: tuple[str, ...] = ()
     valid_actions_key: str | None = None
-    show_valid_actions: str = "no"  # no, list, numbered (GymEnvConfig.show_valid_actions)
+    show_valid_actions: str = "hidden"  # hidden, list, numbered (GymEnvConfig.show_valid_actions)
     action_prompt: str | None = None  # a line after each observation that asks for the action
 
     def __init__(self, **args: Any) -> None:

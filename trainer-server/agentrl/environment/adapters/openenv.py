@@ -300,7 +300,7 @@ class OpenEnvEnv(ExternalEnv):
             text = next(iter(fields.values()))
         else:
             text = json.dumps(fields, ensure_ascii=False)
-        info = {**fields, **(observation.get("metadata") or {} if isinstance(observation, dict) else {})}
+        info = dict(fields)  # openenv-core sends no metadata over a session
         return EnvOutcome(
             text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
             float(data.get("reward") or 0.0),
