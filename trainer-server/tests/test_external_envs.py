@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentrl.contract.config import RolloutConfig, load_config
+from agentrl.contract.config import RolloutConfig, load_config, resolve_paths
 from agentrl.environment.adapters.external import NO_ACTION
 from agentrl.environment.adapters.gym import GymTextEnv
 from agentrl.environment.adapters.methods import MethodsEnv
@@ -295,6 +295,31 @@ def test_a_gymnasium_registered_env_made_by_gymnasium_make(gym_folder, monkeypat
         assert len(record["turns"]) == 2 and record["turns"][-1]["done"]  # truncated by gymnasium, not max_turns
         assert record["status"] == "finished"
         assert all("corridor" in turn["observation"] for turn in record["turns"])
+
+
+def test_a_gym_factory_travels_to_other_processes_and_acts_there(gym_folder):
+    """What a Ray rollout worker and the tool worker process receive: the pickled factory builds the same env; in the
+    tool form the `act` call runs in the worker's env, and the ToolEnv here reads its outcome from the call's result."""
+    import pickle
+
+    from agentrl.environment.loader import config_env_factory
+    from agentrl.environment.toolprocess import ToolWorker
+
+    path = write_config(gym_folder, gym_section(action="tool"), [{"id": "a", "seed": 1}])
+    factory = config_env_factory(resolve_paths(load_config(path), path.parent))
+    copy = pickle.loads(pickle.dumps(factory))
+    task = {"id": "a", "seed": 1}
+    assert copy().reset(task) == factory().reset(task)
+    worker = ToolWorker(factory)
+    try:
+        call = '<tool_call>{"name": "act", "arguments": {"action": "go east"}}</tool_call>'
+        episode = run_scripted_episode(factory(), task, [call, call], RolloutConfig(tool_format="hermes"), worker)
+    finally:
+        worker.close()
+    assert episode.status == "finished", episode.status_reason
+    assert [turn.process_reward for turn in episode.turns] == [0.25, 1.0]
+    assert episode.turns[0].tool_calls[0].result["observation"] == "You stand in room 1 of the corridor."
+    assert episode.reward_breakdown["won"] == 1.0
 
 
 def test_an_old_gym_env_with_a_four_tuple(gym_folder, trajectory_validator):
