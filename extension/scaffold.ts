@@ -1,11 +1,12 @@
-// Renders a new environment folder (a ToolEnv over Tools, or an agent the user already has) from extension/templates
-// (their only home). Pure functions: the commands in scaffoldCommands.ts ask the questions and write what these return.
+// Renders a new environment folder (a ToolEnv over Tools, a Gym-style text game of the user's own, or an agent the
+// user already has) from extension/templates (their only home). Pure functions: the commands in scaffoldCommands.ts ask the questions and write what these return.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** How a new environment's episodes are played: Tools in a ToolEnv, or an agent the user already has (run config
- * `agent:`), calling the model through the trainer's OpenAI-compatible endpoint. */
-export type EnvironmentKind = 'toolenv' | 'agent';
+/** How a new environment's episodes are played: Tools in a ToolEnv, a text game with Gymnasium's reset/step (run
+ * config `env.gym`: the model's reply is the action), or an agent the user already has (run config `agent:`),
+ * calling the model through the trainer's OpenAI-compatible endpoint. */
+export type EnvironmentKind = 'toolenv' | 'gym' | 'agent';
 
 interface EnvironmentBase {
   /** Folder and run name: lower-case letters, digits, '-' or '_'. */
@@ -20,6 +21,7 @@ export type EnvironmentSpec =
       /** Tool names as the model calls them: snake_case identifiers. */
       tools: string[];
     })
+  | (EnvironmentBase & { kind: 'gym' })
   | (EnvironmentBase & { kind: 'agent' });
 
 /** The random `tiny` model (tests) needs a large learning rate to move at all and has nothing to say in many
@@ -65,6 +67,7 @@ function fill(template: string, values: Record<string, string>): string {
 }
 
 const envClassName = (name: string): string => pascalCase(name).replace(/(Env)?$/, 'Env'); // 'web-qa' -> WebQaEnv, 'math-env' -> MathEnv
+const gameClassName = (name: string): string => pascalCase(name).replace(/(Game)?$/, 'Game'); // 'coin' -> CoinGame
 const reader =
   (templatesDir: string) =>
   (file: string): string =>
@@ -114,6 +117,15 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   if (problem) throw new Error(problem);
   const read = reader(templatesDir);
   const config = `${spec.name}.agentrl.yaml`;
+  if (spec.kind === 'gym') {
+    const values = { envName: spec.name, gameClass: gameClassName(spec.name), ...modelValues(spec.model) };
+    return new Map([
+      ['game.py', fill(read('gym-game.py.tmpl'), values)],
+      ['tasks.jsonl', read('gym-tasks.jsonl.tmpl')],
+      [config, runConfig('gym', values, read)],
+      ['test_game.py', fill(read('test_game.py.tmpl'), values)],
+    ]);
+  }
   if (spec.kind === 'agent') {
     const values = { envName: spec.name, ...modelValues(spec.model) };
     return new Map([

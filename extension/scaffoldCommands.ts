@@ -30,10 +30,10 @@ import {
 } from './scaffold';
 import { EditorFailure } from './troubleshooting';
 
-/** `kind`: Tools in a ToolEnv (the default, naming `tools`) or an agent the user already has; `model`: the run
- * config's model.path, without it the embedded default model. */
+/** `kind`: Tools in a ToolEnv (the default, naming `tools`), a Gym-style text game of the user's own (`gym`) or an
+ * agent the user already has; `model`: the run config's model.path, without it the embedded default model. */
 export type NewEnvironmentArgs = { name: string; parent: string; model?: string } & (
-  { kind?: 'toolenv'; tools: string[] } | { kind: 'agent' }
+  { kind?: 'toolenv'; tools: string[] } | { kind: 'gym' | 'agent' }
 );
 /** `kind`: a Tool class (the default), a function under `@tool`, or an MCP server's tools (`mcp`: `name` names
  * the server, `server` is its command line or URL, `config` the run config to add it to). */
@@ -78,18 +78,18 @@ const newEnvironment =
   async (args?: NewEnvironmentArgs): Promise<string | undefined> => {
     const kind = args ? (args.kind ?? 'toolenv') : await pickEnvironmentKind();
     if (!kind) return undefined;
-    const steps = kind === 'agent' ? 3 : 4;
+    const steps = kind === 'toolenv' ? 4 : 3;
     const name =
       args?.name ??
       (await vscode.window.showInputBox({
         title: `New Environment (2/${steps})`,
         prompt: 'Environment name',
-        value: kind === 'agent' ? 'my-agent' : 'my-env',
+        value: { toolenv: 'my-env', gym: 'my-game', agent: 'my-agent' }[kind],
         validateInput: validateEnvName,
         ignoreFocusOut: true,
       }));
     if (!name) return undefined;
-    const tools = kind === 'agent' ? undefined : args && 'tools' in args ? args.tools : await askToolNames();
+    const tools = kind !== 'toolenv' ? undefined : args && 'tools' in args ? args.tools : await askToolNames();
     if (kind === 'toolenv' && !tools?.length) return undefined;
     const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel(`New Environment (${steps}/${steps})`);
     if (!model) return undefined;
@@ -97,7 +97,7 @@ const newEnvironment =
     if (!parent) return undefined;
     const folder = join(parent, name);
     if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
-    const spec: EnvironmentSpec = tools ? { name, tools, model } : { kind: 'agent', name, model };
+    const spec: EnvironmentSpec = kind === 'toolenv' ? { name, tools: tools ?? [], model } : { kind, name, model };
     writeNewFiles(folder, renderEnvironment(spec, templatesDir(ctx)));
     ctx.log.info(`New environment written to ${folder}`);
     await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
@@ -111,6 +111,12 @@ async function pickEnvironmentKind(): Promise<EnvironmentKind | undefined> {
         label: 'Tools and a ToolEnv',
         description: 'Tool classes the model calls, and a ToolEnv that scores the episode',
         envKind: 'toolenv' as const,
+      },
+      {
+        label: 'Gym-style text environment (env.gym)',
+        description:
+          "a text game of your own with reset/step (Gymnasium's API, gymnasium optional): the reply is the action",
+        envKind: 'gym' as const,
       },
       {
         label: 'From an existing agent (OpenAI-compatible)',

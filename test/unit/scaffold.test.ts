@@ -123,6 +123,56 @@ describe('scaffold: from an existing agent', () => {
   });
 });
 
+describe('scaffold: a Gym-style text environment (env.gym)', () => {
+  const game = (model = 'tiny') => renderEnvironment({ kind: 'gym', name: 'coin', model }, TEMPLATES);
+
+  it("writes a text game of the user's own (a plain class with reset/step), its tasks, a test and an env.gym run config", () => {
+    const files = game();
+    assert.deepEqual([...files.keys()], ['game.py', 'tasks.jsonl', 'coin.agentrl.yaml', 'test_game.py']);
+    assert.match(files.get('game.py')!, /^class CoinGame:$/m);
+    assert.doesNotMatch(files.get('game.py')!, /^(import|from) (gymnasium|agentrl)/m, 'no package beyond Python');
+    for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
+    const config = parse(files.get('coin.agentrl.yaml')!);
+    assert.equal(config.env.gym.factory, 'game.py:CoinGame');
+    assert.equal(config.env.gym.action, 'text');
+    assert.deepEqual(
+      [config.env.gym.valid_actions_key, config.env.gym.state_key, config.env.gym.score_keys],
+      ['valid_actions', 'room', ['won']],
+    );
+    assert.equal(config.env.module, undefined);
+    assert.deepEqual([config.model.path, config.train.lr], ['tiny', 0.01]);
+    assert.equal(parse(game('smollm2').get('coin.agentrl.yaml')!).train.lr, 1e-5);
+    assert.equal(
+      renderEnvironment({ kind: 'gym', name: 'maze-game', model: 'tiny' }, TEMPLATES)
+        .get('game.py')!
+        .match(/^class (\w+)/m)![1],
+      'MazeGame',
+    );
+  });
+
+  it('its run config has no finding of the language server beside the files it names', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-gym-'));
+    for (const [file, content] of game('smollm2')) writeFileSync(join(dir, file), content);
+    const config = join(dir, 'coin.agentrl.yaml');
+    assert.deepEqual(validateRunConfig(readFileSync(config, 'utf8'), config), []);
+  });
+
+  it('passes `agentrl env check` and its own pytest unchanged, and a Try run plays the game', function () {
+    this.timeout(240_000);
+    const dir = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-gym-'));
+    for (const [file, content] of game()) writeFileSync(join(dir, file), content);
+    const check = execFileSync(PYTHON, ['-m', 'agentrl.cli', 'env', 'check', dir], { encoding: 'utf8' });
+    assert.match(check, /scripted episode: 1 turn\(s\)/);
+    execFileSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_game.py'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
+    const episodes = tryEpisodes('tiny', 2, [], { kind: 'gym', name: 'coin', model: 'tiny' });
+    assert.equal(episodes.length, 2);
+    for (const episode of episodes) assert.notEqual(episode.status, 'error', JSON.stringify(episode));
+  });
+});
+
 /** The assistant text of each episode a Try run (`agentrl train --rollout-only`) of a new environment (a ToolEnv
  * over an `echo` Tool, unless `spec` says otherwise) gave, beside the task's question. */
 function tryEpisodes(

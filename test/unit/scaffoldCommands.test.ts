@@ -70,6 +70,26 @@ describe('scaffold commands', () => {
     assert.equal(other, join(parent, 'other'), 'without prompts, from its arguments');
   });
 
+  it('New Environment as a Gym-style text environment asks no tool names, and writes the game and an env.gym run config', async () => {
+    fake.workspaceFolders = [{ uri: Uri.file(parent) }];
+    fake.answers = [pick('Gym-style text environment (env.gym)'), 'coin', pick('tiny')];
+    const folder = join(parent, 'coin');
+    assert.equal(await commands.executeCommand(Commands.newEnvironment), folder);
+    assert.deepEqual(
+      fake.prompts.map((p) => p.options.title),
+      ['New Environment (1/4)', 'New Environment (2/3)', 'New Environment (3/3)'],
+    );
+    assert.equal(fake.prompts[1].options.value, 'my-game');
+    assert.deepEqual(readdirSync(folder).sort(), ['coin.agentrl.yaml', 'game.py', 'tasks.jsonl', 'test_game.py']);
+    assert.match(readFileSync(join(folder, 'coin.agentrl.yaml'), 'utf8'), /^env:\n {2}gym:\n/m);
+    assert.deepEqual(
+      fake.shownDocuments.map((d) => d.uri.fsPath),
+      [join(folder, 'coin.agentrl.yaml')],
+    );
+    const byArgs = await commands.executeCommand(Commands.newEnvironment, { kind: 'gym', name: 'maze', parent });
+    assert.ok(readdirSync(byArgs as string).includes('game.py'));
+  });
+
   it('New Environment refuses a folder that exists', async () => {
     await newEnvironment();
     assert.equal(await newEnvironment(), undefined);
