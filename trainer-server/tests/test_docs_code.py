@@ -2,8 +2,7 @@
 them says (the Tool and ToolEnv pass `agentrl env check` and score their scripted episode; `@tool` derives the
 schema from the hints and the docstring; the OpenAI-SDK agent plays an episode against an endpoint and its reward
 function scores it; the environments of docs/external-environments.md, each with its run config as the page gives
-it, play the episodes the page describes (the Gymnasium and TRL-style ones pass `agentrl env check`; the OpenEnv
-server is started by its command));
+it, pass `agentrl env check` and play the episodes the page describes (the OpenEnv server started by its command));
 every YAML block is a valid run-config fragment; every `agentrl` command line in a bash block
 is one the command line accepts, and every `make` target they name is one the Makefile has."""
 
@@ -204,6 +203,7 @@ def test_the_openenv_example_serves_its_env_and_plays_an_episode_in_one_session(
     path = _external_env(
         tmp_path, "guess_server.py", "class GuessEnvironment", yaml.safe_dump(config), [{"id": "a", "seed": 7}]
     )
+    assert [d for d in check_env(path) if d["severity"] != "info"] == []  # the server started, and ended with it
     episode = _played(path, {"id": "a", "seed": 7}, ["5", "8", "7"])
     assert episode.status == "finished", episode.status_reason
     assert [turn.observation for turn in episode.turns] == ["Higher.", "Lower.", "Right!"]
