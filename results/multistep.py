@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from agentrl.contract.config import load_config, resolve_paths
-from agentrl.run.eval import evaluate
+from agentrl.run.eval import Evaluation, evaluate
 from agentrl.run.metrics import failed_calls_retried
 from agentrl.run.runstore import RunStore, read_events
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
@@ -180,11 +180,19 @@ def held_out(config, checkpoint: Path | None):
     )
 
 
+def evaluation_of(run_dir: Path) -> Evaluation:
+    """An evaluation run read back from its folder: its per-task scores in the data file's order."""
+    records = trajectories(run_dir)  # written in the data file's order
+    per_task = [{"reward": r["reward"], **r["reward_breakdown"]} for r in records]
+    return Evaluation({"n": float(len(records))}, run_dir, per_task)
+
+
 def ablation(args: argparse.Namespace) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
     recipe = RECIPES[args.recipe]
     config = resolve_paths(load_config(recipe["config"], args.overrides), recipe["config"].parent)
-    untrained = held_out(config, None)
+    # The untrained model's evaluation: an earlier one of the same recipe and settings (--untrained), or a new one.
+    untrained = evaluation_of(Path(args.untrained)) if args.untrained else held_out(config, None)
     success = recipe["success"]
     base = [t.get(success, 0.0) for t in untrained.per_task]
     base_figures = step_figures(trajectories(untrained.run_dir), recipe)
@@ -324,6 +332,9 @@ def main() -> None:
     run_ablation = commands.add_parser("ablation")
     run_ablation.add_argument("--recipe", choices=list(RECIPES), default="lockers")
     run_ablation.add_argument("--budget-s", type=float, default=180.0)
+    run_ablation.add_argument(
+        "--untrained", metavar="EVAL_RUN_DIR", help="the untrained model's evaluation run of the same settings, reused"
+    )
     run_ablation.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     run_ablation.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
     run_ablation.add_argument("--name", default="multistep", help="results/NAME.json, .md, .png (default multistep)")
