@@ -11,7 +11,8 @@ from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.batch import TrainBatch, collate
 from agentrl.learning.learner import Learner
 from agentrl.learning.logprobs import target_logprobs, vocabulary_logits
-from agentrl.models.prefix import MIN_SHARED_PREFIX, shared_prefix_length
+from agentrl.models.loading import load_policy
+from agentrl.models.prefix import MIN_SHARED_PREFIX, gradient_checkpointing, shared_prefix_cache, shared_prefix_length
 from agentrl.rollout.hf_engine import HfRolloutEngine
 
 BASE = {
@@ -171,6 +172,63 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny, monkeypatch, math
     (plain * batch.sampled_mask[:, 1:]).sum().backward()
     for (name, a), b in zip(learner_model.named_parameters(), plain_model.parameters()):
         assert torch.allclose(a.grad, b.grad, atol=1e-4), name
+
+
+def checkpointed_layer_runs(model) -> list[str]:
+    """A list that gets the name of each layer transformers runs through its checkpoint function."""
+    runs = []
+
+    def recorded(name, checkpoint):
+        return lambda *args, **kwargs: runs.append(name) or checkpoint(*args, **kwargs)
+
+    for name, module in model.named_modules():
+        if getattr(module, "gradient_checkpointing", False) is True and hasattr(module, "_gradient_checkpointing_func"):
+            module._gradient_checkpointing_func = recorded(name, module._gradient_checkpointing_func)
+    return runs
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradient_checkpointing_runs_the_shared_prefix_once_and_changes_no_gradient(monkeypatch, lora):
+    """Under model.gradient_checkpointing transformers turns the cache off in the layers it checkpoints, which the
+    shared prefix's forward reads (issue 49: the first update died in `shared_prefix_cache`). The learner still runs a
+    group's prompt once, checkpointed, and one update gives the gradients and weights of the same update without
+    checkpointing, full weights and LoRA."""
+    checkpointed_prefixes = []
+
+    def recorded_prefix(model, *args):
+        checkpointed_prefixes.append(gradient_checkpointing(model))
+        return shared_prefix_cache(model, *args)
+
+    monkeypatch.setattr(learner_module, "shared_prefix_cache", recorded_prefix)
+    runs, episodes = {}, None
+    for checkpointing in (False, True):
+        cfg = load_config_dict(
+            {
+                **BASE,
+                "model": {"gradient_checkpointing": checkpointing, "lora": {"enabled": lora}, "device": "cpu"},
+                "train": {"batch_size": 4, "micro_batch_size": 2, "lr": 0.01},
+            }
+        )
+        torch.manual_seed(0)  # peft draws the adapters' initial weights from torch's global generator
+        model, tokenizer, device = load_policy(cfg.model, seed=0)
+        if episodes is None:
+            episodes = episodes_for(model, tokenizer, cfg)
+            for ep in episodes:
+                ep.outcome_reward = float(ep.sample)  # a signal in every group
+        layer_runs = checkpointed_layer_runs(model)
+        before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        checkpointed_prefixes.clear()
+        Learner(model, tokenizer, cfg, device).update(copy.deepcopy(episodes))
+        assert checkpointed_prefixes and set(checkpointed_prefixes) == {checkpointing}  # the path under test
+        assert bool(layer_runs) == checkpointing
+        trained = [p for p in model.parameters() if p.requires_grad]
+        runs[checkpointing] = (before, [p.detach() for p in trained], torch.cat([p.grad.flatten() for p in trained]))
+    (before, plain, plain_grad), (before_checkpointed, checkpointed, checkpointed_grad) = runs[False], runs[True]
+    assert all(torch.equal(a, b) for a, b in zip(before, before_checkpointed))  # the same model, the same step
+    assert float(plain_grad.abs().max()) > 0
+    assert float((plain_grad - checkpointed_grad).norm() / plain_grad.norm()) < 1e-5
+    for a, b, start in zip(plain, checkpointed, before):  # as in test_gradient_accumulation_matches_one_batch
+        assert float((a - b).norm()) <= 1e-3 * float((a - start).norm()) + 1e-7
 
 
 class AdaptedHead(torch.nn.Module):

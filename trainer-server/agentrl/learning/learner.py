@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -41,7 +42,12 @@ from agentrl.learning.microbatches import (
 from agentrl.learning.policy_losses import get_policy_loss
 from agentrl.models.loading import text_config
 from agentrl.models.precision import uses_bf16_autocast
-from agentrl.models.prefix import shared_prefix_cache
+from agentrl.models.prefix import (
+    checkpointing_keeps_cache,
+    gradient_checkpointing,
+    layers_read_cache,
+    shared_prefix_cache,
+)
 from agentrl.rollout.episode import Episode
 
 # On CPU, up to this many positions a row, scaled-dot-product attention's math backend (matmuls and a softmax) runs
@@ -49,6 +55,8 @@ from agentrl.rollout.episode import Episode
 # SmolLM2's 9 heads, 8 rows, 30 layers' forward and backward: 0.22 s against 0.41 s at 95 positions, 0.37 against
 # 0.54 at 128, 0.69 against 0.51 at 192, 5.6 against 2.1 at 460). The learner picks by each micro-batch's width.
 CPU_MATH_ATTENTION_WIDTH = 160
+
+log = logging.getLogger(__name__)
 
 
 class NonFiniteError(ValueError):
@@ -138,6 +146,7 @@ class Learner:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.temperature = config.rollout.temperature if config.rollout.temperature > 0 else 1.0
         self.reference = self._make_reference() if config.algorithm.kl.coef > 0 else None
+        self._checkpointing_keeps_cache: bool | None = None  # known at the first checkpointed forward
         self._distribute_models()
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         groups: list[dict[str, Any]] = [{"params": trainable, "lr": config.train.lr}]
@@ -185,15 +194,18 @@ class Learner:
         wanted = read_tokens(batch, width)
         rows, targets = (index.to(self.device) for index in wanted.nonzero(as_tuple=True))
         shared = shared_prefix_to_run_once(batch, width, wanted, with_values) if self.runs_shared_prefix_once else 0
+        if shared and not self._prefix_runs_once_under_checkpointing(model):
+            shared = 0
         past = shared_prefix_cache(model, input_ids[0, :shared], len(batch), self.device) if shared else None
         positions = torch.arange(shared, width, device=self.device).expand(len(batch), -1)
-        with self._attention_kernel(width):
+        with self._attention_kernel(width), layers_read_cache(model):
             hidden = model.get_decoder()(
                 input_ids=input_ids[:, shared:],
                 attention_mask=attention,
                 position_ids=positions,
                 past_key_values=past,
-                use_cache=past is not None,
+                # Under checkpointing transformers turns use_cache off (with a warning); the layers still read `past`.
+                use_cache=past is not None and not gradient_checkpointing(model),
             ).last_hidden_state  # [B, width - shared, H]
         picked, entropy = target_logprobs(
             model,
@@ -211,6 +223,24 @@ class Learner:
             assert self.critic is not None
             result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
         return result
+
+    def _prefix_runs_once_under_checkpointing(self, model: Any) -> bool:
+        """Whether the shared prefix can run once for this forward: always, but under gradient checkpointing with a
+        transformers whose checkpointed layers drop every cache (`checkpointing_keeps_cache`); then each row runs the
+        prefix itself (exact, slower), and the run's log says so once."""
+        if not gradient_checkpointing(model):
+            return True
+        if self._checkpointing_keeps_cache is None:
+            self._checkpointing_keeps_cache = checkpointing_keeps_cache(model)
+            if not self._checkpointing_keeps_cache:
+                import transformers
+
+                log.warning(
+                    "model.gradient_checkpointing: this transformers (%s) drops the cache in checkpointed layers, "
+                    "so the training pass computes the prompt a group's rows share in every row rather than once",
+                    transformers.__version__,
+                )
+        return self._checkpointing_keeps_cache
 
     def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
         """The rows the training passes run (and a scoring pass that runs after the advantages). A row whose

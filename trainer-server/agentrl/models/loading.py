@@ -101,7 +101,9 @@ def load_policy(cfg: ModelConfig, seed: int) -> tuple[Any, Any, torch.device]:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # Non-reentrant, named (older transformers defaulted to reentrant): the learner's shared prefix
+        # (models/prefix.py) reaches the checkpointed layers through their cache, whose gradient only this form carries.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if cfg.lora.enabled:
         from peft import LoraConfig, get_peft_model
