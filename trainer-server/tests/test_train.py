@@ -55,6 +55,16 @@ def test_tiny_model_learns_the_lookup_task(tmp_path, algorithm, policy_loss):
     assert latest_status(read_events(run_dir))["status"] == "completed"
 
 
+def test_a_step_trains_under_gradient_checkpointing(tmp_path):
+    """model.gradient_checkpointing, which the memory plan suggests for a run that does not fit, trains the example
+    (issue 49: its first update died where the learner runs a group's shared prompt once)."""
+    config = example("model.gradient_checkpointing=true", "train.steps=1")
+    run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
+    metrics = metrics_by_step(run_dir)
+    assert list(metrics) == [1] and math.isfinite(metrics[1]["actor/grad_norm"]) and metrics[1]["actor/grad_norm"] > 0
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+
+
 def test_every_trajectory_line_validates(tmp_path, trajectory_validator):
     run_dir = train(example("train.steps=2"), runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
     records = trajectories(run_dir)
