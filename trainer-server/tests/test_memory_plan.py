@@ -20,21 +20,32 @@ from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
 # How far the plan may be from the measured peak, either way (docs/memory.md).
 TOLERANCE = 0.35
-# (layers, hidden, vocabulary, micro-batch rows, positions a row, bf16 autocast): a float32 model at the math
-# attention kernel's widths, one under bf16 autocast at the fused kernel's, and a larger float32 one.
+# (layers, hidden, vocabulary, micro-batch rows, positions a row, bf16 autocast, gradient checkpointing): a float32
+# model at the math attention kernel's widths, one under bf16 autocast at the fused kernel's, a larger float32 one,
+# and one under model.gradient_checkpointing (which the plan suggests when a run does not fit).
 SIZES = [
-    (2, 256, 4096, 4, 128, False),
-    (4, 512, 8192, 4, 384, True),
-    (6, 768, 16384, 4, 256, False),
+    (2, 256, 4096, 4, 128, False, False),
+    (4, 512, 8192, 4, 384, True, False),
+    (6, 768, 16384, 4, 256, False, False),
+    (4, 512, 8192, 4, 384, False, True),
 ]
 
 
-def _config(layers: int, hidden: int, rows: int, width: int, autocast: bool, model_dir: Path, **train):
+def _config(
+    layers: int,
+    hidden: int,
+    rows: int,
+    width: int,
+    autocast: bool,
+    model_dir: Path,
+    checkpointing: bool = False,
+    **train,
+):
     return load_config_dict(
         {
             "env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"},
             "data": {"train": "tasks.jsonl"},
-            "model": {"path": str(model_dir), "device": "cpu"},
+            "model": {"path": str(model_dir), "device": "cpu", "gradient_checkpointing": checkpointing},
             "rollout": {"engine": "hf", "group_size": 2, "max_context": width, "max_turns": 1, "max_new_tokens": width},
             "train": {"batch_size": 2 * rows, "micro_batch_size": rows, "bf16_autocast": autocast, **train},
         }
@@ -63,7 +74,10 @@ def _measure(args: dict) -> dict:
         tie_word_embeddings=True,
     )
     shape.save_pretrained(folder)  # config.json only: what the plan reads
-    config = _config(args["layers"], args["hidden"], args["rows"], args["width"], args["autocast"], folder)
+    checkpointing = args["checkpointing"]
+    config = _config(
+        args["layers"], args["hidden"], args["rows"], args["width"], args["autocast"], folder, checkpointing
+    )
     plan = plan_memory(config, folder.parent, Device("cpu", "test", None))
     assert isinstance(plan, MemoryPlan)
     planned = plan.peak_bytes - plan.part("runtime") - plan.part("rollout")
@@ -74,6 +88,8 @@ def _measure(args: dict) -> dict:
 
     before = peak_resident_bytes()
     model = LlamaForCausalLM(shape).train()
+    if checkpointing:  # as agentrl.models.loading.load_policy enables it
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     learner = Learner(model, Tokenizer(), config, torch.device("cpu"))
     prompt = 16
     episodes = []
@@ -93,7 +109,7 @@ def _measure(args: dict) -> dict:
 
 def test_the_plan_is_within_its_tolerance_of_the_measured_peak(tmp_path):
     """The sizes run side by side, one process each (a peak is a process's own); they measure memory, not time."""
-    keys = ("layers", "hidden", "vocab", "rows", "width", "autocast")
+    keys = ("layers", "hidden", "vocab", "rows", "width", "autocast", "checkpointing")
     runs = []
     for index, size in enumerate(SIZES):
         args = {"folder": str(tmp_path / f"model{index}"), **dict(zip(keys, size))}
