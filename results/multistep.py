@@ -141,12 +141,14 @@ def train_for(algorithm: str, seed: int, args: argparse.Namespace) -> tuple[Path
     for override in [*args.overrides, *ALGORITHMS[algorithm]]:
         command += ["--set", override]
     started = time.perf_counter()
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    log = (RUNS / f"{run_id}.stderr.log").open("wb")  # beside the run: why a run that never started did not
+    process = subprocess.Popen(command, stderr=log)
     try:
         process.wait(timeout=args.budget_s)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGTERM)  # the step in flight finishes, then a checkpoint
         process.wait()
+    log.close()
     wall = time.perf_counter() - started
     run_dir = RUNS / run_id
     steps = max((e["data"]["step"] for e in read_events(run_dir) if e["type"] == "metrics"), default=0)
