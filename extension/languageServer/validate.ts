@@ -428,7 +428,7 @@ function episodeSourceChecks(
         end,
         severity: 'error',
         code: 'agent-function',
-        message: `agent.function: ${agentModule} defines no function ${fn} (the trainer calls ${fn}(task, base_url))`,
+        message: `agent.function: ${agentModule} defines no function ${fn} (the trainer calls ${fn}(task, base_url, api_key))`,
       });
     }
   }

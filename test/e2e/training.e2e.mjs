@@ -34,12 +34,12 @@ export async function connectLocalServer(page, runCommand, lap) {
   );
   if (await item.evaluate((e) => !!e.querySelector('.codicon-beaker, .codicon-sync'))) return;
   await runCommand(page, 'Agent RL: Start Local Server');
-  // The server takes a few seconds to import torch.
+  // The server takes a few seconds to import torch (over a minute on a loaded 2-core machine).
   await page.waitForFunction(
     () =>
       [...document.querySelectorAll('.statusbar-item')].some((e) => e.querySelector('.codicon-beaker, .codicon-sync')),
     null,
-    { timeout: 90000 },
+    { timeout: 180000 },
   );
   lap('local trainer server connected');
 }

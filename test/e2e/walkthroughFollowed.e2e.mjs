@@ -63,9 +63,29 @@ async function waitTicked(page, id, lap) {
  * (a click on a row that is still being laid out can miss it). */
 async function pickRow(page, text) {
   await page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first().waitFor({ timeout: 30000 });
-  await page.locator('.quick-input-widget input').fill(text);
+  await page.locator('.quick-input-widget input').fill(text, { timeout: 10000 });
   await page.locator('.quick-input-list .monaco-list-row', { hasText: text }).first().waitFor({ timeout: 10000 });
   await page.keyboard.press('Enter');
+}
+
+/** Runs `command` and, in each quick input it opens in turn, picks the row showing `text` (once the input's title
+ * shows `title`, where given). A quick input can close right under the pick, its focus taken back by a view still
+ * restoring (after a reload) or by a webview (seen on a loaded machine): the command then starts over. */
+async function runCommandAndPick(page, runCommand, lap, command, picks) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await runCommand(page, command);
+      for (const { title, text } of picks) {
+        if (title) await page.locator('.quick-input-widget .quick-input-title', { hasText: title }).waitFor();
+        await pickRow(page, text);
+      }
+      return;
+    } catch (err) {
+      if (attempt === 3) throw err;
+      lap(`${command}: its quick input closed under the pick (${err.message.split('\n')[0]}); again`);
+      await page.keyboard.press('Escape');
+    }
+  }
 }
 
 /** A command that asks which config (or run) only when it cannot tell: the row showing `text` is picked if its
@@ -98,10 +118,9 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
   await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
   await page.locator('.statusbar-item', { hasText: 'Agent RL' }).first().waitFor({ timeout: 60000 }); // activated
   lap('window reloaded');
-  await runCommand(page, 'Welcome: Open Walkthrough...');
-  await page.locator('.quick-input-widget input').fill('Get Started with Agent RL');
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Get Started with Agent RL' }).first().waitFor();
-  await page.keyboard.press('Enter');
+  await runCommandAndPick(page, runCommand, lap, 'Welcome: Open Walkthrough...', [
+    { text: 'Get Started with Agent RL' },
+  ]);
   const steps = page.locator('.getting-started-step[aria-checked="true"]');
   await page.locator('.getting-started-step').first().waitFor({ state: 'visible', timeout: 30000 });
   // Connected already (an earlier scenario started the local server): that is the step's event, a context key.
@@ -236,10 +255,11 @@ export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, ru
   await page.screenshot({ path: path.join('test-results', 'e2e', 'debugger-search.png') });
   lap('a match opens at its failed call');
 
-  await runCommand(page, 'Agent RL: Compare Code');
-  await pickRow(page, 'first-hour');
-  await page.locator('.quick-input-widget .quick-input-title', { hasText: 'compare with' }).waitFor();
-  await pickRow(page, 'raising-tool');
+  await page.locator('.tab.active').first().click(); // the editor, not the replay's webview, has the focus
+  await runCommandAndPick(page, runCommand, lap, 'Agent RL: Compare Code', [
+    { text: 'first-hour' },
+    { title: 'compare with', text: 'raising-tool' },
+  ]);
   await page
     .locator('.tab', { hasText: /Code: .*first-hour|Code: .*raising-tool/ })
     .first()

@@ -160,7 +160,7 @@ describe('run-config language server: diagnostics', () => {
 
   it('agent: its modules found and defining the functions the trainer calls, and the task fields the agent reads', () => {
     const dir = mkdtempSync(join(tmpdir(), 'agent-config-'));
-    writeFileSync(join(dir, 'agent.py'), 'async def play(task, base_url):\n    return task["question"]\n');
+    writeFileSync(join(dir, 'agent.py'), 'async def play(task, base_url, api_key):\n    return task["question"]\n');
     writeFileSync(join(dir, 'reward.py'), 'def score(task, result):\n    return float(task["answer"] == result)\n');
     writeFileSync(join(dir, 'tasks.jsonl'), '{"question": "2 + 2?"}\n');
     const findings = (agent: string) =>
@@ -177,7 +177,7 @@ describe('run-config language server: diagnostics', () => {
       ['data-fields', "data.train: the first record has no 'answer', which the agent reads from each task"],
     ]);
     assert.deepEqual(findings('  module: agent.py\n  reward: nowhere.py:score\n').slice(0, 2), [
-      ['agent-function', 'agent.function: agent.py defines no function run (the trainer calls run(task, base_url))'],
+      ['agent-function', 'agent.function: agent.py defines no function run (the trainer calls run(task, base_url, api_key))'],
       ['agent-reward', `agent.reward: ${join(dir, 'nowhere.py')} does not exist`],
     ]);
   });

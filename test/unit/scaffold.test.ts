@@ -96,8 +96,8 @@ describe('scaffold: from an existing agent', () => {
   it('writes an OpenAI-SDK agent, its reward, tasks and a run config naming them under agent:', () => {
     const files = agent();
     assert.deepEqual([...files.keys()], ['agent.py', 'reward.py', 'tasks.jsonl', 'my-agent.agentrl.yaml']);
-    assert.match(files.get('agent.py')!, /^def run\(task: dict\[str, Any\], base_url: str\)/m);
-    assert.match(files.get('agent.py')!, /OpenAI\(base_url=base_url, api_key="agentrl"\)/);
+    assert.match(files.get('agent.py')!, /^def run\(task: dict\[str, Any\], base_url: str, api_key: str\)/m);
+    assert.match(files.get('agent.py')!, /OpenAI\(base_url=base_url, api_key=api_key\)/);
     assert.match(files.get('reward.py')!, /^def score\(task: dict\[str, Any\], result: str \| None\) -> float:/m);
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
     const config = parse(files.get('my-agent.agentrl.yaml')!);

@@ -35,8 +35,8 @@ def main() -> None:
     model, tokenizer, device = load_policy(ModelConfig(path=args.model), seed=0)
     latencies_s: list[float] = []
 
-    def agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "Count from one, one number a line."}]
         for _ in range(args.turns):
             started = time.perf_counter()

@@ -12,6 +12,7 @@ import jsonschema
 import openai
 import pytest
 import torch
+from agent_endpoint_harness import CALL, LOOKUP, make_engine, script, write_turns
 from agentrl.contract.config import ConfigError, HealthConfig, RolloutConfig, load_config_dict
 from agentrl.environment.agent import AgentProgram
 from agentrl.rollout.agent_engine import AgentRolloutEngine
@@ -20,17 +21,6 @@ from agentrl.run.metrics import rollout_metrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
-
-TURN_OPENS = "<|im_start|>assistant"  # the tiny model's template opens every assistant turn with it
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "description": "Return the value stored under a key.",
-        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
-    },
-}
-CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "3"}}</tool_call>'
 
 # The OpenAI API's chat.completion object (its OpenAPI spec, CreateChatCompletionResponse): the required fields
 # and the values they may take.
@@ -100,47 +90,9 @@ ERROR_SCHEMA = {  # the OpenAI API's ErrorResponse
 }
 
 
-def make_engine(tiny, run, score=lambda task, result: 1.0, timeout_s=30.0, **rollout):
-    model, tokenizer = tiny
-    cfg = RolloutConfig(**{"max_new_tokens": 24, "max_context": 600, **rollout})
-    agent = AgentProgram(run=run, score=score, timeout_s=timeout_s, name="agent.py:run")
-    return AgentRolloutEngine(model, tokenizer, agent, cfg, torch.device("cpu"))
-
-
-def script(engine, monkeypatch, reply):
-    """The model's turns written by `reply(context_text, turn)` instead of sampled; returns the ids of every turn
-    written, in order, as the engine 'sampled' them."""
-    sampled: list[list[int]] = []
-
-    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
-        for row, context in enumerate(contexts):
-            text = engine.tokenizer.decode(context)
-            ids = engine.chat.encode(reply(text, text.count(TURN_OPENS) - 1))[: limits[row] - 1]
-            ids.append(engine.tokenizer.eos_token_id)
-            sampled.append(ids)
-            row_done(row, ids, [-0.5] * len(ids), "eos")
-
-    monkeypatch.setattr(engine.sampler, "generate", generate)
-    return sampled
-
-
-def write_turns(engine, texts):
-    """The one episode's turns written from `texts`, one a request, instead of sampled, each ending with EOS; returns
-    the ids of every turn written, as the engine 'sampled' them."""
-    written: list[list[int]] = []
-
-    def generate(contexts, limits, stops, generators, row_done, temperature, top_p):
-        ids = engine.chat.encode(texts[len(written)]) + [engine.tokenizer.eos_token_id]
-        written.append(ids)
-        row_done(0, ids, [-1.0] * len(ids), "eos")
-
-    engine.sampler.generate = generate
-    return written
-
-
-def tool_loop_agent(task, base_url):
+def tool_loop_agent(task, base_url, api_key):
     """A plain OpenAI-SDK agent: call the model, run the tools it asks for, until it answers."""
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
     messages = [{"role": "user", "content": f"What is stored under key {task['key']}?"}]
     for _ in range(4):
         reply = client.chat.completions.create(model="policy", messages=messages, tools=[LOOKUP])
@@ -209,8 +161,8 @@ def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch, trajecto
         """Return the value stored under a key."""
         return {"3": "blue"}.get(key, "none")
 
-    async def run(task, base_url):
-        client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    async def run(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         model = agents.OpenAIChatCompletionsModel(model="policy", openai_client=client)
         agent = agents.Agent(name="lookup", instructions="Answer with the lookup tool.", tools=[lookup], model=model)
         return (await agents.Runner.run(agent, f"What is under key {task['key']}?", max_turns=4)).final_output
@@ -236,26 +188,26 @@ def _run_starts(episode):
 def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
     seen: dict = {}
 
-    def agent(task, base_url):
-        seen["base_url"] = base_url
+    def agent(task, base_url, api_key):
+        seen["base_url"], seen["key"] = base_url, api_key
         body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "tools": [LOOKUP]}
-        seen["call"] = _post(base_url, body)
+        seen["call"] = _post(base_url, api_key, body)
         served = seen["call"][1]["choices"][0]["message"]
         result = {"role": "tool", "tool_call_id": served["tool_calls"][0]["id"], "content": "blue"}
-        seen["answer"] = _post(base_url, {**body, "messages": [*body["messages"], served, result]})
-        seen["bounded"] = _post(base_url, {**body, "temperature": 0.3, "max_tokens": 100_000})
-        seen["stream"] = _post(base_url, {**body, "stream": True})
-        seen["n"] = _post(base_url, {**body, "n": 2})
-        seen["no_messages"] = _post(base_url, {"model": "x", "messages": []})
-        seen["models"] = json.loads(urllib.request.urlopen(base_url + "/models").read())
-        seen["unknown"] = _post(base_url.replace("/episodes/", "/episodes/nope-"), body)
+        seen["answer"] = _post(base_url, api_key, {**body, "messages": [*body["messages"], served, result]})
+        seen["bounded"] = _post(base_url, api_key, {**body, "temperature": 0.3, "max_tokens": 100_000})
+        seen["n"] = _post(base_url, api_key, {**body, "n": 2})
+        seen["no_messages"] = _post(base_url, api_key, {"model": "x", "messages": []})
+        models = urllib.request.Request(base_url + "/models", headers={"Authorization": f"Bearer {api_key}"})
+        seen["models"] = json.loads(urllib.request.urlopen(models).read())
+        seen["unknown"] = _post(base_url.replace("/episodes/", "/episodes/nope-"), api_key, body)
         return "done"
 
     engine = make_engine(tiny, agent)
     script(engine, monkeypatch, lambda text, turn: CALL if turn == 0 else "fine")
     try:
         engine.run([{"key": "3"}], group_size=1, seed=0)
-        seen["ended"] = _post(seen["base_url"], {"messages": [{"role": "user", "content": "late"}]})
+        seen["ended"] = _post(seen["base_url"], seen["key"], {"messages": [{"role": "user", "content": "late"}]})
     finally:
         engine.close()
     for name in ("call", "answer", "bounded"):
@@ -274,7 +226,6 @@ def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
     usage = seen["call"][1]["usage"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     for name, status, param, code in [
-        ("stream", 400, "stream", "unsupported_value"),
         ("n", 400, "n", "unsupported_value"),
         ("no_messages", 400, "messages", "invalid_value"),
         ("unknown", 404, None, "episode_not_found"),
@@ -286,10 +237,9 @@ def test_replies_have_the_openai_shapes_and_errors_are_clear(tiny, monkeypatch):
     assert seen["models"]["object"] == "list" and seen["models"]["data"][0]["object"] == "model"
 
 
-def _post(base_url, body):
-    request = urllib.request.Request(
-        base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
+def _post(base_url, key, body):
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    request = urllib.request.Request(base_url + "/chat/completions", json.dumps(body).encode(), headers)
     try:
         with urllib.request.urlopen(request) as answer:
             return answer.status, json.loads(answer.read())
@@ -298,8 +248,8 @@ def _post(base_url, body):
 
 
 def test_a_history_rewriting_agent_becomes_several_sequences_with_one_reward(tiny, monkeypatch):
-    def summarising_agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def summarising_agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "step one"}]
         first = client.chat.completions.create(model="p", messages=messages).choices[0].message
         messages += [first, {"role": "user", "content": "step two"}]
@@ -335,8 +285,8 @@ def test_a_history_rewriting_agent_becomes_several_sequences_with_one_reward(tin
 
 
 def test_an_edited_assistant_message_starts_a_new_sequence_from_the_edited_text(tiny, monkeypatch):
-    def editing_agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def editing_agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "go"}]
         first = client.chat.completions.create(model="p", messages=messages).choices[0].message
         edited = {"role": "assistant", "content": first.content.upper()}  # the agent rewrites the model's words
@@ -358,8 +308,8 @@ def test_an_edited_assistant_message_starts_a_new_sequence_from_the_edited_text(
 
 
 def test_an_async_agent_stop_sequences_tool_choice_none_and_a_full_context(tiny, monkeypatch):
-    async def agent(task, base_url):
-        client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    async def agent(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "a"}]
         first = await client.chat.completions.create(
             model="p", messages=messages, tools=[LOOKUP], tool_choice="none", stop="END"
@@ -388,8 +338,8 @@ def test_an_async_agent_stop_sequences_tool_choice_none_and_a_full_context(tiny,
 
 
 def test_an_agent_gives_a_turn_a_process_reward_with_its_next_request(tiny, monkeypatch):
-    def agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "a"}]
         try:  # nothing answered yet: nothing to reward
             client.chat.completions.create(model="p", messages=messages, extra_body={"agentrl": {"process_reward": 1}})
@@ -415,9 +365,9 @@ def test_crashes_exits_hangs_and_late_calls_end_their_episode_not_the_run(tiny, 
     release_hang = threading.Event()
     urls: dict[str, str] = {}
 
-    def agent(task, base_url):
+    def agent(task, base_url, api_key):
         urls[task["mode"]] = base_url
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         client.chat.completions.create(model="p", messages=[{"role": "user", "content": task["mode"]}])
         if task["mode"] == "crash":
             raise ValueError("the agent's own bug")
@@ -432,7 +382,9 @@ def test_crashes_exits_hangs_and_late_calls_end_their_episode_not_the_run(tiny, 
     tasks = [{"mode": mode} for mode in ("crash", "exit", "hang", "ok")]
     try:
         crash, exit_, hang, ok = engine.run(tasks, group_size=1, seed=0)
-        late = _post(urls["hang"], {"messages": [{"role": "user", "content": "late"}]})  # after its episode ended
+        late = _post(
+            urls["hang"], "any key", {"messages": [{"role": "user", "content": "late"}]}
+        )  # after its episode ended
         again = engine.run([{"mode": "ok"}], group_size=1, seed=1)  # the engine goes on serving
     finally:
         release_hang.set()
@@ -453,8 +405,8 @@ def test_concurrent_episodes_are_not_mixed_up_and_share_batches(tiny):
     """Real sampling from the tiny model: each episode's replies are exactly its own sequence's sampled turns."""
     replies: dict[str, list[str]] = {}
 
-    def agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": f"task {task['id']}"}]
         for _ in range(3):
             message = client.chat.completions.create(model="p", messages=messages, tools=[LOOKUP]).choices[0].message
@@ -548,8 +500,8 @@ def test_the_sequence_decodes_to_the_templates_rendering_of_the_conversation(uni
     ]
     last_request: list = []
 
-    def agent(task, base_url):
-        client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    def agent(task, base_url, api_key):
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         messages = [{"role": "user", "content": "start ✓"}]
         for _, results in turns:
             last_request[:] = [m if isinstance(m, dict) else m.model_dump() for m in messages]
@@ -613,8 +565,8 @@ AGENT_PY = """
 import openai
 
 
-def run(task, base_url):
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+def run(task, base_url, api_key):
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
     messages = [{"role": "user", "content": f"What is {task['a']} + {task['b']}?"}]
     for _ in range(2):
         message = client.chat.completions.create(model="policy", messages=messages, max_tokens=12).choices[0].message

@@ -183,7 +183,7 @@ def test_a_resume_keeps_the_first_snapshot_and_records_its_own_hashes(tmp_path):
 def test_an_agent_configs_files_are_its_code_and_use_snapshot_points_the_config_at_the_copy(tmp_path):
     folder = tmp_path / "agent"
     folder.mkdir()
-    (folder / "agent.py").write_text("def run(task, base_url):\n    return 'v1'\n")
+    (folder / "agent.py").write_text("def run(task, base_url, api_key):\n    return 'v1'\n")
     (folder / "reward.py").write_text("def score(task, result):\n    return 1.0\n")
     (folder / "tasks.jsonl").write_text(json.dumps({"key": "3"}) + "\n")
     (folder / "a.agentrl.yaml").write_text(
@@ -284,4 +284,37 @@ def test_a_link_planted_in_the_snapshot_is_not_followed(served, tmp_path):
     finally:
         target.unlink()
         target.write_bytes(saved)
-    assert error["code"] == p.INVALID_PARAMS and "SECRET" not in error["message"]
+    # The run folder's damage, not the request's: a run state conflict, never invalid params.
+    assert error["code"] == p.RUN_STATE_CONFLICT and "SECRET" not in error["message"]
+    assert "tools.py is a link" in error["message"]
+
+
+def test_a_code_folder_that_is_a_link_is_not_followed(served, tmp_path):
+    """code/ planted as a link to a folder outside (/etc, where a manifest listing `passwd` made run/codeFile serve
+    /etc/passwd): refused, and nothing of the folder it leads to is read."""
+    client, run_dir = served
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "tools.py").write_text("SECRET = 1\n")
+    (run_dir / CODE_DIR).rename(run_dir / "code-saved")
+    (run_dir / CODE_DIR).symlink_to(outside)
+    try:
+        error = client.call("run/codeFile", {"runId": run_dir.name, "path": "tools.py"})["error"]
+    finally:
+        (run_dir / CODE_DIR).unlink()
+        (run_dir / "code-saved").rename(run_dir / CODE_DIR)
+    assert error["code"] == p.RUN_STATE_CONFLICT and "SECRET" not in error["message"]
+    assert "code is a link" in error["message"]
+
+
+def test_a_snapshot_file_over_the_cap_is_refused_unread(served):
+    """A snapshot file grown past the cap it was recorded under (a file of gigabytes was served whole)."""
+    client, run_dir = served
+    target = run_dir / CODE_DIR / "tools.py"
+    saved = target.read_bytes()
+    target.write_bytes(b"#" * (code_snapshot.MAX_FILE_BYTES + 1))
+    try:
+        error = client.call("run/codeFile", {"runId": run_dir.name, "path": "tools.py"})["error"]
+    finally:
+        target.write_bytes(saved)
+    assert error["code"] == p.RUN_STATE_CONFLICT and "over the 1,048,576 read" in error["message"]

@@ -121,7 +121,7 @@ class _CannedPolicy(BaseHTTPRequestHandler):
 
 def test_the_openai_agent_example_plays_an_episode_against_an_endpoint_and_its_reward_scores_it():
     namespace: dict[str, Any] = {}
-    exec(_python_block("def run(task, base_url)"), namespace)
+    exec(_python_block("def run(task, base_url, api_key)"), namespace)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _CannedPolicy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -46,7 +46,7 @@ def test_an_env_module_that_is_not_python_is_named_not_an_empty_assertion(tmp_pa
 def test_an_agent_config_is_checked_for_what_loads_without_a_model(tmp_path):
     """An agent of the user's own plays only against a model: the check loads its function and its reward function
     (the editor's Try checks first, and an agent config was refused as "no ToolEnv"), and names one that is missing."""
-    (tmp_path / "agent.py").write_text("def run(task, base_url):\n    return 'ok'\n")
+    (tmp_path / "agent.py").write_text("def run(task, base_url, api_key):\n    return 'ok'\n")
     (tmp_path / "reward.py").write_text("def score(task, result):\n    return 1.0\n")
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"q": "go"}) + "\n")
     config = tmp_path / "a.agentrl.yaml"

@@ -372,8 +372,9 @@ class EnvConfig(_Section):
 
 
 class AgentConfig(_Section):
-    """An agent the user already has, trained as it is: the trainer calls `function(task, base_url)` once per
-    episode, where base_url is an OpenAI-compatible endpoint served by the policy (agentrl/rollout/endpoint.py)."""
+    """An agent the user already has, trained as it is: the trainer calls `function(task, base_url, api_key)` once
+    per episode, where base_url is an OpenAI-compatible endpoint served by the policy (agentrl/rollout/endpoint.py)
+    and api_key the episode's key, without which the endpoint answers nothing."""
 
     module: str = Field(
         ...,
@@ -385,8 +386,8 @@ class AgentConfig(_Section):
         "run",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description=(
-            "The function that plays one episode: run(task, base_url), sync or async; what it returns goes to "
-            "the reward function. Point an OpenAI client at base_url (OpenAI(base_url=base_url, api_key='-'))."
+            "The function that plays one episode: run(task, base_url, api_key), sync or async; what it returns "
+            "goes to the reward function. Point an OpenAI client at them: OpenAI(base_url=base_url, api_key=api_key)."
         ),
     )
     reward: str = Field(

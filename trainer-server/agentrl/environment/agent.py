@@ -1,6 +1,6 @@
 """The user's own agent, trained as it is (run config `agent:`): an episode function that the trainer calls once per
-episode with the task and an OpenAI-compatible base URL (agentrl/rollout/endpoint.py), and a reward function that
-scores what it returned.
+episode with the task, an OpenAI-compatible base URL (agentrl/rollout/endpoint.py) and that episode's key, and a
+reward function that scores what it returned.
 
 The agent's code runs as a Tool's does (environment/tool.py): in a daemon thread of the trainer's process, so an
 exception is the episode's error, `sys.exit` ends nothing but the episode, and an agent that never returns is
@@ -10,6 +10,7 @@ abandoned at its timeout while the run goes on.
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,14 +29,16 @@ class AgentFailure(Exception):
 
 @dataclass(frozen=True)
 class AgentProgram:
-    run: Callable[[dict[str, Any], str], Any]  # run(task, base_url), sync or async
+    run: Callable[[dict[str, Any], str, str], Any]  # run(task, base_url, api_key), sync or async
     score: Callable[[dict[str, Any], Any], Any]  # score(task, result) -> float | EpisodeScore, sync or async
     timeout_s: float
     name: str  # how errors name the episode function: module:function
 
-    def start(self, task: dict[str, Any], base_url: str, episode_id: str) -> concurrent.futures.Future[Any]:
+    def start(
+        self, task: dict[str, Any], base_url: str, api_key: str, episode_id: str
+    ) -> concurrent.futures.Future[Any]:
         """Run one episode in its own daemon thread; the future holds what it returned, or an AgentFailure."""
-        return in_daemon_thread(f"agent-{episode_id}", lambda: _user_call(self.name, self.run, task, base_url))
+        return in_daemon_thread(f"agent-{episode_id}", lambda: _user_call(self.name, self.run, task, base_url, api_key))
 
     def reward(self, task: dict[str, Any], result: Any) -> EpisodeScore:
         """The episode's score, from the reward function; an AgentFailure when it raises or gives no number."""
@@ -69,12 +72,36 @@ def _load_function(module: str, function: str, key: str, base_dir: Path | None) 
     return found
 
 
+def _takes(function: Callable[..., Any], count: int) -> bool:
+    """Whether `function` can be called with `count` positional arguments."""
+    try:
+        inspect.signature(function).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): its call will tell
+        return True
+    return True
+
+
+def check_episode_function(function: Callable[..., Any], name: str) -> None:
+    """The episode function takes (task, base_url, api_key): the endpoint admits only requests carrying the
+    episode's key, so a function that cannot receive it could never be answered."""
+    if not _takes(function, 3):
+        raise EnvLoadError(
+            f"agent.function: {name} must take (task, base_url, api_key): the endpoint answers only requests that "
+            "carry their episode's key; pass it to your client, e.g. OpenAI(base_url=base_url, api_key=api_key)"
+        )
+
+
 def load_agent(config: AgentConfig, base_dir: Path | None = None) -> AgentProgram:
     """The agent a run config's `agent:` names (paths relative to `base_dir`, else already absolute)."""
     reward_module, reward_function = config.reward.rsplit(":", 1)
+    name = f"{Path(config.module).name}:{config.function}"
+    run = _load_function(config.module, config.function, "agent.module", base_dir)
+    check_episode_function(run, name)
     return AgentProgram(
-        run=_load_function(config.module, config.function, "agent.module", base_dir),
+        run=run,
         score=_load_function(reward_module, reward_function, "agent.reward", base_dir),
         timeout_s=config.timeout_s,
-        name=f"{Path(config.module).name}:{config.function}",
+        name=name,
     )

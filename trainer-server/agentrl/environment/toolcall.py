@@ -35,6 +35,10 @@ class ToolCallFormat(Protocol):
     def describe(self, tools: ToolSchemas) -> str: ...
     def call_end(self, tools: ToolSchemas) -> list[str]: ...
     def write(self, name: str, arguments: Any, tools: ToolSchemas) -> str: ...
+    def opening(self, name: str | None) -> str:
+        """How a call begins, up to where the model names the tool (`name` None), or where it writes the arguments
+        of a call to `name`: the text an agent's tool_choice forces before the model samples."""
+        ...
 
 
 _FORMATS: dict[str, ToolCallFormat] = {}
@@ -124,6 +128,11 @@ class HermesFormat:
         """A call as the model writes it: what `parse` reads back as the same call."""
         return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
 
+    def opening(self, name: str | None) -> str:
+        if name is None:
+            return '<tool_call>{"name": "'
+        return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": '
+
 
 class TagFormat:
     """`<NAME>argument</NAME>`, as Search-R1 writes `<search>query</search>`: one tag per tool, whose
@@ -188,6 +197,9 @@ class TagFormat:
         if not isinstance(arguments, dict) or set(arguments) != {parameter}:
             raise ValueError(f"a call to {name!r} with tool_format 'tags' takes exactly {{{parameter!r}: text}}")
         return f"<{name}>{arguments[parameter]}</{name}>"
+
+    def opening(self, name: str | None) -> str:
+        return "<" if name is None else f"<{name}>"
 
 
 register_format(HermesFormat())

@@ -95,6 +95,7 @@ class ServedReply:
     finish_reason: Literal["stop", "length", "tool_calls"]
     prompt_tokens: int
     completion_tokens: int
+    token_logprobs: list[tuple[str, float]] = field(default_factory=list)  # each sampled token's text, logprob
 
 
 @dataclass
@@ -166,10 +167,12 @@ class EpisodeCapture:
         end: TurnEnd,
         context_bound: bool,
         stops: list[str],
+        forced: list[int] | None = None,
     ) -> ServedReply:
         """The request's tokens and its sampled turn (ids and logprobs), appended; returns the reply.
         `context_bound`: the turn's limit was the room left in rollout.max_context; `stops`: the request's stop
-        sequences (left out of the reply's content, as OpenAI does, but kept in the sampled ids)."""
+        sequences (left out of the reply's content, as OpenAI does, but kept in the sampled ids); `forced`: the
+        opening of a tool call that tool_choice wrote before the sampled ids (context, not sampled: loss mask 0)."""
         if planned.new_sequence is not None:
             if planned.break_kind is not None:
                 self.breaks.append(planned.break_kind)
@@ -182,9 +185,11 @@ class EpisodeCapture:
         episode = self.current
         turn_index = self.answered
         self.answered += 1
+        forced = forced or []
+        self._append(forced, "tool", turn_index)
         self._append(ids, "assistant", turn_index, logprobs)
         episode.turn_end_positions.append(len(episode.token_ids) - 1)
-        text = self.chat.tokenizer.decode(ids, skip_special_tokens=True)
+        text = self.chat.tokenizer.decode([*forced, *ids], skip_special_tokens=True)
         limited = "context" if context_bound else "length"
         turn = TurnRecord(index=turn_index, assistant=text, finish_reason="stop" if end != "limit" else limited)
         episode.turns.append(turn)
@@ -196,7 +201,7 @@ class EpisodeCapture:
         self.sampled_texts[_key(self.conversation[-1])] = text
         self.last_ended_with_eos = end == "eos"
         finish = "length" if end == "limit" else ("tool_calls" if calls else "stop")
-        return ServedReply(message, finish, len(planned.context), len(ids))
+        return ServedReply(message, finish, len(planned.context) + len(forced), len(ids))
 
     def reward_last_turn(self, reward: float) -> None:
         """A process reward the agent reports for the turn answered last: it lands on that turn's last sampled token

@@ -35,9 +35,9 @@ from agentrl.environment.agent import AgentFailure, AgentProgram
 from agentrl.environment.env import EpisodeScore
 from agentrl.environment.tool import in_daemon_thread
 from agentrl.environment.toolcall import get_format, schemas_by_name
-from agentrl.rollout.agent_capture import ContextFull, EpisodeCapture, ServedReply
+from agentrl.rollout.agent_capture import ContextFull, EpisodeCapture, PlannedTurn, ServedReply
 from agentrl.rollout.chat import ChatFormat
-from agentrl.rollout.endpoint import AgentEndpoint, ChatRequest, EndpointError
+from agentrl.rollout.endpoint import AgentEndpoint
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.hf_engine import BatchSampler
 from agentrl.rollout.loop import (
@@ -48,12 +48,16 @@ from agentrl.rollout.loop import (
     episode_seed,
     task_id_of,
 )
+from agentrl.rollout.openai_chat import ChatRequest, EndpointError
 
 if TYPE_CHECKING:
     from agentrl.rollout.vllm_engine import VllmSampler
 
 # How long a request waits for other episodes' requests to share its batch, when some agents are still busy.
 BATCH_WAIT_S = 0.05
+# A request whose messages and tools run past this many characters per token of rollout.max_context cannot fit
+# (a token is rarely over 8 characters): it is refused before tokenizing, which would take minutes for 30 MB.
+MAX_CHARS_PER_TOKEN = 32
 
 
 @dataclass
@@ -139,29 +143,29 @@ class _Session:
         async with self._in_order:
             started = time.perf_counter()
             cfg = self.engine.cfg
+            if request.text_length > cfg.max_context * MAX_CHARS_PER_TOKEN:
+                raise EndpointError(
+                    400,
+                    f"this conversation is {request.text_length} characters, the tools included: it cannot fit in "
+                    f"rollout.max_context ({cfg.max_context} tokens)",
+                    "context_length_exceeded",
+                    "messages",
+                )
             tools = request.tools if request.tool_choice != "none" else []
-            with self._state:
-                if self.ended:
-                    raise self.ended_error()
-                if request.process_reward is not None:
-                    try:
-                        self.capture.reward_last_turn(request.process_reward)
-                    except ValueError as err:
-                        raise EndpointError(400, str(err), "invalid_value", "agentrl.process_reward") from None
-                try:
-                    planned = self.capture.plan(request.messages, tools)
-                except ContextFull as err:
-                    raise EndpointError(400, str(err), "context_length_exceeded", "messages") from None
-                except ValueError as err:
-                    raise EndpointError(400, str(err), "invalid_value", "messages") from None
+            # Tokenizing a long conversation takes a while: off the endpoint's loop, so other episodes' requests go on.
+            planned = await asyncio.to_thread(self._plan, request, tools)
+            forced = self.engine.forced_opening(request, tools)
+            context = [*planned.context, *forced]
             turn_cap = min(cfg.max_new_tokens, request.max_tokens or cfg.max_new_tokens)
-            room = cfg.max_context - len(planned.context)
+            room = cfg.max_context - len(context)
             limit = min(turn_cap, room)
+            if limit < 1:
+                raise EndpointError(400, "the forced tool call fills rollout.max_context", "context_length_exceeded")
             stops = list(request.stop)
-            if cfg.stop_at_tool_call and tools:
+            if (cfg.stop_at_tool_call or not request.parallel_tool_calls) and tools:
                 stops += self.engine.call_format.call_end(schemas_by_name(tools))
             seed = hash((self.seed, self.capture.answered)) & 0x7FFFFFFF
-            generation = _Generation(self, planned.context, limit, stops, seed)
+            generation = _Generation(self, context, limit, stops, seed)
             submitted = time.perf_counter()
             self.engine.submit(generation)
             ids, logprobs, end = await asyncio.wrap_future(generation.future)
@@ -169,9 +173,29 @@ class _Session:
             with self._state:
                 if self.ended:
                     raise self.ended_error()
-                reply = self.capture.record(planned, ids, logprobs, end, room < turn_cap, list(request.stop))
+                reply = self.capture.record(planned, ids, logprobs, end, room < turn_cap, list(request.stop), forced)
+            if request.logprobs:
+                decode = self.engine.tokenizer.decode
+                reply.token_logprobs = [(decode([token]), logprob) for token, logprob in zip(ids, logprobs)]
             self.engine.overheads_s.append((submitted - started) + (time.perf_counter() - sampled))
             return reply, _bounded(request, cfg, limit)
+
+    def _plan(self, request: ChatRequest, tools: list[dict[str, Any]]) -> PlannedTurn:
+        """What answering the request adds (agent_capture.py), its process reward given to the turn before it."""
+        with self._state:
+            if self.ended:
+                raise self.ended_error()
+            if request.process_reward is not None:
+                try:
+                    self.capture.reward_last_turn(request.process_reward)
+                except ValueError as err:
+                    raise EndpointError(400, str(err), "invalid_value", "agentrl.process_reward") from None
+            try:
+                return self.capture.plan(request.messages, tools)
+            except ContextFull as err:
+                raise EndpointError(400, str(err), "context_length_exceeded", "messages") from None
+            except ValueError as err:
+                raise EndpointError(400, str(err), "invalid_value", "messages") from None
 
 
 def _bounded(request: ChatRequest, cfg: RolloutConfig, limit: int) -> dict[str, Any]:
@@ -184,8 +208,6 @@ def _bounded(request: ChatRequest, cfg: RolloutConfig, limit: int) -> dict[str, 
         bounded["top_p"] = {"requested": request.top_p, "used": cfg.top_p}
     if request.max_tokens is not None and request.max_tokens > limit:
         bounded["max_tokens"] = {"requested": request.max_tokens, "used": limit}
-    if request.tool_choice not in ("auto", "none"):
-        bounded["tool_choice"] = {"requested": request.tool_choice, "used": "auto"}  # the model is not constrained
     return bounded
 
 
@@ -279,10 +301,18 @@ class AgentRolloutEngine(SamplingSettings):
         episode_id = f"g{group}s{sample}-{secrets.token_hex(6)}"  # unguessable: a stale id from another step is unknown
         capture = EpisodeCapture(self.chat, self.call_format, task_id_of(task), self.cfg.max_context)
         session = _Session(self, episode_id, capture, seed)
-        base_url = self.endpoint.open(episode_id, session)
-        future = self.agent.start(copy.deepcopy(task), base_url, episode_id)  # the reward reads the task unchanged
+        base_url, key = self.endpoint.open(episode_id, session)
+        future = self.agent.start(copy.deepcopy(task), base_url, key, episode_id)  # the reward reads the task as it was
         future.add_done_callback(lambda _: self.queue.wake())
         return _AgentRun(task, group, sample, session, future, time.monotonic() + self.agent.timeout_s)
+
+    def forced_opening(self, request: ChatRequest, tools: list[dict[str, Any]]) -> list[int]:
+        """The ids tool_choice writes before the model samples: for "required", a tool call's opening up to the
+        tool's name (the model names the tool); for a named function, up to its arguments. As the run's tool-call
+        format writes a call, so the model continues its own syntax."""
+        if not tools or (request.tool_choice != "required" and request.forced_tool is None):
+            return []
+        return self.chat.encode(self.call_format.opening(request.forced_tool))
 
     def submit(self, generation: _Generation) -> None:
         """A request to sample: queued for the next hf batch, or sent to vLLM at once."""

@@ -3,59 +3,46 @@
 A loopback-only HTTP server (aiohttp, in a thread of its own) that serves each episode at its own base URL, so
 concurrent episodes cannot be mixed up:
 
-    POST /episodes/<episode-id>/v1/chat/completions
+    POST /episodes/<episode-id>/v1/chat/completions   (openai_chat.py; stream: true as server-sent events)
+    POST /episodes/<episode-id>/v1/responses          (openai_responses.py; the Responses API)
     GET  /episodes/<episode-id>/v1/models
 
-A request names messages, tools, tool_choice, temperature, top_p, max_tokens (or max_completion_tokens), stop and
-n = 1; streaming is refused. Its own field `agentrl: {"process_reward": x}` (the OpenAI SDK's `extra_body`) gives
-the turn answered last a process reward. The reply is a standard `chat.completion` object; its `agentrl` field names the episode
-and says where the run's sampling settings bounded what the request asked (`bounded`). An unknown episode, or one
-whose agent has ended, gets a 4xx error in the OpenAI error shape. What answering means (sampling, recording the
-tokens) is the episode handler's (agent_engine.py); this module is HTTP and the OpenAI API's shapes only.
+Every request carries the episode's key, `Authorization: Bearer <key>` (what every OpenAI client sends as its
+api_key): the trainer gives it only to that episode's agent, and a request without it is refused before anything is
+read or recorded. An unknown episode, or one whose agent has ended, gets a 4xx error in the OpenAI error shape; so
+does a body over MAX_REQUEST_BYTES (413) or nested deeper than MAX_JSON_DEPTH (400). What answering means
+(sampling, recording the tokens) is the episode handler's (agent_engine.py); this module is HTTP and the API's
+shapes only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
+import json
+import secrets
 import threading
-import time
-import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from agentrl.rollout.agent_capture import ServedReply
+from agentrl.rollout.openai_chat import (
+    ChatRequest,
+    EndpointError,
+    bad,
+    completion_chunks,
+    completion_object,
+    notes,
+    parse_chat_request,
+)
+from agentrl.rollout.openai_responses import ResponseWriter, input_messages, parse_responses_request
 
-# An agent's conversation can be long, but a request is text: 64 MiB bounds a runaway one.
-MAX_REQUEST_BYTES = 64 * 2**20
-
-
-class EndpointError(Exception):
-    """A request the endpoint refuses: an HTTP status and an OpenAI-style error."""
-
-    def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code, self.param = status, message, code, param
-
-    def body(self) -> dict[str, Any]:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
-
-
-@dataclass
-class ChatRequest:
-    """The parts of a chat-completion request the endpoint honours (it ignores the rest: model, user, seed...)."""
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    tool_choice: str | dict[str, Any] = "auto"
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    stop: list[str] = field(default_factory=list)
-    process_reward: float | None = None  # agentrl's own field: a reward for the turn answered last
+# An agent's conversation can be long, but a request is text: 16 MiB bounds a runaway one before it is read (the
+# episode handler bounds it again by rollout.max_context before tokenizing).
+MAX_REQUEST_BYTES = 16 * 2**20
+# JSON nested deeper than this is no conversation or tool schema anyone writes; it would exhaust the parser's stack.
+MAX_JSON_DEPTH = 64
 
 
 class EpisodeHandler(Protocol):
@@ -64,108 +51,60 @@ class EpisodeHandler(Protocol):
         ...
 
 
-def _bad(param: str, message: str, code: str = "invalid_value") -> EndpointError:
-    return EndpointError(400, message, code, param)
+def _depth(value: Any) -> int:
+    """How deeply a parsed JSON value nests (iteratively: a deep value must not exhaust the stack here either)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return deepest
 
 
-def _number(body: dict[str, Any], key: str, low: float, high: float) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise _bad(key, f"{key} must be a number from {low:g} to {high:g}, got {value!r}")
-    return float(value)
+async def read_body(request: web.Request) -> Any:
+    """The request's JSON: 413 over MAX_REQUEST_BYTES, 400 when it is not JSON or nests past MAX_JSON_DEPTH."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise EndpointError(
+            413, f"the request body is over {MAX_REQUEST_BYTES // 2**20} MiB", "request_too_large", "body"
+        ) from None
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise bad("body", "the request body is not JSON (or nests too deeply to read)", "invalid_json") from None
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise bad("body", f"the request body nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json")
+    return body
 
 
-def parse_request(body: Any) -> ChatRequest:
-    """The request, checked as the OpenAI API checks it; an EndpointError (400) names the parameter at fault."""
-    if not isinstance(body, dict):
-        raise _bad("body", "the request body must be a JSON object", "invalid_json")
-    if body.get("stream"):
-        raise _bad(
-            "stream", "stream: true is not supported by the agentrl endpoint; send stream: false", "unsupported_value"
-        )
-    if body.get("n", 1) not in (1, None):
-        raise _bad(
-            "n",
-            f"n must be 1, got {body['n']!r}: each request is one turn of one episode "
-            "(rollout.group_size runs the agent several times instead)",
-            "unsupported_value",
-        )
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise _bad("messages", "messages must be a non-empty list of message objects")
-    tools = body.get("tools") or []
-    if not isinstance(tools, list) or not all(
-        isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function", {}).get("name"), str)
-        for t in tools
-    ):
-        raise _bad("tools", 'tools must be a list of {"type": "function", "function": {"name": ..., ...}}')
-    tool_choice = body.get("tool_choice") or "auto"
-    named = isinstance(tool_choice, dict) and isinstance(tool_choice.get("function", {}).get("name"), str)
-    if tool_choice not in ("auto", "none", "required") and not named:
-        raise _bad("tool_choice", 'tool_choice must be "auto", "none", "required" or {"type": "function", ...}')
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise _bad("max_tokens", f"max_tokens must be a positive integer, got {max_tokens!r}")
-    stop = body.get("stop") or []
-    stop = [stop] if isinstance(stop, str) else stop
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
-        raise _bad("stop", "stop must be a string or a list of non-empty strings")
-    reported = body.get("agentrl") or {}
-    if not isinstance(reported, dict):
-        raise _bad("agentrl", 'agentrl must be an object, e.g. {"process_reward": 0.5}')
-    process_reward = reported.get("process_reward")
-    if process_reward is not None and (
-        isinstance(process_reward, bool)
-        or not isinstance(process_reward, int | float)
-        or not math.isfinite(process_reward)
-    ):
-        raise _bad("agentrl.process_reward", f"agentrl.process_reward must be a finite number, got {process_reward!r}")
-    return ChatRequest(
-        messages=messages,
-        tools=tools,
-        tool_choice=tool_choice,
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0),
-        max_tokens=max_tokens,
-        stop=stop,
-        process_reward=None if process_reward is None else float(process_reward),
-    )
-
-
-def completion_object(episode_id: str, model: str, reply: ServedReply, bounded: dict[str, Any]) -> dict[str, Any]:
-    """A `chat.completion` object, as the OpenAI API returns it, with the endpoint's own notes under `agentrl`."""
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {**reply.message, "refusal": None},
-                "finish_reason": reply.finish_reason,
-                "logprobs": None,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-        },
-        "agentrl": {"episode": episode_id, "bounded": bounded},
-    }
+async def _stream(request: web.Request, events: Iterator[dict[str, Any]], named: bool) -> web.StreamResponse:
+    """Server-sent events: `data: <json>` each (`event: <type>` before it for the Responses API), then chat
+    completions' `data: [DONE]`."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for event in events:
+        kind = f"event: {event['type']}\n" if named else ""
+        await response.write(f"{kind}data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+    if not named:
+        await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 class AgentEndpoint:
-    """The server: `open(episode_id, handler)` gives an episode its base URL, `close_episode` ends it (its later
-    requests get 410), `close` stops the server."""
+    """The server: `open(episode_id, handler)` gives an episode its base URL and key, `close_episode` ends it (its
+    later requests get 410), `close` stops the server."""
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self._handlers: dict[str, EpisodeHandler] = {}
+        self._handlers: dict[str, tuple[EpisodeHandler, str]] = {}
         self._ended: set[str] = set()
+        # Each episode's responses, for previous_response_id: response id -> its conversation, the reply included.
+        self._responses: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -180,13 +119,17 @@ class AgentEndpoint:
     def base_url(self, episode_id: str) -> str:
         return f"http://127.0.0.1:{self.port}/episodes/{episode_id}/v1"
 
-    def open(self, episode_id: str, handler: EpisodeHandler) -> str:
+    def open(self, episode_id: str, handler: EpisodeHandler) -> tuple[str, str]:
+        """The episode's base URL and its key (the only credential its requests are admitted with)."""
+        key = f"agentrl-{secrets.token_urlsafe(24)}"
         with self._lock:
-            self._handlers[episode_id] = handler
-        return self.base_url(episode_id)
+            self._handlers[episode_id] = (handler, key)
+            self._responses[episode_id] = {}
+        return self.base_url(episode_id), key
 
     def close_episode(self, episode_id: str) -> None:
         with self._lock:
+            self._responses.pop(episode_id, None)
             if self._handlers.pop(episode_id, None) is not None:
                 self._ended.add(episode_id)
 
@@ -199,6 +142,7 @@ class AgentEndpoint:
         asyncio.set_event_loop(self._loop)
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_post("/episodes/{episode}/v1/chat/completions", self._chat)
+        app.router.add_post("/episodes/{episode}/v1/responses", self._responses_api)
         app.router.add_get("/episodes/{episode}/v1/models", self._models)
         runner = web.AppRunner(app, access_log=None)
         try:
@@ -213,38 +157,79 @@ class AgentEndpoint:
         self._loop.run_until_complete(runner.cleanup())
         self._loop.close()
 
-    def _handler(self, episode_id: str) -> EpisodeHandler:
-        with self._lock:
-            handler = self._handlers.get(episode_id)
-            ended = episode_id in self._ended
-        if handler is not None:
-            return handler
-        if ended:
-            raise EndpointError(
-                410, f"episode {episode_id} has ended: its agent returned or ran out of time", "episode_ended"
-            )
-        raise EndpointError(404, f"no episode {episode_id} is running at this endpoint", "episode_not_found")
-
-    async def _chat(self, request: web.Request) -> web.Response:
+    def _admit(self, request: web.Request) -> tuple[str, EpisodeHandler]:
+        """The episode a request is for, once its key is checked: 401 without the episode's key, 404 for an episode
+        never opened, 410 for one that has ended."""
         episode_id = request.match_info["episode"]
+        with self._lock:
+            opened = self._handlers.get(episode_id)
+            ended = episode_id in self._ended
+        if opened is None:
+            if ended:
+                raise EndpointError(
+                    410, f"episode {episode_id} has ended: its agent returned or ran out of time", "episode_ended"
+                )
+            raise EndpointError(404, f"no episode {episode_id} is running at this endpoint", "episode_not_found")
+        handler, key = opened
+        sent = request.headers.get("Authorization", "")
+        if not secrets.compare_digest(sent.encode(), f"Bearer {key}".encode()):
+            raise EndpointError(
+                401,
+                "this episode's requests carry its key (Authorization: Bearer ...): pass the api_key the trainer "
+                "gave the agent with its base_url to the OpenAI client",
+                "invalid_api_key",
+            )
+        return episode_id, handler
+
+    async def _answer(self, request: web.Request, respond: Any) -> web.StreamResponse:
+        """A request's reply, its errors in the OpenAI shape; the agent gets a reply it can read whatever fails."""
         try:
-            handler = self._handler(episode_id)
-            try:
-                body = await request.json()
-            except ValueError:
-                raise _bad("body", "the request body is not JSON", "invalid_json") from None
-            reply, bounded = await handler.complete(parse_request(body))
-            return web.json_response(completion_object(episode_id, self.model_name, reply, bounded))
+            return await respond(*self._admit(request))
         except EndpointError as err:
             return web.json_response(err.body(), status=err.status)
-        except Exception as err:  # noqa: BLE001 - the agent gets a reply it can read; the run goes on
+        except Exception as err:  # noqa: BLE001 - the run goes on; the agent reads what failed
             failure = EndpointError(500, f"the endpoint failed: {type(err).__name__}: {err}", "internal_error")
             return web.json_response(failure.body(), status=500)
 
-    async def _models(self, request: web.Request) -> web.Response:
-        try:
-            self._handler(request.match_info["episode"])
-        except EndpointError as err:
-            return web.json_response(err.body(), status=err.status)
-        model = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "agentrl"}
-        return web.json_response({"object": "list", "data": [model]})
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        async def respond(episode_id: str, handler: EpisodeHandler) -> web.StreamResponse:
+            body = await read_body(request)
+            chat = parse_chat_request(body)
+            reply, bounded = await handler.complete(chat)
+            agentrl = notes(episode_id, chat, bounded)
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                events = completion_chunks(self.model_name, reply, chat, agentrl, include_usage)
+                return await _stream(request, events, named=False)
+            return web.json_response(completion_object(self.model_name, reply, chat, agentrl))
+
+        return await self._answer(request, respond)
+
+    async def _responses_api(self, request: web.Request) -> web.StreamResponse:
+        async def respond(episode_id: str, handler: EpisodeHandler) -> web.StreamResponse:
+            body = await read_body(request)
+            earlier = None
+            previous = body.get("previous_response_id") if isinstance(body, dict) else None
+            if previous is not None:
+                with self._lock:
+                    earlier = self._responses.get(episode_id, {}).get(previous)
+                if earlier is None:
+                    raise bad("previous_response_id", f"no response {previous!r} in this episode", "not_found")
+            chat = parse_responses_request(body, earlier)
+            reply, bounded = await handler.complete(chat)
+            writer = ResponseWriter(self.model_name, reply, chat, notes(episode_id, chat, bounded))
+            conversation = [*(earlier or []), *input_messages(body["input"]), reply.message]
+            with self._lock:
+                self._responses.get(episode_id, {})[writer.id] = conversation
+            if body.get("stream"):
+                return await _stream(request, writer.events(), named=True)
+            return web.json_response(writer.response())
+
+        return await self._answer(request, respond)
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        async def respond(episode_id: str, handler: EpisodeHandler) -> web.StreamResponse:
+            model = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "agentrl"}
+            return web.json_response({"object": "list", "data": [model]})
+
+        return await self._answer(request, respond)

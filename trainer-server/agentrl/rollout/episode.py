@@ -24,7 +24,8 @@ RESULT_BUDGET_CHARS = 65_536
 
 EpisodeStatus = Literal["finished", "truncated", "error"]
 # prompt: the initial messages; assistant: tokens the policy sampled;
-# tool: everything appended after a turn (tool responses and the template's turn markers).
+# tool: everything appended after a turn (tool responses and the template's turn markers), and the opening of a
+# tool call that an agent's tool_choice forced before a turn's sampled ids (agent_capture.py).
 TokenRole = Literal["prompt", "assistant", "tool"]
 
 

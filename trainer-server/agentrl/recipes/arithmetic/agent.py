@@ -48,9 +48,9 @@ def calculator(expression: str) -> str:
         return f"Error: {err}"
 
 
-def run(task: dict[str, Any], base_url: str) -> str | None:
+def run(task: dict[str, Any], base_url: str, api_key: str) -> str | None:
     """One episode: the problem, the calculator calls the model makes, its final text (scored by agent_reward.py)."""
-    client = OpenAI(base_url=base_url, api_key="agentrl")
+    client = OpenAI(base_url=base_url, api_key=api_key)
     messages: list[Any] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         *EXAMPLE,
