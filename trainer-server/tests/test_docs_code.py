@@ -86,10 +86,12 @@ class _CannedPolicy(BaseHTTPRequestHandler):
     """An OpenAI-compatible endpoint that calls `lookup` once, then answers with what the tool returned."""
 
     requests: list[dict[str, Any]] = []
+    keys: set[str] = set()  # the Authorization headers the requests carried
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.requests.append(request)
+        self.keys.add(self.headers.get("Authorization", ""))
         last = request["messages"][-1]
         if last["role"] == "tool":
             message = {"role": "assistant", "content": f"The value is {last['content']}."}
@@ -126,11 +128,12 @@ def test_the_openai_agent_example_plays_an_episode_against_an_endpoint_and_its_r
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         task = {"question": "What is stored under 7?", "answer": "teal"}
-        result = namespace["run"](task, f"http://127.0.0.1:{server.server_port}/v1")
+        result = namespace["run"](task, f"http://127.0.0.1:{server.server_port}/v1", "agentrl-key")
     finally:
         server.shutdown()
     assert result == "The value is teal."
     assert [m["role"] for m in _CannedPolicy.requests[-1]["messages"]] == ["user", "assistant", "tool"]
+    assert _CannedPolicy.keys == {"Bearer agentrl-key"}  # the example passes the episode's key to its client
     assert namespace["score"](task, result) == 1.0
 
 
