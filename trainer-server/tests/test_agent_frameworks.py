@@ -1,0 +1,128 @@
+"""The framework matrix (issue #43; docs/environments.md, "Agent frameworks"): a minimal agent with one tool, written
+with each framework from PyPI as its docs write one, unchanged but for the endpoint's base URL and key, plays an
+episode through the endpoint. Each episode is token-exact: its sampled ids are the ones the engine wrote, the tool's
+result is an observation with loss mask 0, and the agent ran its own tool.
+
+The OpenAI SDK (sync, async, streamed) and the OpenAI Agents SDK (Responses API and chat completions) are played in
+test_agent_endpoint.py and test_endpoint_apis.py."""
+
+import json
+
+import pytest
+from agent_endpoint_harness import CALL, make_engine, script
+
+TABLE = {"3": "blue"}
+
+
+def lookup_value(key: str) -> str:
+    """Return the value stored under a key."""
+    return TABLE.get(key, "none")
+
+
+REQUIRED_OPENING = '<tool_call>{"name": "'  # what tool_choice "required" writes before the model samples
+
+
+def play(tiny, monkeypatch, run, replies, **rollout):
+    """One episode of the agent `run`, its turns written by `replies[turn]` (after an opening tool_choice forced,
+    the rest of it): (its sequences, stats, written ids)."""
+
+    def reply(text, turn):
+        written = replies[turn]
+        return written.removeprefix(REQUIRED_OPENING) if text.endswith(REQUIRED_OPENING) else written
+
+    engine = make_engine(tiny, run, timeout_s=60.0, **{"max_context": 8000, "max_new_tokens": 200, **rollout})
+    written = script(engine, monkeypatch, reply)
+    try:
+        sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    for sequence in sequences:
+        sequence.check_invariants()
+    return sequences, engine.last_stats, written
+
+
+def assert_token_exact(episode, written, tool_result="blue"):
+    """Its sampled ids are the ones written, turn by turn; the tool's result was recorded, as an observation."""
+    runs, current = [], []
+    for token, mask in zip(episode.token_ids, episode.loss_mask):
+        if mask:
+            current.append(token)
+        elif current:
+            runs, current = [*runs, current], []
+    assert ([*runs, current] if current else runs) == written
+    assert episode.turns[0].tool_calls[0].name == "lookup" and episode.turns[0].tool_calls[0].result == tool_result
+    observation = [i for i, role in enumerate(episode.token_roles) if role == "tool"]
+    assert observation and all(episode.loss_mask[i] == 0 for i in observation)
+
+
+def test_langgraph_react_agent_over_chat_openai_streaming(tiny, monkeypatch):
+    langgraph_prebuilt = pytest.importorskip("langgraph.prebuilt")  # create_react_agent: LangGraph's prebuilt loop
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from langchain_core.tools import tool
+
+    lookup = tool(lookup_value, description="Return the value stored under a key.")
+    lookup.name = "lookup"
+
+    def run(task, base_url, api_key):
+        model = langchain_openai.ChatOpenAI(model="policy", base_url=base_url, api_key=api_key, streaming=True)
+        agent = langgraph_prebuilt.create_react_agent(model, [lookup])
+        state = agent.invoke({"messages": [("user", f"What is under key {task['key']}?")]})
+        return state["messages"][-1].content
+
+    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."])
+    assert episode.status == "finished" and episode.final_answer is None, episode.status_reason
+    assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
+    assert_token_exact(episode, written)
+
+
+def test_pydantic_ai_agent_over_openai_chat_model(tiny, monkeypatch):
+    pydantic_ai = pytest.importorskip("pydantic_ai")
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    def run(task, base_url, api_key):
+        model = OpenAIChatModel("policy", provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+        agent = pydantic_ai.Agent(model, instructions="Answer with the lookup tool.")
+
+        @agent.tool_plain
+        def lookup(key: str) -> str:
+            """Return the value stored under a key."""
+            return lookup_value(key)
+
+        return agent.run_sync(f"What is under key {task['key']}?").output
+
+    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."])
+    assert episode.status == "finished", episode.status_reason
+    assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
+    assert_token_exact(episode, written)
+
+
+def test_smolagents_tool_calling_agent_over_openai_server_model(tiny, monkeypatch):
+    smolagents = pytest.importorskip("smolagents")
+
+    @smolagents.tool
+    def lookup(key: str) -> str:
+        """Return the value stored under a key.
+
+        Args:
+            key: the key to look up.
+        """
+        return lookup_value(key)
+
+    def run(task, base_url, api_key):
+        model = smolagents.OpenAIServerModel(model_id="policy", api_base=base_url, api_key=api_key)
+        agent = smolagents.ToolCallingAgent(tools=[lookup], model=model, max_steps=3, verbosity_level=0)
+        return agent.run(f"What is under key {task['key']}?")
+
+    final = '<tool_call>{"name": "final_answer", "arguments": {"answer": "It is blue."}}</tool_call>'
+    sequences, stats, written = play(tiny, monkeypatch, run, [CALL, final])
+    first, second = sequences
+    assert first.status == second.status == "finished", (first.status_reason, second.status_reason)
+    assert stats["agent/requests"] == 2 and first.turns[0].tool_calls[0].name == "lookup"
+    assert second.turns[0].tool_calls[0].name == "final_answer"
+    # smolagents sends its history from its own memory: the assistant's call as text, the tool's result in a user
+    # message. Each request is then a sequence of its own (agent/prefix_breaks), each holding exactly what was
+    # sampled, the result the agent ran in the second's prompt.
+    assert stats["agent/prefix_breaks"] == 1
+    assert [s.token_ids[i] for s in sequences for i, m in enumerate(s.loss_mask) if m] == [*written[0], *written[1]]
+    assert "blue" in json.dumps(second.prompt_messages)
