@@ -70,7 +70,7 @@ def test_langgraph_react_agent_over_chat_openai_streaming(tiny, monkeypatch):
         return state["messages"][-1].content
 
     [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."])
-    assert episode.status == "finished" and episode.final_answer is None, episode.status_reason
+    assert episode.status == "finished" and episode.final_answer == "It is blue.", episode.status_reason
     assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
     assert_token_exact(episode, written)
 

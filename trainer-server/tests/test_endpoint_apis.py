@@ -115,7 +115,7 @@ def test_the_responses_api_plays_a_tool_loop_as_one_token_exact_sequence(tiny, m
     assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 3  # three requests, one sequence
     assert sampled_runs(episode) == written
     assert episode.prompt_messages[0] == {"role": "system", "content": "Look up."}
-    assert episode.turns[0].tool_calls[0].result == "blue" and episode.final_answer is None
+    assert episode.turns[0].tool_calls[0].result == "blue" and episode.final_answer == "It is blue."
     trajectory_validator.validate(episode.to_record(run_id="r", step=1, decode_token=lambda i: str(i)))
 
 

@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import copy
 import itertools
+import json
 import secrets
 import threading
 import time
@@ -211,6 +212,16 @@ def _bounded(request: ChatRequest, cfg: RolloutConfig, limit: int) -> dict[str, 
     return bounded
 
 
+def _as_text(returned: Any) -> str | None:
+    """What an agent returned, as the replay shows it: a string as it is, anything else as JSON where it can be."""
+    if returned is None or isinstance(returned, str):
+        return returned
+    try:
+        return json.dumps(returned, ensure_ascii=False, default=str)
+    except ValueError:  # a value that refers to itself
+        return repr(returned)
+
+
 @dataclass
 class _AgentRun:
     """One run of the agent: one episode of a group."""
@@ -398,8 +409,9 @@ class AgentRolloutEngine(SamplingSettings):
         if not sequences:
             sequences = [Episode(task_id_of(run.task), 0, 0, prompt_messages=[], tool_schemas=[])]
             run.failure = run.failure or f"agent_error: {self.agent.name} returned without a request to the endpoint"
-        score = EpisodeScore(reward=0.0)
+        score, returned = EpisodeScore(reward=0.0), None
         if run.failure is None:
+            returned = run.future.result()
             scoring = in_daemon_thread(
                 f"reward-{run.session.episode_id}", lambda: self.agent.reward(run.task, run.future.result())
             )
@@ -413,7 +425,8 @@ class AgentRolloutEngine(SamplingSettings):
             sequence.group = run.group
             sequence.outcome_reward = score.reward
             sequence.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
-            sequence.final_answer = score.final_answer
+            # The replay's final answer: the reward function's, else what the agent returned, as text.
+            sequence.final_answer = score.final_answer or _as_text(returned)
             if run.failure is not None:
                 sequence.status, sequence.status_reason = "error", run.failure
         return sequences
