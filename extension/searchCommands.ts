@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import type { TrajectorySearchParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { registerCommands, type Ctx } from './ctx';
+import { rebuildingMessage } from './replay/search';
 import type { RunsTreeNode } from './runsModel';
 import { parseSearchQuery } from './searchQuery';
 
@@ -58,6 +59,10 @@ export const searchEpisodes =
       sort: '-reward',
       limit: LISTED,
     });
+    if (found.rebuilding) {
+      void vscode.window.showInformationMessage(`Agent RL: ${rebuildingMessage(found.rebuilding)}`);
+      return undefined;
+    }
     if (!found.items.length) {
       void vscode.window.showInformationMessage(`Agent RL: no episode matches "${line}".`);
       return undefined;

@@ -8,6 +8,15 @@ import { TrainerRequestError } from '../trainerClient';
 /** Episodes a page of results holds: the records of a page travel into the panel whole. */
 export const SEARCH_PAGE = 200;
 
+/** What trajectory/search says while a run's search index is built anew (deleted, or found damaged and moved aside):
+ *  it lists nothing until then, rather than part of the run. */
+export function rebuildingMessage(rebuilding: { done: number; total: number }): string {
+  return (
+    `The run's search index is being rebuilt (it was missing or damaged): ${rebuilding.done} of ` +
+    `${rebuilding.total} steps indexed. Search again in a moment.`
+  );
+}
+
 /** The part of a trainer connection the search uses. */
 export interface SearchTrainer {
   request<M extends keyof RpcMethods>(method: M, params: RpcMethods[M]['params']): Promise<RpcMethods[M]['result']>;
@@ -34,6 +43,7 @@ export async function relaySearch(
       limit: SEARCH_PAGE,
       ...(message.cursor ? { cursor: message.cursor } : {}),
     });
+    if (page.rebuilding) return answer({ ok: false, message: rebuildingMessage(page.rebuilding) });
     const records = await trainer.records.get(
       runId,
       page.items.map((item) => item.summary.id),

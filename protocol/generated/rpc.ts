@@ -869,6 +869,17 @@ export interface TrajectorySearchResult {
    */
   total: number;
   nextCursor: string | null;
+  /**
+   * Present when a run's search index is being built anew (deleted, found damaged and moved aside to search.sqlite.damaged, or never built: a run older than search indexes) and was not done within a second: `done` of its `total` step files are indexed. The answer then lists nothing (items empty, total 0) rather than count part of a run: ask again in a moment. The rebuild works in the background, outside the query slots, so no other client's search or query waits for it.
+   */
+  rebuilding?: {
+    done: number;
+    total: number;
+  };
+  /**
+   * What the searched runs' indexes skipped as damaged (the first 20), each with its run, file and where in it (a trajectory line that is not a record, a health event line of the log that is not an event); absent when nothing is. The rest of each file is searched, as the rest of a log whose damage a RunInfo's `damage` names is read.
+   */
+  damage?: string[];
 }
 /**
  * The records of several trajectories in one request: `ids` (at most 1,000), or every trajectory of a `step`; exactly one of the two (-32602 otherwise). A resumed run's superseded trajectories are written again; the latest record of an id is the one returned.

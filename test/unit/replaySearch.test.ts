@@ -65,6 +65,17 @@ describe('the replay host: search', () => {
     });
   });
 
+  it("says a run's index is being rebuilt, and how far, rather than show an empty page (issue #44)", async () => {
+    const rebuilding = trainer(() => ({ items: [], total: 0, nextCursor: null, rebuilding: { done: 3, total: 12 } }));
+    const reply = await relaySearch({ type: 'search', query: { text: 'paris' } }, 'r', rebuilding);
+    assert.deepEqual(reply.reply, {
+      ok: false,
+      message:
+        "The run's search index is being rebuilt (it was missing or damaged): 3 of 12 steps indexed. Search again in a moment.",
+    });
+    assert.deepEqual(rebuilding.fetched, []);
+  });
+
   it('offers every error kind and health code the protocol declares, and no other', () => {
     const trajectory = JSON.parse(readFileSync(join(ROOT, 'protocol/schemas/trajectory.schema.json'), 'utf8'));
     const kinds = trajectory.$defs.toolCall.properties.error_kind.enum.filter((k: string | null) => k !== null);

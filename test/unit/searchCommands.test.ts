@@ -71,7 +71,7 @@ describe('Search Episodes', () => {
     assert.deepEqual(opened, [{ runId: 'r1', trajectoryId: '2-0-3' }]);
   });
 
-  it("from a run's row searches that run; says so when nothing matches; refuses while disconnected", async () => {
+  it("from a run's row searches that run; says so when nothing matches or the index is rebuilt; refuses while disconnected", async () => {
     f.connection.answers['trajectory/search'] = () => ({ items: [], total: 0, nextCursor: null });
     fake.answers = ['zebra'];
     await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r2' });
@@ -81,6 +81,15 @@ describe('Search Episodes', () => {
       text: 'Agent RL: no episode matches "zebra".',
       actions: [],
     });
+    f.connection.answers['trajectory/search'] = () => ({
+      items: [],
+      total: 0,
+      nextCursor: null,
+      rebuilding: { done: 0, total: 40 },
+    });
+    fake.answers = ['zebra'];
+    await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r2' });
+    assert.match(fake.messages.at(-1)!.text, /search index is being rebuilt .*: 0 of 40 steps indexed/);
     f.connection.isConnected = false;
     await commands.executeCommand(Commands.searchEpisodes);
     assert.match(fake.messages.at(-1)!.text, /Search Episodes: not connected to a trainer server/);

@@ -1,6 +1,7 @@
 """trajectory/search's index (agentrl/run/episode_search.py) answers what a full scan of the trajectories answers,
 for random queries over random runs; survives a rewritten (resumed) step, a step file the trainer wrote but never
-indexed, and a writer killed in the middle of a step; and reads health alerts from the log as it grows."""
+indexed, and a writer killed in the middle of a step; and reads health alerts from the log as it grows. Concurrent
+searches, searches during a rebuild, a damaged index and damaged run data (issue #44) never make it lie or fail."""
 
 from __future__ import annotations
 
@@ -9,13 +10,23 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from agentrl.run.episode_search import EpisodeSearch, Filters, Range, fts_query
-from agentrl.run.runstore import EVENTS_FILE, RunStore, trajectory_file_name
+from agentrl.run.episode_search import (
+    DAMAGED_SUFFIX,
+    SEARCH_FILE,
+    EpisodeSearch,
+    Filters,
+    IndexDamaged,
+    Range,
+    Rebuilding,
+    fts_query,
+)
+from agentrl.run.runstore import EVENTS_FILE, TRAJECTORIES_DIR, RunStore, trajectory_file_name
 from server_harness import example_config
 
 WORDS = ["alpha", "Beta", "gamma", "delta", "search", "answer", "Paris", "unknown", "retry", "busy"]
@@ -279,3 +290,156 @@ def test_the_trainer_indexes_each_step_as_it_records_it(tmp_path):
     ids = sorted(e["data"]["id"] for e in events if e["type"] == "trajectory")
     matches, total = EpisodeSearch(Path(run_dir)).search(Filters(), "step", 0, 1000)
     assert ids and sorted(m.summary["id"] for m in matches) == ids and total == len(ids)
+
+
+# --- issue #44, items 1-3: answers that cannot lie, a damaged index rebuilt, damaged run data skipped and named ---
+def big_run(tmp_path: Path, steps: int = 12, groups: int = 8, samples: int = 8) -> tuple[RunStore, list[dict]]:
+    """A run whose steps the trainer indexed as it wrote them, and every record it wrote."""
+    rng = random.Random(11)
+    store = RunStore.create(tmp_path, "big", {"name": "x"}, {"name": "x", "mode": "train"})
+    records: list[dict] = []
+    for step in range(1, steps + 1):
+        written, path = write_step(store, rng, step, groups, samples)
+        EpisodeSearch(store.run_dir).index_step(step, written, path)
+        records += written
+    return store, records
+
+
+def test_eight_concurrent_first_searches_read_the_episodes_once(tmp_path):
+    """Two searches of one run at once doubled the reader's rows for the server's life (40,000 of 20,000); 5,120
+    episodes are enough for the 8 to overlap (each then counted 10,240 to 20,480 before the fix)."""
+    store, records = big_run(tmp_path, steps=20, groups=16, samples=16)
+    search = EpisodeSearch(store.run_dir)
+    start = threading.Barrier(8)
+    results: list[tuple[list, int]] = []
+
+    def first_search() -> None:
+        start.wait()
+        results.append(search.search(Filters(), "step", 0, 1000))
+
+    threads = [threading.Thread(target=first_search) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [r["id"] for r in sorted(records, key=SORT_KEY["step"])]
+    for matches, total in [*results, search.search(Filters(), "step", 0, 1000)]:
+        assert total == len(records) and [m.summary["id"] for m in matches] == expected[:1000]
+
+
+def test_searches_while_steps_are_indexed_anew_agree_with_a_full_scan(tmp_path):
+    """A step indexed anew (a resumed run's) deletes rows under a reader: a search then gave a KeyError or a total
+    from two states of the index; each must answer as the index was before or after, whole."""
+    store, records = big_run(tmp_path, steps=6)
+    search = EpisodeSearch(store.run_dir)
+    by_step = {step: [r for r in records if r["step"] == step] for step in range(1, 7)}
+    done = threading.Event()
+
+    def reindex() -> None:
+        writer = EpisodeSearch(store.run_dir)
+        for round_ in range(30):
+            step = round_ % 6 + 1
+            writer.index_step(step, by_step[step], store.trajectories_dir / trajectory_file_name(step))
+        done.set()
+
+    threading.Thread(target=reindex).start()
+    filters = Filters(text="alpha")
+    expected = [r["id"] for r in sorted(scan(records, filters, set()), key=SORT_KEY["-reward"])]
+    while not done.is_set():
+        matches, total = search.search(filters, "-reward", 0, 1000)
+        assert total == len(expected) and [m.summary["id"] for m in matches] == expected
+
+
+def test_a_search_during_a_rebuild_says_how_far_and_never_gives_a_partial_total(tmp_path):
+    store, records = big_run(tmp_path)
+    for path in store.run_dir.glob(SEARCH_FILE + "*"):
+        path.unlink()  # a run begun before the index existed, or one whose index was deleted
+    search = EpisodeSearch(store.run_dir)
+    rebuilt = threading.Thread(target=search.sync)
+    rebuilt.start()
+    seen = set()
+    while rebuilt.is_alive():
+        try:
+            assert search.search(Filters(), "step", 0, 10)[1] == len(records)
+            seen.add("whole")
+        except Rebuilding as progress:
+            assert 0 <= progress.done <= progress.total == 12
+            seen.add("rebuilding")
+    rebuilt.join()
+    assert search.search(Filters(), "step", 0, 10)[1] == len(records) and "rebuilding" in seen
+
+
+def damage_index(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "garbage":
+        path.write_bytes(random.Random(0).randbytes(len(data)))
+    else:  # pages overwritten past the header
+        path.write_bytes(data[:8192] + bytes(len(data) - 8192))
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "zeroed pages"])
+def test_a_damaged_index_is_moved_aside_and_rebuilt(tmp_path, how):
+    """A corrupted or truncated search.sqlite answered -32603 on every search, forever."""
+    store, records = big_run(tmp_path)
+    for path in store.run_dir.glob(SEARCH_FILE + "-*"):
+        path.unlink()  # the WAL checkpointed into the file by the last connection's close
+    damage_index(store.run_dir / SEARCH_FILE, how)
+    search = EpisodeSearch(store.run_dir)
+    with pytest.raises(IndexDamaged):
+        search.search(Filters(), "step", 0, 10)
+    search.sync()
+    assert (store.run_dir / (SEARCH_FILE + DAMAGED_SUFFIX)).is_file()
+    matches, total = search.search(Filters(tool="search"), "step", 0, 1000)
+    expected = sorted(scan(records, Filters(tool="search"), set()), key=SORT_KEY["step"])
+    assert total == len(expected) and [m.summary["id"] for m in matches] == [r["id"] for r in expected]
+
+
+def test_torn_and_garbled_trajectory_lines_are_skipped_and_named(tmp_path):
+    """A torn trajectory file failed the whole run's search with -32602 (a ValueError)."""
+    store, records = big_run(tmp_path, steps=2, groups=1, samples=4)
+    path = store.trajectories_dir / trajectory_file_name(2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    garbled = json.loads(lines[1])
+    garbled["status"], garbled["turns"] = "lost", "not turns"
+    deep = b"[" * 5000 + b"]" * 5000 + b"\n"
+    path.write_bytes(lines[0] + json.dumps(garbled).encode() + b"\n\x00\xff garbage\n" + deep + lines[2][:40])
+    search = EpisodeSearch(store.run_dir)
+    search.sync()
+    matches, total = search.search(Filters(), "step", 0, 100)
+    assert [m.summary["id"] for m in matches] == [r["id"] for r in records[:5]]  # step 1's 4 and line 1 of step 2
+    name = f"{TRAJECTORIES_DIR}/{trajectory_file_name(2)}"
+    found = search.damage()
+    assert [line.split(":")[0] for line in found] == [f"{name} line {n}" for n in (2, 3, 4, 5)]
+    assert "rpc.schema.json at data/status" in found[0] and found[1].endswith("not a JSON line")
+
+
+def test_a_damaged_health_line_is_skipped_and_named(tmp_path):
+    """A bad health line in the log failed the whole run's search with -32603 (a KeyError)."""
+    store, records = big_run(tmp_path, steps=2, groups=1, samples=4)
+    add_health(store, 1, "zero_variance_groups")
+    log = store.run_dir / EVENTS_FILE
+    start = log.stat().st_size
+    bad = b'{"seq": 90, "time": 0, "type": "health", "data": {"code": "zero_variance_groups", "step": 2}}\n'
+    with log.open("ab") as handle:
+        handle.write(bad + b'{"health": ' + b"[" * 5000 + b"]" * 5000 + b"}\n")
+    search = EpisodeSearch(store.run_dir)
+    search.sync()
+    assert search.search(Filters(health_code="zero_variance_groups"), "step", 0, 100)[1] == 4  # step 1 only
+    assert [line.split(":")[0] for line in search.damage()] == [
+        f"{EVENTS_FILE} at byte {start}",
+        f"{EVENTS_FILE} at byte {start + len(bad)}",
+    ]
+
+
+def test_a_nul_in_the_search_text_separates_words(tmp_path):
+    """A NUL in the search text answered -32603 (FTS5: unterminated string)."""
+    store, records = big_run(tmp_path, steps=1)
+    search = EpisodeSearch(store.run_dir)
+    both = search.search(Filters(text="alpha\x00beta"), "step", 0, 100)[1]
+    assert both == len(scan(records, Filters(text="alpha beta"), set())) > 0
+    assert (
+        search.search(Filters(text='"alpha\x00'), "step", 0, 100)[1]
+        == search.search(Filters(text="alpha"), "step", 0, 100)[1]
+    )

@@ -7,7 +7,7 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from agentrl.run.episode_search import EpisodeSearch, SearchUnavailable
+from agentrl.run.episode_search import EpisodeSearch, IndexDamaged, SearchUnavailable
 from agentrl.run.runstore import RunStore, trajectory_summary
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def record_episodes(
     path = store.write_trajectories(step, records)
     try:
         EpisodeSearch(store.run_dir).index_step(step, records, path)
-    except (sqlite3.Error, SearchUnavailable, OSError) as err:
+    except (sqlite3.Error, SearchUnavailable, IndexDamaged, OSError) as err:
         # The run goes on: a reader's sync indexes the step file later.
         log.warning("step %d's episodes are not in the search index yet: %s", step, err)
     for record in records:

@@ -130,7 +130,7 @@ def parse_event(line: bytes) -> dict[str, Any] | str:
     still reads."""
     try:
         event = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nested too deep
         return "not a JSON line"
     if not isinstance(event, dict):
         return f"a JSON {type(event).__name__}, not an event object"

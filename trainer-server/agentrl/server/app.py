@@ -39,7 +39,6 @@ from agentrl.contract.config import (
 )
 from agentrl.learning.memory_plan import plan_longest_and_shortest, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
-from agentrl.run.episode_search import EpisodeSearch, Filters, Range, SearchUnavailable
 from agentrl.run.runstore import (
     EVENTS_FILE,
     TRAJECTORIES_DIR,
@@ -55,6 +54,7 @@ from agentrl.run.trajectory_summaries import TrajectorySummaries
 from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.children import end_all, run_child
+from agentrl.server.episode_searches import EpisodeSearches
 from agentrl.server.reroll import reroll_episode, wire_reroll
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
@@ -198,9 +198,8 @@ MAX_QUEUED_FRAMES = 4
 # trajectory/query calls worked on at once (the rest wait): each is Python work that holds the interpreter's lock in
 # turns, and eight at once made every other client's request wait for it (run/get: 290 ms at worst, 2 cores).
 MAX_CONCURRENT_QUERIES = 2
-# Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories), and
-# runs whose search index's state stays known to trajectory/search; the least recently queried is dropped, and read
-# from its index again if asked.
+# Runs whose trajectory summaries stay in memory for trajectory/query (about 25 MB for 300,000 trajectories); the
+# least recently queried is dropped, and read from its index again if asked.
 SUMMARY_CACHE_RUNS = 8
 
 
@@ -218,7 +217,7 @@ class TrainerServer:
         self.query_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self.trajectory_index = TrajectoryIndex()
         self.summaries: OrderedDict[str, TrajectorySummaries] = OrderedDict()
-        self.searches: OrderedDict[str, EpisodeSearch] = OrderedDict()
+        self.episode_searches = EpisodeSearches(self.query_slots)  # trajectory/search's, sharing the query slots
         self.cache_lock = threading.Lock()
         self.open_connections = 0
         self.devices: dict[str, Any] = {}  # described once, before the server listens (serve_forever)
@@ -436,7 +435,7 @@ class TrainerServer:
         await self.runs.delete(run_id)
         with self.cache_lock:  # what the trajectory methods know of it goes too
             self.summaries.pop(run_id, None)
-            self.searches.pop(run_id, None)
+        self.episode_searches.forget(run_id)
         self.trajectory_index.forget(self.options.runs_dir / run_id)
         return {"runId": run_id}
 
@@ -567,44 +566,7 @@ class TrainerServer:
         return {"items": items, "total": total, "nextCursor": str(start + limit) if start + limit < total else None}
 
     async def trajectory_search(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        async with self.query_slots:
-            return await asyncio.to_thread(self._trajectory_search, params)
-
-    def _trajectory_search(self, params: dict[str, Any]) -> dict[str, Any]:
-        run_dirs = [self.runs.run_dir(run_id) for run_id in params["runIds"]]  # every id checked before any work
-        filters = Filters(
-            text=params.get("text"),
-            text_in=params.get("textIn"),
-            tool=params.get("tool"),
-            error_kind=params.get("errorKind"),
-            status=params.get("status"),
-            reward=_range(params, "reward"),
-            step=_range(params, "step"),
-            turns=_range(params, "turns"),
-            health_code=params.get("healthCode"),
-        )
-        sort, start, limit = params.get("sort", "step"), _decode_cursor(params.get("cursor")), params.get("limit", 100)
-        # One run: its page. Several: each run's first start + limit matches, merged in the sort's order.
-        first = (start, limit) if len(run_dirs) == 1 else (0, start + limit)
-        matches, total = [], 0
-        try:
-            for order, run_dir in enumerate(run_dirs):
-                search = self._recent(self.searches, run_dir, EpisodeSearch)
-                search.sync()
-                found, count = search.search(filters, sort, *first)
-                matches += [(match.key, order, run_dir.name, match.summary) for match in found]
-                total += count
-        except ValueError as err:  # text with no word in it
-            raise p.RpcError(p.INVALID_PARAMS, f"trajectory/search: {err}") from None
-        except SearchUnavailable as err:
-            raise p.RpcError(p.INTERNAL_ERROR, f"trajectory/search: {err}") from None
-        if len(run_dirs) > 1:
-            matches = sorted(matches, key=lambda match: match[:2])[start : start + limit]
-        return {
-            "items": [{"runId": run_id, "summary": summary} for _, _, run_id, summary in matches],
-            "total": total,
-            "nextCursor": str(start + limit) if start + limit < total else None,
-        }
+        return await self.episode_searches.search(params, _decode_cursor(params.get("cursor")), self.runs.run_dir)
 
     async def trajectory_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self._trajectory_get, params)
@@ -843,11 +805,6 @@ class TrainerServer:
 _EVENT_PREFIX = re.compile(
     rb'\{"seq": (\d+), "time": [^,]*, "type": "(\w+)", '
 )  # how RunStore.append_event begins every line
-
-
-def _range(params: dict[str, Any], key: str) -> Range:
-    bounds = params.get(key, {})
-    return Range(bounds.get("min"), bounds.get("max"))
 
 
 def _relative_to(folder: Path, diagnostic: dict[str, Any]) -> dict[str, Any]:
