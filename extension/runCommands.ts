@@ -15,7 +15,14 @@ import { readRunConfig } from './runConfig';
 import type { RunsTreeNode } from './runsModel';
 import { RUNS_VIEW_ID } from './runsView';
 import { RUN_CONFIG_GLOB } from './settings';
-import { envCheckProblems, repliesAreActions, toolProblems, trySummary, type ProblemAt } from './toolProblems';
+import {
+  envCheckProblems,
+  howTheModelActs,
+  toolProblems,
+  trySummary,
+  type ModelActs,
+  type ProblemAt,
+} from './toolProblems';
 import type { RunHandle } from './trainerConnection';
 import { TrainerRequestError } from './trainerClient';
 import { EditorFailure } from './troubleshooting';
@@ -271,7 +278,7 @@ const tryEnvironment =
     const failedCalls = episodes.reduce((sum, episode) => sum + episode.num_tool_errors, 0);
     const { text: summary, warning } =
       status === 'completed'
-        ? trySummary(info?.name ?? runId, episodes, failedCalls, repliesActIn(configUri.fsPath))
+        ? trySummary(info?.name ?? runId, episodes, failedCalls, modelActsIn(configUri.fsPath))
         : {
             text: `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`,
             warning: true,
@@ -321,12 +328,12 @@ async function checkEnvironment(
   return choice === RUN_ANYWAY.try;
 }
 
-/** Whether the config's model acts by its reply (env.gym or env.openenv with action: text), as far as it reads. */
-function repliesActIn(configPath: string): string | undefined {
+/** How the config's model acts (by tools, by its reply, as an agent), as far as the config reads. */
+function modelActsIn(configPath: string): ModelActs {
   try {
-    return repliesAreActions(readRunConfig(configPath));
+    return howTheModelActs(readRunConfig(configPath));
   } catch {
-    return undefined; // a config that no longer reads: the summary as for any env
+    return { by: 'tools' }; // a config that no longer reads: the summary as for any env
   }
 }
 

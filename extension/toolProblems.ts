@@ -2,6 +2,7 @@
 // episode, before any model runs) and each failing Tool at its definition. Pure (no `vscode`): runCommands.ts turns
 // these into Diagnostics.
 import { isAbsolute, join } from 'node:path';
+import { episodeSourceOf } from '../protocol/episode-sources';
 import type { Diagnostic as CheckDiagnostic } from '../protocol/generated/rpc';
 import type { TrajectoryRecord } from '../protocol/generated/trajectory';
 import { findServerEntry } from './mcpServerEntry';
@@ -88,23 +89,43 @@ export function repliesAreActions(config: Record<string, unknown>): string | und
   return undefined;
 }
 
+/** How a run config's model acts: by calling the env's tools, by its reply (`section`: env.gym or env.openenv with
+ * action: text), or as the user's own agent, whose tools are its own code's. */
+export type ModelActs = { by: 'tools' } | { by: 'reply'; section: string } | { by: 'agent' };
+
+export function howTheModelActs(config: Record<string, unknown>): ModelActs {
+  if (episodeSourceOf(config) === 'agent') return { by: 'agent' };
+  const section = repliesAreActions(config);
+  return section !== undefined ? { by: 'reply', section } : { by: 'tools' };
+}
+
 /** What a completed Try run says in its notification: its episodes, the tool calls they made and how many failed,
- * and its mean reward; a warning when no episode called a Tool at all (then "0 Tool errors" reassured a user whose
- * Tools had never run), unless the model acts by its reply (`repliesAct`: the section whose `action` is text). */
+ * and its mean reward; a warning when no episode called a tool at all (then "0 Tool errors" reassured a user whose
+ * Tools had never run), unless the model acts by its reply. */
 export function trySummary(
   name: string,
   episodes: Array<{ reward: number; num_tool_calls: number }>,
   failedCalls: number,
-  repliesAct?: string,
+  acts: ModelActs = { by: 'tools' },
 ): { text: string; warning: boolean } {
   const calls = episodes.reduce((sum, episode) => sum + episode.num_tool_calls, 0);
   const reward = episodes.length ? episodes.reduce((sum, e) => sum + e.reward, 0) / episodes.length : 0;
-  if (calls === 0 && repliesAct !== undefined) {
+  if (calls === 0 && acts.by === 'reply') {
     return {
       text:
         `Try run ${name}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)} (the model acts by its ` +
-        `reply, ${repliesAct}.action: text: no tool calls).`,
+        `reply, ${acts.section}.action: text: no tool calls).`,
       warning: false,
+    };
+  }
+  if (calls === 0 && acts.by === 'agent') {
+    return {
+      text:
+        `Try run ${name}: 0 tool calls in ${episodes.length} episodes: the model never called your agent's tools. ` +
+        `It wrote no call the run config's rollout.tool_format reads: show it one in the agent's messages (a worked ` +
+        `example, as the New Environment agent template's EXAMPLE does), pass tool_choice: "required" where a call ` +
+        `must come, or use a model trained on tool calling.`,
+      warning: true,
     };
   }
   if (calls === 0) {

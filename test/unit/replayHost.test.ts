@@ -96,7 +96,8 @@ describe('replay host helpers', () => {
     const method = toolCallOffers('methods', 'set_thermostat', false);
     assert.equal(method.openSource, true, "an env.methods tool is a method of the user's class");
     assert.match(method.noRerun!, /a method of its own episode's environment object/);
-    assert.match(toolCallOffers('agent', 'calculator', false).noRerun!, /^The agent's tools run in its own code/);
+    // An agent's own tool: its code ran and read it; no re-run, no source to open, no ToolEnv to say what it means.
+    assert.deepEqual(toolCallOffers('agent', 'calculator', false), { openSource: false });
   });
 
   it("the adapters' act tool is the trainer's (adapters/external.py's ACT_TOOL)", () => {

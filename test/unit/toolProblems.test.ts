@@ -5,6 +5,7 @@ import { parseTrajectories } from '../../extension/replay/trajectoryFile';
 import {
   ACTION_DEFAULTS,
   envCheckProblems,
+  howTheModelActs,
   repliesAreActions,
   toolProblems,
   trySummary,
@@ -98,7 +99,7 @@ describe('Try Environment: its summary', () => {
       { reward: 1, num_tool_calls: 0 },
       { reward: 0, num_tool_calls: 0 },
     ];
-    assert.deepEqual(trySummary('coin', episodes, 0, 'env.gym'), {
+    assert.deepEqual(trySummary('coin', episodes, 0, { by: 'reply', section: 'env.gym' }), {
       text: 'Try run coin: 2 episodes, mean reward 0.50 (the model acts by its reply, env.gym.action: text: no tool calls).',
       warning: false,
     });
@@ -108,6 +109,20 @@ describe('Try Environment: its summary', () => {
     assert.equal(repliesAreActions({ env: { openenv: { url: 'http://x', action: 'text' } } }), 'env.openenv');
     assert.equal(repliesAreActions({ env: { module: 'env.py', class_name: 'E' } }), undefined);
     assert.equal(repliesAreActions({ agent: { module: 'agent.py' } }), undefined);
+  });
+
+  it("an agent's Try that made no tool call speaks of the agent's messages, not of a ToolEnv", () => {
+    assert.deepEqual(howTheModelActs({ env: null, agent: { module: 'agent.py' } }), { by: 'agent' });
+    assert.deepEqual(howTheModelActs({ env: { gym: { factory: 'g.py:G' } } }), { by: 'reply', section: 'env.gym' });
+    assert.deepEqual(howTheModelActs({ env: { module: 'env.py', class_name: 'E' } }), { by: 'tools' });
+    const said = trySummary('converter', [{ reward: 0, num_tool_calls: 0 }], 0, { by: 'agent' });
+    assert.ok(said.warning);
+    assert.match(
+      said.text,
+      /^Try run converter: 0 tool calls in 1 episodes: the model never called your agent's tools/,
+    );
+    assert.match(said.text, /in the agent's messages/);
+    assert.doesNotMatch(said.text, /ToolEnv/);
   });
 
   it("the adapters' action defaults are the run-config schema's", () => {

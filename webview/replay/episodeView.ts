@@ -289,7 +289,7 @@ function ioTab(
         h(
           'div',
           { class: 'happened' },
-          h('h4', {}, 'What happened (Tool result)'),
+          h('h4', {}, offers.interpreter ? 'What happened (Tool result)' : "What happened (the agent's tool message)"),
           h('pre', { class: call.error ? 'error-text' : 'json' }, outcomeText(call)),
           ...(call.result_cut
             ? [
@@ -302,23 +302,27 @@ function ioTab(
               ]
             : []),
         ),
-        h(
-          'div',
-          { class: 'means' },
-          h('h4', {}, `What it means (${offers.interpreter})`),
-          h(
-            'dl',
-            {},
-            h('dt', {}, 'observation'),
-            h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
-            h('dt', {}, 'process reward'),
-            h('dd', {}, formatNumber(turn.process_reward)),
-            h('dt', {}, 'done'),
-            h('dd', {}, String(turn.done)),
-          ),
-        ),
+        ...(offers.interpreter
+          ? [
+              h(
+                'div',
+                { class: 'means' },
+                h('h4', {}, `What it means (${offers.interpreter})`),
+                h(
+                  'dl',
+                  {},
+                  h('dt', {}, 'observation'),
+                  h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
+                  h('dt', {}, 'process reward'),
+                  h('dd', {}, formatNumber(turn.process_reward)),
+                  h('dt', {}, 'done'),
+                  h('dd', {}, String(turn.done)),
+                ),
+              ),
+            ]
+          : []),
       ),
-      rerunSection(call, turn.index, step.callIndex!, actions, offers.noRerun),
+      ...(offers.interpreter ? [rerunSection(call, turn.index, step.callIndex!, actions, offers.noRerun)] : []),
     );
   }
   if (step.kind === 'prompt') return promptTab(record);

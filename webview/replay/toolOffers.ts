@@ -11,8 +11,9 @@ export interface ToolCallOffers {
   noRerun?: string;
   /** Whether "open tool source" can find a definition in the workspace. */
   openSource: boolean;
-  /** What says what the call's outcome means: the ToolEnv, or the adapter's section of the run config. */
-  interpreter: string;
+  /** What says what the call's outcome means: the ToolEnv, or the adapter's section of the run config; undefined for
+   * an agent's own tool, which the agent's code ran and read itself (no re-run, no "what it means"). */
+  interpreter?: string;
 }
 
 /** `source`: where the run's episodes came from, when the host knows it; `fromServer`: the tool is an MCP server's. */
@@ -21,14 +22,7 @@ export function toolCallOffers(
   toolName: string,
   fromServer: boolean,
 ): ToolCallOffers {
-  if (source === 'agent')
-    return {
-      noRerun:
-        "The agent's tools run in its own code (agent.module), not as Tools of the trainer: there is no Tool to run " +
-        'a recorded call again with.',
-      openSource: !fromServer,
-      interpreter: 'the agent',
-    };
+  if (source === 'agent') return { openSource: false }; // its tools are the agent's code, found by no Tool's name
   if (source === undefined || !ADAPTER_SOURCES.has(source)) return { openSource: !fromServer, interpreter: 'ToolEnv' };
   const adapterAct = toolName === ACT_TOOL && source !== 'methods';
   const what = adapterAct
