@@ -995,6 +995,10 @@ export interface RerollListResult {
    * The run's rollout.temperature: what its episodes were sampled at.
    */
   temperature: number;
+  /**
+   * The stored re-rolls that cannot be read, each with its file and what is wrong (not JSON, a field of the wrong type, a link or a FIFO in the rerolls folder); absent when none is. They are left out of `rerolls`, the others listed; reroll/get of one answers a run state conflict saying why.
+   */
+  damage?: string[];
 }
 /**
  * One stored re-roll, whole.

@@ -18,7 +18,7 @@ from agentrl.models.tiny import build_tiny_model_and_tokenizer, build_tiny_token
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.reroll import reroll
-from agentrl.run.runstore import read_reroll
+from agentrl.run.reroll_store import read_reroll
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
 from server_harness import ServerProcess

@@ -452,7 +452,7 @@ def test_the_same_archive_uploaded_twice_at_once_is_stored_once(tmp_path, monkey
 
 def test_a_run_id_of_dot_dot_or_a_planted_link_reaches_no_run_outside_the_runs_folder(server, tmp_path):
     """A run.json above the runs folder, and a link in it to a folder elsewhere: no method acts on either. `..` and
-    `a/b` break every method's runId schema (invalid params); a link named like a run resolves outside (not found)."""
+    `a/b` break every method's runId schema (invalid params); a link named like a run is never followed (not found)."""
     outside = server.runs_dir.parent
     (outside / "run.json").write_text(json.dumps({"run_id": "..", "created_at": ""}))
     elsewhere = tmp_path / "elsewhere"
@@ -465,7 +465,7 @@ def test_a_run_id_of_dot_dot_or_a_planted_link_reaches_no_run_outside_the_runs_f
             error = client.call(method, {"runId": run_id})["error"]
             assert error["code"] == -32602, (method, run_id, error)  # INVALID_PARAMS, from the schema
         error = client.call(method, {"runId": "planted-link"})["error"]
-        assert error["code"] == RUN_NOT_FOUND and "outside" in error["message"], (method, error)
+        assert error["code"] == RUN_NOT_FOUND and "is a link" in error["message"], (method, error)
     assert all(run["runId"] != "planted-link" for run in client.request("run/list")["runs"])
 
 

@@ -51,9 +51,7 @@ def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
 
 
 def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: bool = False) -> dict[str, Any]:
-    import yaml
-
-    from agentrl.contract.config import load_config_dict
+    from agentrl.contract.config import load_config
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import is_adapter, load_policy_weights, save_policy
     from agentrl.run.runstore import CONFIG_FILE, checkpoints_by_step
@@ -66,7 +64,7 @@ def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: boo
         raise FileNotFoundError(f"{run_dir} has no checkpoint at step {step}; it has {sorted(checkpoints)}")
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty")
-    config = load_config_dict(yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+    config = load_config(run_dir / CONFIG_FILE, inside=run_dir)
     if merge_lora and not config.model.lora.enabled:
         raise ValueError("--merge-lora: this run trained every weight, so there is no LoRA adapter to merge")
     config.model.device = "cpu"  # an export needs no accelerator

@@ -30,14 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _agent(run_dir: Path) -> dict[str, Any]:
     """ATIF's agent object: agentrl, and the run's model (a local folder by its name: its path is this machine's)."""
-    import yaml
-
     from agentrl import __version__
+    from agentrl.contract.config import ConfigError, load_config
     from agentrl.run.runstore import CONFIG_FILE
 
     agent: dict[str, Any] = {"name": "agentrl", "version": __version__}
-    config_path = run_dir / CONFIG_FILE
-    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
+    try:
+        config = load_config(run_dir / CONFIG_FILE, inside=run_dir).model_dump(mode="json")
+    except ConfigError:  # the model is then not named
+        config = None
     model = (config or {}).get("model") or {}
     if isinstance(model.get("path"), str):
         agent["model_name"] = Path(model["path"]).name if Path(model["path"]).is_absolute() else model["path"]

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
+from agentrl.contract.safe_yaml import load_yaml
 from agentrl.contract.schemas import CHECK_STATUSES
 
 # A row's status (gpu-check.schema.json#/$defs/row): the words `agentrl doctor`'s checks use.
@@ -381,7 +381,7 @@ def run_config(ctx: Context, model_path: str, lora: bool, steps: int = 3) -> Any
     0 and GRPO's advantages too; the bonus makes every episode train and every weight move."""
     from agentrl.contract.config import load_config_dict
 
-    recipe = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
+    recipe = load_yaml(RECIPE.read_text(encoding="utf-8"))
     sizes = ctx.sizes
     recipe.update(
         name=f"gpu-check-{'lora' if lora else 'full'}",

@@ -16,6 +16,9 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentrl.contract.files_inside import read_inside
+from agentrl.contract.safe_yaml import MAX_YAML_BYTES, YamlTooLarge, load_yaml
+
 CONFIG_SUFFIX = ".agentrl.yaml"
 # The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
 # agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
@@ -897,7 +900,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.strip(), load_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {key.strip()}: not a YAML value: {err}") from None
 
 
 def load_config_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
@@ -911,12 +917,27 @@ def load_config_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]
         raise ConfigError(_format_validation_error(err)) from None
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def load_config(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, inside: Path | None = None
+) -> RunConfig:
+    """The run config in the YAML file `path` (safe_yaml's bounds; a FIFO or a device is refused, never waited on).
+    `inside`: the folder the file must lie in, reached without following a link (a run folder, the folder env/check
+    checks), so that a config planted as a link to /etc/shadow is refused, never read and echoed in an error; without
+    it, the path the user named, its links followed."""
     path = Path(path)
+    if inside is not None and not path.is_relative_to(inside):
+        raise ConfigError(f"{path}: not inside {inside}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if inside is None:
+            real = path.resolve(strict=True)
+            data = read_inside(real.parent, real.name, MAX_YAML_BYTES)
+        else:
+            data = read_inside(inside, path.relative_to(inside).as_posix(), MAX_YAML_BYTES)
+        raw = load_yaml(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, YamlTooLarge) as err:
+        raise ConfigError(f"{path}: cannot be read: {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):

@@ -13,7 +13,7 @@ and agentrl's own modules are not the env's. Each file is capped at MAX_FILE_BYT
 A resumed run keeps the first snapshot and records the resume's own hashes and versions under `resumes`, with the
 files that changed. `tool/rerun` can run a recorded call against the snapshot instead of today's code
 (`use_snapshot`); the server reads a snapshot's files through `read_snapshot_file`, which serves only the files
-the manifest lists, from inside the snapshot folder.
+the manifest lists, from inside the snapshot folder, through files_inside (no link followed, capped).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentrl.contract.config import env_module_is_file
+from agentrl.contract.files_inside import RefusedFile, is_plain_folder, read_inside
 from agentrl.contract.schemas import validator_for
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ CODE_DIR = "code"
 # for data more than for code. Both are said in the manifest (`limits`) and the docs.
 MAX_FILE_BYTES = 2**20
 MAX_TOTAL_BYTES = 10 * 2**20
+MAX_MANIFEST_BYTES = 16 * 2**20  # code.json: a line per file of a snapshot, and again per resume
 # Whose versions a snapshot records; None for one not installed (vLLM on most CPU machines).
 VERSIONED_PACKAGES = ("agentrl", "torch", "transformers", "vllm")
 # Path parts under which a file is never the env's own: installed packages, virtual environments, caches, VCS folders.
@@ -231,11 +233,12 @@ def record_code(run_dir: Path, config: RunConfig, step: int = 0) -> list[str]:
 def read_code_manifest(run_dir: Path) -> dict[str, Any] | None:
     """The run's code.json, or None when the run recorded none (it started before runs recorded their code, or has
     not loaded its env yet). ValueError when the file is there but is not the manifest rpc.schema.json describes."""
-    path = Path(run_dir) / CODE_MANIFEST_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(run_dir, CODE_MANIFEST_FILE, MAX_MANIFEST_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
+    except RefusedFile as err:
+        raise ValueError(str(err)) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{CODE_MANIFEST_FILE} is unreadable ({type(err).__name__})") from None
     try:
@@ -251,17 +254,14 @@ def read_code_manifest(run_dir: Path) -> dict[str, Any] | None:
 
 def read_snapshot_file(run_dir: Path, manifest: dict[str, Any], path: str) -> bytes:
     """The bytes of `path` in the run's snapshot. ValueError unless `path` is a relative path of plain names that the
-    manifest lists, whose file lies inside the snapshot folder (a link planted there that leads out is refused)."""
+    manifest lists; RefusedFile (an OSError) for a file reached through a link (a `code/` folder planted as a link
+    to /etc, a link in it), one that is not regular, or one over MAX_FILE_BYTES, the cap it was recorded under."""
     parts = PurePosixPath(path).parts
     if not path or "\\" in path or "\0" in path or path.startswith("/") or any(p in ("..", ".") for p in parts):
         raise ValueError(f"{path!r} is not a relative path inside the snapshot (plain names joined by '/')")
     if PurePosixPath(*parts).as_posix() != path or path not in {f.get("path") for f in manifest["code"]["files"]}:
         raise ValueError(f"the run's code snapshot has no file {path!r}")
-    folder = (Path(run_dir) / CODE_DIR).resolve()
-    real = (folder / path).resolve()
-    if not real.is_relative_to(folder) or not real.is_file():
-        raise ValueError(f"{path!r} does not lie inside the run's code snapshot")
-    return real.read_bytes()
+    return read_inside(run_dir, f"{CODE_DIR}/{path}", MAX_FILE_BYTES)
 
 
 def use_snapshot(config: RunConfig, run_dir: Path) -> RunConfig:
@@ -276,6 +276,8 @@ def use_snapshot(config: RunConfig, run_dir: Path) -> RunConfig:
             "env); re-run it with the current code"
         )
     root, folder = Path(manifest["code"]["root"]), (Path(run_dir) / CODE_DIR).absolute()
+    if not is_plain_folder(folder):  # its modules are imported from there: never through a link planted in its place
+        raise ValueError(f"the run's code snapshot {folder} is missing, or a link, which is never followed")
     held = {f["path"] for f in manifest["code"]["files"]}
 
     def moved(key: str, value: str, must_hold: bool) -> str:

@@ -50,9 +50,12 @@ def check_env(path: str | Path) -> list[dict[str, Any]]:
     from agentrl.contract.config import ConfigError, load_config, resolve_paths
     from agentrl.environment.loader import EnvLoadError, config_env_factory
 
+    # The config is read from inside the checked folder, never through a link out of it: the diagnostics echo its
+    # lines (a YAML error's context, a wrong value), and a config linked to /etc/shadow would have echoed that.
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
     try:
         config_path = _find_config(Path(path))
-        config = resolve_paths(load_config(config_path), config_path.resolve().parent)
+        config = resolve_paths(load_config(config_path, inside=folder), config_path.resolve().parent)
     except (FileNotFoundError, ConfigError) as err:
         return [_diagnostic("error", str(err), path)]
     if config.agent is not None:

@@ -9,7 +9,7 @@ episode again at the branch `samples` times, plays each to its end at the asked 
 generator (`seed`; temperature 0 is greedy), and scores it with the env. The hf engine samples even for a run that
 used vLLM, whose kernels differ: its recorded continuation is then not repeated token for token.
 
-The re-roll is written to RUN/rerolls/ (runstore.write_reroll), beside the run and never among its trajectories:
+The re-roll is written to RUN/rerolls/ (reroll_store.write_reroll), beside the run and never among its trajectories:
 trajectory/query, trajectory/search and the trajectories/ files do not see it, and the run's events, trajectories and
 checkpoints are only read.
 
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config
+from agentrl.contract.files_inside import read_inside
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.code_snapshot import use_snapshot
 from agentrl.environment.loader import EnvLoadError, config_env_factory
@@ -45,7 +46,8 @@ from agentrl.models.saving import load_policy_weights
 from agentrl.rollout.branch import PrefixDiverged, branch_point
 from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.loop import episode_seed, rollout_seed, task_id_of
-from agentrl.run.runstore import CONFIG_FILE, RUN_FILE, checkpoints_by_step, write_reroll
+from agentrl.run.reroll_store import write_reroll
+from agentrl.run.runstore import CONFIG_FILE, MAX_RUN_RECORD_BYTES, RUN_FILE, checkpoints_by_step
 
 
 class RerollFailed(RuntimeError):
@@ -55,7 +57,11 @@ class RerollFailed(RuntimeError):
 def find_task(config: RunConfig, run_dir: Path, task_id: str) -> dict[str, Any]:
     """The task record the episode was reset with, found by its id (`task_id_of`) in the run's data files: data.train,
     data.eval, and the file an eval run evaluated."""
-    files = [config.data.train, config.data.eval, json.loads((run_dir / RUN_FILE).read_text()).get("data")]
+    files = [
+        config.data.train,
+        config.data.eval,
+        json.loads(read_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES)).get("data"),
+    ]
     unread = []
     for file in dict.fromkeys(f for f in files if f):
         try:
@@ -79,7 +85,7 @@ def reroll(run_dir: Path, request: dict[str, Any], progress: Callable[[str], Non
     started = time.perf_counter()
     record, samples, step = request["record"], request["samples"], request["policy_step"]
     point = branch_point(record, request["turn"], request["edit"], request["text"])
-    config = load_config(run_dir / CONFIG_FILE)
+    config = load_config(run_dir / CONFIG_FILE, inside=run_dir)
     if request["code"] == "snapshot":  # the env's files as the run recorded them when it started (RUN/code/)
         try:
             config = use_snapshot(config, run_dir)

@@ -18,23 +18,23 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
+from agentrl.contract.files_inside import RefusedFile, is_plain_file, is_plain_folder, open_inside, read_inside
 from agentrl.contract.schemas import (
-    REROLL_ID_PATTERN,
     RUN_ID_MAX_LENGTH,
     RUN_ID_PATTERN,
     check_event,
     load_schema,
-    validator_for,
 )
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
 PID_FILE = "pid"
+MAX_RUN_RECORD_BYTES = 2**20  # run.json: a name, a mode, when, a few fields
 TRAJECTORIES_DIR = "trajectories"  # a step's trajectory records: TRAJECTORIES_DIR/trajectory_file_name(step)
 # Where each `trajectory` event of events.jsonl sits, with the figures trajectory/query filters and sorts by, a
 # fixed-size row per event, appended right after the event's line (run/trajectory_summaries.py reads it).
@@ -99,11 +99,11 @@ def check_run_id(run_id: str) -> str:
 
 
 def run_folder(runs_dir: Path, run_id: str) -> Path:
-    """The folder of run `run_id` in `runs_dir`: ValueError for an invalid id or one whose folder would resolve
-    outside `runs_dir` (a link planted in its place)."""
+    """The folder of run `run_id` in `runs_dir`: ValueError for an invalid id or a link planted in its place (its
+    files would be read through it: files_inside follows no link below the runs folder)."""
     folder = Path(runs_dir) / check_run_id(run_id)
-    if folder.resolve().parent != Path(runs_dir).resolve():
-        raise ValueError(f"run {run_id!r}: its folder resolves outside {runs_dir}")
+    if folder.is_symlink():
+        raise ValueError(f"run {run_id!r}: its folder is a link, which is never followed")
     return folder
 
 
@@ -117,9 +117,13 @@ STEP_FILE_PATTERN = re.compile(r"step-(\d{6,})\.trajectories\.jsonl")
 def list_trajectory_files(run_dir: Path) -> dict[int, Path]:
     """A run's trajectory files by step, in step order."""
     folder = Path(run_dir) / TRAJECTORIES_DIR
-    if not folder.is_dir():
+    if not is_plain_folder(folder):
         return {}
-    found = {int(match[1]): path for path in folder.iterdir() if (match := STEP_FILE_PATTERN.fullmatch(path.name))}
+    found = {
+        int(match[1]): path
+        for path in folder.iterdir()
+        if (match := STEP_FILE_PATTERN.fullmatch(path.name)) and is_plain_file(path)  # never a link or a FIFO
+    }
     return dict(sorted(found.items()))
 
 
@@ -145,14 +149,26 @@ def parse_event(line: bytes) -> dict[str, Any] | str:
     return event
 
 
+def open_log(run_dir: Path, damage: list[str] | None = None) -> BinaryIO | None:
+    """events.jsonl, opened by files_inside (no link, no FIFO); None when absent or unreadable (said in `damage`)."""
+    try:
+        return open_inside(run_dir, EVENTS_FILE, None)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if damage is not None:
+            damage.append(str(err) if isinstance(err, RefusedFile) else f"{EVENTS_FILE}: unreadable ({err.strerror})")
+        return None
+
+
 def trajectory_lines(run_dir: Path, start: int) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
     """(offset, length, summary) of each complete line of the log from byte `start` (a line's start), in order; the
     summary (a `trajectory` event's data) is None for a line that is not an undamaged trajectory event. What a
     trajectory index row is made of."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
+    handle = open_log(run_dir)
+    if handle is None:
         return
-    with path.open("rb") as handle:
+    with handle:
         handle.seek(start)
         offset = start
         for line in handle:
@@ -174,11 +190,11 @@ def last_seq(run_dir: Path) -> int:
 
 def read_events(run_dir: Path, since: int = 0, damage: list[str] | None = None) -> list[dict[str, Any]]:
     """Every complete event with seq > since, in order; a damaged line is skipped and, given `damage`, said there."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
+    handle = open_log(run_dir, damage)
+    if handle is None:
         return []
     events = []
-    with path.open("rb") as handle:
+    with handle:
         for number, line in enumerate(handle, start=1):
             if not line.endswith(b"\n"):
                 break  # torn tail: not yet (or never) completed
@@ -200,10 +216,10 @@ def reverse_events(run_dir: Path, damage: list[str] | None = None) -> Iterator[d
     """Complete events from the last to the first, reading the log backwards block by block: the latest events
     cost a read of the log's tail, however long the log is. A damaged line is skipped and, given `damage`, said
     there (by its byte offset: lines are not counted from the end)."""
-    path = Path(run_dir) / EVENTS_FILE
-    if not path.exists():
+    handle = open_log(run_dir, damage)
+    if handle is None:
         return
-    with path.open("rb") as handle:
+    with handle:
         position = handle.seek(0, 2)
         cut: bytes | None = None  # the end of a line whose start lies in an earlier block
         at_end = True
@@ -258,7 +274,7 @@ def run_process(run_dir: Path) -> tuple[int, str] | None:
     when the run's process did, so a stale file naming an unrelated process that got the same pid is not the run's
     (a restarted server adopted one, and its run/stop killed it)."""
     try:
-        pid_text, _, started = (Path(run_dir) / PID_FILE).read_text(encoding="utf-8").strip().partition(" ")
+        pid_text, _, started = read_inside(run_dir, PID_FILE, 100).decode().strip().partition(" ")
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
@@ -281,7 +297,7 @@ def _is_run_folder(runs_dir: Path, path: Path) -> bool:
         run_folder(runs_dir, path.name)
     except ValueError:
         return False
-    return (path / RUN_FILE).is_file()
+    return is_plain_file(path / RUN_FILE)
 
 
 def checkpoint_step(checkpoint: Path) -> int:
@@ -292,67 +308,17 @@ def checkpoint_step(checkpoint: Path) -> int:
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """A run's complete checkpoints, oldest first (read-only: safe while the run writes)."""
     folder = Path(run_dir) / "checkpoints"
-    if not folder.is_dir():
+    if not is_plain_folder(folder):
         return []
-    # Only step-NNNNNN folders (a stray name never breaks checkpoint_step), in step order.
+    # Only step-NNNNNN folders (a stray name never breaks checkpoint_step; a link is never followed), in step order.
     return sorted(
-        (p for p in folder.iterdir() if re.fullmatch(r"step-\d+", p.name) and p.is_dir()), key=checkpoint_step
+        (p for p in folder.iterdir() if re.fullmatch(r"step-\d+", p.name) and is_plain_folder(p)), key=checkpoint_step
     )
 
 
 def checkpoints_by_step(run_dir: Path) -> dict[int, Path]:
     """A run's complete checkpoints by their step."""
     return {checkpoint_step(path): path for path in list_checkpoints(run_dir)}
-
-
-# Re-rolls (`episode/reroll`: an episode edited at one turn and played on, agentrl/run/reroll.py) live beside the run's
-# history, never in it: trajectory/query, trajectory/search and the trajectories/ files do not see them.
-REROLLS_DIR = "rerolls"
-
-
-def new_reroll_id() -> str:
-    """When it was made (UTC, so ids sort by time) and 6 random hex digits: `$defs/rerollId`."""
-    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-
-
-def reroll_files(run_dir: Path, reroll_id: str) -> tuple[Path, Path]:
-    """(ID.json: what was edited, with which policy, and what came of it; ID.trajectories.jsonl: its episodes' trajectory
-    records, one a line, as a step's file holds them, so the replay opens it as it opens one)."""
-    if not re.fullmatch(REROLL_ID_PATTERN, reroll_id):
-        raise ValueError(f"{reroll_id!r} is not a re-roll id")
-    folder = Path(run_dir) / REROLLS_DIR
-    return folder / f"{reroll_id}.json", folder / f"{reroll_id}.trajectories.jsonl"
-
-
-def write_reroll(run_dir: Path, reroll: dict[str, Any], records: list[dict[str, Any]]) -> None:
-    """The records first, then the re-roll's own file, each by rename: a re-roll is listed only once it is whole."""
-    validator_for("run-folder.schema.json", "reroll").validate(reroll)
-    summary, trajectories = reroll_files(run_dir, reroll["reroll_id"])
-    summary.parent.mkdir(exist_ok=True)
-    for path, text in (
-        (trajectories, "".join(json.dumps(record, allow_nan=False) + "\n" for record in records)),
-        (summary, json.dumps(reroll, allow_nan=False)),
-    ):
-        staging = path.with_name(f".tmp-{path.name}")
-        staging.write_text(text, encoding="utf-8")
-        staging.replace(path)
-
-
-def read_reroll(run_dir: Path, reroll_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A stored re-roll and its episodes' records (FileNotFoundError when there is none of that id)."""
-    summary, trajectories = reroll_files(run_dir, reroll_id)
-    reroll = json.loads(summary.read_text(encoding="utf-8"))
-    return reroll, [json.loads(line) for line in trajectories.read_text(encoding="utf-8").splitlines() if line]
-
-
-def list_rerolls(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's stored re-rolls (their own files, not their records), oldest first."""
-    folder = Path(run_dir) / REROLLS_DIR
-    found = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        if re.fullmatch(REROLL_ID_PATTERN, path.stem):
-            found.append(json.loads(path.read_text(encoding="utf-8")))
-    return found
 
 
 class RunStore:
@@ -385,7 +351,7 @@ class RunStore:
         return self.run_dir.name
 
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.run_dir / RUN_FILE).read_text(encoding="utf-8"))
+        return json.loads(read_inside(self.run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES))
 
     def _truncate_torn_tail(self) -> None:
         """Drops what follows the log's last newline (an event a crash left half written), reading back from the

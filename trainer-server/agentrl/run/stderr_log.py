@@ -26,9 +26,11 @@ def cap_log(path: Path, max_bytes: int = STDERR_LOG_MAX_BYTES, keep_bytes: int =
     end; a line it writes in the instant between the read and the truncation is lost. True if the log was cut.
     A log that cannot be cut is left as it is, with a warning: watching the run matters more."""
     try:
-        if path.stat().st_size <= max_bytes:
+        status = path.lstat()
+        # A link or a FIFO planted in the log's place is never cut: that would cut the file it leads to.
+        if not stat.S_ISREG(status.st_mode) or status.st_size <= max_bytes:
             return False
-        with path.open("r+b") as log_file:
+        with open(path, "r+b", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW)) as log_file:
             log_file.seek(-keep_bytes, os.SEEK_END)
             tail = log_file.read()
             tail = tail[tail.find(b"\n") + 1 :]

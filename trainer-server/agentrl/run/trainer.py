@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-import yaml
 
-from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
+from agentrl.contract.config import ConfigError, RunConfig, load_config, redact_secrets, resolve_paths
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.code_snapshot import record_code
@@ -296,8 +295,8 @@ def train(
         store = RunStore(Path(resume_dir))
         frozen = store.run_dir / CONFIG_FILE
         try:
-            config = load_config_dict(yaml.safe_load(frozen.read_text(encoding="utf-8")))
-        except (ConfigError, yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+            config = load_config(frozen, inside=store.run_dir)
+        except ConfigError as err:
             said = " ".join(str(err).split())  # one line: what a server shows of a run that failed is its last
             raise ConfigError(
                 f"the run's frozen config {frozen} cannot be used (changed since it started?): {said}"

@@ -39,15 +39,14 @@ from agentrl.contract.config import (
 )
 from agentrl.learning.memory_plan import plan_longest_and_shortest, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
+from agentrl.run.reroll_store import new_reroll_id
 from agentrl.run.runstore import (
     EVENTS_FILE,
     TRAJECTORIES_DIR,
     checkpoints_by_step,
     last_seq,
-    list_rerolls,
-    new_reroll_id,
+    open_log,
     parse_event,
-    read_reroll,
     trajectory_file_name,
 )
 from agentrl.run.trajectory_summaries import TrajectorySummaries
@@ -55,7 +54,8 @@ from agentrl.server import protocol as p
 from agentrl.server.bundles import MAX_ARCHIVE_BYTES, BundleStore
 from agentrl.server.children import end_all, run_child
 from agentrl.server.episode_searches import EpisodeSearches
-from agentrl.server.reroll import reroll_episode, wire_reroll
+from agentrl.server.reroll import reroll_episode, reroll_listing, stored_reroll
+from agentrl.server.run_holds import RUN_HOLDING_METHODS
 from agentrl.server.runs import RunManager, status_run_info
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
@@ -346,7 +346,10 @@ class TrainerServer:
                 )
         except p.RpcError as err:
             return None if is_notification else _error(request_id, err.code, err.message, err.data)
-        answer = self._answer(method, request_id, handler(client, params))
+        work = handler(client, params)
+        if method in RUN_HOLDING_METHODS:  # run/delete is refused while it works on the run (server/run_holds.py)
+            work = self.runs.holds.while_held(params["runId"], RUN_HOLDING_METHODS[method], work)
+        answer = self._answer(method, request_id, work)
         if method in ANSWERED_IN_BACKGROUND and not is_notification:
             await client.answer_in_background(answer)
             return None
@@ -684,29 +687,14 @@ class TrainerServer:
         return await asyncio.to_thread(self._reroll_list, params)
 
     def _reroll_list(self, params: dict[str, Any]) -> dict[str, Any]:
-        run_id, wanted = params["runId"], params.get("trajectoryId")
-        run_dir = self.runs.run_dir(run_id)
-        return {
-            "runId": run_id,
-            "rerolls": [
-                wire_reroll(stored, run_id)
-                for stored in list_rerolls(run_dir)
-                if wanted is None or stored["trajectory_id"] == wanted
-            ],
-            "checkpoints": sorted(checkpoints_by_step(run_dir)),
-            "temperature": self.runs.config(run_id)["rollout"]["temperature"],
-        }
+        run_id = params["runId"]
+        return reroll_listing(self.runs.run_dir(run_id), run_id, params.get("trajectoryId"), self.runs.config(run_id))
 
     async def reroll_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self._reroll_get, params)
 
     def _reroll_get(self, params: dict[str, Any]) -> dict[str, Any]:
-        run_id, reroll_id = params["runId"], params["rerollId"]
-        try:
-            stored, records = read_reroll(self.runs.run_dir(run_id), reroll_id)
-        except FileNotFoundError:
-            raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {run_id} has no re-roll {reroll_id}") from None
-        return {"reroll": wire_reroll(stored, run_id), "records": records}
+        return stored_reroll(self.runs.run_dir(params["runId"]), params["runId"], params["rerollId"])
 
     async def env_upload(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         async with self.upload_slots:  # one per connection already: a connection's requests run in turn
@@ -826,10 +814,11 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
     (how far behind the log a subscriber is). Each line is checked (runstore.parse_event): a damaged one is skipped
     and logged, the events around it stream. The frame is the log line itself inside the envelope, not serialized
     again; a status event's frame also carries the RunInfo fields it sets."""
-    if not path.exists():
+    handle = open_log(path.parent)  # a log that is a link or a FIFO reads as none (run/get names it as damage)
+    if handle is None:
         return [], offset, 0
     size = STREAM_READ_BYTES
-    with path.open("rb") as handle:
+    with handle:
         while True:
             handle.seek(offset)
             chunk = handle.read(size)

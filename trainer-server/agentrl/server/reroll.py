@@ -1,6 +1,7 @@
 """`episode/reroll`: a recorded episode edited at one turn and played on from there, in a child process
 (`agentrl.run.reroll`) as `tool/rerun` runs a call: the server's event loop only waits on pipes, the user's code never
-runs here, and whatever the child started ends with the call. `reroll/list` and `reroll/get` read what it stored."""
+runs here, and whatever the child started ends with the call. `reroll/list` and `reroll/get` read what it stored
+(run/reroll_store.py): a damaged re-roll is listed under `damage`, and asked for alone is a run state conflict."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentrl.run.runstore import reroll_files
+from agentrl.run.reroll_store import DamagedReroll, list_rerolls, read_reroll, reroll_files
+from agentrl.run.runstore import checkpoints_by_step
 from agentrl.server import protocol as p
 from agentrl.server.children import PIPES_CLOSE_S, end_group, how_it_ended, keep_tail, read_answer, start_child
+from agentrl.server.runs import MAX_DAMAGE_SHOWN
 
 # A re-roll loads the model and plays up to samples x rollout.max_turns turns with their Tools; past this it is ended.
 REROLL_TIMEOUT_S = 1800.0
@@ -79,3 +82,37 @@ def wire_reroll(stored: dict[str, Any], run_id: str) -> dict[str, Any]:
         "createdAt": stored["created_at"],
         "elapsedS": stored["elapsed_s"],
     }
+
+
+def reroll_listing(run_dir: Path, run_id: str, trajectory_id: str | None, config: dict[str, Any]) -> dict[str, Any]:
+    """`reroll/list`'s result: the run's whole re-rolls (of `trajectory_id`, given one), each damaged one named under
+    `damage`, and what a new re-roll may choose from (`config`: the run's frozen config)."""
+    temperature = (config.get("rollout") or {}).get("temperature")
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
+        raise p.RpcError(
+            p.CONFIG_INVALID, f"run {run_id}'s config.yaml is damaged: rollout.temperature {temperature!r}"
+        )
+    damage: list[str] = []
+    rerolls = [
+        wire_reroll(stored, run_id)
+        for stored in list_rerolls(run_dir, damage)
+        if trajectory_id is None or stored["trajectory_id"] == trajectory_id
+    ]
+    return {
+        "runId": run_id,
+        "rerolls": rerolls,
+        "checkpoints": sorted(checkpoints_by_step(run_dir)),
+        "temperature": temperature,
+        **({"damage": damage[:MAX_DAMAGE_SHOWN]} if damage else {}),
+    }
+
+
+def stored_reroll(run_dir: Path, run_id: str, reroll_id: str) -> dict[str, Any]:
+    """`reroll/get`'s result: the re-roll and its records."""
+    try:
+        stored, records = read_reroll(run_dir, reroll_id)
+    except FileNotFoundError:
+        raise p.RpcError(p.TRAJECTORY_NOT_FOUND, f"run {run_id} has no re-roll {reroll_id}") from None
+    except DamagedReroll as err:
+        raise p.RpcError(p.RUN_STATE_CONFLICT, f"run {run_id}'s re-roll {reroll_id} is damaged: {err}") from None
+    return {"reroll": wire_reroll(stored, run_id), "records": records}

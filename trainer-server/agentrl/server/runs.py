@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
+from agentrl.contract.files_inside import open_inside, read_inside
+from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
 from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
@@ -36,9 +38,11 @@ from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_
 from agentrl.learning.memory_plan import check_memory
 from agentrl.run.runstore import (
     CONFIG_FILE,
+    MAX_RUN_RECORD_BYTES,
     PID_FILE,
     RUN_FILE,
     RunStore,
+    check_run_id,
     checkpoint_step,
     last_status,
     list_checkpoints,
@@ -52,6 +56,7 @@ from agentrl.run.runstore import (
 from agentrl.run.stderr_log import cap_log
 from agentrl.server.children import agentrl_command
 from agentrl.server.protocol import CONFIG_INVALID, INVALID_PARAMS, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
+from agentrl.server.run_holds import RunHolds
 
 log = logging.getLogger("agentrl.server")
 STDERR_TAIL_BYTES = 20_000
@@ -84,7 +89,7 @@ def read_run_record(run_dir: Path, damage: list[str]) -> dict[str, Any]:
     """run.json's name, mode and created_at, each kept only when it has the type run-folder.schema.json gives it;
     what is wrong with the file is said in `damage`, and the run is still listed, under its id."""
     try:
-        record = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+        record = json.loads(read_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES))
     except (OSError, ValueError) as err:
         damage.append(f"{RUN_FILE}: unreadable ({type(err).__name__})")
         return {}
@@ -126,8 +131,11 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+LOGS_DIR = ".logs"  # in the runs folder: each run's stderr log (run/stderr_log.py)
+
+
 def stderr_log_path(runs_dir: Path, run_id: str) -> Path:
-    return runs_dir / ".logs" / f"{run_id}.stderr.log"
+    return runs_dir / LOGS_DIR / f"{run_id}.stderr.log"
 
 
 @dataclass
@@ -166,13 +174,17 @@ class RunManager:
         self.incoming_dir = runs_dir / ".incoming"
         self.live: dict[str, RunProcess] = {}  # runs with a process, and runs waiting for a slot, in start order
         self._started: dict[str, asyncio.Event] = {}  # set when a run's process starts: wakes its idle subscribers
+        self.holds = RunHolds()  # what else works on a run's folder (an export, a re-roll): run/delete waits for none
 
     # --- start-up -----------------------------------------------------------------------------
     def recover(self) -> None:
         """Every run on disk is listed; one whose process died without saying so is `interrupted`."""
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         for half_deleted in self.runs_dir.glob(f"{DELETING_PREFIX}*"):
-            shutil.rmtree(half_deleted, ignore_errors=True)
+            if half_deleted.is_symlink():  # a link a server renamed before links were removed as links
+                half_deleted.unlink()
+            else:
+                shutil.rmtree(half_deleted, ignore_errors=True)
         for run_dir in list_run_dirs(self.runs_dir):
             for half_export in run_dir.glob("exports/.tmp-*"):  # an export the server was ended in the middle of
                 shutil.rmtree(half_export, ignore_errors=True)
@@ -258,7 +270,7 @@ class RunManager:
         if not path.is_file():
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} has no config yet; ask again once it has started")
         try:
-            config = yaml.safe_load(path.read_text(encoding="utf-8"))
+            config = load_yaml(read_inside(path.parent, path.name, MAX_YAML_BYTES).decode("utf-8"))
         except (OSError, ValueError, yaml.YAMLError) as err:
             config = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         if not isinstance(config, dict):
@@ -281,8 +293,10 @@ class RunManager:
             raise RpcError(INVALID_PARAMS, f"run {run_id} recorded no code: it has no file {path!r}")
         try:
             data = read_snapshot_file(self.run_dir(run_id), manifest, path)
-        except (ValueError, OSError) as err:
+        except ValueError as err:  # a path the manifest does not list
             raise RpcError(INVALID_PARAMS, f"run {run_id}: {err}") from None
+        except OSError as err:  # the run folder's damage (a link, a FIFO, a file too large), not the request's
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id}'s code snapshot is damaged: {err}") from None
         try:
             text: str | None = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -403,14 +417,24 @@ class RunManager:
 
     async def delete(self, run_id: str) -> None:
         """Removes an ended run's folder, its stderr log and the config it was queued with; a run a process works on
-        (or waits to) is refused. Only a folder inside the runs folder is removed (run_dir: a valid id whose folder
-        resolves there)."""
+        (or waits to), or that something else holds (an export, a re-roll: `holds`), is refused. Only a folder inside
+        the runs folder is removed (run_dir: a valid id, not a link); a link planted in a run's place is removed as a
+        link, and what it points to stays."""
+        with contextlib.suppress(ValueError):
+            if (self.runs_dir / check_run_id(run_id)).is_symlink():
+                (self.runs_dir / run_id).unlink()
+                log.info("the link %s in place of a run removed", self.runs_dir / run_id)
+                return
         info = self.info(run_id)
         # A run whose log says it runs is refused if its process lives (adopted here, if this server never watched
         # it); one whose process is gone without a word can go.
         self.adopt_unwatched([info])
         if run_id in self.live:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}: stop it before deleting it")
+        if holders := self.holds.holders(run_id):
+            raise RpcError(
+                RUN_STATE_CONFLICT, f"run {run_id} is in use by {' and '.join(holders)}: delete it once that has ended"
+            )
         doomed = self.runs_dir / f"{DELETING_PREFIX}{run_id}-{uuid.uuid4().hex[:6]}"
         self.run_dir(run_id).rename(doomed)  # gone from every listing at once; a resume can no longer find it
         stderr_log_path(self.runs_dir, run_id).unlink(missing_ok=True)
@@ -547,9 +571,12 @@ class RunManager:
             }
         else:
             tail = ""
-            if proc is not None and proc.stderr_path is not None and proc.stderr_path.exists():
-                with proc.stderr_path.open("rb") as log_file:  # the tail only: a log can be gigabytes
-                    log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))
+            if proc is not None and proc.stderr_path is not None:
+                with (
+                    contextlib.suppress(OSError),
+                    open_inside(self.runs_dir, f"{LOGS_DIR}/{proc.stderr_path.name}", None) as log_file,
+                ):
+                    log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))  # the tail only: it can be GBs
                     tail = log_file.read().decode("utf-8", "replace")
             said = [line for line in tail.splitlines() if line.strip()]
             data = {

@@ -1,0 +1,95 @@
+"""Files read from inside a folder that others may write to: a run folder (anyone who can write the runs folder can
+plant a link to /etc/passwd or a FIFO in it), a run's code snapshot, an env folder being checked. Every reader of
+such a folder opens its files through `open_inside` (or `read_inside`), which
+
+- follows no link below the folder: each part of the path is opened with O_NOFOLLOW from the one before (a check
+  of the resolved path first and an open after it could be raced by a link swapped in between);
+- opens only a regular file, and never blocks on opening one that is not (a FIFO is opened with O_NONBLOCK, seen
+  for what it is, and closed): one planted file never stalls a reader, nor the clients waiting behind it;
+- refuses a file over the reader's cap, before reading it.
+
+What it refuses raises RefusedFile, an OSError saying why, so a reader that already skips an unreadable file skips
+a refused one the same way. The folder itself is the caller's to trust (a runs folder may well be a link to a
+larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class RefusedFile(OSError):
+    """A file a reader will not open: behind a link, not a regular file, or over the reader's cap."""
+
+
+def open_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int | None) -> BinaryIO:
+    """The regular file `relative` (plain names joined by '/') inside `folder`, opened for binary reading, reached
+    without following any link; RefusedFile for a link, a file that is not regular, or one over `max_bytes` (None:
+    no cap, for a log read in pieces). FileNotFoundError as open() raises it."""
+    relative = PurePosixPath(relative)
+    parts = relative.parts
+    if not parts or relative.is_absolute() or any(part in ("..", ".") for part in parts):
+        raise RefusedFile(f"{str(relative)!r} is not a relative path inside {folder}")
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                child = os.open(part, _OPEN_FLAGS | (0 if last else os.O_DIRECTORY), dir_fd=descriptor)
+            except OSError as err:
+                # O_NOFOLLOW met a link: ELOOP for the file, ENOTDIR for a folder on the way (O_DIRECTORY)
+                if err.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, descriptor):
+                    where = PurePosixPath(*parts[: index + 1])
+                    raise RefusedFile(f"{where} is a link; links inside {folder} are not followed") from None
+                raise
+            os.close(descriptor)
+            descriptor = child
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise RefusedFile(f"{relative} is not a regular file (a FIFO, a socket or a device)")
+        if max_bytes is not None and status.st_size > max_bytes:
+            raise RefusedFile(f"{relative} is {status.st_size:,} bytes, over the {max_bytes:,} read")
+        os.set_blocking(descriptor, True)
+        handle = os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return handle
+
+
+def _is_link(name: str, folder_descriptor: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder_descriptor, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> bytes:
+    """The whole of `open_inside`'s file: RefusedFile also for one that grew past `max_bytes` while it was read."""
+    with open_inside(folder, relative, max_bytes) as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise RefusedFile(f"{relative} grew over the {max_bytes:,} bytes read while it was read")
+    return data
+
+
+def is_plain_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself, not a link to one (nor a FIFO): what a listing of a folder keeps."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def is_plain_folder(path: Path) -> bool:
+    """Whether `path` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
