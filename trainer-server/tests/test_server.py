@@ -442,7 +442,8 @@ def test_a_run_cuts_its_own_stderr_log_when_no_server_watches(tmp_path):
 def test_runs_past_the_limit_wait_queued_and_start_in_order_as_runs_end(tmp_path):
     """Twenty run/start calls started twenty processes at once (11 GB, a load of 36 on 2 cores). Past
     --max-runs a run waits, queued, saying why and where it stands; it starts when a running run ends, in the order
-    asked; one stopped while queued leaves nothing behind."""
+    asked; one stopped while queued is listed as stopped, with nothing run, and a resume of a queued run says it
+    waits."""
     capped = ServerProcess(tmp_path / "runs", "--max-runs", "1")
     try:
         client = capped.client()
@@ -453,8 +454,17 @@ def test_runs_past_the_limit_wait_queued_and_start_in_order_as_runs_end(tmp_path
         assert waiting["status"] == "queued" and waiting["message"] == (
             "queued: 1 runs are running, this server's limit (agentrl serve --max-runs 1); 2 of 2 in the queue"
         )
+        refused = client.call("run/resume", {"runId": third})["error"]
+        assert refused["code"] == -32011 and refused["message"].endswith(
+            "it waits for a slot and starts once a running run ends"
+        )
         assert client.request("run/stop", {"runId": third, "mode": "immediate"})["status"] == "stopped"
-        assert third not in {info["runId"] for info in client.request("run/list")["runs"]}
+        listed = {info["runId"]: info for info in client.request("run/list")["runs"]}[third]
+        assert (listed["status"], listed["message"], listed["mode"]) == (
+            "stopped",
+            "stopped while queued; nothing ran",
+            "train",
+        )
         assert not (capped.runs_dir / ".incoming" / f"{third}.agentrl.yaml").exists()
         client.request("run/subscribe", {"runId": second, "since": 0})
         ended = client.events_until(second, is_final_status, timeout=300)

@@ -358,7 +358,12 @@ class RunManager:
                 ) from None
             info = self.info(run_id)
         if run_id in self.live:
-            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}: its process is still running")
+            why = (
+                "it waits for a slot and starts once a running run ends"
+                if self.live[run_id].waiting_args is not None
+                else "its process is still running"
+            )
+            raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is {info['status']}: {why}")
         if info["status"] not in RESUMABLE_RUN_STATUSES:
             raise RpcError(
                 RUN_STATE_CONFLICT,
@@ -390,15 +395,19 @@ class RunManager:
         proc = self.live.get(run_id)
         if proc is None:
             raise RpcError(RUN_STATE_CONFLICT, f"run {run_id} is not running (it is {info['status']})")
-        if proc.waiting_args is not None:  # never started: it leaves the queue, and a new run leaves nothing behind
+        if proc.waiting_args is not None:  # never started: it leaves the queue, listed as stopped
             self.live.pop(run_id)
-            (self.incoming_dir / f"{run_id}.agentrl.yaml").unlink(missing_ok=True)
-            if (self.runs_dir / run_id / RUN_FILE).is_file():  # a resume that waited: its folder says so
-                RunStore(self.runs_dir / run_id).append_event(
-                    "status",
-                    {**_steps_of(info), "status": "stopped", "message": "stopped while queued; nothing ran"},
-                    durable=True,
-                )
+            incoming = self.incoming_dir / f"{run_id}.agentrl.yaml"
+            if not (self.runs_dir / run_id / RUN_FILE).is_file():  # a new run: its folder, with the config it had
+                config = load_yaml(read_inside(self.incoming_dir, incoming.name, MAX_YAML_BYTES).decode("utf-8"))
+                meta = proc.queued_meta or {}
+                RunStore.create(self.runs_dir, run_id, config, {"name": meta.get("name", run_id), "mode": info["mode"]})
+            RunStore(self.runs_dir / run_id).append_event(
+                "status",
+                {**_steps_of(info), "status": "stopped", "message": "stopped while queued; nothing ran"},
+                durable=True,
+            )
+            incoming.unlink(missing_ok=True)
             proc.finished.set()
             return "stopped"
         proc.stop_mode = mode
