@@ -30,15 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _agent(run_dir: Path) -> dict[str, Any]:
     """ATIF's agent object: agentrl, and the run's model (a local folder by its name: its path is this machine's)."""
+    import yaml
+
     from agentrl import __version__
-    from agentrl.contract.config import ConfigError, load_config
+    from agentrl.contract.files_inside import read_inside
+    from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
     from agentrl.run.runstore import CONFIG_FILE
 
     agent: dict[str, Any] = {"name": "agentrl", "version": __version__}
-    try:
-        config = load_config(run_dir / CONFIG_FILE, inside=run_dir).model_dump(mode="json")
-    except ConfigError:  # the model is then not named
+    try:  # only the model's path is read: a frozen config from an older version names it too
+        config = load_yaml(read_inside(run_dir, CONFIG_FILE, MAX_YAML_BYTES).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # the model is then not named
         config = None
+    config = config if isinstance(config, dict) else None
     model = (config or {}).get("model") or {}
     if isinstance(model.get("path"), str):
         agent["model_name"] = Path(model["path"]).name if Path(model["path"]).is_absolute() else model["path"]
