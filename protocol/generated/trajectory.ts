@@ -121,6 +121,10 @@ export interface Turn {
    */
   state_key?: string | null;
   /**
+   * The agent that asked for this turn, where several agents share the policy in one episode (a handoff): the name its requests give in agentrl.agent. Absent otherwise.
+   */
+  agent?: string;
+  /**
    * The actions valid in the state this step started from, where the env lists them (a text game's, env.gym.valid_actions_key); absent otherwise.
    */
   valid_actions?: string[];

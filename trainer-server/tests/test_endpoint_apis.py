@@ -258,3 +258,45 @@ def test_an_agents_sdk_agent_on_the_responses_api_trains_unchanged_streamed_or_n
         assert episode.status == "finished" and episode.outcome_reward == 1.0, episode.status_reason
         assert len(episode.turns) == 2 and episode.turns[0].tool_calls[0].result == "blue"
     assert engine.last_stats["agent/prefix_breaks"] == 0
+
+
+def test_an_agents_sdk_handoff_is_one_episode_with_each_turn_named_by_its_agent(tiny, monkeypatch):
+    """Two agents sharing the policy, a triage agent handing off to a lookup agent (the Agents SDK's handoff): one
+    episode, one reward for every sequence of it; each turn names the agent that asked (agentrl.agent), and the
+    switch of instructions starts a sequence of its own (docs/token-pipeline.md, rule 11)."""
+    agents = pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def lookup(key: str) -> str:
+        """Return the value stored under a key."""
+        return {"3": "blue"}.get(key, "none")
+
+    async def run(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+        model = agents.OpenAIResponsesModel(model="policy", openai_client=client)
+
+        def named(name):
+            return agents.ModelSettings(extra_body={"agentrl": {"agent": name}})
+
+        looker = agents.Agent(
+            name="lookup", instructions="Use the tool.", tools=[lookup], model=model, model_settings=named("lookup")
+        )
+        triage = agents.Agent(
+            name="triage", instructions="Hand off.", handoffs=[looker], model=model, model_settings=named("triage")
+        )
+        return (await agents.Runner.run(triage, f"What is under key {task['key']}?", max_turns=5)).final_output
+
+    handoff = '<tool_call>{"name": "transfer_to_lookup", "arguments": {}}</tool_call>'
+    engine = make_engine(tiny, run, score=lambda task, result: float(result == "It is blue."), max_context=3000)
+    script(engine, monkeypatch, lambda text, turn: [handoff, CALL, "It is blue."][turn])
+    try:
+        sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    turns = [turn for sequence in sequences for turn in sequence.turns]
+    assert [(turn.agent, turn.index) for turn in turns] == [("triage", 0), ("lookup", 1), ("lookup", 2)]
+    assert all(s.status == "finished" and s.outcome_reward == 1.0 for s in sequences)  # one episode's reward
+    assert {s.group for s in sequences} == {0} and turns[1].tool_calls[0].result == "blue"
+    assert engine.last_stats["agent/prefix_breaks"] == len(sequences) - 1 >= 1
+    assert sequences[0].to_record(run_id="r", step=1, decode_token=str)["turns"][0]["agent"] == "triage"

@@ -336,6 +336,7 @@ function ioTab(
     h(
       'dl',
       {},
+      ...(turn.agent ? [h('dt', {}, 'agent'), h('dd', {}, turn.agent)] : []),
       h('dt', {}, 'finish'),
       h('dd', {}, turn.finish_reason),
       h('dt', {}, 'tool calls'),

@@ -168,11 +168,13 @@ class EpisodeCapture:
         context_bound: bool,
         stops: list[str],
         forced: list[int] | None = None,
+        agent: str | None = None,
     ) -> ServedReply:
         """The request's tokens and its sampled turn (ids and logprobs), appended; returns the reply.
         `context_bound`: the turn's limit was the room left in rollout.max_context; `stops`: the request's stop
         sequences (left out of the reply's content, as OpenAI does, but kept in the sampled ids); `forced`: the
-        opening of a tool call that tool_choice wrote before the sampled ids (context, not sampled: loss mask 0)."""
+        opening of a tool call that tool_choice wrote before the sampled ids (context, not sampled: loss mask 0); `agent`:
+        the name of the agent that asked, where several share the policy."""
         if planned.new_sequence is not None:
             if planned.break_kind is not None:
                 self.breaks.append(planned.break_kind)
@@ -191,7 +193,9 @@ class EpisodeCapture:
         episode.turn_end_positions.append(len(episode.token_ids) - 1)
         text = self.chat.tokenizer.decode([*forced, *ids], skip_special_tokens=True)
         limited = "context" if context_bound else "length"
-        turn = TurnRecord(index=turn_index, assistant=text, finish_reason="stop" if end != "limit" else limited)
+        turn = TurnRecord(
+            index=turn_index, assistant=text, finish_reason="stop" if end != "limit" else limited, agent=agent
+        )
         episode.turns.append(turn)
         content, calls = self._reply_parts(text, turn, stops)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}

@@ -174,7 +174,9 @@ class _Session:
             with self._state:
                 if self.ended:
                     raise self.ended_error()
-                reply = self.capture.record(planned, ids, logprobs, end, room < turn_cap, list(request.stop), forced)
+                reply = self.capture.record(
+                    planned, ids, logprobs, end, room < turn_cap, list(request.stop), forced, request.agent
+                )
             if request.logprobs:
                 decode = self.engine.tokenizer.decode
                 reply.token_logprobs = [(decode([token]), logprob) for token, logprob in zip(ids, logprobs)]

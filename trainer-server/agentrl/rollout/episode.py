@@ -10,10 +10,10 @@ rollout writes into an episode: the learner's advantages reach the trajectory fi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentrl.environment.env import reward_problem
 from agentrl.environment.tool import ToolCallRecord, cut_result
 
 TRAJECTORY_SCHEMA_VERSION = 1
@@ -48,6 +48,7 @@ class TurnRecord:
     parse_error: str | None = None  # a malformed tool call, as shown to the model
     state_key: str | None = None  # the state this turn started from (ToolEnv.state_key or the observation before it)
     valid_actions: list[str] | None = None  # the actions valid in that state, where the env lists them
+    agent: str | None = None  # the agent that asked for the turn, where several share the policy (agentrl.agent)
 
 
 @dataclass
@@ -91,19 +92,24 @@ class Episode:
     def response_length(self) -> int:
         return sum(self.loss_mask)
 
-    def non_finite_rewards(self) -> list[str]:
-        """Each reward component that is NaN or infinite, named for the message that reports it."""
-        found = [f"the outcome reward is {self.outcome_reward}"] if not math.isfinite(self.outcome_reward) else []
-        found += [
-            f"the reward breakdown's {name!r} is {value}"
-            for name, value in self.reward_breakdown.items()
-            if not math.isfinite(value)
+    def unusable_rewards(self, from_agent: bool) -> list[str]:
+        """Each reward the update cannot take (`reward_problem`: NaN, infinite, beyond ±MAX_ABS_REWARD), named with
+        where it came from for the message that reports it: the outcome and its breakdown from the env's score() or
+        the agent's reward function, each turn's process reward from the env's step() or the agent's
+        agentrl.process_reward (the endpoint adds up a turn's)."""
+        outcome, process = (
+            ("the agent's reward function", "the agent's agentrl.process_reward")
+            if from_agent
+            else ("the env's score()", "the env's step()")
+        )
+        named = [(f"the outcome reward from {outcome}", self.outcome_reward)]
+        named += [
+            (f"the reward breakdown's {key!r} from {outcome}", value) for key, value in self.reward_breakdown.items()
         ]
-        return found + [
-            f"the process reward of turn {turn.index} is {turn.process_reward}"
-            for turn in self.turns
-            if not math.isfinite(turn.process_reward)
+        named += [
+            (f"the process reward of turn {turn.index} from {process}", turn.process_reward) for turn in self.turns
         ]
+        return [problem for name, value in named if (problem := reward_problem(value, name)) is not None]
 
     def token_rewards(self) -> list[float]:
         """Per-token rewards: each turn's process reward on its last sampled token, the outcome
@@ -200,6 +206,7 @@ class Episode:
                     "parse_error": t.parse_error,
                     "state_key": t.state_key,
                     **({"valid_actions": list(t.valid_actions)} if t.valid_actions is not None else {}),
+                    **({"agent": t.agent} if t.agent is not None else {}),
                     "step_return": step_returns[k],
                     "step_advantage": step_advantages[k],
                 }

@@ -49,6 +49,7 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     logprobs: bool = False
     process_reward: float | None = None  # agentrl's own field: a reward for the turn answered last
+    agent: str | None = None  # agentrl's own field: which agent asks, where several share the policy
     # Settings the run decides instead (seed, response_format, penalties): {name: what was asked}.
     overridden: dict[str, Any] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)  # parameters the endpoint does not know, named in the reply
@@ -136,6 +137,10 @@ def check_common(body: dict[str, Any], request: ChatRequest) -> ChatRequest:
     ):
         raise bad("agentrl.process_reward", f"agentrl.process_reward must be a finite number, got {process_reward!r}")
     request.process_reward = None if process_reward is None else float(process_reward)
+    agent = reported.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not 0 < len(agent) <= 200):
+        raise bad("agentrl.agent", f"agentrl.agent must be an agent's name (1-200 characters), got {agent!r}")
+    request.agent = agent
     for name in RUN_DECIDES:
         if body.get(name) is not None and body[name] != NEUTRAL.get(name):
             request.overridden[name] = body[name]
