@@ -23,11 +23,11 @@ REQUIRED_OPENING = '<tool_call>{"name": "'  # what tool_choice "required" writes
 
 
 def play(tiny, monkeypatch, run, replies, **rollout):
-    """One episode of the agent `run`, its turns written by `replies[turn]` (after an opening tool_choice forced,
-    the rest of it): (its sequences, stats, written ids)."""
+    """One episode of the agent `run`, its turns written by `replies[turn]` or `replies(context_text)` (after an
+    opening tool_choice forced, the rest of it): (its sequences, stats, written ids)."""
 
     def reply(text, turn):
-        written = replies[turn]
+        written = replies(text) if callable(replies) else replies[turn]
         return written.removeprefix(REQUIRED_OPENING) if text.endswith(REQUIRED_OPENING) else written
 
     engine = make_engine(tiny, run, timeout_s=60.0, **{"max_context": 8000, "max_new_tokens": 200, **rollout})
@@ -73,6 +73,33 @@ def test_langgraph_react_agent_over_chat_openai_streaming(tiny, monkeypatch):
     assert episode.status == "finished" and episode.final_answer == "It is blue.", episode.status_reason
     assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
     assert_token_exact(episode, written)
+
+
+def test_a_langgraph_agent_that_trims_its_history_becomes_a_sequence_per_rewrite(tiny, monkeypatch):
+    """LangGraph's pre_model_hook sends the model a trimmed history (here: the system message and the last message
+    only): a rewrite, so the request after the tool call starts a sequence of its own (docs/token-pipeline.md,
+    rule 10), each sequence holding exactly what was sampled, one reward for both."""
+    langgraph_prebuilt = pytest.importorskip("langgraph.prebuilt")
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from langchain_core.tools import tool
+
+    lookup = tool(lookup_value, description="Return the value stored under a key.")
+    lookup.name = "lookup"
+
+    def keep_last(state):
+        return {"llm_input_messages": state["messages"][-1:]}
+
+    def run(task, base_url, api_key):
+        model = langchain_openai.ChatOpenAI(model="policy", base_url=base_url, api_key=api_key)
+        agent = langgraph_prebuilt.create_react_agent(model, [lookup], pre_model_hook=keep_last)
+        return agent.invoke({"messages": [("user", f"What is under key {task['key']}?")]})["messages"][-1].content
+
+    # The turn is read from the context: a trimmed history does not show how many turns came before.
+    sequences, stats, written = play(tiny, monkeypatch, run, lambda text: "It is blue." if "blue" in text else CALL)
+    assert stats["agent/requests"] == 2 and stats["agent/prefix_breaks"] == 1 and len(sequences) == 2
+    assert [[t for t, m in zip(s.token_ids, s.loss_mask) if m] for s in sequences] == written
+    assert sequences[1].prompt_messages == [{"role": "tool", "content": "blue", "tool_call_id": "call-0-0"}]
+    assert {s.final_answer for s in sequences} == {"It is blue."}
 
 
 def test_pydantic_ai_agent_over_openai_chat_model(tiny, monkeypatch):
