@@ -1,6 +1,7 @@
 """The trainer says when nothing can be learned: the monitor on made-up metrics, then a real run that cannot learn."""
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -357,9 +358,11 @@ def test_a_resumed_run_reports_the_alerts_an_unbroken_one_would(tmp_path):
     assert health_events(straight)  # the run above does warn
 
 
-def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_that_loads(tmp_path, capsys):
-    """A reward too large for float32 (finite in Python, so no reward check stops it) makes the loss and the
-    gradient non-finite at step 2: the step stops before the optimizer, with an error health event."""
+def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_that_loads(tmp_path, capsys, monkeypatch):
+    """A reward too large for float32 makes the loss and the gradient non-finite at step 2: the step stops before the
+    optimizer, with an error health event. The reward bound, which refuses such a reward before the update, is
+    lifted here to reach the gradient's own check."""
+    monkeypatch.setattr("agentrl.environment.env.MAX_ABS_REWARD", math.inf)
     (tmp_path / "huge.py").write_text(HUGE_REWARD_ENV)
     config = never_rewarded(
         tmp_path,

@@ -228,8 +228,9 @@ def test_a_non_finite_reward_stops_the_step_or_is_dropped_and_counted(tmp_path, 
     if policy == "fail":
         with pytest.raises(
             ValueError,
-            match=r"step 2: episode 0/0 of task .*: the outcome reward is nan; "
-            r"the reward breakdown's 'bonus' is inf\. Nothing was updated",
+            match=r"step 2: episode 0/0 of task .*: the outcome reward from the env's score\(\) is nan, not a finite "
+            r"number; the reward breakdown's 'bonus' from the env's score\(\) is inf, not a finite number\. Nothing was "
+            r"updated",
         ):
             train(config, runs_dir=tmp_path / "runs", run_id="nan")
         events = read_events(tmp_path / "runs" / "nan")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentrl.contract.config import AgentConfig
-from agentrl.environment.env import EpisodeScore
+from agentrl.environment.env import EpisodeScore, reward_problem
 from agentrl.environment.tool import call_sync_or_async, describe_exception, in_daemon_thread
 from agentrl.environment.user_code import EnvLoadError, load_module
 
@@ -48,9 +47,14 @@ class AgentProgram:
                 raise AgentFailure(
                     f"the reward function returned {type(score).__name__}; it returns a float or an EpisodeScore"
                 )
-            score = EpisodeScore(reward=float(score))
-        if not math.isfinite(score.reward):
-            raise AgentFailure(f"the reward function returned {score.reward}; a reward is a finite number")
+            score = EpisodeScore(reward=score)
+        named = {"the reward function's reward": score.reward}
+        named |= {f"the reward function's breakdown {key!r}": value for key, value in score.breakdown.items()}
+        for name, value in named.items():
+            problem = reward_problem(value, name)
+            if problem is not None:
+                raise AgentFailure(problem)
+        score.reward = float(score.reward)
         return score
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import torch
 
 from agentrl.contract.config import RolloutConfig
-from agentrl.environment.env import EnvFull, ToolEnv
+from agentrl.environment.env import EnvFull, ToolEnv, as_reward
 from agentrl.environment.mcp import McpTool
 from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread
 from agentrl.environment.toolcall import ToolCallFormat, get_format, schemas_by_name
@@ -144,7 +144,11 @@ async def interpret_turn(live: LiveEpisode, text: str, call_format: ToolCallForm
     except Exception as err:  # noqa: BLE001
         fail_episode(live, f"env_error: step raised {type(err).__name__}: {err}")
         return
-    turn.process_reward = float(result.reward)
+    try:  # a NaN or huge number is stored: the trainer screens it (Episode.unusable_rewards, train.non_finite_rewards)
+        turn.process_reward = as_reward(result.reward, "step()'s reward")
+    except ValueError as err:
+        fail_episode(live, f"env_error: {err}")
+        return
     turn.done = bool(result.done)
     messages = list(result.messages)
     if live.cut_tool_output is not None:
@@ -174,8 +178,14 @@ def score_episode(live: LiveEpisode) -> None:
         if episode.status != "error":
             episode.status, episode.status_reason = "error", f"env_error: score raised {type(err).__name__}: {err}"
     else:
-        episode.outcome_reward = float(score.reward)
-        episode.reward_breakdown = {k: float(v) for k, v in score.breakdown.items()}
+        try:  # as a step's reward: a NaN or huge number is stored, for the trainer to screen
+            episode.outcome_reward = as_reward(score.reward, "score()'s reward")
+            episode.reward_breakdown = {
+                k: as_reward(v, f"score()'s breakdown {k!r}") for k, v in score.breakdown.items()
+            }
+        except ValueError as err:
+            if episode.status != "error":
+                episode.status, episode.status_reason = "error", f"env_error: {err}"
         episode.final_answer = score.final_answer
     try:
         live.env.close()

@@ -8,7 +8,7 @@ once when it clears, never every step, and it clears only after as many steps in
 condition, so a condition that comes and goes does not start a new alert (and a new notification in the
 editor) every other step. A rule with nothing to judge at a step (no KL without a reference, no held-out
 score between evaluations) leaves its streak as it is; the held-out rule is judged at evaluations only, and one
-evaluation starts or clears its alert. A non-finite reward, loss or gradient is not a
+evaluation starts or clears its alert. A non-finite or huge reward, or a non-finite loss or gradient, is not a
 trend: it stops the run, and `non_finite_event` reports it at once, with severity error.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from agentrl.contract.config import HealthConfig
 from agentrl.contract.schemas import HEALTH_CODES
+from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.rollout.episode import Episode, trajectory_id
 
 # A few trajectories to open in the replay beside an alert, not the whole step.
@@ -414,10 +415,10 @@ RULES = (
     ),
     Rule(
         "non_finite",
-        "non-finite reward, loss or gradient",
+        "non-finite or huge reward, non-finite loss or gradient",
         "error",
-        "make the env's rewards finite (or set train.non_finite_rewards: drop); for a NaN loss or gradient lower "
-        "train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
+        f"make the rewards finite and within ±{MAX_ABS_REWARD:g} (or set train.non_finite_rewards: drop); for a NaN "
+        "loss or gradient lower train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
         None,
     ),
     Rule(
@@ -534,9 +535,10 @@ class HealthMonitor:
 
 
 def non_finite_event(step: int, explanation: str) -> dict[str, Any]:
-    """The `health` event of a step stopped by a NaN or infinite reward, loss or gradient (learner.NonFiniteError):
-    reported at once, since the run stops. No trajectory ids: that step's trajectories are not written (a
-    non-finite reward cannot be stored as JSON); `explanation` names the episode when one is to blame."""
+    """The `health` event of a step stopped by a NaN, infinite or huge reward, or a NaN or infinite loss or gradient
+    (learner.NonFiniteError): reported at once, since the run stops. No trajectory ids: that step's trajectories are
+    not written (a non-finite reward cannot be stored as JSON); `explanation` names the episode when one is to
+    blame."""
     rule = RULE_BY_CODE["non_finite"]
     return _event(
         rule, step, step, resolved=False, message=f"{rule.title}: {explanation}", metrics={}, trajectory_ids=[]

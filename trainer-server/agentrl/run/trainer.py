@@ -40,6 +40,7 @@ from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.progress import ProgressReporter
 from agentrl.run.recording import record_episodes
+from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
 from agentrl.run.trackers import Trackers
 
@@ -387,29 +388,6 @@ def _try_episodes(run: _Run, count: int) -> None:
     run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.rollout_stats()})
 
 
-def screen_rewards(episodes: list[Episode], step: int, policy: str) -> tuple[list[Episode], int]:
-    """The episodes the update may use, and how many were dropped: a NaN or infinite reward would turn
-    every advantage of its group, and then the weights, into NaN."""
-    screened = [(episode, episode.non_finite_rewards()) for episode in episodes]
-    bad = [(episode, found) for episode, found in screened if found]
-    if not bad:
-        return episodes, 0
-    kept = [episode for episode, found in screened if not found]
-    if policy == "fail" or not kept:
-        episode, found = bad[0]
-        more = f" (and {len(bad) - 1} more episode(s))" if len(bad) > 1 else ""
-        raise NonFiniteError(
-            f"step {step}: episode {episode.group}/{episode.sample} of task {episode.task_id!r}: {'; '.join(found)}"
-            f"{more}. Nothing was updated and the last checkpoint stands. Make the env's rewards finite"
-            + (
-                ", or set train.non_finite_rewards: drop to leave such episodes out"
-                if policy == "fail"
-                else "; every episode of the step had one, so there was nothing left to train on"
-            )
-        )
-    return kept, len(bad)
-
-
 def evaluate_heldout(run: _Run) -> dict[str, float]:
     """The policy as it is now, greedy, one sample per task of data.eval (as `agentrl eval` scores it): eval/n,
     eval/reward, and eval/<key> for each key of the env's reward breakdown."""
@@ -481,7 +459,9 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 prefetched = prefetcher.submit(rollout, step + 1)
             run.reporter.phase("updating", step)
             try:
-                episodes, dropped = screen_rewards(episodes, step, cfg.train.non_finite_rewards)
+                episodes, dropped = screen_rewards(
+                    episodes, step, cfg.train.non_finite_rewards, from_agent=cfg.agent is not None
+                )
                 try:
                     update = run.learner.update(episodes)
                 except NonFiniteError as err:
@@ -522,7 +502,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                     bar.write(_health_text(event), file=sys.stderr)
                 if dropped:
                     bar.write(
-                        f"  WARN dropped {dropped} episode(s) with a non-finite reward "
+                        f"  WARN dropped {dropped} episode(s) with a non-finite or huge reward "
                         "(train.non_finite_rewards: drop)",
                         file=sys.stderr,
                     )
