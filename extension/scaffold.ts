@@ -22,7 +22,23 @@ export type EnvironmentSpec =
       tools: string[];
     })
   | (EnvironmentBase & { kind: 'gym' })
-  | (EnvironmentBase & { kind: 'agent' });
+  | (EnvironmentBase & {
+      kind: 'agent';
+      /** What agent.py is written with; the OpenAI SDK when not given. */
+      framework?: AgentFramework;
+    });
+
+/** The frameworks an agent scaffold is written with, each in its own idiom (agent-<framework>.py.tmpl): the same
+ * calculator tool (agent-calculator.py.tmpl) and the same worked example before the task. */
+export type AgentFramework = 'openai' | 'agents-sdk' | 'langgraph' | 'pydantic-ai';
+
+/** Each framework's name as New Environment offers it, and the packages its agent.py needs in the trainer's Python. */
+export const AGENT_FRAMEWORKS: Record<AgentFramework, { label: string; packages: string }> = {
+  openai: { label: 'OpenAI SDK', packages: 'openai' },
+  'agents-sdk': { label: 'OpenAI Agents SDK', packages: 'openai-agents' },
+  langgraph: { label: 'LangGraph', packages: 'langgraph langchain-openai' },
+  'pydantic-ai': { label: 'Pydantic AI', packages: 'pydantic-ai-slim[openai]' },
+};
 
 /** The random `tiny` model (tests) needs a large learning rate to move at all and has nothing to say in many
  * tokens; a real model fine-tunes at a small rate and needs room to write a call and an answer. */
@@ -128,8 +144,12 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   }
   if (spec.kind === 'agent') {
     const values = { envName: spec.name, ...modelValues(spec.model) };
+    const framework = spec.framework ?? 'openai';
+    if (!Object.hasOwn(AGENT_FRAMEWORKS, framework))
+      throw new Error(`No agent template for "${framework}": ${Object.keys(AGENT_FRAMEWORKS).join(', ')}.`);
+    const calculator = read('agent-calculator.py.tmpl').trimEnd();
     return new Map([
-      ['agent.py', fill(read('agent.py.tmpl'), values)],
+      ['agent.py', fill(read(`agent-${framework}.py.tmpl`), { ...values, calculator })],
       ['reward.py', fill(read('agent-reward.py.tmpl'), values)],
       ['tasks.jsonl', read('agent-tasks.jsonl.tmpl')],
       [config, runConfig('agent', values, read)],

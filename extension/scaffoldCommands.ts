@@ -19,11 +19,13 @@ import {
 } from './mcpServerEntry';
 import {
   addTool,
+  AGENT_FRAMEWORKS,
   parseTools,
   renderEnvironment,
   renderToolEnv,
   validateEnvName,
   validateToolName,
+  type AgentFramework,
   type EnvironmentKind,
   type EnvironmentSpec,
   type ToolKind,
@@ -31,9 +33,10 @@ import {
 import { EditorFailure } from './troubleshooting';
 
 /** `kind`: Tools in a ToolEnv (the default, naming `tools`), a Gym-style text game of the user's own (`gym`) or an
- * agent the user already has; `model`: the run config's model.path, without it the embedded default model. */
+ * agent the user already has (`agent`, written with `framework`, the OpenAI SDK without it); `model`: the run
+ * config's model.path, without it the embedded default model. */
 export type NewEnvironmentArgs = { name: string; parent: string; model?: string } & (
-  { kind?: 'toolenv'; tools: string[] } | { kind: 'gym' | 'agent' }
+  { kind?: 'toolenv'; tools: string[] } | { kind: 'gym' } | { kind: 'agent'; framework?: AgentFramework }
 );
 /** `kind`: a Tool class (the default), a function under `@tool`, or an MCP server's tools (`mcp`: `name` names
  * the server, `server` is its command line or URL, `config` the run config to add it to). */
@@ -71,14 +74,14 @@ function writeNewFiles(folder: string, files: Map<string, string>): void {
   for (const [file, content] of files) writeFileSync(join(folder, file), content, { flag: 'wx' });
 }
 
-/** New Environment: what plays the episodes, a name, the tool names (a ToolEnv's), the model, a parent folder;
- * writes the env and opens its run config. */
+/** New Environment: what plays the episodes, a name, the tool names (a ToolEnv's) or the framework (an agent's), the
+ * model, a parent folder; writes the env and opens its run config. */
 const newEnvironment =
   (ctx: Ctx) =>
   async (args?: NewEnvironmentArgs): Promise<string | undefined> => {
     const kind = args ? (args.kind ?? 'toolenv') : await pickEnvironmentKind();
     if (!kind) return undefined;
-    const steps = kind === 'toolenv' ? 4 : 3;
+    const steps = kind === 'gym' ? 3 : 4;
     const name =
       args?.name ??
       (await vscode.window.showInputBox({
@@ -91,13 +94,21 @@ const newEnvironment =
     if (!name) return undefined;
     const tools = kind !== 'toolenv' ? undefined : args && 'tools' in args ? args.tools : await askToolNames();
     if (kind === 'toolenv' && !tools?.length) return undefined;
+    const framework =
+      kind !== 'agent' ? undefined : args ? ('framework' in args && args.framework) || 'openai' : await pickFramework();
+    if (kind === 'agent' && !framework) return undefined;
     const model = args ? (args.model ?? DEFAULT_MODEL) : await pickModel(`New Environment (${steps}/${steps})`);
     if (!model) return undefined;
     const parent = args?.parent ?? (await pickParentFolder())?.fsPath;
     if (!parent) return undefined;
     const folder = join(parent, name);
     if (existsSync(folder)) throw new Error(`${folder} already exists; choose another name.`);
-    const spec: EnvironmentSpec = kind === 'toolenv' ? { name, tools: tools ?? [], model } : { kind, name, model };
+    const spec: EnvironmentSpec =
+      kind === 'toolenv'
+        ? { name, tools: tools ?? [], model }
+        : kind === 'agent'
+          ? { kind, name, model, framework }
+          : { kind, name, model };
     writeNewFiles(folder, renderEnvironment(spec, templatesDir(ctx)));
     ctx.log.info(`New environment written to ${folder}`);
     await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
@@ -127,6 +138,19 @@ async function pickEnvironmentKind(): Promise<EnvironmentKind | undefined> {
     { title: 'New Environment (1/4)', placeHolder: 'What plays the episodes', ignoreFocusOut: true },
   );
   return picked?.envKind;
+}
+
+/** What an agent's agent.py is written with: each choice is that framework's own idiom, the same calculator tool. */
+async function pickFramework(): Promise<AgentFramework | undefined> {
+  const picked = await vscode.window.showQuickPick(
+    Object.entries(AGENT_FRAMEWORKS).map(([framework, { label, packages }]) => ({
+      label,
+      description: `needs ${packages.split(' ').join(' and ')} in the trainer's Python`,
+      framework: framework as AgentFramework,
+    })),
+    { title: 'New Environment (3/4)', placeHolder: 'What your agent is written with', ignoreFocusOut: true },
+  );
+  return picked?.framework;
 }
 
 async function askToolNames(): Promise<string[] | undefined> {

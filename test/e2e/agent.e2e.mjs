@@ -13,8 +13,9 @@ export async function newAgentTriedScenario({ page, workspace, lap, runCommand }
   fs.rmSync(folder, { recursive: true, force: true });
   await runCommand(page, 'Agent RL: New Environment');
   await answer(page, '(1/4)', 'From an existing agent');
-  await answer(page, '(2/3)', 'palette-agent');
-  await answer(page, '(3/3)', 'SmolLM2');
+  await answer(page, '(2/4)', 'palette-agent');
+  await answer(page, '(3/4)', 'OpenAI SDK'); // the framework agent.py is written with: a plain OpenAI-SDK loop
+  await answer(page, '(4/4)', 'SmolLM2');
   await page.locator('.tab.active', { hasText: 'palette-agent.agentrl.yaml' }).waitFor({ timeout: 30000 });
   for (const file of ['agent.py', 'reward.py', 'tasks.jsonl', 'palette-agent.agentrl.yaml'])
     if (!fs.existsSync(path.join(folder, file))) throw new Error(`New Environment did not write ${file}`);

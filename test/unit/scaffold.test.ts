@@ -7,11 +7,13 @@ import { parse } from 'yaml';
 import { validateRunConfig } from '../../extension/languageServer/validate';
 import {
   addTool,
+  AGENT_FRAMEWORKS,
   parseTools,
   renderEnvironment,
   renderToolEnv,
   validateEnvName,
   validateToolName,
+  type AgentFramework,
   type EnvironmentSpec,
 } from '../../extension/scaffold';
 
@@ -106,6 +108,63 @@ describe('scaffold: from an existing agent', () => {
     assert.equal(config.rollout.max_turns, undefined, "the agent's own loop bounds its turns");
     assert.deepEqual([config.model.path, config.train.lr], ['tiny', 0.01]);
     assert.deepEqual([parse(agent('smollm2').get('my-agent.agentrl.yaml')!).train.lr], [1e-5]);
+  });
+
+  it("writes agent.py with the framework picked, in that framework's idiom, and the rest the same", () => {
+    // How each framework is imported and pointed at the endpoint (trainer-server/tests/test_agent_templates.py plays
+    // an episode of each through it, and runs `agentrl env check` on it).
+    const idioms: Record<AgentFramework, RegExp[]> = {
+      openai: [/^from openai import OpenAI$/m, /OpenAI\(base_url=base_url, api_key=api_key\)/],
+      'agents-sdk': [
+        /^from agents import \($/m,
+        /AsyncOpenAI\(base_url=base_url, api_key=api_key\)/,
+        /OpenAIResponsesModel\(model="policy", openai_client=client\)/,
+        /^set_tracing_disabled\(True\)/m,
+      ],
+      langgraph: [
+        /^from langgraph\.prebuilt import create_react_agent$/m,
+        /ChatOpenAI\(model="policy", base_url=base_url, api_key=api_key\)/,
+      ],
+      'pydantic-ai': [
+        /^from pydantic_ai import Agent$/m,
+        /OpenAIChatModel\("policy", provider=OpenAIProvider\(base_url=base_url, api_key=api_key\)\)/,
+      ],
+    };
+    const openai = agent();
+    for (const framework of Object.keys(AGENT_FRAMEWORKS) as AgentFramework[]) {
+      const files = renderEnvironment({ kind: 'agent', name: 'my-agent', model: 'tiny', framework }, TEMPLATES);
+      assert.deepEqual([...files.keys()], [...openai.keys()]);
+      for (const file of ['reward.py', 'tasks.jsonl', 'my-agent.agentrl.yaml'])
+        assert.equal(files.get(file), openai.get(file), `${framework}: ${file}`);
+      const agentPy = files.get('agent.py')!;
+      for (const idiom of idioms[framework]) assert.match(agentPy, idiom, framework);
+      assert.match(
+        agentPy,
+        /^(async )?def run\(task: dict\[str, Any\], base_url: str, api_key: str\) -> str \| None:/m,
+      );
+      assert.doesNotMatch(agentPy, /\{\{/);
+      // the same tool and worked example in each: the calculator's code shared, the example in the framework's terms
+      assert.match(agentPy, /^def calculator\(expression: str\) -> str:$/m);
+      assert.match(agentPy, /^SYSTEM_PROMPT = "Solve the problem with the calculator\./m);
+      assert.match(agentPy, /"24 \* 37"/);
+      assert.match(agentPy, /"888"/);
+      // the package the trainer's Python needs, named at the top
+      assert.ok(agentPy.split('"""')[1].includes(AGENT_FRAMEWORKS[framework].packages), framework);
+    }
+    assert.equal(
+      renderEnvironment({ kind: 'agent', name: 'my-agent', model: 'tiny', framework: 'openai' }, TEMPLATES).get(
+        'agent.py',
+      ),
+      openai.get('agent.py'),
+      'the OpenAI SDK is the default',
+    );
+    const unknown = {
+      kind: 'agent',
+      name: 'my-agent',
+      model: 'tiny',
+      framework: 'crewai',
+    } as unknown as EnvironmentSpec;
+    assert.throws(() => renderEnvironment(unknown, TEMPLATES), /No agent template for "crewai"/);
   });
 
   it('its run config has no finding of the language server beside the files it names', () => {

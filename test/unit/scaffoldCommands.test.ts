@@ -46,16 +46,20 @@ describe('scaffold commands', () => {
     assert.equal(await commands.executeCommand(Commands.newEnvironment), undefined, 'the tools prompt dismissed');
   });
 
-  it('New Environment from an existing agent asks no tool names, and writes the agent, its reward and a run config', async () => {
+  it('New Environment from an existing agent asks the framework instead of tool names, and writes the agent, its reward and a run config', async () => {
     fake.workspaceFolders = [{ uri: Uri.file(parent) }];
-    fake.answers = [pick('From an existing agent (OpenAI-compatible)'), 'my-agent', pick('tiny')];
+    fake.answers = [pick('From an existing agent (OpenAI-compatible)'), 'my-agent', pick('LangGraph'), pick('tiny')];
     const folder = join(parent, 'my-agent');
     assert.equal(await commands.executeCommand(Commands.newEnvironment), folder);
     assert.deepEqual(
       fake.prompts.map((p) => p.options.title),
-      ['New Environment (1/4)', 'New Environment (2/3)', 'New Environment (3/3)'],
+      ['New Environment (1/4)', 'New Environment (2/4)', 'New Environment (3/4)', 'New Environment (4/4)'],
     );
     assert.deepEqual(readdirSync(folder).sort(), ['agent.py', 'my-agent.agentrl.yaml', 'reward.py', 'tasks.jsonl']);
+    assert.match(
+      readFileSync(join(folder, 'agent.py'), 'utf8'),
+      /^from langgraph\.prebuilt import create_react_agent$/m,
+    );
     assert.match(readFileSync(join(folder, 'my-agent.agentrl.yaml'), 'utf8'), /^agent:\n {2}module: agent\.py$/m);
     assert.deepEqual(
       fake.shownDocuments.map((d) => d.uri.fsPath),
@@ -68,6 +72,21 @@ describe('scaffold commands', () => {
       model: 'tiny',
     });
     assert.equal(other, join(parent, 'other'), 'without prompts, from its arguments');
+    assert.match(
+      readFileSync(join(parent, 'other', 'agent.py'), 'utf8'),
+      /^from openai import OpenAI$/m,
+      'the default',
+    );
+    const byArgs = await commands.executeCommand(Commands.newEnvironment, {
+      kind: 'agent',
+      framework: 'pydantic-ai',
+      name: 'typed',
+      parent,
+      model: 'tiny',
+    });
+    assert.match(readFileSync(join(byArgs as string, 'agent.py'), 'utf8'), /^from pydantic_ai import Agent$/m);
+    fake.answers = [pick('From an existing agent (OpenAI-compatible)'), 'later'];
+    assert.equal(await commands.executeCommand(Commands.newEnvironment), undefined, 'the framework pick dismissed');
   });
 
   it('New Environment as a Gym-style text environment asks no tool names, and writes the game and an env.gym run config', async () => {
