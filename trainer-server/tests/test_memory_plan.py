@@ -266,5 +266,59 @@ def test_the_server_answers_config_memory_plan_as_the_protocol_says(tmp_path, mo
     assert "no config.json" in answer["unavailable"]
 
 
+def test_a_hostile_model_config_json_gets_a_clear_answer(tmp_path, monkeypatch):
+    """A model's config.json can come from anyone who uploads an env bundle: huge or nested values made
+    `config/memoryPlan` and `run/start` answer internal errors (issue #44, item 7). Each is a plan that says the
+    config.json is invalid and why, and a run/start refused as CONFIG_INVALID."""
+    import asyncio
+    import os
+
+    from agentrl.models.shape import MAX_SIZE
+    from agentrl.server.app import ServerOptions, TrainerServer
+    from agentrl.server.protocol import CONFIG_INVALID, RpcError, validator_for
+    from agentrl.server.runs import RunManager
+
+    async def never_starts(*args):
+        raise AssertionError("a run with a hostile config.json was started")
+
+    monkeypatch.setattr(RunManager, "_admit", never_starts)
+    server = TrainerServer(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
+    shape = {"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+    model = tmp_path / "model"
+    model.mkdir()
+    config = _config(2, 64, 1, 32, False, model).model_dump(mode="json")
+    params = {"config": config, "configDir": str(tmp_path)}
+    hostile = {
+        "hidden_size is 1e+308; it must be a whole number from 1 to 16,777,216": json.dumps(
+            shape | {"hidden_size": 1e308}
+        ),
+        "num_hidden_layers is 'many'; it must be a whole number": json.dumps(shape | {"num_hidden_layers": "many"}),
+        "it nests too deep to read": json.dumps(shape)[:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}",
+        "it is larger than 4 MiB": json.dumps(shape | {"padding": "x" * (50 << 20)}),
+        "it is not a regular file": None,  # a FIFO: refused without waiting for a writer
+    }
+    for why, text in hostile.items():
+        (model / "config.json").unlink(missing_ok=True)
+        if text is None:
+            os.mkfifo(model / "config.json")
+        else:
+            (model / "config.json").write_text(text)
+        answer = asyncio.run(server.config_memory_plan(None, params))
+        validator_for("config/memoryPlan.result").validate(answer)
+        assert answer["unavailable"].startswith(f"model.path {str(model)!r}: its config.json is invalid: {why}")
+        with pytest.raises(RpcError) as refused:
+            asyncio.run(server.run_start(None, params))
+        assert refused.value.code == CONFIG_INVALID and why in refused.value.message
+
+    # At the bounds, the plan's arithmetic stays finite: a plan (that fits nowhere), not an error.
+    (model / "config.json").unlink()
+    sizes = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    (model / "config.json").write_text(json.dumps(dict.fromkeys(sizes, MAX_SIZE)))
+    monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
+    answer = asyncio.run(server.config_memory_plan(None, params))
+    validator_for("config/memoryPlan.result").validate(answer)
+    assert answer["plan"]["fits"] is False and answer["plan"]["peakBytes"] > 1 << 70
+
+
 if __name__ == "__main__":
     print(json.dumps(_measure(json.loads(sys.argv[1]))))

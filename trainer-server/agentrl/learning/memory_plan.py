@@ -23,7 +23,6 @@ the weights a pass gathers whole, and on CUDA keeps float32 master copies of the
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -32,11 +31,12 @@ from typing import Any, Literal
 
 import torch
 
-from agentrl.contract.config import HUB_ID, ConfigError, RunConfig, load_config_dict, model_source
+from agentrl.contract.config import ConfigError, RunConfig, load_config_dict
 from agentrl.learning.learner import CPU_MATH_ATTENTION_WIDTH
 from agentrl.learning.logprobs import GRADIENT_BLOCK_BYTES, KEPT_LOGITS_BYTES, LOGIT_CHUNK_BYTES
 from agentrl.models.loading import resolve_dtype
 from agentrl.models.precision import bfloat16_is_native, uses_bf16_autocast
+from agentrl.models.shape import ModelConfigInvalid, ModelShape, model_shape
 
 GIB = 1 << 30
 # A trainer process before its model: Python, torch, transformers and agentrl imported, measured at 0.25-0.4 GB of
@@ -62,98 +62,6 @@ MemoryCheck = Literal["refuse", "warn", "off"]
 
 class MemoryPlanError(ConfigError):
     """A run whose planned peak memory is more than its device has; the message names the parts and what to change."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A dense decoder-only transformer's sizes, as its config.json names them."""
-
-    model_type: str
-    vocab: int
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    tied: bool
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> ModelShape:
-        text = config.get("text_config") or config  # multimodal configs nest the language model's
-        hidden, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
-        return cls(
-            model_type=str(text.get("model_type") or config.get("model_type") or "unknown"),
-            vocab=int(text["vocab_size"]),
-            hidden=hidden,
-            intermediate=int(text.get("intermediate_size") or 4 * hidden),
-            layers=int(text["num_hidden_layers"]),
-            heads=heads,
-            kv_heads=int(text.get("num_key_value_heads") or heads),
-            head_dim=int(text.get("head_dim") or hidden // heads),
-            tied=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))),
-        )
-
-    def module_shapes(self) -> dict[str, tuple[int, int]]:
-        """Each layer's linear modules, (in, out), by the names LoRA's target_modules use."""
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        h, i = self.hidden, self.intermediate
-        return {
-            "q_proj": (h, q),
-            "k_proj": (h, kv),
-            "v_proj": (h, kv),
-            "o_proj": (q, h),
-            "gate_proj": (h, i),
-            "up_proj": (h, i),
-            "down_proj": (i, h),
-        }
-
-    def layer_linear_parameters(self) -> int:
-        return sum(a * b for a, b in self.module_shapes().values())
-
-    def parameters(self) -> int:
-        embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
-        norms = 2 * self.hidden
-        return embeddings + self.layers * (self.layer_linear_parameters() + norms) + self.hidden
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def model_shape(config: RunConfig, base_dir: Path) -> tuple[ModelShape | None, str]:
-    """The model's shape without loading its weights, and where it was read; None (and why) when it cannot be read:
-    a .gguf file without a config.json beside it, a Hub id not in the local Hub cache, a missing folder."""
-    model = config.model
-    if model.path == "tiny":
-        from agentrl.models.tiny import build_tiny_tokenizer, tiny_config
-
-        tiny = tiny_config(build_tiny_tokenizer(), model.tiny_layers, model.tiny_hidden, model.tiny_head_dim)
-        return ModelShape.from_config(tiny.to_dict()), "the built-in tiny model's settings"
-    if model.path == "smollm2":
-        from agentrl.models.smollm2 import CONFIG_SHAPE
-
-        return ModelShape.from_config(CONFIG_SHAPE), "SmolLM2-135M-Instruct's config"
-    source = model_source(model.path, base_dir)
-    found: dict[str, Any] | None = None
-    if source in ("folder", "gguf"):
-        local = base_dir / Path(model.path).expanduser()
-        found = _read_json((local if source == "folder" else local.parent) / "config.json")
-    elif source == "hub" and HUB_ID.fullmatch(model.path):
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model.path, "config.json")  # the local Hub cache only: never the network
-        found = _read_json(Path(cached)) if isinstance(cached, str) else None
-    if found is None:
-        return None, f"no config.json to read for model.path {model.path!r} on this machine"
-    try:
-        return ModelShape.from_config(found), f"{model.path}'s config.json"
-    except (KeyError, TypeError, ValueError) as err:
-        return None, f"model.path {model.path!r}: its config.json has no {err} a decoder's shape needs"
 
 
 def learner_shards(config: RunConfig) -> int:
@@ -395,7 +303,7 @@ def plan_memory(
     """The run's planned peak memory on `device` (by default this machine's, `planned_device`), with the weights,
     gradients and optimizer state split over `learner_shards`, its rows at their longest or
     at their shortest full length (`episode_positions`); or, when the model's shape cannot be read without loading
-    it, why not."""
+    it, why not (ModelConfigInvalid when its config.json breaks a bound)."""
     shape, source = model_shape(config, base_dir)
     if shape is None:
         return source
@@ -625,7 +533,15 @@ def _may_run_out(config: RunConfig, base_dir: Path, longest: MemoryPlan, shortes
 
 def plan_longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[MemoryPlan, MemoryPlan | None] | str:
     """The run's plan with its rows at their longest and, when that does not fit, at their shortest full length on
-    the same device (what decides between refusing and warning); or why no plan can be made."""
+    the same device (what decides between refusing and warning); or why no plan can be made, an invalid config.json
+    among the reasons (the editor's hover says what is wrong with it)."""
+    try:
+        return _longest_and_shortest(config, base_dir)
+    except ModelConfigInvalid as err:
+        return str(err)
+
+
+def _longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[MemoryPlan, MemoryPlan | None] | str:
     longest = plan_memory(config, base_dir)
     if not isinstance(longest, MemoryPlan):
         return longest
@@ -638,13 +554,14 @@ def plan_longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[Memory
 
 def check_memory(config: RunConfig, base_dir: Path) -> str | None:
     """Before a run starts (train.memory_check). Raises MemoryPlanError when even its shortest full episodes cannot
-    fit the device and the check refuses; returns a warning when they can but its longest cannot (or when the check
-    warns); None when it fits, when the check is off, or when the plan cannot be made (the model's shape unknown
-    without loading it)."""
+    fit the device and the check refuses, ModelConfigInvalid when the model's config.json breaks a bound (the model
+    would not load either); returns a warning when they can but its longest cannot (or when the check warns); None
+    when it fits, when the check is off, or when the plan cannot be made (the model's shape unknown without loading
+    it)."""
     setting: MemoryCheck = config.train.memory_check
     if setting == "off" or config.cluster.backend == "ray":
         return None  # Ray's learners run on the cluster's devices, which this machine cannot see
-    planned = plan_longest_and_shortest(config, base_dir)
+    planned = _longest_and_shortest(config, base_dir)
     if isinstance(planned, str) or planned[1] is None:
         return None
     longest, shortest = planned
