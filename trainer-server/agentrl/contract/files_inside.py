@@ -10,7 +10,8 @@ such a folder opens its files through `open_inside` (or `read_inside`), which
 
 What it refuses raises RefusedFile, an OSError saying why, so a reader that already skips an unreadable file skips
 a refused one the same way. The folder itself is the caller's to trust (a runs folder may well be a link to a
-larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither.
+larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither;
+`open_to_write` for a writer of the folder's own files.
 """
 
 from __future__ import annotations
@@ -68,6 +69,32 @@ def _is_link(name: str, folder_descriptor: int) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=folder_descriptor, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+def open_to_write(folder: Path | str, name: str, *, append: bool) -> BinaryIO:
+    """The regular file `name` directly inside `folder`, created if absent, opened to append (`append`) or to read
+    and write ("r+b"), never through a link and never blocking on a FIFO: a writer of a run folder's own files
+    (its event log) writes into the folder, or refuses with RefusedFile."""
+    flags = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    flags |= os.O_WRONLY | os.O_APPEND if append else os.O_RDWR
+    if name in ("", ".", "..") or "/" in name:
+        raise RefusedFile(f"{name!r} is not a file name inside {folder}")
+    try:
+        descriptor = os.open(Path(folder) / name, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RefusedFile(f"{name} is a link; links inside {folder} are not written through") from None
+        if err.errno == errno.ENXIO:  # a FIFO no one reads, opened without blocking to write
+            raise RefusedFile(f"{name} is not a regular file (a FIFO)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise RefusedFile(f"{name} is not a regular file (a FIFO, a socket or a device)")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "ab" if append else "r+b")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> bytes:

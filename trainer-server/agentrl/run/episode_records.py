@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from agentrl.contract.schemas import check_event
-from agentrl.run.runstore import TRAJECTORIES_DIR, trajectory_summary
+from agentrl.run.runstore import TRAJECTORIES_DIR
 
 
 class Episode(NamedTuple):
@@ -86,3 +86,24 @@ def read_step_file(file: Path, listed: os.stat_result) -> tuple[os.stat_result, 
             except ValueError as err:
                 damage.append(f"line {number}: {err}")
     return read, episodes, damage
+
+
+def trajectory_summary(record: dict[str, Any], file: str) -> dict[str, Any]:
+    """The `trajectory` event of a trajectory record kept in `file` (relative to the run folder): what
+    trajectory/query and trajectory/search list."""
+    stats = record["stats"]
+    return {
+        "id": record["id"],
+        "step": record["step"],
+        "group": record["group"],
+        "sample": record["sample"],
+        "task_id": record["task_id"],
+        "status": record["status"],
+        "reward": record["reward"],
+        "advantage": record["advantage"],
+        "num_turns": stats["num_turns"],
+        "num_tool_calls": stats["num_tool_calls"],
+        "num_tool_errors": stats["num_tool_errors"],
+        "response_tokens": stats["response_tokens"],
+        "file": file,
+    }

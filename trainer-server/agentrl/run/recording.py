@@ -7,8 +7,9 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from agentrl.run.episode_records import trajectory_summary
 from agentrl.run.episode_search import EpisodeSearch, IndexDamaged, SearchUnavailable
-from agentrl.run.runstore import RunStore, trajectory_summary
+from agentrl.run.runstore import RunStore
 
 if TYPE_CHECKING:
     from agentrl.learning.learner import Update

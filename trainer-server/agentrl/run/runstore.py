@@ -22,13 +22,15 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from agentrl.contract.files_inside import RefusedFile, is_plain_file, is_plain_folder, open_inside, read_inside
-from agentrl.contract.schemas import (
-    RUN_ID_MAX_LENGTH,
-    RUN_ID_PATTERN,
-    check_event,
-    load_schema,
+from agentrl.contract.files_inside import (
+    RefusedFile,
+    is_plain_file,
+    is_plain_folder,
+    open_inside,
+    open_to_write,
+    read_inside,
 )
+from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
@@ -357,9 +359,9 @@ class RunStore:
         """Drops what follows the log's last newline (an event a crash left half written), reading back from the
         end block by block until that newline."""
         path = self.run_dir / EVENTS_FILE
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return
-        with path.open("r+b") as handle:
+        with open_to_write(self.run_dir, EVENTS_FILE, append=False) as handle:
             end = position = handle.seek(0, 2)
             complete = 0
             while position > 0:
@@ -381,7 +383,7 @@ class RunStore:
             line = (
                 json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False) + "\n"
             ).encode()
-            with (self.run_dir / EVENTS_FILE).open("ab") as handle:
+            with open_to_write(self.run_dir, EVENTS_FILE, append=True) as handle:
                 offset = handle.tell()  # append mode starts at the end
                 handle.write(line)
                 handle.flush()
@@ -477,24 +479,3 @@ class RunStore:
 
     def clear_pid(self) -> None:
         (self.run_dir / PID_FILE).unlink(missing_ok=True)
-
-
-def trajectory_summary(record: dict[str, Any], file: str) -> dict[str, Any]:
-    """The `trajectory` event of a trajectory record kept in `file` (relative to the run folder): what
-    trajectory/query and trajectory/search list."""
-    stats = record["stats"]
-    return {
-        "id": record["id"],
-        "step": record["step"],
-        "group": record["group"],
-        "sample": record["sample"],
-        "task_id": record["task_id"],
-        "status": record["status"],
-        "reward": record["reward"],
-        "advantage": record["advantage"],
-        "num_turns": stats["num_turns"],
-        "num_tool_calls": stats["num_tool_calls"],
-        "num_tool_errors": stats["num_tool_errors"],
-        "response_tokens": stats["response_tokens"],
-        "file": file,
-    }

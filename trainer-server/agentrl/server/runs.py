@@ -193,17 +193,20 @@ class RunManager:
                 continue
             if self._adopt(run_dir):
                 continue
-            RunStore(run_dir).append_event(
-                "status",
-                {
-                    "status": "interrupted",
-                    "step": status.get("step", 0),
-                    "total_steps": status.get("total_steps", 0),
-                    "message": "the run's process ended without finishing (server or machine restart); resume it "
-                    "to continue from its last checkpoint",
-                },
-                durable=True,
-            )
+            try:
+                RunStore(run_dir).append_event(
+                    "status",
+                    {
+                        "status": "interrupted",
+                        "step": status.get("step", 0),
+                        "total_steps": status.get("total_steps", 0),
+                        "message": "the run's process ended without finishing (server or machine restart); resume "
+                        "it to continue from its last checkpoint",
+                    },
+                    durable=True,
+                )
+            except OSError as err:  # a log that is a link or a FIFO: listed with its damage, never written through
+                log.warning("run %s: its end could not be recorded: %s", run_dir.name, err)
             (run_dir / PID_FILE).unlink(missing_ok=True)
 
     # --- queries ------------------------------------------------------------------------------

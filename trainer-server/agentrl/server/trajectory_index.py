@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 from pathlib import Path
 from typing import Any
+
+from agentrl.contract.files_inside import open_inside
 
 log = logging.getLogger("agentrl.server")
 
@@ -31,11 +34,11 @@ class TrajectoryIndex:
     def _offsets(self, path: Path) -> dict[str, tuple[int, int]]:
         with self._lock:
             indexed, offsets = self._files.get(path, (0, {}))
-            size = path.stat().st_size
+            with open_inside(path.parent, path.name, None) as handle:  # never a link or a FIFO planted there
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(indexed)
+                data = handle.read(size - indexed) if size > indexed else b""
             if size > indexed:
-                with path.open("rb") as handle:
-                    handle.seek(indexed)
-                    data = handle.read(size - indexed)
                 complete = data.rfind(b"\n") + 1  # a line still being written is indexed next time
                 position = indexed
                 for line in data[:complete].splitlines(keepends=True):
@@ -56,7 +59,7 @@ class TrajectoryIndex:
         """The records of those `ids` the file holds (the latest of each), read from their offsets."""
         offsets = self._offsets(path)
         found = {}
-        with path.open("rb") as handle:
+        with open_inside(path.parent, path.name, None) as handle:
             for trajectory_id in dict.fromkeys(ids):
                 if trajectory_id in offsets:
                     offset, length = offsets[trajectory_id]
@@ -88,7 +91,7 @@ def _line_id(line: bytes) -> str | None:
         return match.group(1).decode("utf-8", "replace")
     try:
         record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the parser's stack
         return None
     return record["id"] if isinstance(record, dict) and isinstance(record.get("id"), str) else None
 
@@ -97,7 +100,7 @@ def _record(line: bytes) -> dict[str, Any] | str:
     """A record as the file holds it, or what is wrong with the line."""
     try:
         record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return "not a JSON line"
     if not isinstance(record, dict) or not isinstance(record.get("id"), str):
         return "not a JSON object with a string id"
