@@ -6,13 +6,8 @@ import { complete, hoverText, pathAt } from '../../extension/languageServer/assi
 import { devicesSummary, fitSummary } from '../../extension/languageServer/fit';
 import { BUILTIN_MODELS, describeModelSource, modelSource } from '../../extension/languageServer/modelPath';
 import { ENV_SOURCES } from '../../protocol/episode-sources';
-import {
-  closest,
-  fieldsReadByEnv,
-  findDottedModule,
-  validateRunConfig,
-  type Finding,
-} from '../../extension/languageServer/validate';
+import { fieldsReadByEnv, findDottedModule } from '../../extension/languageServer/sourceChecks';
+import { closest, validateRunConfig, type Finding } from '../../extension/languageServer/validate';
 
 const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
 /** The algorithm names as the run-config schema (the trainer's config.py) declares them. */
@@ -177,7 +172,10 @@ describe('run-config language server: diagnostics', () => {
       ['data-fields', "data.train: the first record has no 'answer', which the agent reads from each task"],
     ]);
     assert.deepEqual(findings('  module: agent.py\n  reward: nowhere.py:score\n').slice(0, 2), [
-      ['agent-function', 'agent.function: agent.py defines no function run (the trainer calls run(task, base_url, api_key))'],
+      [
+        'agent-function',
+        'agent.function: agent.py defines no function run (the trainer calls run(task, base_url, api_key))',
+      ],
       ['agent-reward', `agent.reward: ${join(dir, 'nowhere.py')} does not exist`],
     ]);
   });
