@@ -2,7 +2,7 @@
 // server (which says `env` gives exactly one) and the replay (whose host reads a run's config, and whose panel offers
 // a tool call's re-run and source by it).
 
-/** The sections of a run config's `env` that each name where episodes come from, as the trainer's config.py
+/** The sections of a run config's `env` that each name where episodes come from, as the trainer's env_sources.py
  *  (ENV_SOURCES) has them: exactly one is given. `class_name` (with `module`) is a ToolEnv; `gym`, `methods` and
  *  `openenv` are environments nobody wrote for agentrl, which adapters turn into a ToolEnv. */
 export const ENV_SOURCES = ['class_name', 'gym', 'methods', 'openenv'] as const;

@@ -23,7 +23,8 @@ import time
 
 import openai
 import torch
-from agentrl.contract.config import ModelConfig, RolloutConfig
+from agentrl.contract.config import ModelConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentProgram
 from agentrl.models.loading import load_policy
 from agentrl.rollout.agent_engine import AgentRolloutEngine

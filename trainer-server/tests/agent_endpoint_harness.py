@@ -2,7 +2,7 @@
 them, and the one tool they call."""
 
 import torch
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentProgram
 from agentrl.rollout.agent_engine import AgentRolloutEngine
 

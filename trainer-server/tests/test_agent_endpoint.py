@@ -13,7 +13,9 @@ import openai
 import pytest
 import torch
 from agent_endpoint_harness import CALL, LOOKUP, make_engine, script, write_turns
-from agentrl.contract.config import ConfigError, HealthConfig, RolloutConfig, load_config_dict
+from agentrl.contract.config import ConfigError, load_config_dict
+from agentrl.contract.health_config import HealthConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentProgram
 from agentrl.rollout.agent_engine import AgentRolloutEngine
 from agentrl.run.health import HealthMonitor, StepEvidence

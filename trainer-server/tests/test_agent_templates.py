@@ -14,7 +14,8 @@ import pytest
 import torch
 import yaml
 from agent_endpoint_harness import script
-from agentrl.contract.config import AgentConfig, RolloutConfig
+from agentrl.contract.env_sources import AgentConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import load_agent
 from agentrl.rollout.agent_engine import AgentRolloutEngine
 from agentrl.rollout.check import check_env

@@ -6,13 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from agentrl.contract.config import (
-    ALGORITHM_NAMES,
-    POLICY_LOSS_NAMES,
-    AlgorithmConfig,
-    ConfigError,
-    load_config_dict,
-)
+from agentrl.contract.config import ConfigError, load_config_dict
+from agentrl.contract.training_config import ALGORITHM_NAMES, POLICY_LOSS_NAMES, AlgorithmConfig
 from agentrl.learning.algorithms import get_algorithm
 from agentrl.learning.algorithms.base import Algorithm
 from agentrl.learning.algorithms.common import (

@@ -107,7 +107,7 @@ def test_the_run_config_reference_has_every_section_and_key():
 
 
 def test_the_algorithms_page_has_every_registered_name():
-    from agentrl.contract.config import AlgorithmConfig  # noqa: PLC0415
+    from agentrl.contract.training_config import AlgorithmConfig  # noqa: PLC0415
 
     equations = GEN.algorithm_docstrings()
     names = {

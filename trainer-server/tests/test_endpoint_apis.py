@@ -187,7 +187,7 @@ def test_an_episode_function_that_cannot_take_the_key_is_refused_at_load(tmp_pat
     (tmp_path / "agent.py").write_text(
         "def run(task, base_url):\n    return 'old'\n\ndef score(task, r):\n    return 1\n"
     )
-    from agentrl.contract.config import AgentConfig
+    from agentrl.contract.env_sources import AgentConfig
 
     with pytest.raises(EnvLoadError, match="agent.py:run must take"):
         load_agent(AgentConfig(module="agent.py", reward="agent.py:score"), tmp_path)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentrl.contract.config import RolloutConfig, load_config, resolve_paths
+from agentrl.contract.config import load_config, resolve_paths
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.adapters.external import NO_ACTION
 from agentrl.environment.adapters.gym import GymTextEnv
 from agentrl.environment.adapters.methods import MethodsEnv

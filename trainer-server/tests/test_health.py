@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 from agentrl.contract import schemas
-from agentrl.contract.config import ConfigError, HealthConfig, load_config
+from agentrl.contract.config import ConfigError, load_config
+from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.schemas import HEALTH_CODES, HEALTH_SEVERITIES
 from agentrl.environment.tool import ToolCallRecord
 from agentrl.learning.learner import Learner

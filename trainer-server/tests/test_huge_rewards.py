@@ -9,7 +9,7 @@ import openai
 import pytest
 from agent_endpoint_harness import make_engine, script
 from agentrl import EpisodeScore, StepResult
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentFailure, AgentProgram
 from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.examples.lookup.env import LookupEnv

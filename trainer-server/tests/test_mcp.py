@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentrl.contract.config import ConfigError, McpServerConfig, load_config
+from agentrl.contract.config import ConfigError, load_config
+from agentrl.contract.env_sources import McpServerConfig
 from agentrl.environment.mcp import McpServers, McpUnavailableError
 from agentrl.environment.tool import ToolFailure
 from agentrl.rollout.check import check_env

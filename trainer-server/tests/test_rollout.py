@@ -1,6 +1,6 @@
 import pytest
 import torch
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.toolcall import get_format
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.batch import collate

@@ -8,7 +8,7 @@ import time
 import zipfile
 
 import pytest
-from agentrl.contract.config import ALGORITHM_NAMES
+from agentrl.contract.training_config import ALGORITHM_NAMES
 from agentrl.run.runstore import read_events
 from conftest import EXAMPLE_CONFIG
 from server_harness import ServerProcess, example_config, is_final_status, kill_run_process

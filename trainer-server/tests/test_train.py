@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentrl.contract.config import ALGORITHM_NAMES, POLICY_LOSS_NAMES, load_config
+from agentrl.contract.config import load_config
+from agentrl.contract.training_config import ALGORITHM_NAMES, POLICY_LOSS_NAMES
 from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.runstore import latest_status, read_events

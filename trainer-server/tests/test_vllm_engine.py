@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.examples.lookup.env import Lookup, LookupEnv
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
 from agentrl.rollout.factory import make_rollout_engine

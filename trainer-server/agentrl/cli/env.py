@@ -41,7 +41,7 @@ def list_mcp_tools() -> int:
 
     import pydantic
 
-    from agentrl.contract.config import MCP_LISTING_FAILED_EXIT, McpServerConfig
+    from agentrl.contract.env_sources import MCP_LISTING_FAILED_EXIT, McpServerConfig
     from agentrl.environment.mcp import McpUnavailableError, list_server_tools
 
     try:

@@ -1,4 +1,6 @@
-"""The run config: the one source of truth for what a run may be told.
+"""The run config: the one source of truth for what a run may be told. Its sections are here (model, logging,
+cluster) and beside it: env_sources (env, agent), training_config (data, rollout, algorithm, train), health_config
+(health); RunConfig joins them, and load_config reads one from a file with --set overrides.
 
 `agentrl schema` exports `RunConfig.model_json_schema()`; the committed copy in
 `protocol/schemas/run-config.schema.json` is checked against it by a test, and the
@@ -10,31 +12,24 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from agentrl.contract.config_section import Section
+from agentrl.contract.env_sources import AgentConfig, EnvConfig, env_module_is_file
 from agentrl.contract.files_inside import read_inside
+from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, YamlTooLarge, load_yaml
+from agentrl.contract.training_config import AlgorithmConfig, DataConfig, RolloutConfig, TrainConfig
 
 CONFIG_SUFFIX = ".agentrl.yaml"
-# The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
-# agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
-AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]
-ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
-PolicyLossName = Literal["cispo", "clipped", "gspo"]
-POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
 SCHEMA_ID = "https://agent-rl-studio.dev/schemas/run-config.schema.json"
 
 
-class _Section(BaseModel):
-    # Unknown keys are errors: a typo in an RL option silently ignored costs GPU hours.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class LoraConfig(_Section):
+class LoraConfig(Section):
     """Low-rank adapters via peft; only the adapter weights train."""
 
     enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
@@ -50,7 +45,7 @@ BUILTIN_MODELS = ("tiny", "smollm2")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # namespace/name, as the Hub spells ids
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     path: str = Field(
         "tiny",
         description=(
@@ -79,639 +74,13 @@ class ModelConfig(_Section):
     )
 
 
-def env_module_is_file(module: str) -> bool:
-    """Whether `env.module` names a Python file (resolved against the config's folder) or else a dotted module name."""
-    return module.endswith(".py") or "/" in module or "\\" in module
-
-
-# What `agentrl env mcp-tools` exits with when the MCP server would not start or list its tools (its stderr then says
-# why, in words the server passes on as they are); any other failure of the listing is described by how it ended.
-MCP_LISTING_FAILED_EXIT = 3
-
-
-class McpServerConfig(_Section):
-    """One MCP server whose tools join the ToolEnv's own: a stdio server (`command`, `args`, `env`, `cwd`) or a
-    streamable HTTP one (`url`, `headers`)."""
-
-    name: str = Field(
-        ...,
-        pattern=r"^[A-Za-z0-9_-]{1,64}$",
-        description="Names the server in errors and metrics; its tools become server__tool where names collide.",
-    )
-    command: str | None = Field(None, min_length=1, description="stdio server: the program to start (e.g. 'python').")
-    args: list[str] = Field(default_factory=list, description="stdio server: the program's arguments.")
-    env: dict[str, str] = Field(
-        default_factory=dict, description="stdio server: environment variables on top of PATH, HOME and the like."
-    )
-    cwd: str | None = Field(
-        None, description="stdio server: its working folder, relative to this config (default: the config's folder)."
-    )
-    url: str | None = Field(
-        None,
-        pattern=r"^https?://",
-        description="Streamable HTTP server: its endpoint (e.g. http://127.0.0.1:8000/mcp).",
-    )
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="Streamable HTTP server: headers sent with every request."
-    )
-    timeout_s: float = Field(
-        30.0,
-        gt=0,
-        le=3600,
-        description="A call unanswered this long is a timeout error; the server is restarted for the next episode.",
-    )
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(
-                f"mcp server {self.name!r}: give either command (a stdio server) or url (a streamable HTTP server)"
-            )
-        if self.url is not None and (self.args or self.env or self.cwd):
-            raise ValueError(f"mcp server {self.name!r}: args, env and cwd are for stdio servers (command), not url")
-        if self.command is not None and self.headers:
-            raise ValueError(f"mcp server {self.name!r}: headers are for streamable HTTP servers (url), not command")
-        return self
-
-
-FACTORY_PATTERN = r"^.+:[A-Za-z_][A-Za-z0-9_.]*$"  # MODULE:NAME, the module a file relative to the config or dotted
-ActionForm = Literal["text", "tool"]
-_ACTION_DESCRIPTION = (
-    "How the model acts. text: its whole reply (trimmed) is the action, as in text games; tool: it calls the tool "
-    "`act` whose arguments are the action, and the env's raw answer is recorded as the call's result."
-)
-
-
-class GymEnvConfig(_Section):
-    """A reset/step text environment nobody wrote for agentrl: Gymnasium's 5-tuple (and the older 4-tuple),
-    SkyRL-gym's BaseTextEnv (init/step returning a dict), TextWorld(Express). One instance per episode at a time."""
-
-    factory: str = Field(
-        ...,
-        pattern=FACTORY_PATTERN,
-        description=(
-            "MODULE:NAME of the class or function that makes one environment (e.g. 'textworld_express:"
-            "TextWorldExpressEnv', 'gymnasium:make', 'env.py:make_env'); the module is a Python file relative to "
-            "this config or a dotted module name."
-        ),
-    )
-    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
-    setup: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description=(
-            "Methods called once on each new instance, by name with their keyword arguments, in order (e.g. "
-            "TextWorldExpress's load: {gameName: coin, gameParams: 'numLocations=4'})."
-        ),
-    )
-    reset_args: dict[str, Any] = Field(
-        default_factory=dict,
-        description=(
-            "Keyword arguments of every reset, beside seed (a task record's `reset_args` add to them and win). The "
-            "seed is the task's `seed`, else a number made from its id: a group's episodes start alike."
-        ),
-    )
-    system_prompt: str | None = Field(None, description="The system message every episode starts with.")
-    action: ActionForm = Field("text", description=_ACTION_DESCRIPTION)
-    valid_actions_key: str | None = Field(
-        None,
-        description=(
-            "The info key that lists the actions valid now (e.g. 'validActions'): kept with each turn of the "
-            "trajectory and, with show_valid_actions, shown to the model under the observation."
-        ),
-    )
-    show_valid_actions: Literal["hidden", "list", "numbered"] = Field(
-        "list",
-        description=(
-            "How the model is shown the valid actions (valid_actions_key), under each observation: hidden; list (comma "
-            "separated); numbered (one per line, 1-based), where a text reply that is a number names that action."
-        ),
-    )
-    action_prompt: str | None = Field(
-        None,
-        description=(
-            "A line after every observation (and its valid actions) that asks for the next action, e.g. 'Your next "
-            "action?': small models answer a question better than they continue a description."
-        ),
-    )
-    observation_key: str | None = Field(
-        None, description="For an env whose observation is a dict: the key that holds the text the model reads."
-    )
-    state_key: str | None = Field(
-        None,
-        description=("GiGPO's anchor state: the info key whose value names the state (default: the observation text)."),
-    )
-    score_keys: list[str] = Field(
-        default_factory=list,
-        description=(
-            "Info keys whose last values (numbers or booleans) go into the episode's reward breakdown, e.g. "
-            "[tasksuccess]; the first one is also the episode's success."
-        ),
-    )
-    rewards: Literal["step", "episode"] = Field(
-        "step",
-        description=(
-            "step: each step's reward is that turn's process reward; episode: their sum is the outcome reward, "
-            "given at the end."
-        ),
-    )
-    reuse: bool = Field(
-        True,
-        description=(
-            "Keep finished instances and reset them for later episodes (never two episodes at once): for envs that "
-            "are slow to make (TextWorldExpress starts a JVM). false: a new instance per episode, closed at its end."
-        ),
-    )
-
-
-class MethodsEnvConfig(_Section):
-    """An environment object whose public methods are the tools, as TRL's environment_factory takes them."""
-
-    factory: str = Field(
-        ...,
-        pattern=FACTORY_PATTERN,
-        description="MODULE:NAME of the class (or function) that makes one environment per episode.",
-    )
-    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
-    system_prompt: str | None = Field(None, description="A system message before the task's prompt.")
-    reward: str = Field(
-        "get_reward",
-        description=(
-            "The episode's outcome: a method of the environment taking no arguments (e.g. 'get_reward'), or "
-            "MODULE:FUNCTION called as function(environment, task, final_text). It returns a number or a dict of "
-            "named numbers whose 'reward' key (else their sum) is the reward."
-        ),
-    )
-
-
-class OpenEnvConfig(_Section):
-    """An OpenEnv environment server: one WebSocket session per episode, reset with the episode's seed."""
-
-    url: str | None = Field(
-        None, pattern=r"^https?://", description="A running server's base URL (e.g. http://127.0.0.1:8000)."
-    )
-    command: list[str] | None = Field(
-        None,
-        min_length=1,
-        description=(
-            "Or a command that starts one (e.g. [python, -m, uvicorn, my_env.server:app, --port, '{port}']): "
-            "{port} becomes a free port; the trainer waits for /health and ends it with the run."
-        ),
-    )
-    cwd: str | None = Field(None, description="The command's working folder, relative to this config.")
-    env: dict[str, str] = Field(default_factory=dict, description="The command's extra environment variables.")
-    startup_timeout_s: float = Field(60.0, gt=0, le=3600, description="Seconds to wait for the server's /health.")
-    step_timeout_s: float = Field(60.0, gt=0, le=3600, description="Seconds a reset or step may take.")
-    max_sessions: int = Field(
-        8,
-        ge=1,
-        le=4096,
-        description=(
-            "Episodes connected at once; more wait for a session, and so do episodes the server turns away as full "
-            "(its max_concurrent_envs)."
-        ),
-    )
-    system_prompt: str | None = Field(None, description="The system message every episode starts with.")
-    action: ActionForm = Field(
-        "tool",
-        description=(
-            _ACTION_DESCRIPTION
-            + " For OpenEnv the tool's parameters are the server's action schema (/schema); text needs an action "
-            "with one required string field, which the reply fills."
-        ),
-    )
-    observation_key: str | None = Field(
-        None,
-        description=(
-            "The observation field the model reads; default: the observation's fields other than done, reward and "
-            "metadata, as text (one field alone as itself)."
-        ),
-    )
-    score_keys: list[str] = Field(
-        default_factory=list,
-        description=(
-            "Observation fields whose last values (numbers or booleans) go into the reward breakdown (OpenEnv sends "
-            "no metadata over its sessions)."
-        ),
-    )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> OpenEnvConfig:
-        if (self.url is None) == (self.command is None):
-            raise ValueError("env.openenv: give either url (a running server) or command (one the trainer starts)")
-        if self.url is not None and (self.cwd or self.env):
-            raise ValueError("env.openenv: cwd and env are for a server the trainer starts (command), not url")
-        return self
-
-
-# The sections of `env` that each name where episodes come from; exactly one is given.
-ENV_SOURCES = ("class_name", "gym", "methods", "openenv")
-
-
-class EnvConfig(_Section):
-    """Where episodes come from: a ToolEnv (module + class_name), or an environment nobody wrote for agentrl:
-    a reset/step text env (gym), an object whose methods are tools (methods), or an OpenEnv server (openenv)."""
-
-    module: str | None = Field(
-        None,
-        description=(
-            "Where the ToolEnv lives: a Python file relative to this config (e.g. 'env.py'), "
-            "or a dotted module name (e.g. 'agentrl.examples.echo')."
-        ),
-    )
-    class_name: str | None = Field(None, description="The ToolEnv subclass to instantiate from that module.")
-    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the ToolEnv constructor.")
-    gym: GymEnvConfig | None = Field(None, description="A reset/step text environment, wrapped with no code.")
-    methods: MethodsEnvConfig | None = Field(
-        None, description="An environment class whose public methods are the tools (TRL's environment_factory)."
-    )
-    openenv: OpenEnvConfig | None = Field(None, description="An OpenEnv server's environment.")
-    mcp_servers: list[McpServerConfig] = Field(
-        default_factory=list,
-        description="MCP servers whose tools every episode is offered beside the ToolEnv's own Tools.",
-    )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EnvConfig:
-        given = [name for name in ENV_SOURCES if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                "env: give exactly one of class_name (with module: a ToolEnv), gym, methods or openenv; "
-                + (f"this gives {', '.join(given)}" if given else "this gives none")
-            )
-        if (self.module is None) != (self.class_name is None):
-            raise ValueError("env: module and class_name go together (the file or module, and the ToolEnv in it)")
-        if self.class_name is None and self.args:
-            raise ValueError(f"env.args are the ToolEnv's; give them as env.{given[0]}.args")
-        names = [server.name for server in self.mcp_servers]
-        if len(set(names)) != len(names):
-            raise ValueError(f"env.mcp_servers: each server needs its own name; {names} repeats one")
-        return self
-
-    @property
-    def source(self) -> str:
-        """Which of ENV_SOURCES this env comes from."""
-        return next(name for name in ENV_SOURCES if getattr(self, name) is not None)
-
-    def describe(self) -> str:
-        """The env in a few words, for messages and model cards."""
-        if self.class_name is not None:
-            return f"{self.class_name} ({self.module})"
-        if self.openenv is not None:
-            where = self.openenv.url or " ".join(self.openenv.command or [])
-            return f"the OpenEnv server {where}"
-        adapter = self.gym or self.methods
-        assert adapter is not None
-        return f"{adapter.factory} (env.{self.source})"
-
-    def user_module(self) -> tuple[str, str] | None:
-        """(config key, module) of the user's code this env runs: env.module, or an adapter's factory module; None
-        for an OpenEnv server (its code runs in its own process)."""
-        if self.module is not None:
-            return "env.module", self.module
-        adapter = self.gym or self.methods
-        if adapter is not None:
-            return f"env.{self.source}.factory", adapter.factory.rsplit(":", 1)[0]
-        return None
-
-
-class AgentConfig(_Section):
-    """An agent the user already has, trained as it is: the trainer calls `function(task, base_url, api_key)` once
-    per episode, where base_url is an OpenAI-compatible endpoint served by the policy (agentrl/rollout/endpoint.py)
-    and api_key the episode's key, without which the endpoint answers nothing."""
-
-    module: str = Field(
-        ...,
-        description=(
-            "Where the agent lives: a Python file relative to this config (e.g. 'agent.py'), or a dotted module name."
-        ),
-    )
-    function: str = Field(
-        "run",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description=(
-            "The function that plays one episode: run(task, base_url, api_key), sync or async; what it returns "
-            "goes to the reward function. Point an OpenAI client at them: OpenAI(base_url=base_url, api_key=api_key)."
-        ),
-    )
-    reward: str = Field(
-        ...,
-        pattern=r"^.+:[A-Za-z_][A-Za-z0-9_]*$",
-        description=(
-            "The reward function as MODULE:FUNCTION (e.g. 'reward.py:score'; the module as in `module`): "
-            "score(task, result) -> float or EpisodeScore, where result is what the agent's function returned."
-        ),
-    )
-    timeout_s: float = Field(
-        300.0,
-        gt=0,
-        le=86400,
-        description=(
-            "Seconds an episode's agent may run; past it the episode is an error, later requests from it are refused, "
-            "and the run goes on."
-        ),
-    )
-
-
-class DataConfig(_Section):
-    train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
-    eval: str | None = Field(
-        None,
-        description="Held-out JSON Lines file: `agentrl eval` reads it, and training scores it every train.eval_every steps.",
-    )
-    shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
-    limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
-
-
-class RolloutConfig(_Section):
-    engine: Literal["auto", "hf", "vllm"] = Field(
-        "auto",
-        description=(
-            "What generates the rollouts. hf: agentrl's own batched sampling over the transformers model; "
-            "vllm: vLLM's async engine (continuous batching, prefix caching; weights pushed after every update); "
-            "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
-        ),
-    )
-    vllm_dtype: Literal["auto", "bfloat16", "float16", "float32", "policy"] = Field(
-        "auto",
-        description=(
-            "The vLLM engine's weights dtype; policy = the learner's model.dtype; auto = bfloat16 where the device "
-            "multiplies it in hardware (CUDA, CPUs with AVX-512 or AMX), else policy. bfloat16 samples faster there "
-            "(1.6x for SmolLM2-135M on an AVX-512 CPU; 3.5x slower on an AVX2 one) from numbers slightly off the "
-            "learner's: actor/logprob_gap shows how far, and algorithm.rollout_is corrects for it."
-        ),
-    )
-    group_size: int = Field(4, ge=1, le=1024, description="Samples per prompt (the GRPO/RLOO group).")
-    max_turns: int = Field(4, ge=1, le=256, description="Assistant turns before an episode is truncated.")
-    max_new_tokens: int = Field(64, ge=1, le=131072, description="New tokens per assistant turn.")
-    max_context: int = Field(1024, ge=16, le=1048576, description="Prompt + all turns, in tokens.")
-    tool_output_tokens: int = Field(
-        256, ge=1, le=131072, description="Budget for one observation, in tokens; longer output is cut."
-    )
-    tool_timeout_s: float = Field(10.0, gt=0, le=3600, description="Seconds before a tool call is abandoned.")
-    tool_isolation: Literal["thread", "process"] = Field(
-        "thread",
-        description=(
-            "Where Tools run. thread: in the trainer's process, each call in its own thread (a call's sys.exit or "
-            "os._exit fails that call, named; a crash in native code ends the run, with the Tool's stack in its "
-            "traceback); process: in a worker process, so even a crash in native code fails only its own call, "
-            "not the run (the worker restarts; Tool state lives there). `agentrl env check` always isolates."
-        ),
-    )
-    temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    tool_format: Literal["auto", "hermes", "tags"] = Field(
-        "auto",
-        description=(
-            "How the model writes tool calls. auto: the chat template's convention, else hermes; hermes: "
-            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; tags: <NAME>argument</NAME> '
-            "(Search-R1 style, for tools with one string parameter; easiest for small models)."
-        ),
-    )
-    stop_at_tool_call: bool = Field(
-        False,
-        description=(
-            "End an assistant turn as soon as it closes a tool call, so the model acts on the tool's result "
-            "instead of guessing it (one call per turn; false allows several calls in a turn)."
-        ),
-    )
-
-
-class KLConfig(_Section):
-    coef: float = Field(0.0, ge=0.0, description="Weight of the KL penalty to the frozen reference; 0 disables it.")
-    estimator: Literal["k1", "k3"] = Field("k3", description="k1 = log ratio, k3 = unbiased low-variance estimator.")
-
-
-class RolloutISConfig(_Section):
-    """Truncated importance sampling for the gap between the rollout engine's and the learner's kernels."""
-
-    enabled: bool = Field(
-        False,
-        description=(
-            "Weight each sampled token's loss by min(pi_learner / pi_rollout, cap): the engine sampled from "
-            "slightly different numbers than the learner computes (actor/logprob_gap)."
-        ),
-    )
-    cap: float = Field(2.0, ge=1.0, le=100.0, description="Upper bound of the importance weight.")
-
-
-class AlgorithmConfig(_Section):
-    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm (how rewards become advantages).")
-    policy_loss: PolicyLossName = Field(
-        "clipped",
-        description=(
-            "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
-            "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
-            "gradient dropped)."
-        ),
-    )
-    clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
-    clip_eps_high: float | None = Field(
-        None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."
-    )
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
-        "token-mean",
-        description=(
-            "token-mean: mean over all trained tokens of the batch (DAPO); seq-mean-token-mean: mean per "
-            "sequence then over sequences (original GRPO); seq-mean-token-sum-norm: sum per sequence / max "
-            "length (Dr.GRPO)."
-        ),
-    )
-    norm_adv_by_std: bool = Field(
-        True, description="GRPO, GiGPO: divide by the group's (and anchor group's) std; false = Dr.GRPO."
-    )
-    gamma: float = Field(
-        1.0, ge=0.0, le=1.0, description="Discount: across assistant tokens (ppo), across steps (gigpo, step_ppo)."
-    )
-    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (ppo, step_ppo).")
-    step_advantage_weight: float = Field(
-        1.0,
-        ge=0.0,
-        le=100.0,
-        description=(
-            "GiGPO's omega: the weight of the step-level advantage (over steps from the same state) added to the "
-            "episode-level one."
-        ),
-    )
-    vf_coef: float = Field(0.5, ge=0.0, description="Value loss weight (ppo, step_ppo).")
-    vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (ppo, step_ppo).")
-    entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight.")
-    kl: KLConfig = Field(default_factory=KLConfig)
-    rollout_is: RolloutISConfig = Field(default_factory=RolloutISConfig)
-    train_on_tool_tokens: bool = Field(
-        False, description="Ablation only: put tool/observation tokens in the loss mask (the paper's no-mask run)."
-    )
-
-
-class TrainConfig(_Section):
-    steps: int = Field(10, ge=1, le=10_000_000, description="Optimizer steps (each with its own rollouts).")
-    batch_size: int = Field(8, ge=1, description="Episodes per step; must be divisible by rollout.group_size.")
-    micro_batch_size: int = Field(4, ge=1, description="Episodes per forward/backward; gradients accumulate.")
-    update_epochs: int = Field(1, ge=1, le=64, description="Passes over each step's rollouts.")
-    lr: float = Field(1e-5, gt=0.0, le=1.0, description="Policy learning rate (AdamW).")
-    critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (ppo, step_ppo).")
-    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
-    max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
-    bf16_autocast: Literal[False, True, "auto"] = Field(
-        False,
-        description=(
-            "Run the learner's forward and backward passes under bfloat16 autocast (weights and optimizer stay "
-            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA, but tens of "
-            "times slower on CPUs without them (AVX2 only), where torch multiplies bfloat16 in scalar loops; "
-            "auto = on where the device multiplies bfloat16 in hardware. actor/logprob_gap shows the difference "
-            "from the rollout's numbers."
-        ),
-    )
-    non_finite_rewards: Literal["fail", "drop"] = Field(
-        "fail",
-        description=(
-            "What a NaN or infinite reward from the env does: 'fail' stops the run before the update, naming the "
-            "step, episode and reward component (the last checkpoint stays loadable); 'drop' leaves such episodes "
-            "out of the update and counts them (health/dropped_non_finite)."
-        ),
-    )
-    async_steps: Literal[0, 1] = Field(
-        0,
-        description=(
-            "1: the rollouts of step k+1 run while step k updates (one step off-policy, corrected by the importance "
-            "weights of algorithm.rollout_is, which this turns on). Needs rollout.engine vllm, whose copy of the "
-            "weights is not the one being trained. A resumed run regenerates the step it had prefetched."
-        ),
-    )
-    checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
-    eval_every: int = Field(
-        0,
-        ge=0,
-        description=(
-            "Every N steps, after the update, run the policy greedily (temperature 0, one sample per task) on "
-            "data.eval and add its scores to the step's metrics as eval/reward, eval/n and eval/<breakdown key>; "
-            "0 = never. Needs data.eval."
-        ),
-    )
-    eval_limit: int | None = Field(None, ge=1, description="Score only the first N records of data.eval.")
-    keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
-    memory_check: Literal["refuse", "warn", "off"] = Field(
-        "refuse",
-        description=(
-            "Before the run starts, its peak memory per device is planned from this config (weights, gradients, "
-            "AdamW's moments, activations, logits, the rollout engine's KV cache; docs/memory.md) and compared with "
-            "the device's (the GPU's total, or the system memory available): refuse stops a run that cannot fit "
-            "even episodes without a prompt (rows of rollout.max_turns x (max_new_tokens + tool_output_tokens)), "
-            "naming the parts and the settings that would make it fit, and warns when only rows of "
-            "rollout.max_context would not; warn starts it with that warning either way; off skips the check."
-        ),
-    )
-
-
-class HealthConfig(_Section):
-    """When the trainer raises a `health` alert (agentrl/run/health.py; protocol/README.md lists the codes)."""
-
-    consecutive_steps: int = Field(
-        2,
-        ge=1,
-        le=100,
-        description=(
-            "Steps in a row a per-step condition must hold before its alert starts, and be absent before "
-            "it clears: one bad step can be sampling luck."
-        ),
-    )
-    window: int = Field(
-        4,
-        ge=1,
-        le=1000,
-        description=(
-            "Steps the trend checks compare: response_length_explosion the last N steps with the N before, "
-            "tool_failure_spike a tool's failure rate with its rate over the previous N steps."
-        ),
-    )
-    zero_variance_share: float = Field(
-        0.75,
-        gt=0.0,
-        le=1.0,
-        description="zero_variance_groups: share of a step's groups whose samples all earned the same reward.",
-    )
-    max_truncation_rate: float = Field(
-        0.5,
-        gt=0.0,
-        le=1.0,
-        description="high_truncation: share of a step's episodes truncated (all of them is all_truncated).",
-    )
-    entropy_collapse_ratio: float = Field(
-        0.1,
-        gt=0.0,
-        lt=1.0,
-        description="entropy_collapse: actor/entropy below this fraction of the run's first-step entropy.",
-    )
-    length_growth: float = Field(
-        1.5,
-        gt=1.0,
-        description=(
-            "response_length_explosion: mean response length of the last `window` steps over that of the "
-            "`window` steps before, at or above which (with a flat reward) responses are exploding."
-        ),
-    )
-    flat_reward_delta: float = Field(
-        0.02,
-        ge=0.0,
-        description="response_length_explosion: a reward rise this small counts as flat.",
-    )
-    tool_failure_jump: float = Field(
-        0.3,
-        gt=0.0,
-        le=1.0,
-        description=(
-            "tool_failure_spike: a tool's failure rate this much above its lowest over the previous `window` "
-            "steps (0 until it has been called in `window` steps)."
-        ),
-    )
-    tool_failure_min_calls: int = Field(
-        4,
-        ge=1,
-        description="tool_failure_spike: calls of a tool in a step before its failure rate is judged.",
-    )
-    max_logprob_gap: float = Field(
-        0.05,
-        gt=0.0,
-        description=(
-            "logprob_gap: mean |rollout logprob - learner logprob| per sampled token (actor/logprob_gap); "
-            "about 1e-7 in float32, up to 3e-2 with a bfloat16 vLLM engine."
-        ),
-    )
-    max_kl: float = Field(
-        0.1,
-        gt=0.0,
-        description="kl_above_bound: KL to the reference per trained token (actor/kl_ref, when kl.coef > 0).",
-    )
-    eval_drop: float = Field(
-        0.05,
-        gt=0.0,
-        description="heldout_divergence: fall of eval/reward from the previous evaluation that counts.",
-    )
-    reward_rise: float = Field(
-        0.05,
-        gt=0.0,
-        description=(
-            "heldout_divergence: rise of the mean training reward between those evaluations (against the "
-            "steps before the previous one) that counts."
-        ),
-    )
-    max_prefix_break_share: float = Field(
-        0.5,
-        gt=0.0,
-        le=1.0,
-        description=(
-            "agent_prefix_breaks: share of an agent run's episodes (run config agent:) that rewrote their history, "
-            "each then several training sequences sharing its reward (agent/broken_episode_share)."
-        ),
-    )
-
-
-class TensorBoardConfig(_Section):
+class TensorBoardConfig(Section):
     log_dir: str = Field(
         ..., description="Folder for TensorBoard event files (relative to this config); the run id is added."
     )
 
 
-class WandbConfig(_Section):
+class WandbConfig(Section):
     project: str = Field(..., min_length=1, description="Weights & Biases project.")
     entity: str | None = Field(None, description="W&B team or user; null = the logged-in user's default.")
     mode: Literal["online", "offline"] = Field(
@@ -722,7 +91,7 @@ class WandbConfig(_Section):
     )
 
 
-class MlflowConfig(_Section):
+class MlflowConfig(Section):
     tracking_uri: str = Field(
         ...,
         description=(
@@ -733,7 +102,7 @@ class MlflowConfig(_Section):
     experiment: str = Field("agentrl", min_length=1, description="MLflow experiment name (created when missing).")
 
 
-class LoggingConfig(_Section):
+class LoggingConfig(Section):
     """Experiment trackers that get every metric, the resolved config, health alerts, eval results and a sample
     of trajectories. Each needs its optional extra (pip install 'agentrl[tensorboard]', ...); a tracker that
     cannot start or stops answering costs one warning, never the run."""
@@ -749,14 +118,14 @@ class LoggingConfig(_Section):
     )
 
 
-class WorkerResources(_Section):
+class WorkerResources(Section):
     """What Ray reserves for one worker for the run's whole life (fractions share a CPU or a GPU)."""
 
     cpus: float = Field(1.0, ge=0.0, le=1024.0, description="CPUs reserved per worker (Ray's num_cpus).")
     gpus: float = Field(0.0, ge=0.0, le=64.0, description="GPUs reserved per worker (Ray's num_gpus).")
 
 
-class ClusterConfig(_Section):
+class ClusterConfig(Section):
     """Where a run computes: this process (local), or Ray actors (pip install 'agentrl[ray]'; agentrl/cluster/)."""
 
     backend: Literal["local", "ray"] = Field(
@@ -811,7 +180,7 @@ class ClusterConfig(_Section):
     )
 
 
-class RunConfig(_Section):
+class RunConfig(Section):
     """A training run: which model, which environment, which data, how to sample and how to learn."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, title="Agent RL Studio run config")

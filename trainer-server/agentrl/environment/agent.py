@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import AgentConfig
+from agentrl.contract.env_sources import AgentConfig
 from agentrl.environment.env import EpisodeScore, reward_problem
 from agentrl.environment.tool import call_sync_or_async, describe_exception, in_daemon_thread
 from agentrl.environment.user_code import EnvLoadError, load_module

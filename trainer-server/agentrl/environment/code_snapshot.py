@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from agentrl.contract.config import env_module_is_file
+from agentrl.contract.env_sources import env_module_is_file
 from agentrl.contract.files_inside import RefusedFile, is_plain_folder, read_inside
 from agentrl.contract.schemas import validator_for
 

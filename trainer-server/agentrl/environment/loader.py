@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import McpServerConfig, RunConfig
+from agentrl.contract.config import RunConfig
+from agentrl.contract.env_sources import McpServerConfig
 from agentrl.environment.adapters.gym import GymTextEnv
 from agentrl.environment.adapters.methods import MethodsEnv
 from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers

@@ -29,7 +29,7 @@ import jsonschema
 from agentrl.environment.tool import Tool, ToolFailure, describe_exception
 
 if TYPE_CHECKING:
-    from agentrl.contract.config import McpServerConfig
+    from agentrl.contract.env_sources import McpServerConfig
 
 # The grace beyond a server's timeout_s for the rollout's own timeout on the call: the connection's timeout fires
 # first, so the model reads that the server is restarted rather than a bare timeout.

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import env_module_is_file
+from agentrl.contract.env_sources import env_module_is_file
 
 USER_MODULE_PREFIX = "agentrl_user_env_"  # the names `_import_file` gives modules loaded from a file path
 

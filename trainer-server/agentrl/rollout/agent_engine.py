@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentFailure, AgentProgram
 from agentrl.environment.env import EpisodeScore
 from agentrl.environment.tool import in_daemon_thread

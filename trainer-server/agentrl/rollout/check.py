@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentrl.contract.config import AgentConfig, RunConfig
+    from agentrl.contract.config import RunConfig
+    from agentrl.contract.env_sources import AgentConfig
     from agentrl.environment.loader import EnvFactory
 
 CONFIG_GLOB = "*.agentrl.yaml"

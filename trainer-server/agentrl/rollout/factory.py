@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.env import ToolEnv
 from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.loop import RolloutEngine

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import torch
 
-from agentrl.contract.config import RolloutConfig
+from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.env import EnvFull, ToolEnv, as_reward
 from agentrl.environment.mcp import McpTool
 from agentrl.environment.tool import Tool, ToolRunner, execute_calls, run_in_thread

@@ -53,7 +53,7 @@ if _all_cores():
 
 import torch  # noqa: E402
 
-from agentrl.contract.config import RolloutConfig  # noqa: E402
+from agentrl.contract.training_config import RolloutConfig  # noqa: E402
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
 from agentrl.models.precision import bfloat16_is_native  # noqa: E402

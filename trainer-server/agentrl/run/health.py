@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.contract.config import HealthConfig
+from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.schemas import HEALTH_CODES
 from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.rollout.episode import Episode, trajectory_id

@@ -20,7 +20,7 @@ from typing import Any
 
 import pydantic_core
 
-from agentrl.contract.config import ActionForm
+from agentrl.contract.env_sources import ActionForm
 from agentrl.environment.env import EpisodeScore, StepResult, ToolEnv
 from agentrl.environment.tool import Tool, ToolCallOutcome
 

@@ -19,7 +19,7 @@ import json
 import threading
 from typing import Any
 
-from agentrl.contract.config import GymEnvConfig
+from agentrl.contract.env_sources import GymEnvConfig
 from agentrl.environment.adapters.external import EnvOutcome, ExternalEnv
 from agentrl.environment.user_code import load_named
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from agentrl.contract.config import MethodsEnvConfig
+from agentrl.contract.env_sources import MethodsEnvConfig
 from agentrl.environment.env import EpisodeScore, ToolEnv
 from agentrl.environment.function_tool import tool
 from agentrl.environment.tool import Tool

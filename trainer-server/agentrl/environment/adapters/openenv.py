@@ -34,7 +34,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from agentrl.contract.config import OpenEnvConfig
+from agentrl.contract.env_sources import OpenEnvConfig
 from agentrl.environment.adapters.external import EnvOutcome, ExternalEnv
 from agentrl.environment.env import EnvFull
 

@@ -1,7 +1,7 @@
 """The algorithms, one file each, read top to bottom: `<name>.py` turns per-token rewards into per-token
 advantages, with the equation beside each line, and says what else it needs from the learner (`base.Algorithm`).
 
-The names are the run contract's (`agentrl.contract.config.ALGORITHM_NAMES`: the run config's `algorithm.name`
+The names are the run contract's (`agentrl.contract.training_config.ALGORITHM_NAMES`: the run config's `algorithm.name`
 and the server's capabilities read them); this registry finds each name's file, imported when the learner asks.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from agentrl.contract.config import ALGORITHM_NAMES
+from agentrl.contract.training_config import ALGORITHM_NAMES
 
 if TYPE_CHECKING:
     from agentrl.learning.algorithms.base import Algorithm

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.learning.batch import TrainBatch
 
 

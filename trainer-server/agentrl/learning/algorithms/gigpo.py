@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages, Algorithm
 from agentrl.learning.algorithms.common import (
     EPS,

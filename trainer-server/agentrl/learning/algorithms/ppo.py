@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages, Algorithm
 from agentrl.learning.algorithms.common import discounted_sum_backward, pack_chains, unpack_chains
 from agentrl.learning.batch import TrainBatch

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages, Algorithm
 from agentrl.learning.algorithms.common import EPS, masked_mean, masked_std, returns_to_go
 from agentrl.learning.batch import TrainBatch

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.learning.algorithms.base import Advantages
 from agentrl.learning.algorithms.common import first_token_of_steps, over_tokens, step_rewards, trained_steps
 from agentrl.learning.algorithms.ppo import PPO

@@ -1,7 +1,7 @@
 """The policy losses, one file each, read top to bottom: `<name>.py` defines `policy_loss`, which turns the policy's
 and pi_old's per-token logprobs and the advantages into a loss per token, with the equation beside each line.
 
-The names are the run contract's (`agentrl.contract.config.POLICY_LOSS_NAMES`, the run config's
+The names are the run contract's (`agentrl.contract.training_config.POLICY_LOSS_NAMES`, the run config's
 `algorithm.policy_loss`); this registry finds each name's file, beside the algorithm registry (which decides the
 advantages: `agentrl.learning.algorithms`).
 """
@@ -13,7 +13,7 @@ from typing import Protocol
 
 import torch
 
-from agentrl.contract.config import POLICY_LOSS_NAMES, AlgorithmConfig
+from agentrl.contract.training_config import POLICY_LOSS_NAMES, AlgorithmConfig
 
 
 class PolicyLoss(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from agentrl.contract.config import AlgorithmConfig
+from agentrl.contract.training_config import AlgorithmConfig
 
 
 def policy_loss(

@@ -1,0 +1,207 @@
+"""The run config's sections that say how a run trains: its data, how episodes are sampled (rollout), the RL
+algorithm and its policy loss (algorithm, with kl and rollout importance sampling), and the train loop (train)."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import Field
+
+from agentrl.contract.config_section import Section
+
+# The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
+# agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
+AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]
+ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
+PolicyLossName = Literal["cispo", "clipped", "gspo"]
+POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
+
+
+class DataConfig(Section):
+    train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
+    eval: str | None = Field(
+        None,
+        description="Held-out JSON Lines file: `agentrl eval` reads it, and training scores it every train.eval_every steps.",
+    )
+    shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
+    limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
+
+
+class RolloutConfig(Section):
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "auto",
+        description=(
+            "What generates the rollouts. hf: agentrl's own batched sampling over the transformers model; "
+            "vllm: vLLM's async engine (continuous batching, prefix caching; weights pushed after every update); "
+            "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
+        ),
+    )
+    vllm_dtype: Literal["auto", "bfloat16", "float16", "float32", "policy"] = Field(
+        "auto",
+        description=(
+            "The vLLM engine's weights dtype; policy = the learner's model.dtype; auto = bfloat16 where the device "
+            "multiplies it in hardware (CUDA, CPUs with AVX-512 or AMX), else policy. bfloat16 samples faster there "
+            "(1.6x for SmolLM2-135M on an AVX-512 CPU; 3.5x slower on an AVX2 one) from numbers slightly off the "
+            "learner's: actor/logprob_gap shows how far, and algorithm.rollout_is corrects for it."
+        ),
+    )
+    group_size: int = Field(4, ge=1, le=1024, description="Samples per prompt (the GRPO/RLOO group).")
+    max_turns: int = Field(4, ge=1, le=256, description="Assistant turns before an episode is truncated.")
+    max_new_tokens: int = Field(64, ge=1, le=131072, description="New tokens per assistant turn.")
+    max_context: int = Field(1024, ge=16, le=1048576, description="Prompt + all turns, in tokens.")
+    tool_output_tokens: int = Field(
+        256, ge=1, le=131072, description="Budget for one observation, in tokens; longer output is cut."
+    )
+    tool_timeout_s: float = Field(10.0, gt=0, le=3600, description="Seconds before a tool call is abandoned.")
+    tool_isolation: Literal["thread", "process"] = Field(
+        "thread",
+        description=(
+            "Where Tools run. thread: in the trainer's process, each call in its own thread (a call's sys.exit or "
+            "os._exit fails that call, named; a crash in native code ends the run, with the Tool's stack in its "
+            "traceback); process: in a worker process, so even a crash in native code fails only its own call, "
+            "not the run (the worker restarts; Tool state lives there). `agentrl env check` always isolates."
+        ),
+    )
+    temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    tool_format: Literal["auto", "hermes", "tags"] = Field(
+        "auto",
+        description=(
+            "How the model writes tool calls. auto: the chat template's convention, else hermes; hermes: "
+            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>; tags: <NAME>argument</NAME> '
+            "(Search-R1 style, for tools with one string parameter; easiest for small models)."
+        ),
+    )
+    stop_at_tool_call: bool = Field(
+        False,
+        description=(
+            "End an assistant turn as soon as it closes a tool call, so the model acts on the tool's result "
+            "instead of guessing it (one call per turn; false allows several calls in a turn)."
+        ),
+    )
+
+
+class KLConfig(Section):
+    coef: float = Field(0.0, ge=0.0, description="Weight of the KL penalty to the frozen reference; 0 disables it.")
+    estimator: Literal["k1", "k3"] = Field("k3", description="k1 = log ratio, k3 = unbiased low-variance estimator.")
+
+
+class RolloutISConfig(Section):
+    """Truncated importance sampling for the gap between the rollout engine's and the learner's kernels."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Weight each sampled token's loss by min(pi_learner / pi_rollout, cap): the engine sampled from "
+            "slightly different numbers than the learner computes (actor/logprob_gap)."
+        ),
+    )
+    cap: float = Field(2.0, ge=1.0, le=100.0, description="Upper bound of the importance weight.")
+
+
+class AlgorithmConfig(Section):
+    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm (how rewards become advantages).")
+    policy_loss: PolicyLossName = Field(
+        "clipped",
+        description=(
+            "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
+            "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
+            "gradient dropped)."
+        ),
+    )
+    clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
+    clip_eps_high: float | None = Field(
+        None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."
+    )
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        "token-mean",
+        description=(
+            "token-mean: mean over all trained tokens of the batch (DAPO); seq-mean-token-mean: mean per "
+            "sequence then over sequences (original GRPO); seq-mean-token-sum-norm: sum per sequence / max "
+            "length (Dr.GRPO)."
+        ),
+    )
+    norm_adv_by_std: bool = Field(
+        True, description="GRPO, GiGPO: divide by the group's (and anchor group's) std; false = Dr.GRPO."
+    )
+    gamma: float = Field(
+        1.0, ge=0.0, le=1.0, description="Discount: across assistant tokens (ppo), across steps (gigpo, step_ppo)."
+    )
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (ppo, step_ppo).")
+    step_advantage_weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description=(
+            "GiGPO's omega: the weight of the step-level advantage (over steps from the same state) added to the "
+            "episode-level one."
+        ),
+    )
+    vf_coef: float = Field(0.5, ge=0.0, description="Value loss weight (ppo, step_ppo).")
+    vf_clip: float = Field(0.2, gt=0.0, description="Value clip range (ppo, step_ppo).")
+    entropy_coef: float = Field(0.0, ge=0.0, description="Entropy bonus weight.")
+    kl: KLConfig = Field(default_factory=KLConfig)
+    rollout_is: RolloutISConfig = Field(default_factory=RolloutISConfig)
+    train_on_tool_tokens: bool = Field(
+        False, description="Ablation only: put tool/observation tokens in the loss mask (the paper's no-mask run)."
+    )
+
+
+class TrainConfig(Section):
+    steps: int = Field(10, ge=1, le=10_000_000, description="Optimizer steps (each with its own rollouts).")
+    batch_size: int = Field(8, ge=1, description="Episodes per step; must be divisible by rollout.group_size.")
+    micro_batch_size: int = Field(4, ge=1, description="Episodes per forward/backward; gradients accumulate.")
+    update_epochs: int = Field(1, ge=1, le=64, description="Passes over each step's rollouts.")
+    lr: float = Field(1e-5, gt=0.0, le=1.0, description="Policy learning rate (AdamW).")
+    critic_lr: float = Field(1e-4, gt=0.0, le=1.0, description="Value head learning rate (ppo, step_ppo).")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0.0, description="Gradient clipping norm.")
+    bf16_autocast: Literal[False, True, "auto"] = Field(
+        False,
+        description=(
+            "Run the learner's forward and backward passes under bfloat16 autocast (weights and optimizer stay "
+            "in their dtype): about twice as fast on CPUs with AVX-512 BF16 or AMX, and on CUDA, but tens of "
+            "times slower on CPUs without them (AVX2 only), where torch multiplies bfloat16 in scalar loops; "
+            "auto = on where the device multiplies bfloat16 in hardware. actor/logprob_gap shows the difference "
+            "from the rollout's numbers."
+        ),
+    )
+    non_finite_rewards: Literal["fail", "drop"] = Field(
+        "fail",
+        description=(
+            "What a NaN or infinite reward from the env does: 'fail' stops the run before the update, naming the "
+            "step, episode and reward component (the last checkpoint stays loadable); 'drop' leaves such episodes "
+            "out of the update and counts them (health/dropped_non_finite)."
+        ),
+    )
+    async_steps: Literal[0, 1] = Field(
+        0,
+        description=(
+            "1: the rollouts of step k+1 run while step k updates (one step off-policy, corrected by the importance "
+            "weights of algorithm.rollout_is, which this turns on). Needs rollout.engine vllm, whose copy of the "
+            "weights is not the one being trained. A resumed run regenerates the step it had prefetched."
+        ),
+    )
+    checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
+    eval_every: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Every N steps, after the update, run the policy greedily (temperature 0, one sample per task) on "
+            "data.eval and add its scores to the step's metrics as eval/reward, eval/n and eval/<breakdown key>; "
+            "0 = never. Needs data.eval."
+        ),
+    )
+    eval_limit: int | None = Field(None, ge=1, description="Score only the first N records of data.eval.")
+    keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
+    memory_check: Literal["refuse", "warn", "off"] = Field(
+        "refuse",
+        description=(
+            "Before the run starts, its peak memory per device is planned from this config (weights, gradients, "
+            "AdamW's moments, activations, logits, the rollout engine's KV cache; docs/memory.md) and compared with "
+            "the device's (the GPU's total, or the system memory available): refuse stops a run that cannot fit "
+            "even episodes without a prompt (rows of rollout.max_turns x (max_new_tokens + tool_output_tokens)), "
+            "naming the parts and the settings that would make it fit, and warns when only rows of "
+            "rollout.max_context would not; warn starts it with that warning either way; off skips the check."
+        ),
+    )
