@@ -62,7 +62,7 @@ const definesFunction = (source: string, name: string): boolean =>
   new RegExp(`^(async\\s+)?def\\s+${name.replace(/[^\w]/g, '')}\\s*\\(`, 'm').test(source);
 
 /** Whether a module the config names is a Python file (relative to the config) rather than a dotted module name, as
- * the trainer tells them apart (config.py's env_module_is_file). */
+ * the trainer tells them apart (env_sources.py's env_module_is_file). */
 const isFileModule = (module: string): boolean =>
   module.endsWith('.py') || module.includes('/') || module.includes('\\');
 
@@ -84,7 +84,7 @@ function keyRange(doc: Document, path: string[]): [number, number] | undefined {
   return pair?.key.range ? [pair.key.range[0], pair.key.range[1]] : undefined;
 }
 
-/** env: a ToolEnv (module and class_name) or exactly one of env.gym, env.methods and env.openenv, as config.py's
+/** env: a ToolEnv (module and class_name) or exactly one of env.gym, env.methods and env.openenv, as env_sources.py's
  * EnvConfig says; the user's files each names found and defining what it names (a factory's or reward's MODULE when
  * it is a .py file; a dotted one may be installed in the trainer's Python). Returns the ToolEnv's source, which reads
  * the task records. */

@@ -282,9 +282,9 @@ describe('run-config language server: diagnostics', () => {
     ]);
   });
 
-  it("the env sources the language server knows are the trainer's (config.py ENV_SOURCES)", () => {
+  it("the env sources the language server knows are the trainer's (env_sources.py ENV_SOURCES)", () => {
     const config = readFileSync(
-      join(resolve(__dirname, '..', '..'), 'trainer-server', 'agentrl', 'contract', 'config.py'),
+      join(resolve(__dirname, '..', '..'), 'trainer-server', 'agentrl', 'contract', 'env_sources.py'),
       'utf8',
     );
     const declared = /^ENV_SOURCES = \(([^)]*)\)/m.exec(config)![1];

@@ -16,7 +16,8 @@ import type {
 } from '../../protocol/webview-messages';
 import { anchorOf } from './anchorGroups';
 import { clear, h } from '../dom';
-import { renderEpisode, type RerunState } from './episodeView';
+import { renderEpisode } from './episodeView';
+import type { RerunState } from './toolRerunView';
 import { renderGroup } from './groupView';
 import { MAX_SAMPLES, MAX_TEMPERATURE, recordedText, renderReroll, type RerollForm } from './rerollView';
 import { renderRunBrowser, visibleRecords } from './runBrowser';

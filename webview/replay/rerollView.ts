@@ -12,7 +12,7 @@ import type {
   TrajectoryRecord,
 } from '../../protocol/webview-messages';
 import { formatNumber, h, icon } from '../dom';
-import { outcomeText } from './episodeView';
+import { outcomeText } from './toolRerunView';
 import { diffSequences } from './lineDiff';
 import { visibleText } from './tokenView';
 
