@@ -378,7 +378,7 @@ class FloodsStderr(LookupEnv):
 
 def test_a_run_that_floods_stderr_keeps_only_the_tail_of_its_log(server, tmp_path):
     from agentrl.run.stderr_log import STDERR_LOG_KEEP_BYTES, STDERR_LOG_MAX_BYTES
-    from agentrl.server.runs import stderr_log_path
+    from agentrl.server.run_process import stderr_log_path
 
     (tmp_path / "env.py").write_text(FLOODS_STDERR_ENV)
     config = example_config(steps=1)

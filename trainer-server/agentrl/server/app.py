@@ -51,7 +51,8 @@ from agentrl.server.children import end_all, run_child
 from agentrl.server.episode_searches import EpisodeSearches
 from agentrl.server.reroll import reroll_episode, reroll_listing, stored_reroll
 from agentrl.server.run_holds import RUN_HOLDING_METHODS
-from agentrl.server.runs import RunManager, status_run_info
+from agentrl.server.run_info import status_run_info
+from agentrl.server.runs import RunManager
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
 from agentrl.server.trajectory_index import TrajectoryIndex
 

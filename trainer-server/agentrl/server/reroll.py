@@ -15,7 +15,7 @@ from agentrl.run.reroll_store import DamagedReroll, list_rerolls, read_reroll, r
 from agentrl.run.runstore import checkpoints_by_step
 from agentrl.server import protocol as p
 from agentrl.server.children import PIPES_CLOSE_S, end_group, how_it_ended, keep_tail, read_answer, start_child
-from agentrl.server.runs import MAX_DAMAGE_SHOWN
+from agentrl.server.run_info import MAX_DAMAGE_SHOWN
 
 # A re-roll loads the model and plays up to samples x rollout.max_turns turns with their Tools; past this it is ended.
 REROLL_TIMEOUT_S = 1800.0

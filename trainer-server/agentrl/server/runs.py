@@ -11,13 +11,11 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
-import json
 import logging
 import os
 import shutil
 import signal
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,20 +23,18 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.files_inside import open_inside, read_inside
+from agentrl.contract.files_inside import read_inside
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
 from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
     RESUMABLE_RUN_STATUSES,
-    RUN_MODES,
     WORKING_RUN_STATUSES,
 )
 from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_file
 from agentrl.learning.memory_plan import check_memory
 from agentrl.run.runstore import (
     CONFIG_FILE,
-    MAX_RUN_RECORD_BYTES,
     PID_FILE,
     RUN_FILE,
     RunStore,
@@ -57,10 +53,10 @@ from agentrl.run.stderr_log import cap_log
 from agentrl.server.children import agentrl_command
 from agentrl.server.protocol import CONFIG_INVALID, INVALID_PARAMS, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 from agentrl.server.run_holds import RunHolds
+from agentrl.server.run_info import MAX_DAMAGE_SHOWN, read_run_record, status_run_info
+from agentrl.server.run_process import RunProcess, pid_alive, stderr_log_path, unfinished_end
 
 log = logging.getLogger("agentrl.server")
-STDERR_TAIL_BYTES = 20_000
-MAX_DAMAGE_SHOWN = 20  # a RunInfo's `damage`: the first problems found, enough to say where to look
 # How often the server cuts a run's stderr log (RUNS_DIR/.logs/RUN.stderr.log, run/stderr_log.py); the run cuts it
 # too, every second, whether a server watches or not.
 LOG_CAP_EVERY_S = 5.0
@@ -83,75 +79,6 @@ def default_max_runs() -> int:
 
 def _steps_of(info: dict[str, Any]) -> dict[str, int]:
     return {"step": info["step"], "total_steps": info["totalSteps"]}
-
-
-def read_run_record(run_dir: Path, damage: list[str]) -> dict[str, Any]:
-    """run.json's name, mode and created_at, each kept only when it has the type run-folder.schema.json gives it;
-    what is wrong with the file is said in `damage`, and the run is still listed, under its id."""
-    try:
-        record = json.loads(read_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES))
-    except (OSError, ValueError) as err:
-        damage.append(f"{RUN_FILE}: unreadable ({type(err).__name__})")
-        return {}
-    if not isinstance(record, dict):
-        damage.append(f"{RUN_FILE}: a JSON {type(record).__name__}, not an object")
-        return {}
-    kept = {key: record[key] for key in ("name", "created_at") if isinstance(record.get(key), str)}
-    if record.get("mode") in RUN_MODES:
-        kept["mode"] = record["mode"]
-    wrong = sorted({"name", "mode", "created_at"} & set(record) - set(kept))
-    if wrong:
-        damage.append(f"{RUN_FILE}: {', '.join(wrong)} of the wrong type or value")
-    return kept
-
-
-def status_run_info(status: dict[str, Any]) -> dict[str, Any]:
-    """The RunInfo fields a status event's data sets (rpc.schema.json#/$defs/statusRunInfo): run/get's, and what
-    a status event's run/event carries, so a client never maps the stored event itself."""
-    return {
-        "status": status["status"],
-        "step": status.get("step", 0),
-        "totalSteps": status.get("total_steps", 0),
-        "message": status.get("message"),
-    }
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0); it is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-LOGS_DIR = ".logs"  # in the runs folder: each run's stderr log (run/stderr_log.py)
-
-
-def stderr_log_path(runs_dir: Path, run_id: str) -> Path:
-    return runs_dir / LOGS_DIR / f"{run_id}.stderr.log"
-
-
-@dataclass
-class RunProcess:
-    run_id: str
-    process: asyncio.subprocess.Process | None = None
-    adopted_pid: int | None = None  # a run left running by an earlier server process
-    adopted_start: str | None = None  # when that process started: its pid alone may name another process later
-    stop_mode: str | None = None
-    stderr_path: Path | None = None
-    # What run.json will say, for the moments before the process writes it (a run/get right after run/start).
-    queued_meta: dict[str, Any] | None = None
-    # The command line of a run waiting for a slot (`agentrl serve --max-runs`); None once its process started.
-    waiting_args: list[str] | None = None
-    # Set once the process has exited and the server has recorded its end (RunManager._finish).
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def on_ray_cluster(config: RunConfig, address: str) -> RunConfig:
@@ -561,41 +488,7 @@ class RunManager:
         if run_dir.is_dir():
             status = last_status(run_dir) or {}
             if status.get("status") not in ENDED_RUN_STATUSES:
-                self._record_unfinished_end(run_dir, status, proc, exit_code)
+                end = unfinished_end(self.runs_dir, status, proc, exit_code)
+                RunStore(run_dir).append_event("status", end, durable=True)
             (run_dir / PID_FILE).unlink(missing_ok=True)
         log.info("run %s ended (exit %s)", run_id, exit_code)
-
-    def _record_unfinished_end(
-        self, run_dir: Path, status: dict[str, Any], proc: RunProcess | None, exit_code: int | None
-    ) -> None:
-        base = {"step": status.get("step", 0), "total_steps": status.get("total_steps", 0)}
-        if proc is not None and proc.stop_mode == "immediate":
-            data = {
-                "status": "stopped",
-                **base,
-                "message": "stopped immediately; work since the last checkpoint is discarded on resume",
-            }
-        elif proc is not None and proc.stop_mode == "graceful":
-            data = {
-                "status": "stopped",
-                **base,
-                "message": "stopped before the trainer had started its first step; nothing was lost",
-            }
-        else:
-            tail = ""
-            if proc is not None and proc.stderr_path is not None:
-                with (
-                    contextlib.suppress(OSError),
-                    open_inside(self.runs_dir, f"{LOGS_DIR}/{proc.stderr_path.name}", None) as log_file,
-                ):
-                    log_file.seek(max(0, log_file.seek(0, 2) - STDERR_TAIL_BYTES))  # the tail only: it can be GBs
-                    tail = log_file.read().decode("utf-8", "replace")
-            said = [line for line in tail.splitlines() if line.strip()]
-            data = {
-                "status": "failed",
-                **base,
-                # its last line says why (an exception's, an invalid frozen config's), beside the tail
-                "message": f"the run's process exited with code {exit_code}" + (f": {said[-1][-500:]}" if said else ""),
-                "traceback": tail,
-            }
-        RunStore(run_dir).append_event("status", data, durable=True)
