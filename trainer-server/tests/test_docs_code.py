@@ -23,7 +23,7 @@ from agentrl.cli.main import build_parser
 from agentrl.contract.config import RunConfig, load_config, resolve_paths
 from agentrl.environment.loader import config_env_factory
 from agentrl.rollout.check import check_env
-from agentrl.rollout.loop import run_scripted_episode
+from agentrl.rollout.scripted_episode import run_scripted_episode
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

@@ -17,8 +17,8 @@ from agentrl.environment.adapters.gym import GymTextEnv
 from agentrl.environment.adapters.methods import MethodsEnv
 from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers
 from agentrl.rollout.check import check_env
-from agentrl.rollout.loop import run_scripted_episode
 from agentrl.rollout.scripted import ScriptedPolicy
+from agentrl.rollout.scripted_episode import run_scripted_episode
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from conftest import REPO

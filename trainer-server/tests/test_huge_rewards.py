@@ -14,7 +14,7 @@ from agentrl.environment.agent import AgentFailure, AgentProgram
 from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.learner import NonFiniteError
-from agentrl.rollout.loop import run_scripted_episode
+from agentrl.rollout.scripted_episode import run_scripted_episode
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train

@@ -6,7 +6,7 @@ from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.batch import collate
 from agentrl.rollout.chat import MAX_CHARS_PER_TOKEN, ChatFormat
 from agentrl.rollout.hf_engine import HfRolloutEngine, _draw
-from agentrl.rollout.loop import run_scripted_episode
+from agentrl.rollout.scripted_episode import run_scripted_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -100,7 +100,7 @@ def _check_env(config: RunConfig, config_path: Path, make_env: EnvFactory) -> li
     from agentrl.contract.tasks import load_tasks
     from agentrl.environment.mcp import McpTool, McpUnavailableError
     from agentrl.environment.toolprocess import ToolWorker
-    from agentrl.rollout.loop import run_scripted_episode
+    from agentrl.rollout.scripted_episode import run_scripted_episode
 
     try:
         env = make_env()

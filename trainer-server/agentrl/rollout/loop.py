@@ -202,36 +202,6 @@ def run_tools_in(worker: ToolWorker, lives: list[LiveEpisode]) -> list[int]:
     return episodes
 
 
-def run_scripted_episode(
-    env: ToolEnv,
-    task: dict[str, Any],
-    assistant_turns: list[str],
-    rollout_cfg: RolloutConfig,
-    tool_worker: ToolWorker | None = None,
-) -> Episode:
-    """A model-free episode: the given assistant texts go through the same parse/execute/interpret
-    path as a real rollout (no tokens). Used by `agentrl env check` (Tools in `tool_worker`) and generated
-    env tests."""
-    live = start_episode(env, task, 0, 0)
-    isolated = run_tools_in(tool_worker, [live]) if tool_worker is not None else []
-    call_format = get_format(rollout_cfg.tool_format)
-
-    async def play() -> None:
-        for index, text in enumerate(assistant_turns[: rollout_cfg.max_turns]):
-            if live.finished:
-                break
-            live.episode.turns.append(TurnRecord(index=index, assistant=text))
-            await interpret_turn(live, text, call_format, rollout_cfg)
-
-    asyncio.run(play())
-    if not live.finished:
-        truncate_episode(live, "max_turns")
-    score_episode(live)
-    if tool_worker is not None:
-        tool_worker.release(isolated)
-    return live.episode
-
-
 class SamplingSettings:
     """An engine's sampling settings (`cfg`, the run's rollout section), which an evaluation switches to greedy."""
 
