@@ -32,7 +32,6 @@ EXCEPTIONS: dict[str, str] = {
     ),
     "trainer-server/agentrl/learning/memory_plan.py": "not split yet (issue 45, items 1 and 5)",
     "trainer-server/agentrl/run/health.py": "not split yet (issue 45, item 1)",
-    "trainer-server/agentrl/run/trainer.py": "not split yet (issue 45, item 1)",
 }
 
 

@@ -42,6 +42,7 @@ from agentrl.run.progress import ProgressReporter
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
+from agentrl.run.step_lines import health_text, summary_line
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
@@ -256,26 +257,6 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
     raise RuntimeError(f"no checkpoint of {store.run_dir} loads: {'; '.join(damaged)}")
 
 
-def _summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
-    return (
-        f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
-        f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
-        f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
-        + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
-        + f"{metrics['perf/step_time_s']:.1f}s"
-        + "".join(f"  WARN {code}" for code in warnings)
-    )
-
-
-def _health_text(event: dict[str, Any]) -> str:
-    """A `health` event as the CLI prints it, under the step line."""
-    if event["resolved"]:
-        return f"  ok   {event['code']}: {event['message']}"
-    label = "ERROR" if event["severity"] == "error" else "WARN"
-    shown = f"\n       see: {', '.join(event['trajectory_ids'])}" if event["trajectory_ids"] else ""
-    return f"  {label} {event['code']}: {event['message']}\n       fix: {event['fix']}{shown}"
-
-
 def train(
     config: RunConfig,
     *,
@@ -413,7 +394,7 @@ def _report_non_finite(run: _Run, step: int, bar: Any, explanation: str) -> None
     assert run.trackers is not None
     run.trackers.log_step(step, {}, [event], [])
     if run.progress:
-        bar.write(_health_text(event), file=sys.stderr)
+        bar.write(health_text(event), file=sys.stderr)
 
 
 def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Event) -> int:
@@ -497,9 +478,9 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 run.checkpoint(step)
             bar.update(1)
             if run.progress:
-                bar.write(_summary_line(step, total, metrics, run.health.active), file=sys.stderr)
+                bar.write(summary_line(step, total, metrics, run.health.active), file=sys.stderr)
                 for event in health_events:
-                    bar.write(_health_text(event), file=sys.stderr)
+                    bar.write(health_text(event), file=sys.stderr)
                 if dropped:
                     bar.write(
                         f"  WARN dropped {dropped} episode(s) with a non-finite or huge reward "

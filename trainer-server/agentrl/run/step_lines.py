@@ -1,0 +1,27 @@
+"""What `agentrl train` prints under its progress bar: each step's line (reward, turns, tool failures, truncation,
+logprob gap, eval, time, the alerts in force) and each `health` event's, with its fix and the episodes to look at."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def summary_line(step: int, total: int, metrics: dict[str, float], warnings: list[str]) -> str:
+    """A step's metrics in one line, as the CLI prints it under the progress bar, with the active alerts' codes."""
+    return (
+        f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
+        f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
+        f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
+        + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
+        + f"{metrics['perf/step_time_s']:.1f}s"
+        + "".join(f"  WARN {code}" for code in warnings)
+    )
+
+
+def health_text(event: dict[str, Any]) -> str:
+    """A `health` event as the CLI prints it, under the step line."""
+    if event["resolved"]:
+        return f"  ok   {event['code']}: {event['message']}"
+    label = "ERROR" if event["severity"] == "error" else "WARN"
+    shown = f"\n       see: {', '.join(event['trajectory_ids'])}" if event["trajectory_ids"] else ""
+    return f"  {label} {event['code']}: {event['message']}\n       fix: {event['fix']}{shown}"
