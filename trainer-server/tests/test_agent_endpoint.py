@@ -18,7 +18,8 @@ from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentProgram
 from agentrl.rollout.agent_engine import AgentRolloutEngine
-from agentrl.run.health import HealthMonitor, StepEvidence
+from agentrl.run.health import HealthMonitor
+from agentrl.run.health_evidence import StepEvidence
 from agentrl.run.metrics import rollout_metrics
 from hypothesis import given, settings
 from hypothesis import strategies as st

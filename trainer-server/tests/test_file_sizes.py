@@ -31,7 +31,6 @@ EXCEPTIONS: dict[str, str] = {
         "its subclass seams become a distribution strategy it composes (issue 45, item 4)"
     ),
     "trainer-server/agentrl/learning/memory_plan.py": "not split yet (issue 45, items 1 and 5)",
-    "trainer-server/agentrl/run/health.py": "not split yet (issue 45, item 1)",
 }
 
 

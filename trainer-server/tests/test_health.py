@@ -15,7 +15,8 @@ from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import load_policy_weights
 from agentrl.rollout.episode import Episode, TurnRecord
-from agentrl.run.health import MAX_EXAMPLES, RULE_BY_CODE, RULES, HealthMonitor, History, StepEvidence, non_finite_event
+from agentrl.run.health import RULE_BY_CODE, RULES, HealthMonitor, non_finite_event
+from agentrl.run.health_evidence import MAX_EXAMPLES, History, StepEvidence
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, latest_status, read_events
 from agentrl.run.trainer import train

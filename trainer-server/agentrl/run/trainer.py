@@ -36,7 +36,8 @@ from agentrl.learning.memory_plan import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed
-from agentrl.run.health import HealthMonitor, StepEvidence, non_finite_event
+from agentrl.run.health import HealthMonitor, non_finite_event
+from agentrl.run.health_evidence import StepEvidence
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.progress import ProgressReporter
 from agentrl.run.recording import record_episodes
