@@ -30,7 +30,6 @@ EXCEPTIONS: dict[str, str] = {
     "trainer-server/agentrl/learning/learner.py": (
         "its subclass seams become a distribution strategy it composes (issue 45, item 4)"
     ),
-    "trainer-server/agentrl/learning/memory_plan.py": "not split yet (issue 45, items 1 and 5)",
 }
 
 

@@ -15,7 +15,8 @@ import pytest
 from agentrl.contract.config import load_config_dict
 from agentrl.learning import memory_plan
 from agentrl.learning.cpu_memory import peak_resident_bytes
-from agentrl.learning.memory_plan import Device, MemoryPlan, MemoryPlanError, check_memory, plan_memory
+from agentrl.learning.memory_advice import check_memory
+from agentrl.learning.memory_plan import Device, MemoryPlan, MemoryPlanError, plan_memory
 from agentrl.models.tiny import build_tiny_model_and_tokenizer
 
 # How far the plan may be from the measured peak, either way (docs/memory.md).

@@ -1,7 +1,8 @@
 """The memory a run needs at its peak, per device, planned from its config before any weight is loaded: the model's
 shape (its config.json, or a built-in's), dtype, LoRA, sharding, micro-batch and context, counted the way this
 package's learner and rollout engines hold memory. `agentrl train` and the server refuse a run that cannot fit
-(`check_memory`; train.memory_check), and the editor's hover on `model.*` shows the same plan (`config/memoryPlan`).
+(memory_advice.py's `check_memory`; train.memory_check), and the editor's hover on `model.*` shows the same plan
+(`config/memoryPlan`).
 
 What is counted, and why it is there (docs/memory.md has the formula and how close it came to measured peaks):
 - weights, in model.dtype; a full copy more for a KL reference without LoRA (`Learner._make_reference`);
@@ -31,12 +32,12 @@ from typing import Any, Literal
 
 import torch
 
-from agentrl.contract.config import ConfigError, RunConfig, load_config_dict
+from agentrl.contract.config import ConfigError, RunConfig
 from agentrl.learning.learner import CPU_MATH_ATTENTION_WIDTH
 from agentrl.learning.logprobs import GRADIENT_BLOCK_BYTES, KEPT_LOGITS_BYTES, LOGIT_CHUNK_BYTES
 from agentrl.models.loading import resolve_dtype
 from agentrl.models.precision import bfloat16_is_native, uses_bf16_autocast
-from agentrl.models.shape import ModelConfigInvalid, ModelShape, model_shape
+from agentrl.models.shape import ModelShape, model_shape
 
 GIB = 1 << 30
 # A trainer process before its model: Python, torch, transformers and agentrl imported, measured at 0.25-0.4 GB of
@@ -231,7 +232,7 @@ def _logits_bytes(shape: ModelShape, read_positions: int, dtype_bytes: int, head
     return kept + max(forward, backward), detail
 
 
-def _uses_vllm(config: RunConfig) -> bool:
+def uses_vllm(config: RunConfig) -> bool:
     """rollout.engine vllm, or auto where vLLM is installed (auto also asks whether vLLM serves the model, which
     needs it loaded: the plan takes the engine that needs more)."""
     return config.rollout.engine == "vllm" or (
@@ -244,7 +245,7 @@ def _rollout_parts(
 ) -> list[MemoryPart]:
     kv_per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim
     sequences = config.train.batch_size * (2 if config.train.async_steps else 1)
-    if _uses_vllm(config):
+    if uses_vllm(config):
         if device.kind == "cuda":
             if device.memory_bytes is None:
                 return []
@@ -425,151 +426,3 @@ def plan_memory(
         )
     )
     return MemoryPlan(shape, source, parameters, trainable, device, tuple(parts), width)
-
-
-def _changed(config: RunConfig, section: str, key: str, value: Any) -> RunConfig | None:
-    tree = config.model_dump(mode="json")
-    tree[section][key] = value
-    try:
-        return load_config_dict(tree)
-    except ConfigError:  # the change breaks another rule of the config (micro-batch over the batch, say)
-        return None
-
-
-def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool = True) -> list[str]:
-    """The settings that, changed alone, bring the planned peak under the device's memory, each with its new peak:
-    the smallest change of each kind that does."""
-    budget = plan.device.memory_bytes
-    if budget is None:
-        return []
-    found: list[str] = []
-
-    def fits(changed: RunConfig | None) -> int | None:
-        if changed is None:
-            return None
-        replanned = plan_memory(changed, base_dir, plan.device, longest)
-        return replanned.peak_bytes if isinstance(replanned, MemoryPlan) and replanned.peak_bytes <= budget else None
-
-    def halved_until_it_fits(section: str, key: str, floor: int) -> None:
-        """The setting halved, down to `floor`, until the run fits: the largest such value."""
-        start = value = getattr(getattr(config, section), key)
-        while value > floor:
-            value //= 2
-            peak = fits(_changed(config, section, key, value))
-            if peak is not None:
-                found.append(f"{section}.{key} {start} -> {value} (peak {gib(peak)})")
-                return
-
-    halved_until_it_fits("train", "micro_batch_size", 1)
-    if not config.model.gradient_checkpointing:
-        peak = fits(_changed(config, "model", "gradient_checkpointing", True))
-        if peak is not None:
-            found.append(f"model.gradient_checkpointing: true (peak {gib(peak)})")
-    if not config.model.lora.enabled:
-        tree = config.model_dump(mode="json")
-        tree["model"]["lora"]["enabled"] = True
-        peak = fits(load_config_dict(tree))
-        if peak is not None:
-            found.append(f"model.lora.enabled: true (peak {gib(peak)})")
-    if plan.device.kind == "cuda" and config.model.dtype == "float32":
-        peak = fits(_changed(config, "model", "dtype", "bfloat16"))
-        if peak is not None:
-            found.append(f"model.dtype: bfloat16 (peak {gib(peak)})")
-    # Shards on one machine share its memory: sharding helps where each learner worker has a device of its own.
-    if plan.device.kind == "cuda" and learner_shards(config) == 1 and not config.model.lora.enabled:
-        for workers in (2, 4, 8, 16, 32, 64):
-            if workers > config.train.batch_size:  # every learner worker needs an episode of the step
-                break
-            tree = config.model_dump(mode="json")
-            tree["cluster"].update(backend="ray", learner_workers=workers, sharding="fsdp")
-            peak = fits(load_config_dict(tree))
-            if peak is not None:
-                found.append(
-                    f"cluster.sharding: fsdp with {workers} cluster.learner_workers, one a device (peak {gib(peak)})"
-                )
-                break
-    halved_until_it_fits("rollout", "max_context", 256)
-    if _uses_vllm(config) and plan.device.kind == "cuda":
-        peak = fits(_changed(config, "rollout", "engine", "hf"))
-        if peak is not None:
-            found.append(f"rollout.engine: hf (peak {gib(peak)})")
-    return found
-
-
-def describe(plan: MemoryPlan) -> str:
-    """The plan's parts, largest first, in one line: 'weights 0.50 GiB (...), ...'."""
-    parts = sorted(plan.parts, key=lambda p: -p.bytes)
-    return "; ".join(f"{p.name} {gib(p.bytes)} ({p.detail})" for p in parts if p.bytes)
-
-
-def _cannot_fit(config: RunConfig, base_dir: Path, shortest: MemoryPlan) -> str:
-    """Why a run that does not fit even at its shortest full episodes is refused: each part, and what to change."""
-    assert shortest.device.memory_bytes is not None
-    ways = ways_to_fit(config, base_dir, shortest, longest=False)
-    return (
-        "the run's planned peak memory even for episodes without a prompt (every row at rollout.max_turns x "
-        f"(max_new_tokens + tool_output_tokens)), {gib(shortest.peak_bytes)}, is more than {shortest.device.label}: "
-        f"{describe(shortest)}. "
-        + (
-            "To fit, change one of: " + "; ".join(ways) + ". "
-            if ways
-            else "No single setting brings it under; a smaller model or a larger device does. "
-        )
-    )
-
-
-def _may_run_out(config: RunConfig, base_dir: Path, longest: MemoryPlan, shortest: MemoryPlan) -> str:
-    """The warning of a run that fits at its shortest full episodes only: short (a run that starts says it before
-    its first step, `make demo` among them); the parts are in the editor's hover and docs/memory.md."""
-    ways = ways_to_fit(config, base_dir, longest, longest=True)
-    return (
-        f"the run's planned peak memory is {gib(shortest.peak_bytes)} at its shortest full episodes but "
-        f"{gib(longest.peak_bytes)} at its longest (every row at rollout.max_context, {longest.row_positions:,} "
-        f"positions), more than {longest.device.label}. The run starts; it may run out of memory at its longest"
-        + (". To be sure it fits, change one of: " + "; ".join(ways) if ways else "")
-        + " (docs/memory.md says how the plan is made)."
-    )
-
-
-def plan_longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[MemoryPlan, MemoryPlan | None] | str:
-    """The run's plan with its rows at their longest and, when that does not fit, at their shortest full length on
-    the same device (what decides between refusing and warning); or why no plan can be made, an invalid config.json
-    among the reasons (the editor's hover says what is wrong with it)."""
-    try:
-        return _longest_and_shortest(config, base_dir)
-    except ModelConfigInvalid as err:
-        return str(err)
-
-
-def _longest_and_shortest(config: RunConfig, base_dir: Path) -> tuple[MemoryPlan, MemoryPlan | None] | str:
-    longest = plan_memory(config, base_dir)
-    if not isinstance(longest, MemoryPlan):
-        return longest
-    if longest.fits is not False:
-        return longest, None
-    shortest = plan_memory(config, base_dir, longest.device, longest=False)
-    assert isinstance(shortest, MemoryPlan)
-    return longest, shortest
-
-
-def check_memory(config: RunConfig, base_dir: Path) -> str | None:
-    """Before a run starts (train.memory_check). Raises MemoryPlanError when even its shortest full episodes cannot
-    fit the device and the check refuses, ModelConfigInvalid when the model's config.json breaks a bound (the model
-    would not load either); returns a warning when they can but its longest cannot (or when the check warns); None
-    when it fits, when the check is off, or when the plan cannot be made (the model's shape unknown without loading
-    it)."""
-    setting: MemoryCheck = config.train.memory_check
-    if setting == "off" or config.cluster.backend == "ray":
-        return None  # Ray's learners run on the cluster's devices, which this machine cannot see
-    planned = _longest_and_shortest(config, base_dir)
-    if isinstance(planned, str) or planned[1] is None:
-        return None
-    longest, shortest = planned
-    if shortest.fits is False:
-        message = _cannot_fit(config, base_dir, shortest)
-        if setting == "refuse":
-            raise MemoryPlanError(
-                message + "Or set train.memory_check: warn to start anyway (docs/memory.md says how the plan is made)."
-            )
-        return message
-    return _may_run_out(config, base_dir, longest, shortest)

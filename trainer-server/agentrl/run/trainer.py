@@ -32,7 +32,7 @@ from agentrl.environment.mcp import MCP_RESTARTS
 from agentrl.environment.tool import describe_exception
 from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.learning.learner import Learner, NonFiniteError, Update
-from agentrl.learning.memory_plan import check_memory
+from agentrl.learning.memory_advice import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed

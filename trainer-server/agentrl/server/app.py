@@ -32,7 +32,7 @@ from agentrl import __version__
 from agentrl.contract.config import ConfigError, load_config_dict, resolve_paths
 from agentrl.contract.env_sources import MCP_LISTING_FAILED_EXIT, McpServerConfig
 from agentrl.contract.training_config import ALGORITHM_NAMES
-from agentrl.learning.memory_plan import plan_longest_and_shortest, ways_to_fit
+from agentrl.learning.memory_advice import plan_longest_and_shortest, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.run.reroll_store import new_reroll_id
 from agentrl.run.runstore import (

@@ -32,7 +32,7 @@ from agentrl.contract.schemas import (
     WORKING_RUN_STATUSES,
 )
 from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_file
-from agentrl.learning.memory_plan import check_memory
+from agentrl.learning.memory_advice import check_memory
 from agentrl.run.runstore import (
     CONFIG_FILE,
     PID_FILE,
