@@ -144,3 +144,13 @@ def test_opening_the_run_of_a_long_log_reads_only_its_tail(tmp_path, monkeypatch
     monkeypatch.undo()
     last_two = [json.loads(line) for line in (store.run_dir / runstore.EVENTS_FILE).read_text().splitlines()[-2:]]
     assert [(event["seq"], event["type"]) for event in last_two] == [(100_000, "metrics"), (100_001, "status")]
+
+
+def test_a_log_line_whose_time_a_flipped_byte_renamed_is_damage_not_an_event():
+    """A random flipped byte turned "time" into " ime": the line parsed, and run/subscribe streamed an event the
+    protocol does not declare."""
+    from agentrl.run.runstore import parse_event
+
+    line = b'{"seq": 3, " ime": 1795827630.1, "type": "log", "data": {"level": "info", "message": "hi"}}'
+    assert parse_event(line) == "no number time"
+    assert isinstance(parse_event(line.replace(b'" ime"', b'"time"')), dict)

@@ -131,7 +131,7 @@ def list_trajectory_files(run_dir: Path) -> dict[int, Path]:
 
 def parse_event(line: bytes) -> dict[str, Any] | str:
     """One log line as the event `append_event` wrote, or, for a damaged line, what is wrong with it: the envelope
-    (a positive integer seq, a type the protocol declares, object data) and the data against the protocol
+    (a positive integer seq, a number time, a type the protocol declares, object data) and the data against the protocol
     (check_event: the same check as on writing). A damaged line is skipped by every reader: the rest of the log
     still reads."""
     try:
@@ -142,6 +142,8 @@ def parse_event(line: bytes) -> dict[str, Any] | str:
         return f"a JSON {type(event).__name__}, not an event object"
     if type(event.get("seq")) is not int or event["seq"] < 1:
         return "no positive integer seq"
+    if type(event.get("time")) not in (int, float):
+        return "no number time"
     if not isinstance(event.get("type"), str) or not isinstance(event.get("data"), dict):
         return "no string type and object data"
     try:
