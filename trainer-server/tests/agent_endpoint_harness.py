@@ -1,6 +1,8 @@
 """What the agent endpoint's tests share: an engine over the tiny model whose turns a test writes instead of sampling
-them, and the one tool they call."""
+them, one episode played on it, the one tool they call (and its OpenAI Agents SDK form), and the sampled runs of a
+recorded sequence."""
 
+import pytest
 import torch
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentProgram
@@ -54,3 +56,51 @@ def write_turns(engine, texts):
 
     engine.sampler.generate = generate
     return written
+
+
+REQUIRED_OPENING = '<tool_call>{"name": "'  # what tool_choice "required" writes before the model samples
+
+
+def play(tiny, monkeypatch, run, replies, **rollout):
+    """One episode of the agent `run` on task {"key": "3"}, its turns written by `replies[turn]`, or by
+    `replies(context_text, turn)` (after an opening tool_choice forced, the rest of it): (its sequences, the engine's
+    stats, the ids written)."""
+
+    def reply(text, turn):
+        written = replies(text, turn) if callable(replies) else replies[turn]
+        return written.removeprefix(REQUIRED_OPENING) if text.endswith(REQUIRED_OPENING) else written
+
+    engine = make_engine(tiny, run, timeout_s=60.0, **{"max_context": 1500, **rollout})
+    written = script(engine, monkeypatch, reply)
+    try:
+        sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
+    finally:
+        engine.close()
+    for sequence in sequences:
+        sequence.check_invariants()
+    return sequences, engine.last_stats, written
+
+
+def sampled_runs(episode):
+    """The episode's runs of consecutive sampled ids, one per turn."""
+    runs, current = [], []
+    for token, mask in zip(episode.token_ids, episode.loss_mask):
+        if mask:
+            current.append(token)
+        elif current:
+            runs, current = [*runs, current], []
+    return [*runs, current] if current else runs
+
+
+def agents_sdk_lookup():
+    """The OpenAI Agents SDK (skipped where it is not installed), tracing off, and the lookup tool as its function
+    tool: (the agents module, the tool)."""
+    agents = pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def lookup(key: str) -> str:
+        """Return the value stored under a key."""
+        return {"3": "blue"}.get(key, "none")
+
+    return agents, lookup

@@ -12,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 import torch
-from agent_endpoint_harness import CALL, LOOKUP, make_engine, script, write_turns
+from agent_endpoint_harness import CALL, LOOKUP, agents_sdk_lookup, make_engine, sampled_runs, script, write_turns
 from agentrl.contract.config import ConfigError, load_config_dict
 from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.training_config import RolloutConfig
@@ -137,32 +137,15 @@ def test_an_openai_sdk_agent_runs_a_multi_turn_tool_loop(tiny, monkeypatch, traj
         tokenizer.decode(episode.token_ids)
         == expected_text(tokenizer, conversation, [LOOKUP]) + "It is blue.<|im_end|>"
     )
-    assert [ids for ids in _sampled_runs(episode)] == sampled
+    assert [ids for ids in sampled_runs(episode)] == sampled
     assert all(lp == -0.5 for lp, m in zip(episode.rollout_logprobs, episode.loss_mask) if m)
     trajectory_validator.validate(episode.to_record(run_id="r", step=1, decode_token=tokenizer.decode))
-
-
-def _sampled_runs(episode):
-    """The episode's runs of consecutive sampled ids, one per turn."""
-    runs, current = [], []
-    for token, mask in zip(episode.token_ids, episode.loss_mask):
-        if mask:
-            current.append(token)
-        elif current:
-            runs, current = [*runs, current], []
-    return [*runs, current] if current else runs
 
 
 def test_an_openai_agents_sdk_agent_trains_unchanged(tiny, monkeypatch, trajectory_validator):
     """A framework from PyPI, the OpenAI Agents SDK (the API's own vendor's agent loop, over chat completions): its
     Runner sends the conversation back its own way, and the episode is still one sequence, its tool call run."""
-    agents = pytest.importorskip("agents")
-    agents.set_tracing_disabled(True)
-
-    @agents.function_tool
-    def lookup(key: str) -> str:
-        """Return the value stored under a key."""
-        return {"3": "blue"}.get(key, "none")
+    agents, lookup = agents_sdk_lookup()
 
     async def run(task, base_url, api_key):
         client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
@@ -435,7 +418,7 @@ def test_concurrent_episodes_are_not_mixed_up_and_share_batches(tiny):
         engine.close()
     assert len(episodes) == 8 and engine.last_stats["agent/prefix_breaks"] == 0
     for episode in episodes:  # every turn's ids and logprobs are what the batched sampler gave its context
-        for start, run in zip(_run_starts(episode), _sampled_runs(episode), strict=True):
+        for start, run in zip(_run_starts(episode), sampled_runs(episode), strict=True):
             given = sampled[tuple(episode.token_ids[:start])]
             given.remove((run, episode.rollout_logprobs[start : start + len(run)]))  # raises if it was not sampled
     assert not any(sampled.values())  # and nothing sampled went unrecorded
@@ -531,7 +514,7 @@ def test_the_sequence_decodes_to_the_templates_rendering_of_the_conversation(uni
     finally:
         engine.close()
     assert episode.status == "finished" and engine.last_stats["agent/prefix_breaks"] == 0
-    assert _sampled_runs(episode) == sampled
+    assert sampled_runs(episode) == sampled
     as_sampled = [
         {"role": "assistant", "content": texts[k]} if m["role"] == "assistant" else m
         for k, m in zip(_assistant_counter(last_request), last_request)

@@ -9,9 +9,11 @@ test_agent_endpoint.py and test_endpoint_apis.py."""
 import json
 
 import pytest
-from agent_endpoint_harness import CALL, make_engine, script
+from agent_endpoint_harness import CALL, play, sampled_runs
 
 TABLE = {"3": "blue"}
+# Room for the frameworks' own system prompts and tool schemas, and smolagents' long calls.
+ROLLOUT = {"max_context": 8000, "max_new_tokens": 200}
 
 
 def lookup_value(key: str) -> str:
@@ -19,37 +21,9 @@ def lookup_value(key: str) -> str:
     return TABLE.get(key, "none")
 
 
-REQUIRED_OPENING = '<tool_call>{"name": "'  # what tool_choice "required" writes before the model samples
-
-
-def play(tiny, monkeypatch, run, replies, **rollout):
-    """One episode of the agent `run`, its turns written by `replies[turn]` or `replies(context_text)` (after an
-    opening tool_choice forced, the rest of it): (its sequences, stats, written ids)."""
-
-    def reply(text, turn):
-        written = replies(text) if callable(replies) else replies[turn]
-        return written.removeprefix(REQUIRED_OPENING) if text.endswith(REQUIRED_OPENING) else written
-
-    engine = make_engine(tiny, run, timeout_s=60.0, **{"max_context": 8000, "max_new_tokens": 200, **rollout})
-    written = script(engine, monkeypatch, reply)
-    try:
-        sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
-    finally:
-        engine.close()
-    for sequence in sequences:
-        sequence.check_invariants()
-    return sequences, engine.last_stats, written
-
-
 def assert_token_exact(episode, written, tool_result="blue"):
     """Its sampled ids are the ones written, turn by turn; the tool's result was recorded, as an observation."""
-    runs, current = [], []
-    for token, mask in zip(episode.token_ids, episode.loss_mask):
-        if mask:
-            current.append(token)
-        elif current:
-            runs, current = [*runs, current], []
-    assert ([*runs, current] if current else runs) == written
+    assert sampled_runs(episode) == written
     assert episode.turns[0].tool_calls[0].name == "lookup" and episode.turns[0].tool_calls[0].result == tool_result
     observation = [i for i, role in enumerate(episode.token_roles) if role == "tool"]
     assert observation and all(episode.loss_mask[i] == 0 for i in observation)
@@ -69,7 +43,7 @@ def test_langgraph_react_agent_over_chat_openai_streaming(tiny, monkeypatch):
         state = agent.invoke({"messages": [("user", f"What is under key {task['key']}?")]})
         return state["messages"][-1].content
 
-    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."])
+    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."], **ROLLOUT)
     assert episode.status == "finished" and episode.final_answer == "It is blue.", episode.status_reason
     assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
     assert_token_exact(episode, written)
@@ -95,7 +69,9 @@ def test_a_langgraph_agent_that_trims_its_history_becomes_a_sequence_per_rewrite
         return agent.invoke({"messages": [("user", f"What is under key {task['key']}?")]})["messages"][-1].content
 
     # The turn is read from the context: a trimmed history does not show how many turns came before.
-    sequences, stats, written = play(tiny, monkeypatch, run, lambda text: "It is blue." if "blue" in text else CALL)
+    sequences, stats, written = play(
+        tiny, monkeypatch, run, lambda text, turn: "It is blue." if "blue" in text else CALL, **ROLLOUT
+    )
     assert stats["agent/requests"] == 2 and stats["agent/prefix_breaks"] == 1 and len(sequences) == 2
     assert [[t for t, m in zip(s.token_ids, s.loss_mask) if m] for s in sequences] == written
     assert sequences[1].prompt_messages == [{"role": "tool", "content": "blue", "tool_call_id": "call-0-0"}]
@@ -118,7 +94,7 @@ def test_pydantic_ai_agent_over_openai_chat_model(tiny, monkeypatch):
 
         return agent.run_sync(f"What is under key {task['key']}?").output
 
-    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."])
+    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."], **ROLLOUT)
     assert episode.status == "finished", episode.status_reason
     assert stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
     assert_token_exact(episode, written)
@@ -142,7 +118,7 @@ def test_smolagents_tool_calling_agent_over_openai_server_model(tiny, monkeypatc
         return agent.run(f"What is under key {task['key']}?")
 
     final = '<tool_call>{"name": "final_answer", "arguments": {"answer": "It is blue."}}</tool_call>'
-    sequences, stats, written = play(tiny, monkeypatch, run, [CALL, final])
+    sequences, stats, written = play(tiny, monkeypatch, run, [CALL, final], **ROLLOUT)
     first, second = sequences
     assert first.status == second.status == "finished", (first.status_reason, second.status_reason)
     assert stats["agent/requests"] == 2 and first.turns[0].tool_calls[0].name == "lookup"

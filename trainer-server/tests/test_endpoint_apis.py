@@ -10,7 +10,7 @@ import urllib.request
 
 import openai
 import pytest
-from agent_endpoint_harness import CALL, LOOKUP, make_engine, script
+from agent_endpoint_harness import CALL, LOOKUP, agents_sdk_lookup, make_engine, play, sampled_runs, script
 from agentrl.environment.agent import check_episode_function, load_agent
 from agentrl.environment.user_code import EnvLoadError
 
@@ -26,31 +26,6 @@ def post(base_url, key, body, path="/chat/completions", raw=None):
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
-
-
-def play(tiny, monkeypatch, agent, replies, **rollout):
-    """One episode of `agent`, its turns written by `replies(context_text, turn)`: (its sequences, the engine's
-    stats, the ids written)."""
-    engine = make_engine(tiny, agent, **{"max_context": 1500, **rollout})
-    written = script(engine, monkeypatch, replies)
-    try:
-        sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
-    finally:
-        engine.close()
-    for sequence in sequences:
-        sequence.check_invariants()
-    return sequences, engine.last_stats, written
-
-
-def sampled_runs(episode):
-    """The episode's runs of consecutive sampled ids, one per turn."""
-    runs, current = [], []
-    for token, mask in zip(episode.token_ids, episode.loss_mask):
-        if mask:
-            current.append(token)
-        elif current:
-            runs, current = [*runs, current], []
-    return [*runs, current] if current else runs
 
 
 def test_a_streamed_reply_assembles_to_the_reply_and_the_turn_is_recorded_as_sampled(tiny, monkeypatch):
@@ -229,13 +204,7 @@ def test_huge_deep_and_unfitting_requests_get_clear_answers_and_unknown_paramete
 def test_an_agents_sdk_agent_on_the_responses_api_trains_unchanged_streamed_or_not(tiny, monkeypatch):
     """The OpenAI Agents SDK's default model speaks the Responses API: Runner.run and Runner.run_streamed each play
     a tool loop, its tool run, one sequence."""
-    agents = pytest.importorskip("agents")
-    agents.set_tracing_disabled(True)
-
-    @agents.function_tool
-    def lookup(key: str) -> str:
-        """Return the value stored under a key."""
-        return {"3": "blue"}.get(key, "none")
+    agents, lookup = agents_sdk_lookup()
 
     async def run(task, base_url, api_key):
         client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
@@ -264,13 +233,7 @@ def test_an_agents_sdk_handoff_is_one_episode_with_each_turn_named_by_its_agent(
     """Two agents sharing the policy, a triage agent handing off to a lookup agent (the Agents SDK's handoff): one
     episode, one reward for every sequence of it; each turn names the agent that asked (agentrl.agent), and the
     switch of instructions starts a sequence of its own (docs/token-pipeline.md, rule 11)."""
-    agents = pytest.importorskip("agents")
-    agents.set_tracing_disabled(True)
-
-    @agents.function_tool
-    def lookup(key: str) -> str:
-        """Return the value stored under a key."""
-        return {"3": "blue"}.get(key, "none")
+    agents, lookup = agents_sdk_lookup()
 
     async def run(task, base_url, api_key):
         client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
