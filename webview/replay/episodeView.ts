@@ -174,16 +174,7 @@ function ioTab(
                 'div',
                 { class: 'means' },
                 h('h4', {}, `What it means (${offers.interpreter})`),
-                h(
-                  'dl',
-                  {},
-                  h('dt', {}, 'observation'),
-                  h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
-                  h('dt', {}, 'process reward'),
-                  h('dd', {}, formatNumber(turn.process_reward)),
-                  h('dt', {}, 'done'),
-                  h('dd', {}, String(turn.done)),
-                ),
+                h('dl', {}, ...meaningRows(turn)),
               ),
             ]
           : []),
@@ -207,17 +198,25 @@ function ioTab(
       h('dd', {}, turn.finish_reason),
       h('dt', {}, 'tool calls'),
       h('dd', {}, String(turn.tool_calls.length)),
-      h('dt', {}, 'observation'),
-      h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
-      h('dt', {}, 'process reward'),
-      h('dd', {}, formatNumber(turn.process_reward)),
-      h('dt', {}, 'done'),
-      h('dd', {}, String(turn.done)),
+      ...meaningRows(turn),
     ),
     validActionsSection(turn),
     hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
     rerollHere(record, step.kind === 'observation' ? 'observation' : 'assistant', turn, actions),
   );
+}
+
+/** What the env made of a turn: the observation the model reads next, the process reward, whether it ended the
+ *  episode (a definition list's rows, in the tool call's panel and the turn's). */
+function meaningRows(turn: TrajectoryRecord['turns'][number]): HTMLElement[] {
+  return [
+    h('dt', {}, 'observation'),
+    h('dd', {}, h('pre', {}, turn.observation ?? '(none)')),
+    h('dt', {}, 'process reward'),
+    h('dd', {}, formatNumber(turn.process_reward)),
+    h('dt', {}, 'done'),
+    h('dd', {}, String(turn.done)),
+  ];
 }
 
 /** The actions the env listed as valid in the state this turn started from (a text game's, env.gym's
