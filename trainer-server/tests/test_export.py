@@ -153,3 +153,9 @@ def test_export_says_what_is_wrong(tmp_path, capsys):
         assert message in capsys.readouterr().err
     assert main(["export", str(run_dir), "--out", str(tmp_path / "ok")]) == 0
     assert json.loads(capsys.readouterr().out)["step"] == 2
+    # A torn weights file (the server's run/export answered -32603 for it): exit 2, the step named, nothing written.
+    [weights] = list_checkpoints(run_dir)[-1].rglob("*.safetensors")
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "torn")]) == 2
+    assert "the checkpoint at step 2 cannot be loaded, it is damaged" in capsys.readouterr().err
+    assert not (tmp_path / "torn").exists()

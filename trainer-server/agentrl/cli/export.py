@@ -69,7 +69,13 @@ def export(run_dir: Path, out: Path, *, step: int | None = None, merge_lora: boo
         raise ValueError("--merge-lora: this run trained every weight, so there is no LoRA adapter to merge")
     config.model.device = "cpu"  # an export needs no accelerator
     model, tokenizer, _ = load_policy(config.model, config.seed)
-    load_policy_weights(model, checkpoints[step])
+    try:
+        load_policy_weights(model, checkpoints[step])
+    except Exception as err:  # noqa: BLE001 - whatever a torn or overwritten weights file makes the loader raise
+        raise ValueError(
+            f"the checkpoint at step {step} cannot be loaded, it is damaged ({type(err).__name__}: {err}); "
+            f"export another step (it has {sorted(checkpoints)})"
+        ) from None
     if merge_lora:
         model = model.merge_and_unload()
     kind = "LoRA adapter (load it over the base model with peft)" if is_adapter(model) else "full model"
