@@ -56,3 +56,50 @@ def test_an_agent_config_is_checked_for_what_loads_without_a_model(tmp_path):
     config.write_text(config.read_text().replace("reward.py:score", "reward.py:grade"))
     [error] = check_env(tmp_path)
     assert error["severity"] == "error" and "defines no function 'grade'" in error["message"]
+
+
+def test_a_tool_that_starts_a_background_process_does_not_hold_the_servers_env_check(tmp_path):
+    """A Tool that started `sleep 60` made env/check take 45.6 s: asyncio's wait() for the child also waited for the
+    pipes the sleep kept open. The check's answer comes as its process exits, and the sleep ends with it."""
+    import asyncio
+    import time
+
+    from agentrl.server.children import run_child
+    from conftest import EXAMPLE_CONFIG
+
+    marker = "agentrl-check-background-5e1b"
+    (tmp_path / "env.py").write_text(
+        f"""import subprocess, sys
+
+from agentrl.examples.lookup.env import LookupEnv
+
+
+class StartsASleep(LookupEnv):
+    def scripted_turns(self, task):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "{marker}"])
+        return super().scripted_turns(task)
+"""
+    )
+    (tmp_path / "tasks.jsonl").write_text((EXAMPLE_CONFIG.parent / "tasks.jsonl").read_text())
+    (tmp_path / "e.agentrl.yaml").write_text(
+        "env: {module: env.py, class_name: StartsASleep}\ndata: {train: tasks.jsonl}\n"
+    )
+    started = time.perf_counter()
+    checked = asyncio.run(run_child("agentrl.cli", "env", "check", str(tmp_path), "--json", timeout_s=120))
+    took = time.perf_counter() - started
+    assert checked.returncode == 0 and "scripted episode" in checked.stdout.decode()
+    assert took < 30, f"the check waited {took:.1f} s for the Tool's background process"
+    time.sleep(0.5)
+    assert not [line for line in _command_lines() if marker in line], "the background process outlived the check"
+
+
+def _command_lines() -> list[str]:
+    import os
+
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return lines

@@ -25,6 +25,8 @@ from typing import Any
 PIPES_CLOSE_S = 5.0
 # Between SIGTERM and SIGKILL: time for a child to end what it started outside its group (an MCP server).
 TERM_GRACE_S = 12.0
+# How often a child's exit is looked for (its exit code, not its pipes: see exit_code).
+EXIT_POLL_S = 0.05
 _answering: set[asyncio.subprocess.Process] = set()  # children answering calls now: ended with the server too
 STDERR_TAIL_BYTES = 4000
 
@@ -40,6 +42,14 @@ async def start_child(module: str, *args: str, **streams: Any) -> asyncio.subpro
     process = await asyncio.create_subprocess_exec(*agentrl_command(module, *args), start_new_session=True, **streams)
     _answering.add(process)
     return process
+
+
+async def exit_code(process: asyncio.subprocess.Process) -> int:
+    """The child's exit code as soon as it exits. asyncio's `wait()` also waits for the child's pipes to close, which
+    a background process the user's code started keeps open (an env check waited 45 s for a Tool's `sleep`)."""
+    while process.returncode is None:
+        await asyncio.sleep(EXIT_POLL_S)
+    return process.returncode
 
 
 async def end_group(process: asyncio.subprocess.Process, grace_s: float = TERM_GRACE_S) -> None:
@@ -80,7 +90,7 @@ async def how_it_ended(
 ) -> str:
     """How the `name` child (re-run, re-roll) that answers a call ended `when`, with the last line it wrote on stderr
     (a traceback's, usually); `draining` reads its stderr into `stderr_tail` (keep_tail)."""
-    code = await process.wait()
+    code = await exit_code(process)
     await end_group(process)  # a background process the user's code started would keep stderr open
     await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
     how = f"exit code {code}" if code >= 0 else f"signal {-code}"
@@ -127,6 +137,7 @@ async def run_child(
                 return
 
     readers = [asyncio.ensure_future(read_stdout()), asyncio.ensure_future(keep_tail(process.stderr, stderr_tail))]
+    exited, stdout_read = asyncio.ensure_future(exit_code(process)), readers[0]
     timed_out = False
     try:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -135,13 +146,13 @@ async def run_child(
             process.stdin.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        exited, stdout_read = asyncio.ensure_future(process.wait()), readers[0]
         # Until the child exits, its output passes the bound, or its time is up.
         while not exited.done() and not too_large.is_set() and loop.time() < deadline:
             watched = [exited] if stdout_read.done() else [exited, stdout_read]
             await asyncio.wait(watched, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
         timed_out = not exited.done() and not too_large.is_set()
     finally:
+        exited.cancel()
         await end_group(process)
         await process.wait()
         _, pending = await asyncio.wait(readers, timeout=PIPES_CLOSE_S)
