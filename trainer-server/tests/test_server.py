@@ -394,7 +394,9 @@ def test_a_run_that_floods_stderr_keeps_only_the_tail_of_its_log(server, tmp_pat
         time.sleep(0.2)
     text = log_path.read_text()
     assert text.startswith("[agentrl: earlier output was cut at ")
-    assert len(text) <= STDERR_LOG_KEEP_BYTES + 1000
+    # A cut keeps STDERR_LOG_KEEP_BYTES; what the run writes after its last cut stays until the log passes
+    # STDERR_LOG_MAX_BYTES again (4.29 MB were seen on a loaded machine: 98 KB written after the last cut).
+    assert STDERR_LOG_KEEP_BYTES - 2000 <= len(text) <= STDERR_LOG_MAX_BYTES  # less a cut line of the 1 KiB lines
     assert "RuntimeError: the env broke after a flood of output" in text  # the end, where the error is, is kept
 
 
