@@ -250,3 +250,24 @@ def test_run_delete_while_an_export_or_a_reroll_works_on_the_run_is_refused_nami
     assert refused["error"]["message"] == f"run {run_dir.name} is in use by {holder}: delete it once that has ended"
     assert client.connection.sent[0]["error"]["message"] == "ended by the test"
     assert accepted["result"] == {"runId": run_dir.name} and not run_dir.exists()
+
+
+def test_a_link_planted_as_a_runs_stderr_log_is_replaced_never_written_through(tmp_path):
+    """Starting a run's process appended its stderr to whatever its log's place held: a link there (anyone who can
+    write the runs folder can plant one) led the run's output into another file."""
+    from agentrl.server.run_process import stderr_log_path
+
+    runs, victim = tmp_path / "runs", tmp_path / "victim.txt"
+    victim.write_text("left alone\n")
+    log = stderr_log_path(runs, "planted-20261128-000000-abcdef")
+    log.parent.mkdir(parents=True)
+    log.symlink_to(victim)
+    server, _ = in_process_server(runs)
+
+    async def spawn():
+        await server.runs._spawn("planted-20261128-000000-abcdef", ["no-such-command"])  # argparse: exit 2, on stderr
+        await server.runs.live["planted-20261128-000000-abcdef"].process.wait()
+
+    asyncio.run(spawn())
+    assert victim.read_text() == "left alone\n"
+    assert is_plain_file(log) and "invalid choice" in log.read_text()

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.files_inside import read_inside
+from agentrl.contract.files_inside import RefusedFile, open_to_write, read_inside
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
 from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
@@ -421,7 +421,12 @@ class RunManager:
     async def _spawn(self, run_id: str, args: list[str]) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
         stderr_path.parent.mkdir(parents=True, exist_ok=True)
-        with stderr_path.open("ab") as stderr:
+        try:
+            stderr = open_to_write(stderr_path.parent, stderr_path.name, append=True)
+        except RefusedFile:  # a link or FIFO planted in its place: removed (not what it leads to), begun anew
+            stderr_path.unlink()
+            stderr = open_to_write(stderr_path.parent, stderr_path.name, append=True)
+        with stderr:
             process = await asyncio.create_subprocess_exec(
                 *agentrl_command("agentrl.cli", *args),
                 stdin=asyncio.subprocess.DEVNULL,
