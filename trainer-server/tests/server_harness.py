@@ -129,3 +129,16 @@ def is_final_status(event: dict) -> bool:
 def kill_run_process(run_dir: Path) -> None:
     pid = int((run_dir / "pid").read_text().split()[0])  # "PID START"
     os.kill(pid, signal.SIGKILL)
+
+
+def command_lines_with(text: str) -> list[str]:
+    """The command lines of this machine's processes that hold `text`: what a test's marker finds still running."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            line = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found

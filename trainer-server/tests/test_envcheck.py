@@ -66,6 +66,7 @@ def test_a_tool_that_starts_a_background_process_does_not_hold_the_servers_env_c
 
     from agentrl.server.children import run_child
     from conftest import EXAMPLE_CONFIG
+    from server_harness import command_lines_with
 
     marker = "agentrl-check-background-5e1b"
     (tmp_path / "env.py").write_text(
@@ -90,16 +91,4 @@ class StartsASleep(LookupEnv):
     assert checked.returncode == 0 and "scripted episode" in checked.stdout.decode()
     assert took < 30, f"the check waited {took:.1f} s for the Tool's background process"
     time.sleep(0.5)
-    assert not [line for line in _command_lines() if marker in line], "the background process outlived the check"
-
-
-def _command_lines() -> list[str]:
-    import os
-
-    lines = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
-        except OSError:
-            pass
-    return lines
+    assert not command_lines_with(marker), "the background process outlived the check"

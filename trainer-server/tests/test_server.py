@@ -11,7 +11,7 @@ import pytest
 from agentrl.contract.training_config import ALGORITHM_NAMES
 from agentrl.run.runstore import read_events
 from conftest import EXAMPLE_CONFIG
-from server_harness import ServerProcess, example_config, is_final_status, kill_run_process
+from server_harness import ServerProcess, command_lines_with, example_config, is_final_status, kill_run_process
 from test_train import NAN_ENV
 
 
@@ -528,23 +528,9 @@ def test_sigterm_ends_the_children_answering_calls_and_a_half_export_is_cleaned(
     checking = threading.Thread(target=lambda: client.call("env/check", {"bundleId": uploaded["bundleId"]}, timeout=5))
     checking.start()
     time.sleep(3.0)  # the check's child is importing the env, which sleeps
-    assert _command_lines_with(uploaded["bundleId"])  # `agentrl env check BUNDLE_FOLDER`
+    assert command_lines_with(uploaded["bundleId"])  # `agentrl env check BUNDLE_FOLDER`
     server.process.send_signal(signal.SIGTERM)
     assert server.process.wait(timeout=30) == 0
     checking.join(timeout=10)
     time.sleep(0.5)
-    assert not _command_lines_with(uploaded["bundleId"]), "the check's child outlived the server"
-
-
-def _command_lines_with(text: str) -> list[str]:
-    import os
-
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            line = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in line:
-            found.append(line)
-    return found
+    assert not command_lines_with(uploaded["bundleId"]), "the check's child outlived the server"

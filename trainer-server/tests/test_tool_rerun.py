@@ -13,7 +13,7 @@ from agentrl.contract.config import load_config
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
-from server_harness import ServerProcess, example_config
+from server_harness import ServerProcess, command_lines_with, example_config
 
 ENV_SOURCE = """
 import os
@@ -280,17 +280,5 @@ def test_a_tool_that_starts_a_background_process_does_not_hold_the_rerun_open(se
     outcome = rerun(client, recorded)["result"]["rerun"]
     assert outcome["result"] == "gold" and time.perf_counter() - started < 30
     time.sleep(0.5)
-    left = [cmd for cmd in _command_lines() if marker in cmd]
+    left = command_lines_with(marker)
     assert not left, f"the Tool's background process outlived the re-run: {left}"
-
-
-def _command_lines() -> list[str]:
-    import os
-
-    lines = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
-        except OSError:
-            pass
-    return lines
