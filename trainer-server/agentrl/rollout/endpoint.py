@@ -36,7 +36,7 @@ from agentrl.rollout.openai_chat import (
     notes,
     parse_chat_request,
 )
-from agentrl.rollout.openai_responses import ResponseWriter, input_messages, parse_responses_request
+from agentrl.rollout.openai_responses import ResponseWriter, parse_responses_request
 
 # An agent's conversation can be long, but a request is text: 16 MiB bounds a runaway one before it is read (the
 # episode handler bounds it again by rollout.max_context before tokenizing).
@@ -215,12 +215,11 @@ class AgentEndpoint:
                     earlier = self._responses.get(episode_id, {}).get(previous)
                 if earlier is None:
                     raise bad("previous_response_id", f"no response {previous!r} in this episode", "not_found")
-            chat = parse_responses_request(body, earlier)
+            chat, conversation = parse_responses_request(body, earlier)
             reply, bounded = await handler.complete(chat)
             writer = ResponseWriter(self.model_name, reply, chat, notes(episode_id, chat, bounded))
-            conversation = [*(earlier or []), *input_messages(body["input"]), reply.message]
             with self._lock:
-                self._responses.get(episode_id, {})[writer.id] = conversation
+                self._responses.get(episode_id, {})[writer.id] = [*conversation, reply.message]
             if body.get("stream"):
                 return await _stream(request, writer.events(), named=True)
             return web.json_response(writer.response())

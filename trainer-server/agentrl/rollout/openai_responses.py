@@ -92,18 +92,21 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def parse_responses_request(body: Any, earlier: list[dict[str, Any]] | None) -> ChatRequest:
-    """A Responses request as a ChatRequest; `earlier`: the conversation of its previous_response_id, if any."""
+def parse_responses_request(
+    body: Any, earlier: list[dict[str, Any]] | None
+) -> tuple[ChatRequest, list[dict[str, Any]]]:
+    """A Responses request as a ChatRequest, and its conversation without the instructions (what a later
+    previous_response_id continues: OpenAI does not carry instructions over); `earlier`: the conversation of its
+    previous_response_id, if any."""
     if not isinstance(body, dict):
         raise bad("body", "the request body must be a JSON object", "invalid_json")
     if "input" not in body:
         raise bad("input", "input is required: a string or a list of input items")
-    messages = [*(earlier or []), *input_messages(body["input"])]
+    conversation = [*(earlier or []), *input_messages(body["input"])]
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise bad("instructions", "instructions must be a string")
-    if instructions:
-        messages = [{"role": "system", "content": instructions}, *messages]
+    messages = [{"role": "system", "content": instructions}, *conversation] if instructions else conversation
     if not messages:
         raise bad("input", "input holds no message for the model to answer")
     raw_tools = body.get("tools") or []
@@ -124,7 +127,7 @@ def parse_responses_request(body: Any, earlier: list[dict[str, Any]] | None) -> 
     request = check_common(body, request)
     if text_format and text_format.get("type") != "text":
         request.overridden["text.format"] = text_format  # not constrained: see docs/environments.md
-    return request
+    return request, conversation
 
 
 class ResponseWriter:
