@@ -1,14 +1,17 @@
 // Builds the trainer's wheel into dist/, which the .vsix carries (`.vscodeignore`: dist/agentrl-*.whl), so that the
 // extension's Install the Trainer installs the trainer of its own version from its own folder, with no repository
-// to reach. `npm run package` runs it after the bundles. Offline: `pip wheel --no-build-isolation` builds with the
-// setuptools already installed (trainer-server/pyproject.toml's build-system), nothing is downloaded.
+// to reach. `npm run package` runs it after the bundles. Offline where it can: `pip wheel --no-build-isolation`
+// builds with the setuptools already installed, if it is one trainer-server/pyproject.toml's build-system accepts
+// (setuptools >= 77); an older one (Debian 12's python3 has 66) or none, and pip fetches that setuptools from the
+// package index for the build alone.
 // The Python: $AGENTRL_PYTHON, else .venv (make setup), else python3.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 
 const python = process.env.AGENTRL_PYTHON || (existsSync('.venv/bin/python') ? '.venv/bin/python' : 'python3');
+const SETUPTOOLS_NEEDED = 77; // trainer-server/pyproject.toml: requires = ["setuptools>=77"]
 const version = JSON.parse(readFileSync('package.json', 'utf8')).version;
 const wheel = `agentrl-${version}-py3-none-any.whl`;
 
@@ -26,12 +29,31 @@ try {
     dereference: true,
     filter: (path) => !skipped.has(basename(path)) && !path.endsWith('.egg-info') && !basename(path).startsWith('.'),
   });
-  execFileSync(python, ['-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '-q', '-w', 'dist', source], {
+  execFileSync(python, ['-m', 'pip', 'wheel', '--no-deps', ...isolation(), '-q', '-w', 'dist', source], {
     stdio: 'inherit',
   });
 } finally {
   rmSync(work, { recursive: true, force: true });
 }
+/** pip's build isolation: off where the Python's own setuptools can build the wheel, else on, said why. */
+function isolation() {
+  const probe = (code) => spawnSync(python, ['-c', code], { encoding: 'utf8' });
+  if (probe('import pip').status !== 0) {
+    console.error(
+      `build-wheel: ${python} has no pip to build the trainer's wheel with. Run \`make setup\` (it makes .venv), ` +
+        'install pip (Debian: apt install python3-pip), or name another Python in AGENTRL_PYTHON.',
+    );
+    process.exit(1);
+  }
+  const found = probe('import setuptools; print(setuptools.__version__)').stdout.trim();
+  if (found && Number.parseInt(found, 10) >= SETUPTOOLS_NEEDED) return ['--no-build-isolation'];
+  console.log(
+    `build-wheel: ${python} has ${found ? `setuptools ${found}` : 'no setuptools'}, the build needs ` +
+      `>= ${SETUPTOOLS_NEEDED}: pip fetches it for this build alone`,
+  );
+  return [];
+}
+
 // The extension installs the wheel of its own version by name: a trainer of another version is a release mistake.
 if (!existsSync(join('dist', wheel))) {
   console.error(`build-wheel: expected dist/${wheel}; found ${readdirSync('dist').filter((n) => n.endsWith('.whl'))}`);
