@@ -94,14 +94,13 @@ function checkNode(
     if (value !== undefined) {
       const problems = branches.map((b) => (b.properties ? 'must be a mapping' : scalarProblem(value, b)));
       if (problems.some((p) => p === undefined)) return;
-      const [start, end] = range(node, keyRange);
-      out.push({
-        start,
-        end,
-        severity: 'error',
-        code: 'type',
-        message: `${where}: ${problems.find((p) => !p!.startsWith('must be null')) ?? problems[0]}`,
-      });
+      const shown = Math.max(
+        problems.findIndex((p) => !p!.startsWith('must be null')),
+        0,
+      );
+      // A name from a list or your own MODULE:NAME (algorithm.name): the list's branch speaks, with its did-you-mean.
+      const finding = scalarFinding(where, value, branches[shown], problems[shown]!, range(node, keyRange));
+      out.push(branches[shown].enum ? finding : { ...finding, code: 'type' });
       return;
     }
     const objectBranch = branches.find((b) => b.properties);
@@ -168,19 +167,27 @@ function checkNode(
     return;
   }
   const value = isScalar(node) ? node.value : node === null ? null : undefined;
-  const [start, end] = range(node, keyRange);
   const problem = value === undefined ? `must be ${typeName(schema)}` : scalarProblem(value, schema);
-  if (problem) {
-    const suggestion = typeof value === 'string' && schema.enum ? closest(value, schema.enum.map(String)) : undefined;
-    out.push({
-      start,
-      end,
-      severity: 'error',
-      code: schema.enum ? 'enum' : 'value',
-      message: `${where}: ${problem}`,
-      fix: suggestion ? { title: `Change to '${suggestion}'`, text: suggestion } : undefined,
-    });
-  }
+  if (problem) out.push(scalarFinding(where, value, schema, problem, range(node, keyRange)));
+}
+
+/** A value `schema` refuses: an enum's finding offers the closest name as its fix. */
+function scalarFinding(
+  where: string,
+  value: unknown,
+  schema: SchemaNode,
+  problem: string,
+  [start, end]: [number, number],
+): Finding {
+  const suggestion = typeof value === 'string' && schema.enum ? closest(value, schema.enum.map(String)) : undefined;
+  return {
+    start,
+    end,
+    severity: 'error',
+    code: schema.enum ? 'enum' : 'value',
+    message: `${where}: ${problem}`,
+    fix: suggestion ? { title: `Change to '${suggestion}'`, text: suggestion } : undefined,
+  };
 }
 
 /** `top`: where a finding about the whole config goes (its first line). */

@@ -13,7 +13,7 @@ const DIR = join(resolve(__dirname, '..'), 'fixtures', 'run-configs');
 /** The algorithm names as the run-config schema (the trainer's config.py) declares them. */
 const ALGORITHMS: string[] = JSON.parse(
   readFileSync(join(resolve(__dirname, '..', '..'), 'protocol', 'schemas', 'run-config.schema.json'), 'utf8'),
-).$defs.AlgorithmConfig.properties.name.enum;
+).$defs.AlgorithmConfig.properties.name.anyOf[0].enum;
 
 function check(name: string): {
   text: string;
@@ -64,6 +64,18 @@ describe('run-config language server: diagnostics', () => {
       `algorithm.name: must be one of ${ALGORITHMS.map((name) => `"${name}"`).join(', ')}; got "grp" (did you mean "grpo"?)`,
     );
     assert.deepEqual([f.line, f.col, f.snippet, f.fix?.text], [7, 9, 'grp', 'grpo']);
+  });
+
+  it("a user's own algorithm and loss as MODULE:NAME, beside the names of the list", () => {
+    const text = (name: string) =>
+      `env:\n  module: env.py\n  class_name: E\ndata:\n  train: t.jsonl\nalgorithm:\n  name: ${name}\n  policy_loss: my_rl.py:reinforce\n`;
+    const about = (name: string) =>
+      validateRunConfig(text(name), join(DIR, 'c.agentrl.yaml')).filter((f) => f.message.startsWith('algorithm.'));
+    assert.deepEqual(about('my_rl.py:BatchBaseline'), []);
+    assert.deepEqual(
+      about('my_rl.py').map((f) => f.fix?.text),
+      [undefined],
+    ); // neither a name of the list nor MODULE:NAME
   });
 
   it('missing required key, at its parent key', () => {

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from agentrl.contract.config import ConfigError, load_config_dict
+from agentrl.contract.env_sources import FACTORY_PATTERN
 from agentrl.contract.training_config import ALGORITHM_NAMES, POLICY_LOSS_NAMES, AlgorithmConfig
 from agentrl.learning.algorithms import get_algorithm
 from agentrl.learning.algorithms.base import Algorithm
@@ -216,7 +217,9 @@ def test_the_policy_loss_registry_and_the_run_config_agree():
             {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}, "algorithm": {"policy_loss": "x"}}
         )
     schema = json.loads((PROTOCOL / "schemas" / "run-config.schema.json").read_text())
-    assert schema["$defs"]["AlgorithmConfig"]["properties"]["policy_loss"]["enum"] == list(POLICY_LOSS_NAMES)
+    registered, users_own = schema["$defs"]["AlgorithmConfig"]["properties"]["policy_loss"]["anyOf"]
+    assert registered["enum"] == list(POLICY_LOSS_NAMES)
+    assert users_own["pattern"] == FACTORY_PATTERN  # MODULE:NAME of the user's own loss (test_user_registries.py)
 
 
 @pytest.mark.parametrize(
@@ -244,7 +247,7 @@ def test_the_registry_is_the_only_list_of_algorithm_names():
     assert all(isinstance(get_algorithm(name), Algorithm) for name in ALGORITHM_NAMES)
     with pytest.raises(ValueError, match="unknown algorithm"):
         get_algorithm("a2c")
-    # the run config allows exactly the registry's names...
+    # the run config allows exactly the registry's names (or MODULE:NAME of the user's own)...
     base = {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}}
     for name in ALGORITHM_NAMES:
         assert load_config_dict({**base, "algorithm": {"name": name}}).algorithm.name == name
@@ -252,7 +255,9 @@ def test_the_registry_is_the_only_list_of_algorithm_names():
         load_config_dict({**base, "algorithm": {"name": "a2c"}})
     # ...and so does the committed schema the editor validates with (regenerate it with `agentrl schema`)
     schema = json.loads((PROTOCOL / "schemas" / "run-config.schema.json").read_text())
-    assert schema["$defs"]["AlgorithmConfig"]["properties"]["name"]["enum"] == list(ALGORITHM_NAMES)
+    registered, users_own = schema["$defs"]["AlgorithmConfig"]["properties"]["name"]["anyOf"]
+    assert registered["enum"] == list(ALGORITHM_NAMES)
+    assert users_own["pattern"] == FACTORY_PATTERN
 
 
 def test_truncated_importance_weights_correct_only_sampled_tokens_and_are_capped():

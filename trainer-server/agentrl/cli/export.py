@@ -30,12 +30,17 @@ def _held_out_scores(run_dir: Path, step: int) -> dict[str, float]:
     return scores
 
 
+def _algorithm_title(name: str) -> str:
+    """GRPO for a built-in algorithm; a user's own (MODULE:NAME) by its NAME, not the path to its file."""
+    return f"`{name.rpartition(':')[2]}`" if ":" in name else name.upper()
+
+
 def _model_card(config: Any, run_dir: Path, step: int, kind: str) -> str:
     scores = _held_out_scores(run_dir, step)
     lines = [
         f"# {config.name}, step {step}",
         "",
-        f"Trained with Agent RL Studio (agentrl): {config.algorithm.name.upper()} on "
+        f"Trained with Agent RL Studio (agentrl): {_algorithm_title(config.algorithm.name)} on "
         + (
             f"the environment {config.env.describe()}."
             if config.env is not None

@@ -341,6 +341,11 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
             raise ConfigError(f"{key}: {value!r}: {err}") from None
         return str(path if path.is_absolute() else (base_dir / path).resolve())
 
+    def absolute_named(key: str, named: str) -> str:
+        """MODULE:NAME with a module that is a file made absolute; a dotted module as it is."""
+        module, colon, name = named.rpartition(":")
+        return f"{absolute(key, module)}:{name}" if colon and env_module_is_file(module) else named
+
     resolved = config.model_copy(deep=True)
     if resolved.env is not None:
         if resolved.env.module is not None and env_module_is_file(resolved.env.module):
@@ -350,10 +355,8 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
             ("env.methods.factory", resolved.env.methods, "factory"),
             ("env.methods.reward", resolved.env.methods, "reward"),
         ):
-            named = getattr(section, field) if section is not None else ""
-            if ":" in named and env_module_is_file(named.rsplit(":", 1)[0]):
-                module, name = named.rsplit(":", 1)
-                setattr(section, field, f"{absolute(key, module)}:{name}")
+            if section is not None:
+                setattr(section, field, absolute_named(key, getattr(section, field)))
         if resolved.env.openenv is not None and resolved.env.openenv.command is not None:
             resolved.env.openenv.cwd = absolute("env.openenv.cwd", resolved.env.openenv.cwd or ".")
         for index, server in enumerate(resolved.env.mcp_servers):
@@ -362,9 +365,9 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if resolved.agent is not None:
         if env_module_is_file(resolved.agent.module):
             resolved.agent.module = absolute("agent.module", resolved.agent.module)
-        reward_module, reward_function = resolved.agent.reward.rsplit(":", 1)
-        if env_module_is_file(reward_module):
-            resolved.agent.reward = f"{absolute('agent.reward', reward_module)}:{reward_function}"
+        resolved.agent.reward = absolute_named("agent.reward", resolved.agent.reward)
+    resolved.algorithm.name = absolute_named("algorithm.name", resolved.algorithm.name)
+    resolved.algorithm.policy_loss = absolute_named("algorithm.policy_loss", resolved.algorithm.policy_loss)
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)

@@ -3,11 +3,12 @@ algorithm and its policy loss (algorithm, with kl and rollout importance samplin
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
 from agentrl.contract.config_section import Section
+from agentrl.contract.env_sources import FACTORY_PATTERN
 
 # The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
 # agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
@@ -15,6 +16,9 @@ AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_pp
 ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 PolicyLossName = Literal["cispo", "clipped", "gspo"]
 POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
+# Or the user's own, as MODULE:NAME (a Python file relative to the run config, or a dotted module): the registries
+# load it as the environment's code is loaded (agentrl.environment.user_code).
+UserNamed = Annotated[str, Field(pattern=FACTORY_PATTERN)]
 
 
 class DataConfig(Section):
@@ -100,13 +104,21 @@ class RolloutISConfig(Section):
 
 
 class AlgorithmConfig(Section):
-    name: AlgorithmName = Field("grpo", description="Policy-gradient algorithm (how rewards become advantages).")
-    policy_loss: PolicyLossName = Field(
+    name: AlgorithmName | UserNamed = Field(
+        "grpo",
+        description=(
+            "Policy-gradient algorithm (how rewards become advantages), or your own as MODULE:NAME: a subclass of "
+            "agentrl.learning.algorithms.base.Algorithm in a Python file relative to this config (my_algo.py:MyAlgo) "
+            "or a dotted module."
+        ),
+    )
+    policy_loss: PolicyLossName | UserNamed = Field(
         "clipped",
         description=(
             "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
             "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
-            "gradient dropped)."
+            "gradient dropped); or your own function as MODULE:NAME (my_loss.py:policy_loss), with the signature of "
+            "agentrl.learning.policy_losses.PolicyLoss."
         ),
     )
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")

@@ -3,7 +3,8 @@ and pi_old's per-token logprobs and the advantages into a loss per token, with t
 
 The names are the run contract's (`agentrl.contract.training_config.POLICY_LOSS_NAMES`, the run config's
 `algorithm.policy_loss`); this registry finds each name's file, beside the algorithm registry (which decides the
-advantages: `agentrl.learning.algorithms`).
+advantages: `agentrl.learning.algorithms`). A user's own loss is named MODULE:NAME instead: a function with the
+`PolicyLoss` signature, loaded as the env's code is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Protocol
 import torch
 
 from agentrl.contract.training_config import POLICY_LOSS_NAMES, AlgorithmConfig
+from agentrl.environment.user_code import load_named
 
 
 class PolicyLoss(Protocol):
@@ -31,7 +33,12 @@ class PolicyLoss(Protocol):
 
 
 def get_policy_loss(name: str) -> PolicyLoss:
-    """The `policy_loss` that agentrl/learning/policy_losses/<name>.py defines."""
+    """The `policy_loss` that agentrl/learning/policy_losses/<name>.py defines, or the user's function that `name`
+    gives as MODULE:NAME."""
+    if ":" in name:
+        return load_named(name, "algorithm.policy_loss")
     if name not in POLICY_LOSS_NAMES:
-        raise ValueError(f"unknown policy loss {name!r}; known: {sorted(POLICY_LOSS_NAMES)}")
+        raise ValueError(
+            f"unknown policy loss {name!r}; known: {sorted(POLICY_LOSS_NAMES)}, or MODULE:NAME of your own"
+        )
     return importlib.import_module(f"{__name__}.{name}").policy_loss
