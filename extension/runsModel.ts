@@ -22,6 +22,7 @@ import {
 } from '../protocol/generated/rpc';
 import { forgetSupersededEvents } from '../protocol/superseded-events';
 import type { OfflineRun } from './offlineRuns';
+import { counted } from './counted';
 
 export type RunNode = { kind: 'run'; runId: string };
 export type StepNode = { kind: 'step'; runId: string; step: number };
@@ -202,15 +203,20 @@ export class RunsModel {
     return this.runs.get(runId)?.info;
   }
 
+  /** Every run, newest first: the order of the Runs view and of every run picker. */
   runIds(): string[] {
-    return [...this.runs.keys()];
+    return this.newestFirst().map((info) => info.runId);
+  }
+
+  private newestFirst(): RunInfo[] {
+    return [...this.runs.values()]
+      .map((s) => s.info)
+      .sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
   }
 
   /** The run the status bar follows: the newest active one, else the newest. */
   focusRun(): RunInfo | undefined {
-    const infos = [...this.runs.values()]
-      .map((s) => s.info)
-      .sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || b.runId.localeCompare(a.runId));
+    const infos = this.newestFirst();
     return infos.find((i) => ACTIVE_RUN_STATUSES.has(i.status)) ?? infos[0];
   }
 
@@ -238,7 +244,7 @@ export class RunsModel {
   workerRestarts(runId: string): string[] {
     return (this.runs.get(runId)?.workerRestarts ?? []).map(
       (e) =>
-        `step ${e.step}: rollout worker ${e.worker} restarted; its ${e.episodes_rerun} episodes ran on worker ${e.rerun_on}`,
+        `step ${e.step}: rollout worker ${e.worker} restarted; its ${counted(e.episodes_rerun, 'episode')} ran on worker ${e.rerun_on}`,
     );
   }
 
@@ -278,12 +284,7 @@ export class RunsModel {
 
   children(node?: RunsTreeNode): RunsTreeNode[] {
     if (!node) {
-      return [...this.runs.values()]
-        .sort(
-          (a, b) =>
-            (b.info.createdAt ?? '').localeCompare(a.info.createdAt ?? '') || b.info.runId.localeCompare(a.info.runId),
-        )
-        .map((s) => ({ kind: 'run', runId: s.info.runId }));
+      return this.runIds().map((runId) => ({ kind: 'run', runId }));
     }
     const all = this.trajectories(node.runId);
     switch (node.kind) {
@@ -366,8 +367,8 @@ export class RunsModel {
         const errors = items.reduce((n, t) => n + t.num_tool_errors, 0);
         return [
           `reward ${formatNumber(mean(items.map((t) => t.reward)))}`,
-          `${items.length} episodes`,
-          errors ? `${errors} tool errors` : undefined,
+          counted(items.length, 'episode'),
+          errors ? counted(errors, 'tool error') : undefined,
           this.hasCheckpointAt(node.runId, node.step) ? 'checkpoint' : undefined,
         ]
           .filter(Boolean)
@@ -383,8 +384,8 @@ export class RunsModel {
         return [
           `reward ${formatNumber(t.reward)}`,
           t.status,
-          `${t.num_tool_calls} tool calls`,
-          t.num_tool_errors ? `${t.num_tool_errors} errors` : undefined,
+          counted(t.num_tool_calls, 'tool call'),
+          t.num_tool_errors ? counted(t.num_tool_errors, 'error') : undefined,
         ]
           .filter(Boolean)
           .join(' · ');

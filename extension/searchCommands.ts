@@ -7,6 +7,7 @@ import { registerCommands, type Ctx } from './ctx';
 import { rebuildingMessage } from './replay/search';
 import type { RunsTreeNode } from './runsModel';
 import { parseSearchQuery } from './searchQuery';
+import { counted } from './counted';
 
 /** Matches listed at once: the first page of trajectory/search. */
 const LISTED = 200;
@@ -70,7 +71,7 @@ export const searchEpisodes =
     const pick = await vscode.window.showQuickPick(
       found.items.map(({ runId, summary }) => ({
         label: `${model.run(runId)?.name ?? runId} · step ${summary.step} · ${summary.id}`,
-        description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${summary.num_turns} turns · ${summary.num_tool_calls} tool calls (${summary.num_tool_errors} failed)`,
+        description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${counted(summary.num_turns, 'turn')} · ${counted(summary.num_tool_calls, 'tool call')} (${summary.num_tool_errors} failed)`,
         runId,
         id: summary.id,
       })),

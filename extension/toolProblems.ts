@@ -7,6 +7,7 @@ import type { Diagnostic as CheckDiagnostic } from '../protocol/generated/rpc';
 import type { TrajectoryRecord } from '../protocol/generated/trajectory';
 import { findServerEntry } from './mcpServerEntry';
 import { findToolDefinition } from './replay/toolSource';
+import { counted } from './counted';
 
 /** Tool error kinds that point at the user's Tool code; the others (unknown_tool, bad_json) are the model's. */
 const TOOL_FAULTS: ReadonlySet<string> = new Set(['exception', 'timeout', 'schema', 'bad_result']);
@@ -113,7 +114,7 @@ export function trySummary(
   if (calls === 0 && acts.by === 'reply') {
     return {
       text:
-        `Try run ${name}: ${episodes.length} episodes, mean reward ${reward.toFixed(2)} (the model acts by its ` +
+        `Try run ${name}: ${counted(episodes.length, 'episode')}, mean reward ${reward.toFixed(2)} (the model acts by its ` +
         `reply, ${acts.section}.action: text: no tool calls).`,
       warning: false,
     };
@@ -121,7 +122,7 @@ export function trySummary(
   if (calls === 0 && acts.by === 'agent') {
     return {
       text:
-        `Try run ${name}: 0 tool calls in ${episodes.length} episodes: the model never called your agent's tools. ` +
+        `Try run ${name}: 0 tool calls in ${counted(episodes.length, 'episode')}: the model never called your agent's tools. ` +
         `It wrote no call the run config's rollout.tool_format reads: show it one in the agent's messages (a worked ` +
         `example, as the New Environment agent template's EXAMPLE does), pass tool_choice: "required" where a call ` +
         `must come, or use a model trained on tool calling.`,
@@ -131,7 +132,7 @@ export function trySummary(
   if (calls === 0) {
     return {
       text:
-        `Try run ${name}: 0 tool calls in ${episodes.length} episodes: your Tools were never used. The model wrote ` +
+        `Try run ${name}: 0 tool calls in ${counted(episodes.length, 'episode')}: your Tools were never used. The model wrote ` +
         `no call the run config's rollout.tool_format reads: show it one (a worked example in the ToolEnv's reset, ` +
         `as the New Environment template does) or use a model trained on tool calling.`,
       warning: true,
@@ -139,7 +140,7 @@ export function trySummary(
   }
   return {
     text:
-      `Try run ${name}: ${episodes.length} episodes, ${calls} tool calls (${failedCalls} failed), ` +
+      `Try run ${name}: ${counted(episodes.length, 'episode')}, ${counted(calls, 'tool call')} (${failedCalls} failed), ` +
       `mean reward ${reward.toFixed(2)}.`,
     warning: failedCalls > 0,
   };

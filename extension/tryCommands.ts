@@ -16,6 +16,7 @@ import {
   type ProblemAt,
 } from './toolProblems';
 import { prepareRun, startRun, withRunActivity, type PreparedRun } from './runStarting';
+import { counted } from './counted';
 
 // The server gives an env check 300 s (ENV_CHECK_TIMEOUT_S); its answer comes a little after.
 const ENV_CHECK_TIMEOUT_MS = 320_000;
@@ -37,7 +38,7 @@ export const tryEnvironment =
       runId,
       {
         title: `Agent RL: trying ${vscode.workspace.asRelativePath(configUri)}`,
-        first: `${ctx.settings.tryEpisodes()} episodes with the base model, no updates`,
+        first: `${counted(ctx.settings.tryEpisodes(), 'episode')} with the base model, no updates`,
         cancellable: true,
       },
       async (cancel) => {

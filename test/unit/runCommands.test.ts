@@ -246,7 +246,7 @@ describe('run commands', () => {
     assert.equal(problems.get(Uri.file(config)), undefined, "the check's infos are for the log");
     const summary = fake.messages.find((m) => m.text.startsWith('Try run lookup'))!;
     assert.equal(summary.severity, 'warning');
-    assert.equal(summary.text, 'Try run lookup: 1 episodes, 1 tool calls (1 failed), mean reward 0.50.');
+    assert.equal(summary.text, 'Try run lookup: 1 episode, 1 tool call (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
   });
 

@@ -106,7 +106,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
       steps.map((s) => model.label(s)),
       ['step 2', 'step 1'],
     );
-    assert.equal(model.description(steps[0]), 'reward 1 · 1 episodes · 2 tool errors');
+    assert.equal(model.description(steps[0]), 'reward 1 · 1 episode · 2 tool errors');
     const groups = model.children(steps[1]);
     assert.deepEqual(
       groups.map((g) => model.label(g)),
@@ -119,7 +119,21 @@ describe('RunsModel (the Runs view and status bar)', () => {
       samples.map((t) => model.label(t)),
       ['sample 0', 'sample 1'],
     );
-    assert.equal(model.description(samples[1]), 'reward 1 · finished · 1 tool calls');
+    assert.equal(model.description(samples[1]), 'reward 1 · finished · 1 tool call');
+  });
+
+  it('lists runs newest first, as the Runs view shows them, for every run picker', () => {
+    const model = new RunsModel(() => NOW);
+    model.setRuns([
+      run({ runId: 'try-1', mode: 'try', createdAt: '2026-11-22T09:00:00Z' }),
+      run({ runId: 'try-2', mode: 'try', createdAt: '2026-11-22T09:30:00Z' }),
+      run({ runId: 'train-1', createdAt: '2026-11-22T10:00:00Z' }),
+    ]);
+    assert.deepEqual(model.runIds(), ['train-1', 'try-2', 'try-1']); // Open Run Dashboard's Enter: the newest
+    assert.deepEqual(
+      model.children().map((node) => (node.kind === 'run' ? node.runId : '')),
+      model.runIds(),
+    );
   });
 
   it('follows status, metrics and checkpoints, and says which runs can be stopped or resumed', () => {
@@ -278,7 +292,7 @@ describe('RunsModel (the Runs view and status bar)', () => {
       { info: run({ runId: 'a', status: 'completed', step: 4, mode: 'train' }), folder: '/runs/a' },
       { info: run({ runId: 'b', mode: 'try', status: 'running', step: 0, totalSteps: 0 }), folder: '/runs/b' },
     ]);
-    assert.deepEqual(model.runIds(), ['a', 'b'], 'the offline list replaces the one a server gave');
+    assert.deepEqual(model.runIds(), ['b', 'a'], 'the offline list replaces the one a server gave');
     assert.equal(model.offlineFolder('a'), '/runs/a');
     assert.equal(model.description({ kind: 'run', runId: 'a' }), 'offline · completed · 4/4 · 2 h ago');
     assert.equal(model.description({ kind: 'run', runId: 'b' }), 'offline · running · try · 2 h ago');

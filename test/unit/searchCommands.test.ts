@@ -56,7 +56,7 @@ describe('Search Episodes', () => {
           text: 'paris',
           tool: 'search',
           errorKind: 'timeout',
-          runIds: ['r1', 'r2'],
+          runIds: ['r2', 'r1'],
           sort: '-reward',
           limit: 200,
         },
@@ -67,7 +67,7 @@ describe('Search Episodes', () => {
       listed.map((item) => item.label),
       ['lookup-2 · step 2 · 2-0-1', 'lookup · step 2 · 2-0-3'],
     );
-    assert.match(listed[0].description, /^reward 0\.900 · finished · 2 turns · 1 tool calls \(1 failed\)$/);
+    assert.match(listed[0].description, /^reward 0\.900 · finished · 2 turns · 1 tool call \(1 failed\)$/);
     assert.deepEqual(opened, [{ runId: 'r1', trajectoryId: '2-0-3' }]);
   });
 

@@ -119,7 +119,7 @@ describe('Try Environment: its summary', () => {
     assert.ok(said.warning);
     assert.match(
       said.text,
-      /^Try run converter: 0 tool calls in 1 episodes: the model never called your agent's tools/,
+      /^Try run converter: 0 tool calls in 1 episode: the model never called your agent's tools/,
     );
     assert.match(said.text, /in the agent's messages/);
     assert.doesNotMatch(said.text, /ToolEnv/);
