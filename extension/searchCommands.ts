@@ -29,15 +29,22 @@ export const searchEpisodes =
       ? fromRows
       : (
           await vscode.window.showQuickPick(
-            model.runIds().map((runId) => ({
+            model.runIds().map((runId, index) => ({
               label: model.run(runId)?.name ?? runId,
               description: `${runId} · ${model.run(runId)?.status ?? ''}`,
               runId,
+              picked: index === 0, // the newest run: OK at once searches it
             })),
             { title: 'Search Episodes: which runs', canPickMany: true, placeHolder: 'Runs to search (up to 16)' },
           )
         )?.map((pick) => pick.runId);
-    if (!runIds?.length) return undefined;
+    if (runIds === undefined) return undefined; // the picker was closed
+    if (!runIds.length) {
+      void vscode.window.showInformationMessage(
+        'Agent RL: Search Episodes searched nothing: no run was picked. Pick one or more runs (Space), then OK.',
+      );
+      return undefined;
+    }
     const line = await vscode.window.showInputBox({
       title: `Search Episodes of ${runIds.length === 1 ? runIds[0] : `${runIds.length} runs`}`,
       prompt:

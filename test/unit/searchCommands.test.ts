@@ -71,6 +71,21 @@ describe('Search Episodes', () => {
     assert.deepEqual(opened, [{ runId: 'r1', trajectoryId: '2-0-3' }]);
   });
 
+  it('offers the newest run picked, and says so when OK is pressed with none picked', async () => {
+    fake.answers = [() => []];
+    await commands.executeCommand(Commands.searchEpisodes);
+    const offered = fake.prompts[0].options.items as Array<{ runId: string; picked: boolean }>;
+    assert.deepEqual(
+      offered.map((item) => [item.runId, item.picked]),
+      [
+        ['r2', true],
+        ['r1', false],
+      ],
+    );
+    assert.deepEqual(f.connection.requests, []);
+    assert.match(fake.messages.at(-1)!.text, /searched nothing: no run was picked/);
+  });
+
   it("from a run's row searches that run; says so when nothing matches or the index is rebuilt; refuses while disconnected", async () => {
     f.connection.answers['trajectory/search'] = () => ({ items: [], total: 0, nextCursor: null });
     fake.answers = ['zebra'];
