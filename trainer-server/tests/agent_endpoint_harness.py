@@ -1,6 +1,11 @@
 """What the agent endpoint's tests share: an engine over the tiny model whose turns a test writes instead of sampling
-them, one episode played on it, the one tool they call (and its OpenAI Agents SDK form), and the sampled runs of a
-recorded sequence."""
+them, one episode played on it, the one tool they call (and its OpenAI Agents SDK form), the sampled runs of a
+recorded sequence, and the agents that run in a framework's own virtual environment."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -61,16 +66,16 @@ def write_turns(engine, texts):
 REQUIRED_OPENING = '<tool_call>{"name": "'  # what tool_choice "required" writes before the model samples
 
 
-def play(tiny, monkeypatch, run, replies, **rollout):
+def play(tiny, monkeypatch, run, replies, timeout_s=60.0, **rollout):
     """One episode of the agent `run` on task {"key": "3"}, its turns written by `replies[turn]`, or by
-    `replies(context_text, turn)` (after an opening tool_choice forced, the rest of it): (its sequences, the engine's
-    stats, the ids written)."""
+    `replies(context_text, turn)` (after an opening tool_choice forced, the rest of it), abandoned after `timeout_s`:
+    (its sequences, the engine's stats, the ids written)."""
 
     def reply(text, turn):
         written = replies(text, turn) if callable(replies) else replies[turn]
         return written.removeprefix(REQUIRED_OPENING) if text.endswith(REQUIRED_OPENING) else written
 
-    engine = make_engine(tiny, run, timeout_s=60.0, **{"max_context": 1500, **rollout})
+    engine = make_engine(tiny, run, timeout_s=timeout_s, **{"max_context": 1500, **rollout})
     written = script(engine, monkeypatch, reply)
     try:
         sequences = engine.run([{"key": "3"}], group_size=1, seed=0)
@@ -104,3 +109,39 @@ def agents_sdk_lookup():
         return {"3": "blue"}.get(key, "none")
 
     return agents, lookup
+
+
+FRAMEWORK_AGENTS = Path(__file__).parent / "framework_agents"
+FRAMEWORK_VENVS = Path(__file__).resolve().parents[2] / ".venv-frameworks"  # made by `make setup-frameworks`
+# The agent program of each framework that runs in a virtual environment of its own (its pins clash with this one's).
+FRAMEWORK_AGENT_PROGRAMS = {"crewai": "crewai_lookup.py", "verifiers": "verifiers_lookup.py"}
+# An episode starts Python processes that import their framework (verifiers: three, its tool server and its chat
+# program besides the agent's), 8-10 s each on a busy 2-core machine: the time an episode is given there.
+FRAMEWORK_EPISODE_TIMEOUT_S = 600.0
+
+
+def framework_venv(framework):
+    """The framework's own virtual environment, .venv-frameworks/FRAMEWORK; the test is skipped where it is not made."""
+    venv = FRAMEWORK_VENVS / framework
+    if not (venv / ".installed").exists():
+        pytest.skip(f"{venv} is not made: make setup-frameworks")
+    return venv
+
+
+def framework_agent(framework):
+    """The episode function of the framework's agent program (framework_agents/) in its own virtual environment: each
+    episode runs `python PROGRAM BASE_URL API_KEY KEY` there and returns the answer it printed, as JSON, on its last
+    line."""
+    venv, program = framework_venv(framework), FRAMEWORK_AGENT_PROGRAMS[framework]
+    # The venv's bin/ first, as if activated: a framework runs its own tools from there (verifiers: uv).
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env["PYTHONPATH"] = str(FRAMEWORK_AGENTS)  # the trainer's own path means nothing to the venv's Python
+
+    def run(task, base_url, api_key):
+        command = [str(venv / "bin" / "python"), str(FRAMEWORK_AGENTS / program), base_url, api_key, task["key"]]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=FRAMEWORK_EPISODE_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"{program} exited {done.returncode}: {done.stderr[-3000:]}")
+        return json.loads(done.stdout.splitlines()[-1])
+
+    return run

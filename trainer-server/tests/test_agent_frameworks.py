@@ -4,12 +4,21 @@ episode through the endpoint. Each episode is token-exact: its sampled ids are t
 result is an observation with loss mask 0, and the agent ran its own tool.
 
 The OpenAI SDK (sync, async, streamed) and the OpenAI Agents SDK (Responses API and chat completions) are played in
-test_agent_endpoint.py and test_endpoint_apis.py."""
+test_agent_endpoint.py and test_endpoint_apis.py. CrewAI and verifiers pin an OpenAI SDK older than this environment's:
+their agents (framework_agents/) run in virtual environments of their own (`make setup-frameworks`), as a
+subprocess."""
 
 import json
 
 import pytest
-from agent_endpoint_harness import CALL, play, sampled_runs
+from agent_endpoint_harness import (
+    CALL,
+    FRAMEWORK_AGENT_PROGRAMS,
+    FRAMEWORK_EPISODE_TIMEOUT_S,
+    framework_agent,
+    play,
+    sampled_runs,
+)
 
 TABLE = {"3": "blue"}
 # Room for the frameworks' own system prompts and tool schemas, and smolagents' long calls.
@@ -129,3 +138,15 @@ def test_smolagents_tool_calling_agent_over_openai_server_model(tiny, monkeypatc
     assert stats["agent/prefix_breaks"] == 1
     assert [s.token_ids[i] for s in sequences for i, m in enumerate(s.loss_mask) if m] == [*written[0], *written[1]]
     assert "blue" in json.dumps(second.prompt_messages)
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORK_AGENT_PROGRAMS))
+def test_a_framework_in_its_own_venv_plays_a_token_exact_episode(framework, tiny, monkeypatch):
+    """CrewAI: a Crew of one Agent over CrewAI's own OpenAI provider, streamed, its tool called natively. verifiers: a
+    v1 taskset played by verifiers' own `null` harness, whose requests its interception server relays with
+    `stream: true` only, the tool served by the taskset's MCP tool server."""
+    run, timeout_s = framework_agent(framework), FRAMEWORK_EPISODE_TIMEOUT_S
+    [episode], stats, written = play(tiny, monkeypatch, run, [CALL, "It is blue."], timeout_s, **ROLLOUT)
+    assert episode.status == "finished" and episode.final_answer == "It is blue.", episode.status_reason
+    assert stats["agent/requests"] == 2 and stats["agent/prefix_breaks"] == 0 and len(episode.turns) == 2
+    assert_token_exact(episode, written)

@@ -1,12 +1,14 @@
 """The framework matrix trains (issue #43): an agent module written with each framework, as a user's file beside the
 run config, runs two GRPO steps of the tiny model through the endpoint, its episodes recorded and the run completed.
 The tiny model samples noise, so the agents mostly answer without a tool: what is checked is that every framework's
-requests train, not what they learn."""
+requests train, not what they learn. CrewAI's and verifiers' agents run in their own virtual environments, the agent
+module starting each episode there as a subprocess (agent_endpoint_harness.framework_agent)."""
 
 import json
 import textwrap
 
 import pytest
+from agent_endpoint_harness import FRAMEWORK_AGENT_PROGRAMS, FRAMEWORK_EPISODE_TIMEOUT_S, framework_venv
 from agentrl.contract.config import load_config_dict
 from agentrl.run.runstore import read_events
 from agentrl.run.trainer import train
@@ -67,6 +69,14 @@ async def run(task, base_url, api_key):
     return result.final_output
 """,
 }
+AGENTS |= {
+    framework: f"""
+from agent_endpoint_harness import framework_agent
+
+run = framework_agent({framework!r})
+"""
+    for framework in FRAMEWORK_AGENT_PROGRAMS
+}
 REWARD = """
 def score(task, result):
     return float("blue" in (result or "")) + 0.1 * len(result or "") / 100
@@ -75,9 +85,14 @@ def score(task, result):
 
 @pytest.mark.parametrize("framework", sorted(AGENTS))
 def test_two_grpo_steps_train_through_each_framework(framework, tmp_path):
-    pytest.importorskip(
-        {"langgraph": "langgraph.prebuilt", "pydantic_ai": "pydantic_ai", "agents": "agents"}[framework]
-    )
+    timeout_s = 120
+    if framework in FRAMEWORK_AGENT_PROGRAMS:
+        framework_venv(framework)  # skips where it is not made
+        timeout_s = FRAMEWORK_EPISODE_TIMEOUT_S
+    else:
+        pytest.importorskip(
+            {"langgraph": "langgraph.prebuilt", "pydantic_ai": "pydantic_ai", "agents": "agents"}[framework]
+        )
     (tmp_path / "agent.py").write_text(textwrap.dedent(AGENTS[framework]))
     (tmp_path / "reward.py").write_text(textwrap.dedent(REWARD))
     (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": i, "key": str(i)}) + "\n" for i in range(4)))
@@ -85,7 +100,7 @@ def test_two_grpo_steps_train_through_each_framework(framework, tmp_path):
         {
             "name": f"{framework}-agent",
             "model": {"path": "tiny", "tiny_layers": 1, "tiny_hidden": 32},
-            "agent": {"module": "agent.py", "reward": "reward.py:score", "timeout_s": 120},
+            "agent": {"module": "agent.py", "reward": "reward.py:score", "timeout_s": timeout_s},
             "data": {"train": "tasks.jsonl"},
             "rollout": {"group_size": 2, "max_new_tokens": 8, "max_context": 4096, "engine": "hf"},
             "train": {"steps": 2, "batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "checkpoint_every": 2},
