@@ -12,7 +12,7 @@ import pytest
 import yaml
 from agentrl.contract.config import load_config, resolve_paths
 from agentrl.contract.training_config import RolloutConfig
-from agentrl.environment.adapters.external import NO_ACTION
+from agentrl.environment.adapters.external import NO_ACTION, text_action
 from agentrl.environment.adapters.gym import GymTextEnv
 from agentrl.environment.adapters.methods import MethodsEnv
 from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers
@@ -607,3 +607,25 @@ def test_no_test_fold_game_is_trained_on():
             assert fold_of(record["seed"]) == fold == record["reset_args"]["gameFold"], record
     assert not seeds["train"] & set(FOLDS["test"])
     assert not seeds["train"] & seeds["test"]
+
+
+VALID = ["look around", "inventory", "move south", "take coin"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "numbered", "action"),
+    [
+        ("take coin", False, "take coin"),
+        ("> Take  Coin.", False, "take coin"),  # a prompt mark, case, spacing and a full stop
+        ("move south to the kitchen", False, "move south"),  # starts with a valid action
+        ("4", True, "take coin"),  # a number names the action it numbers
+        ("1. take coin", True, "take coin"),  # a copied list line spells out its action, whatever its number
+        ("3) move south\nbecause", True, "move south"),
+        ("1. 1", True, "look around"),  # nothing spelled out: the number
+        ("1. eat the coin", True, "look around"),
+        ("1. take coin", False, "1. take coin"),  # no numbered list shown: the env reads it as written
+        ("dance", True, "dance"),
+    ],
+)
+def test_a_text_reply_names_its_action(reply, numbered, action):
+    assert text_action(reply, VALID, numbered) == action

@@ -79,6 +79,7 @@ def task_seed(task: dict[str, Any]) -> int:
 
 _ACTION_LINE = re.compile(r"^\s*(?:>\s*|action\s*:\s*|[-*]\s+)?[`\"']?(.*?)[`\"'.]?\s*$", re.IGNORECASE)
 _NUMBER = re.compile(r"^\s*(\d+)\b")
+_NUMBERED_LINE = re.compile(r"^\s*\d+\s*[.):]\s*(.+)$")  # "3. take coin", as the numbered list shows it
 
 
 def _plain(text: str) -> str:
@@ -87,16 +88,19 @@ def _plain(text: str) -> str:
 
 def text_action(text: str, valid: list[str] | None, numbered: bool = False) -> str:
     """The action a text turn names: its first non-empty line without quotes, a prompt mark or a full stop. Where
-    the env lists valid actions: the one it equals up to case and spacing; with a numbered list, the one its
-    leading number names; else the longest one it starts with ("move north to the pantry"). Otherwise the line
-    as it is, and the env says what it makes of it."""
+    the env lists valid actions: the one it equals up to case and spacing; with a numbered list, a line copied from
+    it ("3. take coin") names the action it spells out, whatever its number, and a number alone the action it
+    numbers; else the longest one it starts with ("move north to the pantry"). Otherwise the line as it is, and the
+    env says what it makes of it."""
     line = next((line for line in text.splitlines() if line.strip()), "")
     match = _ACTION_LINE.match(line)
     action = match.group(1).strip() if match else line.strip()
     valid = valid or []
-    for candidate in valid:
-        if _plain(candidate) == _plain(action):
-            return candidate
+    spelled = _NUMBERED_LINE.match(action) if numbered else None
+    for said in [action, *([spelled.group(1)] if spelled else [])]:
+        for candidate in valid:
+            if _plain(candidate) == _plain(said.rstrip(".")):
+                return candidate
     number = _NUMBER.match(action) if numbered else None
     if number and 1 <= int(number.group(1)) <= len(valid):
         return valid[int(number.group(1)) - 1]
