@@ -388,7 +388,7 @@ def test_on_policy_update_equals_the_update_with_a_scoring_pass(tiny, monkeypatc
 class EveryRowLearner(Learner):
     """Runs every row, whatever its advantage (as the learner did before it left zero-advantage rows out)."""
 
-    def _rows_to_train(self, zero_advantage, kl_in_loss):
+    def _rows_to_train(self, zero_advantage, kl_in_loss, batch):
         return torch.arange(len(zero_advantage))
 
 
@@ -572,3 +572,23 @@ def test_the_learner_reproduces_soft_capped_logits_and_refuses_heads_it_cannot()
     )
     with pytest.raises(ValueError, match="cannot reproduce the logits of model type 'granite'"):
         check_vocabulary_logits(granite, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_episodes_that_recorded_no_token_train_nothing_and_break_nothing(tiny, algorithm):
+    """An agent's episode that failed before its first request has no tokens. With others beside it, it is a row with
+    nothing to train; when every episode of the step is one, the update has no row to run (it raised an IndexError)."""
+    from agentrl.rollout.episode import Episode  # noqa: PLC0415
+
+    model, tokenizer = tiny
+    cfg = load_config_dict({**BASE, "algorithm": {"name": algorithm}, "train": {"batch_size": 4, "lr": 0.01}})
+    empty = [Episode(f"t{g}", g, s, [], [], status="error") for g in range(2) for s in range(2)]
+    update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(copy.deepcopy(empty))
+    assert update.advantages == [[], [], [], []]
+    assert math.isfinite(update.metrics["actor/grad_norm"])
+    mixed = episodes_for(model, tokenizer, cfg)[:2] + empty[2:]
+    for ep in mixed:
+        ep.outcome_reward = float(ep.sample)
+    update = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu")).update(mixed)
+    assert update.advantages[2:] == [[], []]
+    assert all(math.isfinite(v) for v in update.metrics.values())

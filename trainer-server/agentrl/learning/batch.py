@@ -35,7 +35,9 @@ class TrainBatch:
 
 
 def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool = False) -> TrainBatch:
-    width = max(len(ep.token_ids) for ep in episodes)
+    # At least one position: an agent's episode that failed before its first request has no token, and a step of
+    # only such episodes is a batch whose rows train nothing (not one of width 0, which nothing can index).
+    width = max(1, *(len(ep.token_ids) for ep in episodes))
     batch = len(episodes)
     input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
     attention = torch.zeros((batch, width), dtype=torch.long)

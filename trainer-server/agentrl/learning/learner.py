@@ -63,6 +63,12 @@ class NonFiniteError(ValueError):
     """A NaN or infinite reward, loss or gradient: the step stops before the optimizer changes a weight."""
 
 
+def _rows_with_tokens(batch: TrainBatch) -> torch.Tensor:
+    """The rows that hold an episode's tokens: an agent's episode that failed before its first request has none, so
+    no pass runs it (a row of padding alone has nothing to attend to)."""
+    return batch.attention_mask.any(1).nonzero().squeeze(1)
+
+
 def _row_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
     """Each row's mean of `values` over its masked positions (0 for a row with none)."""
     return ((values * mask).sum(1) / mask.sum(1).clamp(min=1.0)).tolist()
@@ -242,7 +248,7 @@ class Learner:
                 )
         return self._checkpointing_keeps_cache
 
-    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
+    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool, batch: TrainBatch) -> torch.Tensor:
         """The rows the training passes run (and a scoring pass that runs after the advantages). A row whose
         advantage is 0 on every trained token adds exactly nothing to the gradient when the advantage-weighted
         surrogate is the only loss term (no critic, no KL term in the loss, no entropy bonus): its tokens' loss is
@@ -250,7 +256,7 @@ class Learner:
         weight. GRPO and RLOO give every episode of a group whose samples all earned the same reward that
         advantage; in the bundled demo that was 13 of its 40 groups."""
         if self.critic is not None or kl_in_loss or self.config.algorithm.entropy_coef > 0:
-            return torch.arange(len(zero_advantage))
+            return _rows_with_tokens(batch)
         return (~zero_advantage).nonzero().squeeze(1)
 
     def on_policy(self) -> bool:
@@ -287,6 +293,10 @@ class Learner:
     def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
         """The rows of each micro-batch this process computes (`plan_micro_rows`)."""
         return plan_micro_rows(batch, self.config.train.micro_batch_size, self.critic is not None)
+
+    def _micro_rows_of(self, batch: TrainBatch, rows: torch.Tensor) -> list[torch.Tensor]:
+        """`_micro_rows` of these rows of the batch, as the batch's row numbers."""
+        return [rows[planned] for planned in self._micro_rows(batch.select(rows))] if len(rows) else []
 
     # A data-parallel learner (agentrl/cluster/learner_workers.py) computes some of the micro-batches in each of
     # its processes and overrides the three methods below to add up what they computed; one process has all.
@@ -391,7 +401,7 @@ class Learner:
         values V_t and the reference's logprobs for every row; the KL to the reference from them."""
         if not step.scored_first:
             return
-        step.scored = self._score_batch(step.batch, self._micro_rows(step.batch))
+        step.scored = self._score_batch(step.batch, self._micro_rows_of(step.batch, _rows_with_tokens(step.batch)))
         step.old_logprobs = step.scored["logprobs"]
         if "ref_logprobs" in step.scored:
             mask = step.batch.train_mask
@@ -408,10 +418,8 @@ class Learner:
         step.kl_in_loss = step.kl is not None and not self.algorithm.kl_in_reward
         zero_advantage = (advantages * mask == 0).all(1)
         step.metrics["adv/zero_frac"] = float(zero_advantage.float().mean())
-        step.trained_rows = self._rows_to_train(zero_advantage, step.kl_in_loss)
-        if len(step.trained_rows):
-            planned = self._micro_rows(step.batch.select(step.trained_rows))
-            step.micro_rows = [step.trained_rows[rows] for rows in planned]
+        step.trained_rows = self._rows_to_train(zero_advantage, step.kl_in_loss, step.batch)
+        step.micro_rows = self._micro_rows_of(step.batch, step.trained_rows)
         # The diagnostics (entropy, clip fraction, importance weights) are means over the tokens the passes computed.
         step.computed_norm = {**step.norm, "tokens": float(mask[step.trained_rows].sum().clamp(min=1.0))}
 
