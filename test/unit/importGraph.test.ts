@@ -1,7 +1,8 @@
 // The TypeScript side's walls, held as the Python side's are (trainer-server/tests/test_layers.py): the import graph of
 // extension/, webview/ and protocol/ (type-only imports included: a circle of types is still a circle to read) has no
-// circle, and the parts meet only in protocol/: the extension and the webviews never import each other, and protocol/
-// imports neither.
+// circle; the parts meet only in protocol/: the extension and the webviews never import each other, and protocol/
+// imports neither; and inside the extension and the webviews every file has a floor and imports only from its own
+// floor or below.
 import { strict as assert } from 'node:assert';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -49,6 +50,117 @@ function circles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/** Each part's floors, ground floor first, as file paths without `.ts` relative to the part (`*` ends a folder). */
+const FLOORS: Record<string, Array<[string, string[]]>> = {
+  extension: [
+    [
+      'building blocks: one job each, no state of the editor',
+      ['commands', 'counted', 'settings', 'envBundle', 'runConfig', 'scaffold', 'mcpServerEntry', 'webviewHtml'],
+    ],
+    [
+      'the trainer, spoken to and read',
+      ['trainerClient', 'webSocket', 'troubleshooting', 'localServer', 'trainerInstall', 'trajectoryCache'],
+    ],
+    [
+      'what the editor knows of runs and configs',
+      ['searchQuery', 'healthProblems', 'replay/atif', 'replay/toolSource', 'replay/trajectoryFile'],
+    ],
+    ['the language server, a process of its own', ['languageServer/*']],
+    [
+      'models and the connection',
+      [
+        'offlineRuns',
+        'runsModel',
+        'toolProblems',
+        'trainerConnection',
+        'replay/search',
+        'replay/toolRerun',
+        'replay/reroll',
+      ],
+    ],
+    ['the context every command is a function of', ['ctx']],
+    [
+      'features: the commands, views and panels',
+      [
+        'compareCode',
+        'configProblems',
+        'connectionCommands',
+        'dashboard',
+        'healthDiagnostics',
+        'languageClient',
+        'runCommands',
+        'runStarting',
+        'runsView',
+        'scaffoldCommands',
+        'searchCommands',
+        'setupCommands',
+        'statusBar',
+        'tryCommands',
+        'walkthrough',
+        'replay/index',
+      ],
+    ],
+    ['activation', ['extension']],
+  ],
+  webview: [
+    [
+      'pieces: the DOM helpers and what the views compute',
+      [
+        'dom',
+        'dashboard/configDiff',
+        'dashboard/metricGroups',
+        'dashboard/smoothing',
+        'dashboard/runTimeline',
+        'dashboard/chartData',
+        'replay/advantage',
+        'replay/lineDiff',
+        'replay/steps',
+        'replay/anchorGroups',
+        'replay/toolSchemas',
+        'replay/toolOffers',
+        'replay/tokenOverlays',
+      ],
+    ],
+    ["the replay's state", ['replay/state']],
+    [
+      'views',
+      [
+        'replay/tokenView',
+        'replay/toolRerunView',
+        'replay/rerollView',
+        'replay/promptTab',
+        'replay/episodeView',
+        'replay/groupView',
+        'replay/runBrowser',
+        'replay/searchBox',
+        'dashboard/alerts',
+        'dashboard/chart',
+        'dashboard/codeSection',
+      ],
+    ],
+    ["each webview's entry", ['replay/main', 'dashboard/main']],
+  ],
+};
+
+/** A file's floor in its part (its index in FLOORS), or undefined where no floor names it. */
+function floorOf(file: string): number | undefined {
+  const [part, ...rest] = file.replace(/\.ts$/, '').split('/');
+  const path = rest.join('/');
+  const index = (FLOORS[part] ?? []).findIndex(([, files]) =>
+    files.some((name) => (name.endsWith('/*') ? path.startsWith(name.slice(0, -1)) : path === name)),
+  );
+  return index >= 0 ? index : undefined;
+}
+
+/** Every import from a floor to a higher one, as "file (floor) -> target (floor)". */
+function upwardImports(graph: Map<string, string[]>): string[] {
+  return [...graph].flatMap(([file, targets]) =>
+    targets
+      .filter((target) => target.split('/')[0] === file.split('/')[0] && floorOf(target)! > floorOf(file)!)
+      .map((target) => `${file} (${floorOf(file)}) -> ${target} (${floorOf(target)})`),
+  );
+}
+
 describe('the TypeScript import graph', () => {
   const graph = importGraph();
 
@@ -88,5 +200,20 @@ describe('the TypeScript import graph', () => {
         .map((target) => `${file} -> ${target}`),
     );
     assert.deepEqual(crossing, []);
+  });
+
+  it('gives every file of the extension and the webviews a floor', () => {
+    const floorless = [...graph.keys()].filter((file) => file.split('/')[0] in FLOORS && floorOf(file) === undefined);
+    assert.deepEqual(floorless, [], 'a new file takes its place in FLOORS');
+  });
+
+  it('has no import from a floor to a higher one', () => {
+    assert.deepEqual(upwardImports(graph), []);
+  });
+
+  it('finds an upward import where there is one', () => {
+    assert.deepEqual(upwardImports(new Map([['webview/replay/state.ts', ['webview/replay/rerollView.ts']]])), [
+      'webview/replay/state.ts (1) -> webview/replay/rerollView.ts (2)',
+    ]);
   });
 });

@@ -15,16 +15,9 @@ import { formatNumber, h, icon } from '../dom';
 import { outcomeText } from './toolRerunView';
 import { diffSequences } from './lineDiff';
 import { visibleText } from './tokenView';
+import type { RerollBranch } from './state';
 
 type Turn = TrajectoryRecord['turns'][number];
-
-/** Where a re-roll starts: a turn of a recorded episode and what is edited there. */
-export interface RerollBranch {
-  runId: string;
-  trajectoryId: string;
-  turn: number;
-  edit: RerollEdit;
-}
 
 /** The policy a re-roll samples with: the run's base model, its latest checkpoint, or a checkpoint's step. */
 export type RerollPolicy = 'base' | 'latest' | number;

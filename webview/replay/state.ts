@@ -1,6 +1,14 @@
 // What the user was looking at; saved with the webview's setState so it survives hide/show and reload.
-import type { RerollBranch } from './rerollView';
+import type { RerollEdit } from '../../protocol/webview-messages';
 import type { TokenOverlay } from './tokenOverlays';
+
+/** Where a re-roll starts: a turn of a recorded episode and what is edited there. */
+export interface RerollBranch {
+  runId: string;
+  trajectoryId: string;
+  turn: number;
+  edit: RerollEdit;
+}
 
 export type View = 'runs' | 'episode' | 'tokens' | 'group' | 'reroll';
 export type InspectorTab = 'io' | 'json' | 'tokens' | 'reward' | 'metadata';
