@@ -67,6 +67,18 @@ class RolloutConfig(Section):
         ),
     )
     temperature: float = Field(1.0, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
+    # A finite 1e308 passes a NaN check but overflows its group's mean and spread, so every advantage and then the
+    # weights become NaN, and the run would fail as "the gradient norm is nan" without naming the reward.
+    max_abs_reward: float = Field(
+        1e6,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "The largest reward, either way, that training takes (outcome, breakdown and process rewards, from the "
+            "env or the agent's reward function); one beyond it fails the run naming the episode and where it came "
+            "from, or its episode is dropped (train.non_finite_rewards: drop). Rewards that large are usually a bug."
+        ),
+    )
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     tool_format: Literal["auto", "hermes", "tags"] = Field(
         "auto",
@@ -157,6 +169,11 @@ class AlgorithmConfig(Section):
     train_on_tool_tokens: bool = Field(
         False, description="Ablation only: put tool/observation tokens in the loss mask (the paper's no-mask run)."
     )
+
+    def clip_eps_range(self) -> tuple[float, float]:
+        """(eps_low, eps_high): a ratio is clipped to [1 - eps_low, 1 + eps_high], eps_high being clip_eps_high where
+        set (DAPO's clip-higher), else clip_eps. Every clipped policy loss reads it here."""
+        return self.clip_eps, self.clip_eps_high if self.clip_eps_high is not None else self.clip_eps
 
 
 class TrainConfig(Section):

@@ -24,6 +24,6 @@ def policy_loss(
     cfg: AlgorithmConfig,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     ratio = torch.exp(logprobs.detach() - old_logprobs)  # r_t, no gradient
-    clip_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
-    weight = torch.clamp(ratio, 1.0 - cfg.clip_eps, 1.0 + clip_high)  # sg[clip(r_t)]
+    clip_low, clip_high = cfg.clip_eps_range()
+    weight = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)  # sg[clip(r_t)]
     return -weight * advantages * logprobs, (weight != ratio).float()

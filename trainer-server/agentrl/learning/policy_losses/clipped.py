@@ -34,5 +34,4 @@ def policy_loss(
     mask: torch.Tensor,
     cfg: AlgorithmConfig,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    clip_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
-    return clipped_policy_loss(logprobs, old_logprobs, advantages, cfg.clip_eps, clip_high)
+    return clipped_policy_loss(logprobs, old_logprobs, advantages, *cfg.clip_eps_range())

@@ -29,7 +29,7 @@ def policy_loss(
     sequence_log_ratio = log_ratio.sum(-1) / trained.sum(-1).clamp(min=1.0)  # log s_i
     token_log_ratio = sequence_log_ratio.detach()[:, None] + logprobs - logprobs.detach()  # log s_i,t
     ratio = torch.exp(token_log_ratio)
-    clip_high = cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
+    clip_low, clip_high = cfg.clip_eps_range()
     unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, 1.0 - cfg.clip_eps, 1.0 + clip_high)
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
