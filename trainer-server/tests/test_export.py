@@ -159,3 +159,51 @@ def test_export_says_what_is_wrong(tmp_path, capsys):
     assert main(["export", str(run_dir), "--out", str(tmp_path / "torn")]) == 2
     assert "the checkpoint at step 2 cannot be loaded, it is damaged" in capsys.readouterr().err
     assert not (tmp_path / "torn").exists()
+
+
+def test_an_export_never_follows_a_link_planted_in_the_run_folder(tmp_path, capsys):
+    """Anyone who can write the runs folder can plant links in a run (issue #44): weights linked to another model's
+    file would be exported as this run's, and an exports/ linked elsewhere would be written (and, for a half export,
+    removed) there. Both exports, `agentrl export` (run/export's child) and `agentrl export-trajectories`, refuse."""
+    from agentrl.cli.export_trajectories import export_trajectories
+    from agentrl.cli.main import main
+    from agentrl.contract.files_inside import RefusedFile
+
+    _, run_dir = trained_run(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    [weights] = list_checkpoints(run_dir)[-1].rglob("model.safetensors")
+    weights.rename(elsewhere / "other-model.safetensors")
+    weights.symlink_to(elsewhere / "other-model.safetensors")  # whole, valid weights: only the link is wrong
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "out")]) == 2
+    assert "model.safetensors is a link" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+    (run_dir / "exports").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(RefusedFile, match="exports is a link"):
+        export_trajectories(run_dir)
+    assert main(["export-trajectories", str(run_dir), "--format", "atif"]) == 2
+    assert sorted(path.name for path in elsewhere.iterdir()) == ["other-model.safetensors"], "written through a link"
+
+
+def test_run_export_refuses_an_exports_folder_linked_out_of_the_run(tmp_path):
+    import asyncio
+
+    from agentrl.server import protocol as p
+    from test_hostile_run_files import ask, in_process_server
+
+    _, run_dir = trained_run(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run_dir / "exports").symlink_to(elsewhere, target_is_directory=True)
+    server, client = in_process_server(run_dir.parent)
+
+    async def export_answer():
+        assert await ask(server, client, "run/export", {"runId": run_dir.name}) is None  # answered in the background
+        while not client.connection.sent:
+            await asyncio.sleep(0.05)
+        return client.connection.sent[0]
+
+    error = asyncio.run(asyncio.wait_for(export_answer(), 60))["error"]
+    assert error["code"] == p.RUN_STATE_CONFLICT and "exports is a link" in error["message"], error
+    assert list(elsewhere.iterdir()) == []

@@ -1,7 +1,6 @@
 """The trainer says when nothing can be learned: the monitor on made-up metrics, then a real run that cannot learn."""
 
 import json
-import math
 from dataclasses import replace
 
 import pytest
@@ -360,11 +359,10 @@ def test_a_resumed_run_reports_the_alerts_an_unbroken_one_would(tmp_path):
     assert health_events(straight)  # the run above does warn
 
 
-def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_that_loads(tmp_path, capsys, monkeypatch):
+def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_that_loads(tmp_path, capsys):
     """A reward too large for float32 makes the loss and the gradient non-finite at step 2: the step stops before the
     optimizer, with an error health event. The reward bound, which refuses such a reward before the update, is
-    lifted here to reach the gradient's own check."""
-    monkeypatch.setattr("agentrl.environment.env.MAX_ABS_REWARD", math.inf)
+    lifted here (rollout.max_abs_reward) to reach the gradient's own check."""
     (tmp_path / "huge.py").write_text(HUGE_REWARD_ENV)
     config = never_rewarded(
         tmp_path,
@@ -372,6 +370,7 @@ def test_a_non_finite_gradient_raises_an_error_event_and_leaves_a_checkpoint_tha
         "train.checkpoint_every=1",
         f"env.module={tmp_path / 'huge.py'}",
         "env.class_name=HugeFromStep2",
+        "rollout.max_abs_reward=1e300",
     )
     with pytest.raises(ValueError, match="step 2: the gradient norm is (nan|inf)"):
         train(config, runs_dir=tmp_path / "runs", run_id="huge", config_base_dir=EXAMPLE_CONFIG.parent, progress=True)

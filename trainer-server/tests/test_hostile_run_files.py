@@ -228,6 +228,7 @@ def test_run_delete_while_an_export_or_a_reroll_works_on_the_run_is_refused_nami
     monkeypatch.setattr(app_module, "run_child", working)
     monkeypatch.setattr(app_module, "reroll_episode", working)
     monkeypatch.setattr(TrainerServer, "_trajectory_get", lambda self, params: {"records": [{"turns": []}]})
+    monkeypatch.setattr(app_module, "replayable", lambda record: record)  # the record above is a stand-in
     monkeypatch.setattr(app_module, "branch_point", lambda *args: None)
     params = {"runId": run_dir.name}
     if method == "episode/reroll":

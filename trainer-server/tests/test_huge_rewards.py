@@ -11,7 +11,6 @@ from agent_endpoint_harness import make_engine, script
 from agentrl import EpisodeScore, StepResult
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.agent import AgentFailure, AgentProgram
-from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.examples.lookup.env import LookupEnv
 from agentrl.learning.learner import NonFiniteError
 from agentrl.rollout.scripted_episode import run_scripted_episode
@@ -21,6 +20,7 @@ from agentrl.run.trainer import train
 from test_train import example
 
 HUGE = 1e308
+BOUND = RolloutConfig().max_abs_reward  # rollout.max_abs_reward's default, 1e6
 
 
 class HugeStepReward(LookupEnv):
@@ -47,16 +47,19 @@ def test_a_huge_finite_reward_is_refused_where_it_enters_and_named(tiny, monkeyp
     with pytest.raises(
         NonFiniteError,
         match=r"step 2: episode 0/0 of task .*: the process reward of turn 0 from the env's step\(\) is 1e\+308, "
-        r"beyond ±1e\+06; the process reward of turn 1 .* Make the rewards finite and within ±1e\+06, or set "
-        r"train.non_finite_rewards: drop",
+        r"beyond ±1e\+06 \(rollout.max_abs_reward\); the process reward of turn 1 .* Make the rewards finite and "
+        r"within ±1e\+06 \(rollout.max_abs_reward\), or set train.non_finite_rewards: drop",
     ):
-        screen_rewards([step_reward], 2, "fail", from_agent=False)
+        screen_rewards([step_reward], 2, "fail", from_agent=False, max_abs=BOUND)
     with pytest.raises(NonFiniteError, match=r"the outcome reward from the env's score\(\) is -1e\+308, beyond"):
-        screen_rewards([outcome], 2, "fail", from_agent=False)
+        screen_rewards([outcome], 2, "fail", from_agent=False, max_abs=BOUND)
     # Dropped instead, the episodes at the bound stay.
     at_bound = scripted(LookupEnv())
-    at_bound.outcome_reward = -MAX_ABS_REWARD
-    assert screen_rewards([step_reward, at_bound, outcome], 2, "drop", from_agent=False) == ([at_bound], 2)
+    at_bound.outcome_reward = -BOUND
+    assert screen_rewards([step_reward, at_bound, outcome], 2, "drop", from_agent=False, max_abs=BOUND) == (
+        [at_bound],
+        2,
+    )
 
     # A reward that is no float at all ends its episode as the env's error, not the rollout.
     too_large = scripted(IntegerTooLargeForAFloat())
@@ -67,13 +70,14 @@ def test_a_huge_finite_reward_is_refused_where_it_enters_and_named(tiny, monkeyp
 
     # The agent's reward function: the episode's error, named.
     program = AgentProgram(run=None, score=lambda task, result: HUGE, timeout_s=1, name="agent.py:run")
-    with pytest.raises(AgentFailure, match=r"^the reward function's reward is 1e\+308, beyond ±1e\+06$"):
-        program.reward({}, None)
+    with pytest.raises(AgentFailure, match=r"^the reward function's reward is 1e\+308, beyond ±1e\+06 \(rollout"):
+        program.reward({}, None, BOUND)
     program = AgentProgram(
         run=None, score=lambda task, result: EpisodeScore(1.0, {"style": 1e9}), timeout_s=1, name="agent.py:run"
     )
-    with pytest.raises(AgentFailure, match=r"^the reward function's breakdown 'style' is 1e\+09, beyond ±1e\+06$"):
-        program.reward({}, None)
+    with pytest.raises(AgentFailure, match=r"^the reward function's breakdown 'style' is 1e\+09, beyond ±1e\+06 "):
+        program.reward({}, None, BOUND)
+    assert program.reward({}, None, 1e10).breakdown == {"style": 1e9}, "within a bound set higher"
 
     # The agent's process_reward, which the endpoint takes as any finite number: screened with its episode.
     def agent(task, base_url, api_key):
@@ -92,7 +96,7 @@ def test_a_huge_finite_reward_is_refused_where_it_enters_and_named(tiny, monkeyp
     with pytest.raises(
         NonFiniteError, match=r"the process reward of turn 0 from the agent's agentrl.process_reward is 1e\+308, beyond"
     ):
-        screen_rewards([episode], 1, "fail", from_agent=True)
+        screen_rewards([episode], 1, "fail", from_agent=True, max_abs=BOUND)
 
 
 HUGE_FROM_STEP_2 = """
@@ -129,3 +133,17 @@ def test_a_huge_reward_fails_the_run_naming_it_not_as_a_nan_gradient(tmp_path):
     failed = latest_status(read_events(tmp_path / "runs" / "huge"))
     assert failed["status"] == "failed" and "1e+308, beyond ±1e+06" in failed["message"]
     assert "gradient" not in failed["message"]
+
+
+def test_the_reward_bound_is_the_run_configs_rollout_max_abs_reward(tmp_path):
+    """A run whose rewards are legitimately large sets rollout.max_abs_reward: 5e6 is refused under the default bound,
+    named with the setting, and trained on under a bound set higher."""
+    five_million = scripted(LookupEnv())
+    five_million.outcome_reward = 5e6
+    with pytest.raises(NonFiniteError, match=r"is 5e\+06, beyond ±1e\+06 \(rollout.max_abs_reward\)"):
+        screen_rewards([five_million], 1, "fail", from_agent=False, max_abs=BOUND)
+    assert screen_rewards([five_million], 1, "fail", from_agent=False, max_abs=1e7) == ([five_million], 0)
+    assert example("rollout.max_abs_reward=1e7").rollout.max_abs_reward == 1e7
+    for refused in ("0", "-1", "inf", "nan"):
+        with pytest.raises(ValueError, match="rollout.max_abs_reward"):
+            example(f"rollout.max_abs_reward={refused}")

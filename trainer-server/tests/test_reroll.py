@@ -371,3 +371,43 @@ def test_the_untied_tiny_model_writes_what_its_context_makes_it():
             )
             outputs.append(model.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1] :].tolist())
         assert (outputs[0] != outputs[1]) is differs
+
+
+@pytest.mark.parametrize("damaged", [None, ["a", None], {"text": "a"}], ids=["null", "list", "object"])
+def test_a_record_whose_text_is_damaged_into_null_a_list_or_an_object_is_refused_naming_where_not_a_type_error(
+    greedy, tmp_path, damaged
+):
+    """Issue #44, item 13: a step file is anyone's who can write the runs folder, and a record whose assistant text
+    is no text reached the parsers and the tokenizer of the re-roll's child as a TypeError naming nothing ("expected
+    string or bytes-like object", "TextEncodeInput must be Union[...]"). The server checks a record whole
+    (trajectory.schema.json) before it plays it again: a re-roll and a tool re-run are refused naming where."""
+    import asyncio
+
+    from test_hostile_run_files import ask, in_process_server
+
+    run_dir = Path(shutil.copytree(greedy[0], tmp_path / "runs" / greedy[0].name))
+    record = json.loads(json.dumps(greedy[1]))
+    record["turns"][0]["assistant"] = damaged
+    [step_file] = (run_dir / "trajectories").glob("*.jsonl")
+    step_file.write_text(json.dumps(record) + "\n")
+    request = {"reroll_id": "20260101-000000-abcdef", "record": record, "turn": 1, "edit": "assistant", "text": "x"}
+    with pytest.raises(TypeError):  # what the child met, unchecked
+        reroll(
+            run_dir,
+            {**request, "policy_step": None, "samples": 1, "temperature": 0, "seed": 0, "code": "current"},
+            print,
+        )
+    server, client = in_process_server(run_dir.parent)
+    asked = {"runId": run_dir.name, "trajectoryId": record["id"], "turn": 0}
+
+    async def answers():
+        await ask(server, client, "episode/reroll", {**asked, "edit": "observation", "text": "x", "policy": "base",
+                                                     "samples": 1, "temperature": 0}, request_id=1)  # fmt: skip
+        await ask(server, client, "tool/rerun", {**asked, "call": 0}, request_id=2)
+        while len(client.connection.sent) < 2:
+            await asyncio.sleep(0.05)
+        return client.connection.sent
+
+    for answer in asyncio.run(asyncio.wait_for(answers(), 60)):
+        assert answer["error"]["code"] == p.TRAJECTORY_NOT_FOUND, answer
+        assert f"trajectory {record['id']}'s record is damaged at turns/0/assistant" in answer["error"]["message"]

@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,18 +84,24 @@ def _trajectories(paths: list[Path], agent: dict[str, Any], skipped: list[str]) 
 
 
 def export_trajectories(run_dir: Path, out: Path | None = None, *, step: int | None = None) -> dict[str, Any]:
-    if out is None:
+    from agentrl.contract.files_inside import folder_to_write
+    from agentrl.run.runstore import EXPORTS_DIR
+
+    if out is None:  # inside the run folder, never through a link planted as its exports/ (RefusedFile otherwise)
         name = "trajectories" if step is None else f"trajectories-step-{step:06d}"
-        out = run_dir / "exports" / f"{name}.atif.jsonl"
+        out = folder_to_write(run_dir, EXPORTS_DIR) / f"{name}.atif.jsonl"
     if out.suffix not in (".jsonl", ".json"):
         raise ValueError(f"{out}: write a .jsonl file (a trajectory a line) or a .json file (one trajectory)")
     skipped: list[str] = []
     trajectories = _trajectories(_step_files(run_dir, step), _agent(run_dir), skipped)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")  # the file appears whole or not at all
+    # The file appears whole or not at all; its temporary file is a new one (O_EXCL, a random name), never a link
+    # planted where a fixed name would be.
+    descriptor, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
     count = 0
     try:
-        with tmp.open("w", encoding="utf-8") as handle:
+        with open(descriptor, "w", encoding="utf-8") as handle:
             if out.suffix == ".jsonl":
                 for trajectory in trajectories:
                     handle.write(json.dumps(trajectory, ensure_ascii=False) + "\n")
@@ -119,9 +126,11 @@ def export_trajectories(run_dir: Path, out: Path | None = None, *, step: int | N
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentrl.contract.files_inside import RefusedFile
+
     try:
         result = export_trajectories(Path(args.run_dir), Path(args.out) if args.out else None, step=args.step)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, ValueError, RefusedFile) as err:
         print(f"agentrl export-trajectories: {err}", file=sys.stderr)
         return 2
     print(json.dumps(result))

@@ -11,16 +11,17 @@ such a folder opens its files through `open_inside` (or `read_inside`), which
 What it refuses raises RefusedFile, an OSError saying why, so a reader that already skips an unreadable file skips
 a refused one the same way. The folder itself is the caller's to trust (a runs folder may well be a link to a
 larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither;
-`open_to_write` for a writer of the folder's own files.
+`open_to_write`, `open_own_file` and `folder_to_write` for a writer of the folder's own files.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -97,6 +98,30 @@ def open_to_write(folder: Path | str, name: str, *, append: bool) -> BinaryIO:
         raise
 
 
+def open_own_file(folder: Path | str, name: str, *, append: bool) -> BinaryIO:
+    """`open_to_write` for a file the folder's writer can begin anew (a log of its stderr, an index it rebuilds): a
+    link or FIFO planted in its place is removed, never written through nor what it leads to, and the file made."""
+    try:
+        return open_to_write(folder, name, append=append)
+    except RefusedFile:
+        (Path(folder) / name).unlink()
+        return open_to_write(folder, name, append=append)
+
+
+def folder_to_write(folder: Path | str, name: str) -> Path:
+    """The folder `name` directly inside `folder` (made if absent), for a writer of the folder's own files (an
+    export): RefusedFile when a link, or anything but a folder, is in its place, so nothing is written through it
+    to wherever it leads."""
+    path = Path(folder) / name
+    try:
+        path.mkdir()
+    except FileExistsError:
+        pass
+    if not is_plain_folder(path):
+        raise RefusedFile(f"{name} is a link or not a folder; links inside {folder} are not written through")
+    return path
+
+
 def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> bytes:
     """The whole of `open_inside`'s file: RefusedFile also for one that grew past `max_bytes` while it was read."""
     with open_inside(folder, relative, max_bytes) as handle:
@@ -106,12 +131,32 @@ def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: in
     return data
 
 
+def parse_json(data: bytes | str) -> Any:
+    """JSON from a file others may write, every failure a ValueError: Python's parser raises RecursionError for JSON
+    nested past its stack (a line of 100,000 '[' planted in a run folder), which a reader that skips damage by
+    catching ValueError let through as an internal error."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
+
+
+def read_json_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> Any:
+    """`read_inside`'s file as JSON (`parse_json`)."""
+    return parse_json(read_inside(folder, relative, max_bytes))
+
+
 def is_plain_file(path: Path) -> bool:
     """Whether `path` is a regular file itself, not a link to one (nor a FIFO): what a listing of a folder keeps."""
     try:
         return stat.S_ISREG(path.lstat().st_mode)
     except OSError:
         return False
+
+
+def is_planted(path: Path) -> bool:
+    """Whether something other than a regular file is at `path`: a link (to anything), a FIFO, a folder."""
+    return os.path.lexists(path) and not is_plain_file(path)
 
 
 def is_plain_folder(path: Path) -> bool:

@@ -48,6 +48,11 @@ def validator_for(schema_name: str, definition: str) -> jsonschema.Draft202012Va
     return jsonschema.Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{pointer}"}, registry=registry())
 
 
+def file_validator(schema_name: str) -> jsonschema.Draft202012Validator:
+    """A validator for one schema file as a whole (trajectory.schema.json: a trajectory record)."""
+    return jsonschema.Draft202012Validator({"$ref": load_schema(schema_name)["$id"]}, registry=registry())
+
+
 _RPC_DEFS = load_schema("rpc.schema.json")["$defs"]
 _STATUS_SETS = {name: frozenset(subset["members"]) for name, subset in _RPC_DEFS["runStatus"]["x-subsets"].items()}
 

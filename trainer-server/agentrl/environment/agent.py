@@ -39,8 +39,9 @@ class AgentProgram:
         """Run one episode in its own daemon thread; the future holds what it returned, or an AgentFailure."""
         return in_daemon_thread(f"agent-{episode_id}", lambda: _user_call(self.name, self.run, task, base_url, api_key))
 
-    def reward(self, task: dict[str, Any], result: Any) -> EpisodeScore:
-        """The episode's score, from the reward function; an AgentFailure when it raises or gives no number."""
+    def reward(self, task: dict[str, Any], result: Any, max_abs: float) -> EpisodeScore:
+        """The episode's score, from the reward function; an AgentFailure when it raises, or gives no number or one
+        beyond ±`max_abs` (rollout.max_abs_reward)."""
         score = _user_call("the reward function", self.score, task, result)
         if not isinstance(score, EpisodeScore):
             if isinstance(score, bool) or not isinstance(score, int | float):
@@ -51,7 +52,7 @@ class AgentProgram:
         named = {"the reward function's reward": score.reward}
         named |= {f"the reward function's breakdown {key!r}": value for key, value in score.breakdown.items()}
         for name, value in named.items():
-            problem = reward_problem(value, name)
+            problem = reward_problem(value, name, max_abs)
             if problem is not None:
                 raise AgentFailure(problem)
         score.reward = float(score.reward)

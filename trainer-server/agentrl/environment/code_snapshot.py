@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentrl.contract.env_sources import env_module_is_file
-from agentrl.contract.files_inside import RefusedFile, is_plain_folder, read_inside
+from agentrl.contract.files_inside import RefusedFile, is_plain_folder, parse_json, read_inside
 from agentrl.contract.schemas import validator_for
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def read_code_manifest(run_dir: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{CODE_MANIFEST_FILE} is unreadable ({type(err).__name__})") from None
     try:
-        manifest = json.loads(text)
+        manifest = parse_json(text)
     except ValueError:
         raise ValueError(f"{CODE_MANIFEST_FILE} is not JSON") from None
     problem = next(validator_for("rpc.schema.json", "codeManifest").iter_errors(manifest), None)

@@ -20,13 +20,6 @@ class EnvFull(Exception):  # noqa: N818 - a state the rollout waits out, not a f
     process's episodes): the rollout plays the episodes it has started, then starts this one again."""
 
 
-# The largest reward, either way, that training takes. A finite 1e308 passes a NaN check but overflows its group's
-# mean and spread, so every advantage and then the weights become NaN, and the run fails as "the gradient norm is nan"
-# without naming the reward. Rewards of this size are a bug in the env or reward function, not a scale to learn on.
-# A run-config setting (rollout.max_abs_reward) could make it configurable.
-MAX_ABS_REWARD = 1e6
-
-
 def as_reward(value: Any, name: str) -> float:
     """A reward as the float an episode stores, from any number an env or reward function returns (an int, a numpy or
     torch scalar); a ValueError naming it (`name`, e.g. "score()'s reward") when it is no number or too large for a
@@ -39,17 +32,17 @@ def as_reward(value: Any, name: str) -> float:
         raise ValueError(f"{name} is a {type(value).__name__}, not a number") from None
 
 
-def reward_problem(value: Any, name: str) -> str | None:
+def reward_problem(value: Any, name: str, max_abs: float) -> str | None:
     """Why `value` cannot be trained on as a reward, naming it (`name`): no number (`as_reward`), NaN, infinite, or
-    beyond ±MAX_ABS_REWARD; None when it can."""
+    beyond ±`max_abs` (rollout.max_abs_reward); None when it can."""
     try:
         reward = as_reward(value, name)
     except ValueError as err:
         return str(err)
     if not math.isfinite(reward):
         return f"{name} is {reward}, not a finite number"
-    if abs(reward) > MAX_ABS_REWARD:
-        return f"{name} is {reward:g}, beyond ±{MAX_ABS_REWARD:g}"
+    if abs(reward) > max_abs:
+        return f"{name} is {reward:g}, beyond ±{max_abs:g} (rollout.max_abs_reward)"
     return None
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from agentrl.contract.files_inside import is_plain_file, is_plain_folder, open_inside
+
 CHECKPOINT_POLICY = "policy"
 LEGACY_WEIGHTS = "model.pt"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -33,11 +35,23 @@ def save_policy(model: Any, tokenizer: Any, folder: Path) -> None:
 
 def policy_folder(path: Path) -> Path | None:
     """The save_pretrained folder in `path` (a checkpoint) or `path` itself (an export), or None for a legacy
-    checkpoint."""
+    checkpoint. A link is never followed: the files a run folder holds are read from inside it (files_inside)."""
     for folder in (path / CHECKPOINT_POLICY, path):
-        if (folder / "config.json").is_file() or (folder / ADAPTER_CONFIG).is_file():
+        if is_plain_folder(folder) and (
+            is_plain_file(folder / "config.json") or is_plain_file(folder / ADAPTER_CONFIG)
+        ):
             return folder
     return None
+
+
+def _load_tensors(folder: Path, name: str) -> dict[str, torch.Tensor]:
+    """The safetensors file `name` of `folder`, opened without following a link (a weights file planted as a link
+    would load another file's tensors into an export); safetensors maps a file by its path, so it is given the
+    descriptor's own (/dev/fd/N: the file opened, whatever is at its name by now)."""
+    from safetensors.torch import load_file
+
+    with open_inside(folder, name, None) as handle:
+        return load_file(f"/dev/fd/{handle.fileno()}")
 
 
 def _shared_storage_names(model: Any) -> set[str]:
@@ -51,19 +65,17 @@ def _shared_storage_names(model: Any) -> set[str]:
 def load_policy_weights(model: Any, path: Path) -> None:
     """Load the weights of a checkpoint or an exported folder into `model`, in place (the optimizer keeps its
     parameters). An adapter folder goes into a LoRA policy, a full model into a plain one."""
-    from safetensors.torch import load_file
-
     folder = policy_folder(path)
     if folder is None:
-        legacy = path / LEGACY_WEIGHTS
-        if not legacy.is_file():
+        if not is_plain_file(path / LEGACY_WEIGHTS):
             raise FileNotFoundError(
                 f"{path} holds no policy: neither a save_pretrained folder ({CHECKPOINT_POLICY}/, "
                 f"config.json or {ADAPTER_CONFIG}) nor an older checkpoint's {LEGACY_WEIGHTS}"
             )
-        model.load_state_dict(torch.load(legacy, map_location="cpu"))
+        with open_inside(path, LEGACY_WEIGHTS, None) as legacy:
+            model.load_state_dict(torch.load(legacy, map_location="cpu"))
         return
-    holds_adapter = (folder / ADAPTER_CONFIG).is_file()
+    holds_adapter = is_plain_file(folder / ADAPTER_CONFIG)
     if holds_adapter != is_adapter(model):
         raise ValueError(
             f"{folder} holds {'a LoRA adapter' if holds_adapter else 'a full model'} but the run "
@@ -74,7 +86,7 @@ def load_policy_weights(model: Any, path: Path) -> None:
         raise FileNotFoundError(f"{folder} has no safetensors weights")
     state: dict[str, torch.Tensor] = {}
     for file in files:  # one file, or the shards of a large model
-        state.update(load_file(file))
+        state.update(_load_tensors(folder, file.name))
     if holds_adapter:
         from peft import set_peft_model_state_dict
 

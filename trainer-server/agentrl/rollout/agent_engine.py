@@ -415,7 +415,8 @@ class AgentRolloutEngine(SamplingSettings):
         if run.failure is None:
             returned = run.future.result()
             scoring = in_daemon_thread(
-                f"reward-{run.session.episode_id}", lambda: self.agent.reward(run.task, run.future.result())
+                f"reward-{run.session.episode_id}",
+                lambda: self.agent.reward(run.task, run.future.result(), self.cfg.max_abs_reward),
             )
             try:
                 score = scoring.result(timeout=self.agent.timeout_s)

@@ -92,8 +92,8 @@ class Episode:
     def response_length(self) -> int:
         return sum(self.loss_mask)
 
-    def unusable_rewards(self, from_agent: bool) -> list[str]:
-        """Each reward the update cannot take (`reward_problem`: NaN, infinite, beyond ±MAX_ABS_REWARD), named with
+    def unusable_rewards(self, from_agent: bool, max_abs: float) -> list[str]:
+        """Each reward the update cannot take (`reward_problem`: NaN, infinite, beyond ±`max_abs`), named with
         where it came from for the message that reports it: the outcome and its breakdown from the env's score() or
         the agent's reward function, each turn's process reward from the env's step() or the agent's
         agentrl.process_reward (the endpoint adds up a turn's)."""
@@ -109,7 +109,7 @@ class Episode:
         named += [
             (f"the process reward of turn {turn.index} from {process}", turn.process_reward) for turn in self.turns
         ]
-        return [problem for name, value in named if (problem := reward_problem(value, name)) is not None]
+        return [problem for name, value in named if (problem := reward_problem(value, name, max_abs)) is not None]
 
     def token_rewards(self) -> list[float]:
         """Per-token rewards: each turn's process reward on its last sampled token, the outcome

@@ -5,12 +5,12 @@ calls by type, not against trajectory.schema.json whole (about 10 ms a record: s
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from agentrl.contract.files_inside import parse_json
 from agentrl.contract.schemas import check_event
 from agentrl.run.runstore import TRAJECTORIES_DIR
 
@@ -77,8 +77,8 @@ def read_step_file(file: Path, listed: os.stat_result) -> tuple[os.stat_result, 
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; nesting too deep
+                record = parse_json(line)
+            except ValueError:  # UnicodeDecodeError is one, and so is nesting too deep (parse_json)
                 damage.append(f"line {number}: not a JSON line")
                 continue
             try:

@@ -19,6 +19,7 @@ Damaged lines (a step file's, or a health event's in the log) are skipped and ke
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -33,13 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.contract.files_inside import is_planted
 from agentrl.run.episode_records import Episode, read_episode, read_step_file
+from agentrl.run.log_lines import complete_lines, overlong
 from agentrl.run.runstore import (
     EPISODE_SORTS,
     EVENTS_FILE,
     TRAJECTORIES_DIR,
     TRAJECTORY_STATUSES,
     list_trajectory_files,
+    open_log,
     parse_event,
 )
 
@@ -163,6 +167,9 @@ class EpisodeSearch:
             gate.changed.wait_for(lambda: not gate.moving_aside)
             gate.connections += 1
         try:
+            # SQLite follows a link and blocks on a FIFO: one in the index's place (or its journal's) is damage.
+            if any(is_planted(self.path.with_name(SEARCH_FILE + suffix)) for suffix in ("", "-wal", "-shm")):
+                raise IndexDamaged(f"{SEARCH_FILE} or its journal is not a regular file (a link, a FIFO, a folder)")
             with closing(sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)) as db:
                 db.execute("PRAGMA journal_mode = WAL")  # readers never wait for the writer
                 db.execute("PRAGMA synchronous = NORMAL")
@@ -195,7 +202,7 @@ class EpisodeSearch:
                 gate.changed.wait_for(lambda: gate.connections == 0)
                 for suffix in ("", "-wal", "-shm"):
                     source = self.path.with_name(SEARCH_FILE + suffix)
-                    if source.exists():
+                    if os.path.lexists(source):  # a link too, not what it leads to
                         source.replace(self.path.with_name(SEARCH_FILE + DAMAGED_SUFFIX + suffix))
             finally:
                 gate.moving_aside = False
@@ -309,25 +316,20 @@ class EpisodeSearch:
         self._synced = state
 
     def _read_health(self, db: sqlite3.Connection) -> None:
-        log = self.run_dir / EVENTS_FILE
-        row = db.execute("SELECT read_to FROM log").fetchone()
-        read_to = row[0] if row else 0
-        size = log.stat().st_size if log.exists() else 0
-        if size == read_to:
-            return
-        restart = size < read_to  # a log replaced by a shorter one: read it again
-        read_to = 0 if restart else read_to
-        found: list[tuple[int, str]] = []
+        read_to = (db.execute("SELECT read_to FROM log").fetchone() or (0,))[0]
         damage: list[str] = []
-        with log.open("rb") as handle:
-            handle.seek(read_to)
-            for line in handle:
-                if not line.endswith(b"\n"):
-                    break  # an event being written: read it next time
-                line_start, read_to = read_to, read_to + len(line)
-                if b'"health"' not in line:
+        with open_log(self.run_dir) or closing(io.BytesIO()) as log:  # a link or FIFO refused: read as empty
+            size = log.seek(0, 2)
+            if size == read_to:
+                return
+            restart = size < read_to  # a log replaced by a shorter one: read it again
+            read_to = 0 if restart else read_to
+            found: list[tuple[int, str]] = []
+            for line_start, length, line in complete_lines(log, read_to):  # each line bounded (run/log_lines.py)
+                read_to = line_start + length
+                if line is not None and b'"health"' not in line:
                     continue
-                event = parse_event(line)  # the check every reader of the log makes
+                event = parse_event(line) if line is not None else overlong(length)  # what every reader checks
                 if isinstance(event, str):
                     damage.append(f"at byte {line_start}: {event}")
                 elif event["type"] == "health" and not event["data"]["resolved"]:

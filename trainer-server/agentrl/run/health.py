@@ -21,7 +21,6 @@ from typing import Any
 
 from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.schemas import HEALTH_CODES
-from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.rollout.episode import Episode
 from agentrl.run.health_evidence import History, StepEvidence, tool_figures
 
@@ -339,7 +338,7 @@ RULES = (
         "non_finite",
         "non-finite or huge reward, non-finite loss or gradient",
         "error",
-        f"make the rewards finite and within ±{MAX_ABS_REWARD:g} (or set train.non_finite_rewards: drop); for a NaN "
+        "make the rewards finite and within rollout.max_abs_reward (or set train.non_finite_rewards: drop); for a NaN "
         "loss or gradient lower train.lr, or leave train.bf16_autocast off; then resume from the last checkpoint",
         None,
     ),

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config
-from agentrl.contract.files_inside import read_inside
+from agentrl.contract.files_inside import read_json_inside
 from agentrl.contract.tasks import load_tasks
 from agentrl.environment.code_snapshot import use_snapshot
 from agentrl.environment.loader import EnvLoadError, config_env_factory
@@ -60,7 +60,7 @@ def find_task(config: RunConfig, run_dir: Path, task_id: str) -> dict[str, Any]:
     files = [
         config.data.train,
         config.data.eval,
-        json.loads(read_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES)).get("data"),
+        read_json_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES).get("data"),
     ]
     unread = []
     for file in dict.fromkeys(f for f in files if f):

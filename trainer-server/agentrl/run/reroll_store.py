@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.files_inside import is_plain_file, is_plain_folder, read_inside
+from agentrl.contract.files_inside import is_plain_file, is_plain_folder, parse_json, read_inside, read_json_inside
 from agentrl.contract.schemas import REROLL_ID_PATTERN, validator_for
 
 REROLLS_DIR = "rerolls"
@@ -62,7 +62,7 @@ def _read_summary(run_dir: Path, reroll_id: str) -> dict[str, Any]:
     """The re-roll's own file, checked; FileNotFoundError when there is none, DamagedReroll when it is damaged."""
     name = f"{REROLLS_DIR}/{reroll_id}.json"
     try:
-        reroll = json.loads(read_inside(run_dir, name, MAX_REROLL_BYTES))
+        reroll = read_json_inside(run_dir, name, MAX_REROLL_BYTES)
     except FileNotFoundError:
         raise
     except OSError as err:
@@ -92,8 +92,8 @@ def read_reroll(run_dir: Path, reroll_id: str) -> tuple[dict[str, Any], list[dic
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:  # not UTF-8, not JSON
+            record = parse_json(line)
+        except ValueError:  # not UTF-8, not JSON, nested too deep
             record = None
         if not isinstance(record, dict):
             raise DamagedReroll(f"{name} line {number}: not a JSON object")

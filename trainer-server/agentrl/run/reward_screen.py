@@ -5,15 +5,16 @@ episode and the reward with where it came from."""
 
 from __future__ import annotations
 
-from agentrl.environment.env import MAX_ABS_REWARD
 from agentrl.learning.learner import NonFiniteError
 from agentrl.rollout.episode import Episode
 
 
-def screen_rewards(episodes: list[Episode], step: int, policy: str, from_agent: bool) -> tuple[list[Episode], int]:
+def screen_rewards(
+    episodes: list[Episode], step: int, policy: str, from_agent: bool, max_abs: float
+) -> tuple[list[Episode], int]:
     """The episodes the update may use, and how many were dropped (`policy`: train.non_finite_rewards); `from_agent`:
-    the rewards came from the run's agent, not its env."""
-    screened = [(episode, episode.unusable_rewards(from_agent)) for episode in episodes]
+    the rewards came from the run's agent, not its env; `max_abs`: rollout.max_abs_reward."""
+    screened = [(episode, episode.unusable_rewards(from_agent, max_abs)) for episode in episodes]
     bad = [(episode, found) for episode, found in screened if found]
     if not bad:
         return episodes, 0
@@ -24,7 +25,7 @@ def screen_rewards(episodes: list[Episode], step: int, policy: str, from_agent: 
         raise NonFiniteError(
             f"step {step}: episode {episode.group}/{episode.sample} of task {episode.task_id!r}: {'; '.join(found)}"
             f"{more}. Nothing was updated and the last checkpoint stands. Make the rewards finite and within "
-            f"±{MAX_ABS_REWARD:g}"
+            f"±{max_abs:g} (rollout.max_abs_reward)"
             + (
                 ", or set train.non_finite_rewards: drop to leave such episodes out"
                 if policy == "fail"

@@ -27,15 +27,20 @@ from agentrl.contract.files_inside import (
     is_plain_file,
     is_plain_folder,
     open_inside,
+    open_own_file,
     open_to_write,
+    parse_json,
     read_inside,
+    read_json_inside,
 )
 from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
+from agentrl.run.log_lines import MAX_EVENT_LINE_BYTES, complete_lines, overlong
 
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
 PID_FILE = "pid"
+EXPORTS_DIR = "exports"  # what run/export and `agentrl export-trajectories` write, by default
 MAX_RUN_RECORD_BYTES = 2**20  # run.json: a name, a mode, when, a few fields
 TRAJECTORIES_DIR = "trajectories"  # a step's trajectory records: TRAJECTORIES_DIR/trajectory_file_name(step)
 # Where each `trajectory` event of events.jsonl sits, with the figures trajectory/query filters and sorts by, a
@@ -135,8 +140,8 @@ def parse_event(line: bytes) -> dict[str, Any] | str:
     (check_event: the same check as on writing). A damaged line is skipped by every reader: the rest of the log
     still reads."""
     try:
-        event = json.loads(line)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nested too deep
+        event = parse_json(line)
+    except ValueError:  # UnicodeDecodeError is one, and so is nesting too deep (parse_json)
         return "not a JSON line"
     if not isinstance(event, dict):
         return f"a JSON {type(event).__name__}, not an event object"
@@ -173,18 +178,13 @@ def trajectory_lines(run_dir: Path, start: int) -> Iterator[tuple[int, int, dict
     if handle is None:
         return
     with handle:
-        handle.seek(start)
-        offset = start
-        for line in handle:
-            if not line.endswith(b"\n"):
-                return  # torn tail: not yet (or never) completed
+        for offset, length, line in complete_lines(handle, start):
             summary = None
-            if b'"trajectory"' in line:  # the type's value; a line without it is no trajectory event
+            if line is not None and b'"trajectory"' in line:  # the type's value; a line without it is no trajectory
                 event = parse_event(line)
                 if isinstance(event, dict) and event["type"] == "trajectory":
                     summary = event["data"]
-            yield offset, len(line), summary
-            offset += len(line)
+            yield offset, length, summary
 
 
 def last_seq(run_dir: Path) -> int:
@@ -199,12 +199,10 @@ def read_events(run_dir: Path, since: int = 0, damage: list[str] | None = None) 
         return []
     events = []
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.endswith(b"\n"):
-                break  # torn tail: not yet (or never) completed
-            if not line.strip():
+        for number, (_, length, line) in enumerate(complete_lines(handle, 0), start=1):
+            if line is not None and not line.strip():
                 continue
-            event = parse_event(line)
+            event = parse_event(line) if line is not None else overlong(length)
             if isinstance(event, str):
                 if damage is not None:
                     damage.append(f"{EVENTS_FILE} line {number}: {event}")
@@ -224,31 +222,40 @@ def reverse_events(run_dir: Path, damage: list[str] | None = None) -> Iterator[d
     if handle is None:
         return
     with handle:
-        position = handle.seek(0, 2)
-        cut: bytes | None = None  # the end of a line whose start lies in an earlier block
-        at_end = True
-        while position > 0:
-            start = max(0, position - _TAIL_BLOCK)
-            handle.seek(start)
-            lines = (handle.read(position - start) + (cut or b"")).split(b"\n")
-            if at_end:
-                lines.pop()  # what follows the last newline: nothing, or an event still being written
-                at_end = False
-            cut = lines.pop(0) if start > 0 else None
-            line_start = start + (len(cut) + 1 if cut is not None else 0)
-            starts = []
-            for line in lines:
-                starts.append(line_start)
-                line_start += len(line) + 1
-            for line, line_start in zip(reversed(lines), reversed(starts)):
-                if not line.strip():
-                    continue
-                event = parse_event(line)
-                if isinstance(event, dict):
-                    yield event
-                elif damage is not None:
-                    damage.append(f"{EVENTS_FILE} at byte {line_start}: {event}")
-            position = start
+        for line_start, length, line in _lines_backwards(handle):
+            if line is not None and not line.strip():
+                continue
+            event = parse_event(line) if line is not None else overlong(length)
+            if isinstance(event, dict):
+                yield event
+            elif damage is not None:
+                damage.append(f"{EVENTS_FILE} at byte {line_start}: {event}")
+
+
+def _lines_backwards(handle: BinaryIO) -> Iterator[tuple[int, int, bytes | None]]:
+    """(offset, length, line) of the log's complete lines from the last to the first, without their newline; `line`
+    is None for one over MAX_EVENT_LINE_BYTES, whose blocks are not kept (log_lines.py). What follows the last
+    newline is a torn tail, left out."""
+    position = handle.seek(0, 2)
+    line_end: int | None = None  # where the line being read ends (its newline); None while in the torn tail
+    later_parts: list[bytes] = []  # its blocks read so far, last first, while they fit the bound
+    while position > 0:
+        start = max(0, position - _TAIL_BLOCK)
+        handle.seek(start)
+        block = handle.read(position - start)
+        cut = len(block)
+        while (newline := block.rfind(b"\n", 0, cut)) >= 0:
+            if line_end is not None:
+                line_start = start + newline + 1
+                whole = line_end - line_start <= MAX_EVENT_LINE_BYTES
+                line = block[newline + 1 : cut] + b"".join(reversed(later_parts)) if whole else None
+                yield line_start, line_end - line_start, line
+            line_end, later_parts, cut = start + newline, [], newline
+        if line_end is not None and line_end - start <= MAX_EVENT_LINE_BYTES:
+            later_parts.append(block[:cut])
+        position = start
+    if line_end is not None:  # the log's first line
+        yield 0, line_end, b"".join(reversed(later_parts)) if line_end <= MAX_EVENT_LINE_BYTES else None
 
 
 def last_status(run_dir: Path) -> dict[str, Any] | None:
@@ -355,7 +362,7 @@ class RunStore:
         return self.run_dir.name
 
     def meta(self) -> dict[str, Any]:
-        return json.loads(read_inside(self.run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES))
+        return read_json_inside(self.run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES)
 
     def _truncate_torn_tail(self) -> None:
         """Drops what follows the log's last newline (an event a crash left half written), reading back from the
@@ -385,6 +392,8 @@ class RunStore:
             line = (
                 json.dumps({"seq": seq, "time": time.time(), "type": event_type, "data": data}, allow_nan=False) + "\n"
             ).encode()
+            if len(line) > MAX_EVENT_LINE_BYTES:  # its readers would pass over it as damage
+                raise ValueError(f"a {event_type} event: {overlong(len(line))}")
             with open_to_write(self.run_dir, EVENTS_FILE, append=True) as handle:
                 offset = handle.tell()  # append mode starts at the end
                 handle.write(line)
@@ -394,7 +403,7 @@ class RunStore:
             if event_type == "trajectory":  # after the line: a row never names a line that is not complete
                 if self._trajectory_index_rows is None:
                     self._sync_trajectory_index(offset)
-                with (self.run_dir / TRAJECTORY_INDEX_FILE).open("ab") as index:
+                with open_own_file(self.run_dir, TRAJECTORY_INDEX_FILE, append=True) as index:
                     index.write(trajectory_index_row(self._trajectory_index_rows, offset, len(line), data))
                 self._trajectory_index_rows += 1
             self._next_seq += 1
@@ -405,21 +414,17 @@ class RunStore:
         `log_end` that it lacks (a process that died between an event and its row, a run begun before the index
         existed; a row cut short is dropped), so that its rows have no gap and a reader scans only the log past
         the last row's line. An index whose last row names no trajectory line of the log is rebuilt whole."""
-        path = self.run_dir / TRAJECTORY_INDEX_FILE
-        size = path.stat().st_size if path.exists() else 0
-        rows = size // TRAJECTORY_INDEX_ROW.size
-        indexed_to = 0
-        if rows:
-            with path.open("rb") as index:
+        with open_own_file(self.run_dir, TRAJECTORY_INDEX_FILE, append=False) as index:
+            rows = index.seek(0, 2) // TRAJECTORY_INDEX_ROW.size
+            indexed_to = 0
+            if rows:
                 index.seek((rows - 1) * TRAJECTORY_INDEX_ROW.size)
                 position, offset, length, *_ = TRAJECTORY_INDEX_ROW.unpack(index.read(TRAJECTORY_INDEX_ROW.size))
-            found = next(trajectory_lines(self.run_dir, offset), None) if 0 <= offset < log_end else None
-            if position == rows - 1 and found is not None and found[:2] == (offset, length) and found[2] is not None:
-                indexed_to = offset + length
-            else:
-                rows = 0
-        with path.open("ab") as index:
+                found = next(trajectory_lines(self.run_dir, offset), None) if 0 <= offset < log_end else None
+                names_its_line = found is not None and found[:2] == (offset, length) and found[2] is not None
+                indexed_to, rows = (offset + length, rows) if position == rows - 1 and names_its_line else (0, 0)
             index.truncate(rows * TRAJECTORY_INDEX_ROW.size)
+            index.seek(0, 2)
             for offset, length, summary in trajectory_lines(self.run_dir, indexed_to):
                 if offset >= log_end:
                     break

@@ -442,7 +442,11 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
             run.reporter.phase("updating", step)
             try:
                 episodes, dropped = screen_rewards(
-                    episodes, step, cfg.train.non_finite_rewards, from_agent=cfg.agent is not None
+                    episodes,
+                    step,
+                    cfg.train.non_finite_rewards,
+                    from_agent=cfg.agent is not None,
+                    max_abs=cfg.rollout.max_abs_reward,
                 )
                 try:
                     update = run.learner.update(episodes)

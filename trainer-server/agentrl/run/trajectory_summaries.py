@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from agentrl.contract.files_inside import open_inside
 from agentrl.run.runstore import (
     EPISODE_SORTS,
-    EVENTS_FILE,
     TRAJECTORY_INDEX_FILE,
     TRAJECTORY_INDEX_ROW,
     TRAJECTORY_STATUSES,
+    open_log,
     parse_event,
     trajectory_index_values,
     trajectory_lines,
@@ -87,8 +88,11 @@ class TrajectorySummaries:
 
     # --- the rows: from the index file, then from the log past its last row ------------------------------------
     def _extend(self) -> None:
-        log = self.run_dir / EVENTS_FILE
-        log_size = log.stat().st_size if log.exists() else 0
+        log = open_log(self.run_dir)  # a link or a FIFO in its place reads as no log
+        log_size = 0
+        if log is not None:
+            with log:
+                log_size = log.seek(0, 2)
         if log_size < self._log_scanned:  # the log was replaced by a shorter one: nothing known holds
             self._start_over(use_index_file=self._use_index_file)
         chunks = self._rows_from_index(log_size) if self._use_index_file else []
@@ -106,10 +110,14 @@ class TrajectorySummaries:
     def _rows_from_index(self, log_size: int) -> list[np.ndarray]:
         """The index file's rows written since the last read, in chunks, up to the first that cannot be right."""
         chunks: list[np.ndarray] = []
-        path = self.run_dir / TRAJECTORY_INDEX_FILE
-        if not path.exists():
+        try:
+            index = open_inside(self.run_dir, TRAJECTORY_INDEX_FILE, None)  # no link, no FIFO
+        except FileNotFoundError:
             return chunks
-        with path.open("rb") as index:
+        except OSError:  # refused or unreadable: the log says it all
+            self._use_index_file = False
+            return chunks
+        with index:
             index.seek(self._index_rows * ROW.itemsize)
             while chunk := index.read(ROW.itemsize * _ROWS_PER_READ):
                 rows = np.frombuffer(chunk, ROW, count=len(chunk) // ROW.itemsize)  # the rest: a row being written
@@ -190,16 +198,16 @@ class TrajectorySummaries:
         if not len(page):
             return []
         items = []
-        descriptor = os.open(self.run_dir / EVENTS_FILE, os.O_RDONLY)
-        try:
+        log = open_log(self.run_dir)
+        if log is None:  # gone or replaced by a link or FIFO since its rows were read
+            raise IndexMismatch
+        with log:
             for row in page:
-                event = parse_event(os.pread(descriptor, int(row["length"]), int(row["offset"])))
+                event = parse_event(os.pread(log.fileno(), int(row["length"]), int(row["offset"])))
                 names = (int(row["step"]), int(row["group"]), int(row["sample"]))
                 if not (isinstance(event, dict) and event["type"] == "trajectory" and _id_of(event["data"]) == names):
                     raise IndexMismatch
                 items.append(event["data"])
-        finally:
-            os.close(descriptor)
         return items
 
 

@@ -31,12 +31,15 @@ from websockets.http11 import Request, Response
 from agentrl import __version__
 from agentrl.contract.config import ConfigError, load_config_dict, resolve_paths
 from agentrl.contract.env_sources import MCP_LISTING_FAILED_EXIT, McpServerConfig
+from agentrl.contract.files_inside import folder_to_write, is_plain_folder
 from agentrl.contract.training_config import ALGORITHM_NAMES
 from agentrl.learning.memory_advice import plan_longest_and_shortest, ways_to_fit
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
+from agentrl.run.log_lines import complete_lines, overlong
 from agentrl.run.reroll_store import new_reroll_id
 from agentrl.run.runstore import (
     EVENTS_FILE,
+    EXPORTS_DIR,
     TRAJECTORIES_DIR,
     checkpoints_by_step,
     last_seq,
@@ -54,7 +57,7 @@ from agentrl.server.run_holds import RUN_HOLDING_METHODS
 from agentrl.server.run_info import status_run_info
 from agentrl.server.runs import RunManager
 from agentrl.server.toolrerun import recorded_call, rerun_call, wire_outcome
-from agentrl.server.trajectory_index import TrajectoryIndex
+from agentrl.server.trajectory_index import TrajectoryIndex, replayable
 
 log = logging.getLogger("agentrl.server")
 
@@ -455,7 +458,10 @@ class TrainerServer:
         merge = params.get("mergeLora", False)
         suffix = "-merged" if merge else ""
         async with self.export_slot:
-            exports = run_dir / "exports"
+            try:  # written inside the run folder only: never through a link planted as its exports/
+                exports = folder_to_write(run_dir, EXPORTS_DIR)
+            except OSError as err:
+                raise p.RpcError(p.RUN_STATE_CONFLICT, f"cannot export {run_id}: {err}") from None
             staging = exports / f".tmp-{secrets.token_hex(4)}"
             try:
                 exported = await run_child(
@@ -479,6 +485,8 @@ class TrainerServer:
                     )
                 result = json.loads(exported.stdout.decode().strip().splitlines()[-1])
                 final = exports / f"step-{result['step']:06d}{suffix}"
+                if os.path.lexists(final) and not is_plain_folder(final):  # a link in its place: removed, not followed
+                    final.unlink()
                 if not final.exists():  # exported before: the same checkpoint gives the same files
                     staging.rename(final)
             finally:  # whatever ended the export (an error, the server shutting down), no half export is left
@@ -597,13 +605,16 @@ class TrainerServer:
             )
         return {"records": [found[trajectory_id] for trajectory_id in ids]}
 
+    async def _replayable_record(self, run_id: str, trajectory_id: str) -> dict[str, Any]:
+        """The trajectory's record, checked whole before it is played again (trajectory_index.replayable)."""
+        found = await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [trajectory_id]})
+        return replayable(found["records"][0])
+
     async def tool_rerun(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """The recorded call, read from the run's trajectory (a client names a call, never its arguments), run
         again with today's code or the run's snapshot in a child process (rpc.md, `tool/rerun`)."""
         run_id, trajectory_id = params["runId"], params["trajectoryId"]
-        record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [trajectory_id]}))["records"][
-            0
-        ]
+        record = await self._replayable_record(run_id, trajectory_id)
         call = recorded_call(record, params["turn"], params["call"])
         code = params.get("code", "current")
         async with self.rerun_slots:
@@ -626,9 +637,7 @@ class TrainerServer:
         `episode/reroll`). What can be refused without loading anything is refused here."""
         run_id = params["runId"]
         run_dir = self.runs.run_dir(run_id)
-        record = (await asyncio.to_thread(self._trajectory_get, {"runId": run_id, "ids": [params["trajectoryId"]]}))[
-            "records"
-        ][0]
+        record = await self._replayable_record(run_id, params["trajectoryId"])
         try:
             branch_point(record, params["turn"], params["edit"], params["text"])
         except NoSuchTurn as err:
@@ -813,35 +822,33 @@ def _read_new_events(path: Path, offset: int, run_id: str) -> tuple[list[tuple[i
     handle = open_log(path.parent)  # a log that is a link or a FIFO reads as none (run/get names it as damage)
     if handle is None:
         return [], offset, 0
-    size = STREAM_READ_BYTES
-    with handle:
-        while True:
-            handle.seek(offset)
-            chunk = handle.read(size)
-            end = chunk.rfind(b"\n") + 1  # only complete lines; a torn tail is read next time
-            if end or len(chunk) < size:
-                break
-            size *= 4  # one event longer than the read: read more
-        more_after_chunk = offset + end < handle.seek(0, 2)
     envelope = '{"jsonrpc": "2.0", "method": "run/event", "params": {"runId": ' + json.dumps(run_id) + ", "
     events = []
-    position = offset
-    for line in chunk[:end].split(b"\n")[:-1]:
-        line_start, position = position, position + len(line) + 1
-        if not line.strip():
-            continue
-        event = parse_event(line)
-        if isinstance(event, str):
-            log.warning("run %s: skipped the damaged line at byte %d of %s: %s", run_id, line_start, path, event)
-            continue
-        text = line.decode("utf-8").strip() if _EVENT_PREFIX.match(line) else json.dumps(event)  # as written, or anew
-        run_info = (
-            '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", " if event["type"] == "status" else ""
-        )
-        events.append((event["seq"], envelope + run_info + text[1:] + "}"))
+    end = offset
+    with handle:
+        for line_start, length, line in complete_lines(handle, offset):  # each line bounded (run/log_lines.py)
+            end = line_start + length
+            if end - offset > STREAM_READ_BYTES and line_start > offset:
+                end = line_start  # this line is read next time
+                break
+            event = overlong(length) if line is None else parse_event(line)
+            if isinstance(event, str):
+                if line is None or line.strip():
+                    log.warning(
+                        "run %s: skipped the damaged line at byte %d of %s: %s", run_id, line_start, path, event
+                    )
+                continue
+            text = (
+                line.decode("utf-8").strip() if line and _EVENT_PREFIX.match(line) else json.dumps(event)
+            )  # as written
+            run_info = (
+                '"runInfo": ' + json.dumps(status_run_info(event["data"])) + ", " if event["type"] == "status" else ""
+            )
+            events.append((event["seq"], envelope + run_info + text[1:] + "}"))
+        more_after_chunk = end < handle.seek(0, 2)
     # Only a subscriber still replaying the log has more of it than this read: then the log's tail says its end.
     latest = last_seq(path.parent) if more_after_chunk or not events else events[-1][0]
-    return events, offset + end, latest
+    return events, end, latest
 
 
 def _decode_cursor(cursor: str | None) -> int:

@@ -3,11 +3,10 @@ valid, and the fields a status event sets."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.files_inside import read_inside
+from agentrl.contract.files_inside import read_json_inside
 from agentrl.contract.schemas import RUN_MODES
 from agentrl.run.runstore import MAX_RUN_RECORD_BYTES, RUN_FILE
 
@@ -18,7 +17,7 @@ def read_run_record(run_dir: Path, damage: list[str]) -> dict[str, Any]:
     """run.json's name, mode and created_at, each kept only when it has the type run-folder.schema.json gives it;
     what is wrong with the file is said in `damage`, and the run is still listed, under its id."""
     try:
-        record = json.loads(read_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES))
+        record = read_json_inside(run_dir, RUN_FILE, MAX_RUN_RECORD_BYTES)
     except (OSError, ValueError) as err:
         damage.append(f"{RUN_FILE}: unreadable ({type(err).__name__})")
         return {}

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
-from agentrl.contract.files_inside import RefusedFile, open_to_write, read_inside
+from agentrl.contract.files_inside import is_plain_folder, open_own_file, read_inside
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
 from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
@@ -35,6 +35,7 @@ from agentrl.environment.code_snapshot import read_code_manifest, read_snapshot_
 from agentrl.learning.memory_advice import check_memory
 from agentrl.run.runstore import (
     CONFIG_FILE,
+    EXPORTS_DIR,
     PID_FILE,
     RUN_FILE,
     RunStore,
@@ -113,7 +114,8 @@ class RunManager:
             else:
                 shutil.rmtree(half_deleted, ignore_errors=True)
         for run_dir in list_run_dirs(self.runs_dir):
-            for half_export in run_dir.glob("exports/.tmp-*"):  # an export the server was ended in the middle of
+            exports = run_dir / EXPORTS_DIR  # never a link's: what it leads to is not the run's to remove
+            for half_export in exports.glob(".tmp-*") if is_plain_folder(exports) else ():  # an export cut short
                 shutil.rmtree(half_export, ignore_errors=True)
             status = last_status(run_dir) or {}
             if status.get("status") in ENDED_RUN_STATUSES:
@@ -421,12 +423,7 @@ class RunManager:
     async def _spawn(self, run_id: str, args: list[str]) -> None:
         stderr_path = stderr_log_path(self.runs_dir, run_id)
         stderr_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            stderr = open_to_write(stderr_path.parent, stderr_path.name, append=True)
-        except RefusedFile:  # a link or FIFO planted in its place: removed (not what it leads to), begun anew
-            stderr_path.unlink()
-            stderr = open_to_write(stderr_path.parent, stderr_path.name, append=True)
-        with stderr:
+        with open_own_file(stderr_path.parent, stderr_path.name, append=True) as stderr:
             process = await asyncio.create_subprocess_exec(
                 *agentrl_command("agentrl.cli", *args),
                 stdin=asyncio.subprocess.DEVNULL,

@@ -5,22 +5,26 @@ latest line of an id is its record). So a file's index extends from where it sto
 once, however many requests read the file. A damaged line (not a JSON object with a string id) is not indexed, nor
 returned: a damaged file answers with the records it still holds. A record is not checked against
 trajectory.schema.json as it is read (~10 ms a record: seconds for a step), so one whose insides were garbled into
-other valid JSON is returned as the file holds it; the replay shows it as text.
+other valid JSON is returned as the file holds it; the replay shows it as text. A record played again (tool/rerun,
+episode/reroll: one at a time) is checked first, `replayable`: a None, list or object where the record holds text
+would otherwise reach the tokenizer or a parser and fail as a TypeError that names nothing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from agentrl.contract.files_inside import open_inside
+from agentrl.contract.files_inside import open_inside, parse_json
+from agentrl.contract.schemas import file_validator
+from agentrl.server import protocol as p
 
 log = logging.getLogger("agentrl.server")
+_TRAJECTORY = file_validator("trajectory.schema.json")
 
 # How every record line begins (agentrl/rollout/episode.py writes schema_version first, then id).
 _ID_PREFIX = re.compile(rb'\{"schema_version": \d+, "id": "([^"\\]*)"')
@@ -34,7 +38,10 @@ class TrajectoryIndex:
     def _offsets(self, path: Path) -> dict[str, tuple[int, int]]:
         with self._lock:
             indexed, offsets = self._files.get(path, (0, {}))
-            with open_inside(path.parent, path.name, None) as handle:  # never a link or a FIFO planted there
+            handle = _open_step_file(path)
+            if handle is None:
+                return {}
+            with handle:
                 size = os.fstat(handle.fileno()).st_size
                 handle.seek(indexed)
                 data = handle.read(size - indexed) if size > indexed else b""
@@ -58,8 +65,11 @@ class TrajectoryIndex:
     def records(self, path: Path, ids: list[str]) -> dict[str, dict[str, Any]]:
         """The records of those `ids` the file holds (the latest of each), read from their offsets."""
         offsets = self._offsets(path)
-        found = {}
-        with open_inside(path.parent, path.name, None) as handle:
+        found: dict[str, dict[str, Any]] = {}
+        handle = _open_step_file(path) if offsets else None
+        if handle is None:
+            return found
+        with handle:
             for trajectory_id in dict.fromkeys(ids):
                 if trajectory_id in offsets:
                     offset, length = offsets[trajectory_id]
@@ -85,13 +95,38 @@ class TrajectoryIndex:
         return [found[trajectory_id] for trajectory_id in ordered if trajectory_id in found]
 
 
+def replayable(record: dict[str, Any]) -> dict[str, Any]:
+    """`record`, when trajectory.schema.json holds for it; else TRAJECTORY_NOT_FOUND naming where it is damaged."""
+    problem = next(_TRAJECTORY.iter_errors(record), None)
+    if problem is None:
+        return record
+    where = "/".join(map(str, problem.absolute_path)) or "the top level"
+    raise p.RpcError(
+        p.TRAJECTORY_NOT_FOUND,
+        f"trajectory {record['id']}'s record is damaged at {where} ({problem.message[:200]}): it cannot be played "
+        "again",
+    )
+
+
+def _open_step_file(path: Path) -> BinaryIO | None:
+    """The step file, never through a link nor a FIFO planted in its place: None when there is none, or it is
+    refused or unreadable (logged), so that it reads as holding no records, as a damaged line holds none."""
+    try:
+        return open_inside(path.parent, path.name, None)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        log.warning("skipped the trajectories of %s: %s", path, err)
+        return None
+
+
 def _line_id(line: bytes) -> str | None:
     match = _ID_PREFIX.match(line)
     if match:
         return match.group(1).decode("utf-8", "replace")
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the parser's stack
+        record = parse_json(line)
+    except ValueError:  # UnicodeDecodeError is one, and so is nesting too deep (parse_json)
         return None
     return record["id"] if isinstance(record, dict) and isinstance(record.get("id"), str) else None
 
@@ -99,8 +134,8 @@ def _line_id(line: bytes) -> str | None:
 def _record(line: bytes) -> dict[str, Any] | str:
     """A record as the file holds it, or what is wrong with the line."""
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        record = parse_json(line)
+    except ValueError:
         return "not a JSON line"
     if not isinstance(record, dict) or not isinstance(record.get("id"), str):
         return "not a JSON object with a string id"
