@@ -43,7 +43,7 @@ export class RunCodeDocuments implements vscode.TextDocumentContentProvider {
     let found = this.manifests.get(runId);
     if (!found) {
       found = this.ctx.connection.request('run/code', { runId }).then(({ manifest }) => {
-        if (!manifest) throw new Error(noCodeMessage(this.ctx.connection.model.run(runId)?.name ?? runId));
+        if (!manifest) throw new Error(noCodeMessage(this.ctx.connection.model.runName(runId)));
         return manifest;
       });
       found.catch(() => this.manifests.delete(runId)); // asked again next time: the trainer may answer then
@@ -79,7 +79,7 @@ export const compareCode =
     const runIds = await pickTwoRuns(ctx, target, selected);
     if (!runIds) return undefined;
     const [base, other] = await Promise.all(runIds.map((runId) => documents.manifest(runId)));
-    const [baseName, otherName] = runIds.map((runId) => ctx.connection.model.run(runId)?.name ?? runId);
+    const [baseName, otherName] = runIds.map((runId) => ctx.connection.model.runName(runId));
     const changes = codeChanges(base.code, other.code);
     if (!changes.length) {
       void vscode.window.showInformationMessage(sameCodeMessage(baseName, otherName, base.code.files.length));

@@ -73,7 +73,7 @@ async function pickRuns(ctx: Ctx, title: string, many: boolean, preselected?: st
   if (runIds.length === 0) throw new Error('the trainer server has no runs yet');
   if (runIds.length === 1) return runIds;
   const items = runIds.map((runId) => ({
-    label: trainer.model.run(runId)?.name ?? runId,
+    label: trainer.model.runName(runId),
     description: trainer.model.description({ kind: 'run', runId }),
     detail: runId,
     runId,
@@ -93,7 +93,7 @@ async function pickRuns(ctx: Ctx, title: string, many: boolean, preselected?: st
 
 function openDashboard(ctx: Ctx, trainer: TrainerConnection, runIds: string[]): vscode.WebviewPanel {
   const webviewRoot = vscode.Uri.joinPath(ctx.extensionContext.extensionUri, 'dist', 'webview');
-  const names = runIds.map((runId) => trainer.model.run(runId)?.name ?? runId);
+  const names = runIds.map((runId) => trainer.model.runName(runId));
   const title = runIds.length === 1 ? `Dashboard: ${names[0]}` : `Compare: ${names.join(', ')}`;
   const panel = vscode.window.createWebviewPanel('agentRl.dashboard', title, vscode.ViewColumn.Active, {
     enableScripts: true,

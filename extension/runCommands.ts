@@ -119,7 +119,7 @@ export const stopTraining =
               mode: 'immediate' as const,
             },
           ],
-          { title: `Stop ${ctx.connection.model.run(runId)?.name ?? runId}` },
+          { title: `Stop ${ctx.connection.model.runName(runId)}` },
         )
       )?.mode;
     if (!mode) return undefined;
@@ -161,7 +161,7 @@ export const deleteRun =
     const model = ctx.connection.model;
     const runId = await pickRun(ctx, target, 'Delete Run', (id) => !model.isActive(id));
     if (!runId) return undefined;
-    const name = model.run(runId)?.name ?? runId;
+    const name = model.runName(runId);
     const choice = await vscode.window.showWarningMessage(
       `Delete the run ${name} (${model.description({ kind: 'run', runId })})?`,
       {
@@ -186,7 +186,7 @@ export const exportModel =
     if (!runId) return undefined;
     const given = target && !('kind' in target) ? target : undefined;
     const step = target && 'kind' in target && target.kind === 'step' ? target.step : given?.step;
-    const name = ctx.connection.model.run(runId)?.name ?? runId;
+    const name = ctx.connection.model.runName(runId);
     const mergeLora =
       given?.mergeLora ??
       (

@@ -92,7 +92,7 @@ export async function startRun(ctx: Ctx, prepared: PreparedRun, mode: 'train' | 
   );
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   if (mode === 'train') {
-    const name = ctx.connection.model.run(runId)?.name ?? runId;
+    const name = ctx.connection.model.runName(runId);
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));

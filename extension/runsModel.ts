@@ -314,10 +314,26 @@ export class RunsModel {
     }
   }
 
+  /** How the editor names a run: its name, and where another run has the same name, its mode and start time
+   *  ("my-env (try 10:04:31)"), so that two dashboards, a comparison or a picker tell them apart. */
+  runName(runId: string): string {
+    const info = this.run(runId);
+    if (!info) return runId;
+    const namesakes = [...this.runs.values()].filter((s) => s.info.name === info.name).length;
+    if (namesakes < 2) return info.name;
+    const started = info.createdAt ? new Date(info.createdAt) : undefined;
+    const time = started
+      ? [started.getHours(), started.getMinutes(), started.getSeconds()]
+          .map((n) => String(n).padStart(2, '0'))
+          .join(':')
+      : runId;
+    return `${info.name} (${info.mode} ${time})`;
+  }
+
   label(node: RunsTreeNode): string {
     switch (node.kind) {
       case 'run':
-        return this.run(node.runId)?.name ?? node.runId;
+        return this.runName(node.runId);
       case 'worker':
         return `${node.worker.role} worker ${node.worker.index}`;
       case 'step':

@@ -30,7 +30,7 @@ export const searchEpisodes =
       : (
           await vscode.window.showQuickPick(
             model.runIds().map((runId, index) => ({
-              label: model.run(runId)?.name ?? runId,
+              label: model.runName(runId),
               description: `${runId} · ${model.run(runId)?.status ?? ''}`,
               runId,
               picked: index === 0, // the newest run: OK at once searches it
@@ -77,7 +77,7 @@ export const searchEpisodes =
     }
     const pick = await vscode.window.showQuickPick(
       found.items.map(({ runId, summary }) => ({
-        label: `${model.run(runId)?.name ?? runId} · step ${summary.step} · ${summary.id}`,
+        label: `${model.runName(runId)} · step ${summary.step} · ${summary.id}`,
         description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${counted(summary.num_turns, 'turn')} · ${counted(summary.num_tool_calls, 'tool call')} (${summary.num_tool_errors} failed)`,
         runId,
         id: summary.id,

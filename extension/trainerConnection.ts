@@ -269,7 +269,7 @@ export class TrainerConnection implements vscode.Disposable {
 
   /** An event that happened while we watched: logs into the channel, and a health alert to its listeners too. */
   private announce(event: RunEventParams): void {
-    const name = this.model.run(event.runId)?.name ?? event.runId;
+    const name = this.model.runName(event.runId);
     if (event.type === 'log') {
       const text = `[${name}] ${event.data.message}`;
       switch (event.data.level) {

@@ -58,9 +58,9 @@ export const tryEnvironment =
     const failedCalls = episodes.reduce((sum, episode) => sum + episode.num_tool_errors, 0);
     const { text: summary, warning } =
       status === 'completed'
-        ? trySummary(info?.name ?? runId, episodes, failedCalls, modelActsIn(configUri.fsPath))
+        ? trySummary(ctx.connection.model.runName(runId), episodes, failedCalls, modelActsIn(configUri.fsPath))
         : {
-            text: `Try run ${info?.name ?? runId} ${status}${info?.message ? `: ${info.message}` : ''}.`,
+            text: `Try run ${ctx.connection.model.runName(runId)} ${status}${info?.message ? `: ${info.message}` : ''}.`,
             warning: true,
           };
     ctx.log.info(summary);

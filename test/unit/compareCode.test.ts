@@ -97,7 +97,7 @@ describe('Compare Code', () => {
     };
     assert.deepEqual(fromRow.runIds, ['r1', 'r2']);
     const offered = (fake.prompts[0].options.items as Array<{ runId: string }>).map((item) => item.runId);
-    assert.deepEqual(offered, ['r2', 'r3'], 'every run but the row’s');
+    assert.deepEqual(offered, ['r3', 'r2'], 'every run but the row’s, newest first');
 
     fake.answers = [pick('qa'), pick('lookup')];
     const fromPalette = (await commands.executeCommand(Commands.compareCode)) as { runIds: string[] };

@@ -136,6 +136,23 @@ describe('RunsModel (the Runs view and status bar)', () => {
     );
   });
 
+  it('names a run by its name, and by its mode and start time where another run has the same name', () => {
+    const model = new RunsModel(() => NOW);
+    const tryStart = '2026-11-22T09:04:31Z';
+    model.setRuns([
+      run({ runId: 'a', name: 'my-env', mode: 'try', createdAt: tryStart }),
+      run({ runId: 'b', name: 'my-env', mode: 'train', createdAt: '2026-11-22T09:30:00Z' }),
+      run({ runId: 'c', name: 'other' }),
+    ]);
+    const local = new Date(tryStart);
+    const time = [local.getHours(), local.getMinutes(), local.getSeconds()].map((n) => String(n).padStart(2, '0'));
+    assert.equal(model.runName('a'), `my-env (try ${time.join(':')})`);
+    assert.match(model.runName('b'), /^my-env \(train \d\d:\d\d:\d\d\)$/);
+    assert.equal(model.runName('c'), 'other');
+    assert.equal(model.label({ kind: 'run', runId: 'a' }), model.runName('a')); // the Runs view says the same
+    assert.equal(model.runName('gone'), 'gone');
+  });
+
   it('follows status, metrics and checkpoints, and says which runs can be stopped or resumed', () => {
     const model = new RunsModel(() => NOW);
     const changes: Array<string | undefined> = [];
