@@ -28,6 +28,9 @@ export function registerRunCommands(ctx: Ctx): vscode.Disposable {
   const tryProblems = vscode.languages.createDiagnosticCollection('agentRl.tryEnvironment');
   return vscode.Disposable.from(
     tryProblems,
+    // They are about the code as the Try ran it: a file saved since loses its own (a fixed Tool's error stayed
+    // through training runs and restarts); the next Try finds what is still there.
+    vscode.workspace.onDidSaveTextDocument((document) => tryProblems.delete(document.uri)),
     registerCommands(ctx, {
       [Commands.refreshRuns]: { title: 'Refresh Runs', make: refreshRuns },
       [Commands.startTraining]: { title: 'Start Training', make: startTraining },

@@ -248,6 +248,10 @@ describe('run commands', () => {
     assert.equal(summary.severity, 'warning');
     assert.equal(summary.text, 'Try run lookup: 1 episode, 1 tool call (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
+    // the Tool fixed and saved: the problems the Try found in that file go (the next Try finds what is left)
+    const toolsPy = await workspace.openTextDocument(Uri.file(join(envFolder, 'tools.py')));
+    fake.documentSaved.fire(toolsPy);
+    assert.equal(problems.get(Uri.file(join(envFolder, 'tools.py'))), undefined);
   });
 
   describe('Try Environment: the env check first', () => {

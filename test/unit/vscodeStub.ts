@@ -225,6 +225,9 @@ export class DiagnosticCollection {
   get(uri: Uri): Diagnostic[] | undefined {
     return this.entries.get(uri.fsPath);
   }
+  delete(uri: Uri): void {
+    if (this.entries.delete(uri.fsPath)) fake.diagnosticsChanged.fire({ uris: [uri] });
+  }
   clear(): void {
     this.entries.clear();
   }
@@ -374,6 +377,8 @@ export const fake = {
   diagnosticsChanged: new EventEmitter<{ uris: Uri[] }>(),
   /** Fired when `openTextDocument` opens a document that was not open (what a language client listens to). */
   documentOpened: new EventEmitter<TextDocument>(),
+  /** Fire to tell the extension that a document was saved (`workspace.onDidSaveTextDocument`). */
+  documentSaved: new EventEmitter<TextDocument>(),
   reset(): void {
     this.commands.clear();
     this.executed = [];
@@ -403,6 +408,7 @@ export const fake = {
     this.trustGranted.dispose();
     this.diagnosticsChanged.dispose();
     this.documentOpened.dispose();
+    this.documentSaved.dispose();
   },
 };
 
@@ -537,6 +543,7 @@ const workspace = {
   },
   onDidChangeTextDocument: () => new Disposable(() => undefined),
   onDidOpenTextDocument: fake.documentOpened.event,
+  onDidSaveTextDocument: fake.documentSaved.event,
   onDidChangeConfiguration: fake.configurationChanges.event,
   onDidGrantWorkspaceTrust: fake.trustGranted.event,
 };
