@@ -3,7 +3,7 @@
 // started and followed with a progress notification that says what it is doing.
 import { basename, dirname } from 'node:path';
 import * as vscode from 'vscode';
-import type { RunEventParams, RunStartParams } from '../protocol/generated/rpc';
+import type { RunStartParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { ensureConnected } from './connectionCommands';
 import { acceptConfigProblems } from './configProblems';
@@ -96,11 +96,9 @@ export async function startRun(ctx: Ctx, prepared: PreparedRun, mode: 'train' | 
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')
       .then((choice) => choice && vscode.commands.executeCommand(Commands.openDashboard, { runId }));
-    // Loading the model and the first step take minutes on a slow machine: said as they happen, until step 1 ends.
-    const firstStep = runEventWhere(ctx, runId, (event) => event.type === 'metrics' && event.data.step > 0);
-    void withRunActivity(ctx, runId, { title: `Agent RL: training ${name}` }, () =>
-      Promise.race([run.ended, firstStep.happened]),
-    ).finally(firstStep.dispose);
+    // What the run does, said as it happens until it ends: loading the model and the first step take minutes on a
+    // slow machine, and a notification that went after step 1 left the status bar alone to say the rest.
+    void withRunActivity(ctx, runId, { title: `Agent RL: training ${name}` }, () => run.ended);
     void run.ended.then((status) => status && announceEnd(ctx, runId, name, status));
   }
   return run;
@@ -136,19 +134,6 @@ export async function withRunActivity<T>(
       }
     },
   );
-}
-
-/** Settles when an event of the run satisfies `matches`; dispose it when no longer waited for. */
-function runEventWhere(
-  ctx: Ctx,
-  runId: string,
-  matches: (event: RunEventParams) => boolean,
-): { happened: Promise<void>; dispose: () => void } {
-  let listener: vscode.Disposable | undefined;
-  const happened = new Promise<void>((resolve) => {
-    listener = ctx.connection.onRunEvent((event) => event.runId === runId && matches(event) && resolve());
-  });
-  return { happened, dispose: () => listener?.dispose() };
 }
 
 /** A training run this editor started has ended: said once, with how far it got (no notification said a run had

@@ -71,7 +71,7 @@ describe('run commands', () => {
       });
     });
 
-    it('says in a notification what the run is doing until its first step ends', async () => {
+    it('says in a notification what the run is doing until it ends', async () => {
       f.connection.startRun = async () => {
         f.connection.model.upsertRun(runInfo('r3', { name: 'lookup', status: 'running', step: 0 }));
         return { runId: 'r3', ended: new Promise(() => undefined) }; // it trains on
@@ -88,12 +88,13 @@ describe('run commands', () => {
       happens({ type: 'phase', data: { phase: 'updating', step: 1 } });
       happens({ type: 'metrics', data: { step: 1, metrics: {} } });
       await new Promise((resolve) => setImmediate(resolve));
-      happens({ type: 'phase', data: { phase: 'rollouts', step: 2 } }); // the Runs view says it from here on
+      happens({ type: 'phase', data: { phase: 'rollouts', step: 2 } }); // and on, step after step
       assert.deepEqual(fake.progress, ['Agent RL: training lookup']);
       assert.deepEqual(fake.progressReports, [
         'Agent RL: training lookup: loading the model',
         'Agent RL: training lookup: rollouts of step 1: 16 of 32 episodes ended',
         'Agent RL: training lookup: updating step 1',
+        'Agent RL: training lookup: rollouts of step 2',
       ]);
     });
 
@@ -249,8 +250,7 @@ describe('run commands', () => {
     assert.equal(summary.text, 'Try run lookup: 1 episode, 1 tool call (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
     // the Tool fixed and saved: the problems the Try found in that file go (the next Try finds what is left)
-    const toolsPy = await workspace.openTextDocument(Uri.file(join(envFolder, 'tools.py')));
-    fake.documentSaved.fire(toolsPy);
+    fake.documentSaved.fire(new TextDocument(Uri.file(join(envFolder, 'tools.py')), ''));
     assert.equal(problems.get(Uri.file(join(envFolder, 'tools.py'))), undefined);
   });
 
