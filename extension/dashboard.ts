@@ -12,7 +12,7 @@ import type {
   DashboardWebviewMessage,
 } from '../protocol/dashboard-messages';
 import type { RunEventParams } from '../protocol/generated/rpc';
-import { Commands } from './commands';
+import { Commands, markSucceeded } from './commands';
 import { registerCommands, type Ctx } from './ctx';
 import type { RunsTreeNode, TimelineEvent } from './runsModel';
 import type { TrainerConnection } from './trainerConnection';
@@ -38,6 +38,7 @@ export function registerDashboard(ctx: Ctx): vscode.Disposable {
     const panel = openDashboard(ctx, connectedTrainer(ctx), runIds);
     panels.set(key, panel);
     panel.onDidDispose(() => panels.delete(key));
+    markSucceeded('openDashboard');
     return runIds;
   };
   return registerCommands(ctx, {

@@ -4,7 +4,7 @@
 import { basename, dirname } from 'node:path';
 import * as vscode from 'vscode';
 import type { RunStartParams } from '../protocol/generated/rpc';
-import { Commands } from './commands';
+import { Commands, markSucceeded } from './commands';
 import { ensureConnected } from './connectionCommands';
 import { acceptConfigProblems } from './configProblems';
 import { requireTrust, type Ctx } from './ctx';
@@ -92,6 +92,7 @@ export async function startRun(ctx: Ctx, prepared: PreparedRun, mode: 'train' | 
   );
   void vscode.commands.executeCommand(`${RUNS_VIEW_ID}.focus`);
   if (mode === 'train') {
+    markSucceeded('startTraining');
     const name = ctx.connection.model.runName(runId);
     void vscode.window
       .showInformationMessage(`Agent RL: training ${name} started.`, 'Open Dashboard')

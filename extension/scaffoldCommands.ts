@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
 import { parse } from 'yaml';
-import { Commands } from './commands';
+import { Commands, markSucceeded } from './commands';
 import type { McpListToolsResult } from '../protocol/generated/rpc';
 import { ensureConnected } from './connectionCommands';
 import { registerCommands, showError, type Ctx } from './ctx';
@@ -112,6 +112,7 @@ const newEnvironment =
     writeNewFiles(folder, renderEnvironment(spec, templatesDir(ctx)));
     ctx.log.info(`New environment written to ${folder}`);
     await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
+    markSucceeded('newEnvironment');
     return folder;
   };
 

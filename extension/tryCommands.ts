@@ -3,7 +3,7 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import * as vscode from 'vscode';
-import { Commands } from './commands';
+import { Commands, markSucceeded } from './commands';
 import { RUN_ANYWAY, SHOW_PROBLEMS } from './configProblems';
 import { showError, type Ctx } from './ctx';
 import { readRunConfig } from './runConfig';
@@ -64,6 +64,7 @@ export const tryEnvironment =
             warning: true,
           };
     ctx.log.info(summary);
+    if (status === 'completed') markSucceeded('tryEnvironment');
     await vscode.commands.executeCommand(Commands.openReplay, { runId });
     const actions = errors ? [SHOW_PROBLEMS] : [];
     const show = warning ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;

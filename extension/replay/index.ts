@@ -13,7 +13,7 @@ import type {
   TrajectoryRecord,
   WebviewToHostMessage,
 } from '../../protocol/webview-messages';
-import { Commands } from '../commands';
+import { Commands, markSucceeded } from '../commands';
 import { registerCommands, showError, type Ctx } from '../ctx';
 import { readRunEpisodeSource, readRunTrajectories } from '../offlineRuns';
 import type { TrainerConnection } from '../trainerConnection';
@@ -59,6 +59,7 @@ const openReplay =
     if (!picked) return;
     if ('runId' in picked) return openRun(ctx, picked);
     await vscode.commands.executeCommand('vscode.openWith', picked, TRAJECTORY_EDITOR_VIEW_TYPE);
+    markSucceeded('openReplay');
   };
 
 const OPEN_A_FILE = '$(file) Open a trajectory file...';
@@ -180,8 +181,16 @@ async function openRun(ctx: Ctx, { runId, step, trajectoryId }: ReplayRunTarget)
 }
 
 function runPanel(ctx: Ctx, runId: string, step: number | undefined): vscode.WebviewPanel {
-  const title = step === undefined ? `Replay: ${runId}` : `Replay: ${runId} step ${step}`;
-  return vscode.window.createWebviewPanel('agentRl.replay', title, vscode.ViewColumn.Active, webviewOptions(ctx));
+  const name = ctx.connection.model.runName(runId);
+  const title = step === undefined ? `Replay: ${name}` : `Replay: ${name} step ${step}`;
+  const panel = vscode.window.createWebviewPanel(
+    'agentRl.replay',
+    title,
+    vscode.ViewColumn.Active,
+    webviewOptions(ctx),
+  );
+  markSucceeded('openReplay');
+  return panel;
 }
 
 /** A run listed offline: every trajectory its folder holds, as its files say (nothing follows it live). */

@@ -143,7 +143,7 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
   await summary.waitFor({ timeout: 300000 });
   const said = (await summary.textContent()) ?? '';
   lap(`Try on the embedded model: "${said}"`);
-  const calls = Number(/(\d+) tool calls/.exec(said)?.[1] ?? 0);
+  const calls = Number(/(\d+) tool calls?\b/.exec(said)?.[1] ?? 0);
   if (calls < 1) throw new Error(`a fresh env's Try on the embedded model called no Tool: ${said}`);
   const view = replayView(page);
   const rows = view.locator('tbody tr');

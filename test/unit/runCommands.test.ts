@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { commands, languages, workspace } from 'vscode';
 import { ErrorCode, type RunEventParams } from '../../protocol/generated/rpc';
-import { Commands } from '../../extension/commands';
+import { Commands, Succeeded } from '../../extension/commands';
 import { registerRunCommands } from '../../extension/runCommands';
 import { TrainerRequestError } from '../../extension/trainerClient';
 import { fakeCtx, runInfo, type FakeCtx } from './fakeCtx';
@@ -45,7 +45,7 @@ describe('run commands', () => {
       ]);
       assert.deepEqual(
         fake.executed.map((e) => e.command),
-        ['agentRl.runs.focus'],
+        ['agentRl.runs.focus', 'setContext'], // the walkthrough's step: training started
       );
       assert.deepEqual(fake.messages, [
         { severity: 'info', text: 'Agent RL: training r1 started.', actions: ['Open Dashboard'] },
@@ -161,6 +161,7 @@ describe('run commands', () => {
       assert.equal(await commands.executeCommand(Commands.startTraining, config), 'r1');
       fake.messages = [];
       assert.equal(await commands.executeCommand(Commands.tryEnvironment, config), undefined, 'dismissed');
+      assert.ok(!fake.executed.some((e) => e.command === 'setContext' && e.args[0] === Succeeded.tryEnvironment));
       assert.deepEqual(fake.messages[0].actions, ['Show Problems', 'Try Anyway', 'Learn more']);
     });
 
@@ -249,6 +250,10 @@ describe('run commands', () => {
     assert.equal(summary.severity, 'warning');
     assert.equal(summary.text, 'Try run lookup: 1 episode, 1 tool call (1 failed), mean reward 0.50.');
     assert.deepEqual(summary.actions, ['Show Problems']);
+    assert.ok(
+      fake.executed.some((e) => e.command === 'setContext' && e.args[0] === Succeeded.tryEnvironment),
+      'the walkthrough step ticks: the Try completed',
+    );
     // the Tool fixed and saved: the problems the Try found in that file go (the next Try finds what is left)
     fake.documentSaved.fire(new TextDocument(Uri.file(join(envFolder, 'tools.py')), ''));
     assert.equal(problems.get(Uri.file(join(envFolder, 'tools.py'))), undefined);

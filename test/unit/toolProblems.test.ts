@@ -117,10 +117,7 @@ describe('Try Environment: its summary', () => {
     assert.deepEqual(howTheModelActs({ env: { module: 'env.py', class_name: 'E' } }), { by: 'tools' });
     const said = trySummary('converter', [{ reward: 0, num_tool_calls: 0 }], 0, { by: 'agent' });
     assert.ok(said.warning);
-    assert.match(
-      said.text,
-      /^Try run converter: 0 tool calls in 1 episode: the model never called your agent's tools/,
-    );
+    assert.match(said.text, /^Try run converter: 0 tool calls in 1 episode: the model never called your agent's tools/);
     assert.match(said.text, /in the agent's messages/);
     assert.doesNotMatch(said.text, /ToolEnv/);
   });

@@ -3,7 +3,7 @@ import { strict as assert } from 'node:assert';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { Commands } from '../../extension/commands';
+import { Commands, Succeeded } from '../../extension/commands';
 import {
   openOnFirstActivation,
   registerWalkthrough,
@@ -28,7 +28,7 @@ const walkthroughs: Array<{ id: string; steps: Step[] }> = manifest.contributes.
 const steps = walkthroughs[0].steps;
 
 /** The context keys the extension sets (`setContext`), which a step may complete on. */
-const CONTEXT_KEYS = ['agentRl.connected', TRAINER_MISSING_CONTEXT];
+const CONTEXT_KEYS: string[] = ['agentRl.connected', TRAINER_MISSING_CONTEXT, ...Object.values(Succeeded)];
 /** VS Code's own commands a step's buttons may run. */
 const WORKBENCH_COMMANDS = ['workbench.action.openSettings'];
 
@@ -49,6 +49,13 @@ describe('walkthrough contribution', () => {
         'openDashboard',
         'openReplay',
       ],
+    );
+  });
+
+  it('the steps after the connection complete when their command succeeded, not when it started', () => {
+    assert.deepEqual(
+      steps.slice(2).map((s) => s.completionEvents),
+      Object.values(Succeeded).map((key) => [`onContext:${key}`]),
     );
   });
 
