@@ -36,6 +36,8 @@ describe('scaffold', () => {
     assert.match(files.get('env.py')!, /class WebQaEnv\(ToolEnv\)/);
     assert.match(files.get('env.py')!, /self\.tools = \[Search\(\), ReadPage\(\)\]/);
     assert.match(files.get('web-qa.agentrl.yaml')!, /class_name: WebQaEnv/);
+    // the config's comment shows a call of the env's own first Tool, as env.py's worked example writes it
+    assert.match(files.get('web-qa.agentrl.yaml')!, /# How the model writes a call: <search>its argument<\/search>/);
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
     assert.match(
       renderEnvironment({ name: 'math-env', tools: ['calc'], model: 'tiny' }, TEMPLATES).get('env.py')!,
