@@ -208,7 +208,10 @@ def test_every_method_on_every_damaged_run_folder_gets_a_clear_answer_never_an_i
 
     def ask(method: str, params: dict, about: str, timeout: float = 60) -> dict:
         p.check_params(method, params)  # valid: a -32602 would be the server's fault
-        response = client.call(method, params, timeout=timeout)
+        try:
+            response = client.call(method, params, timeout=timeout)
+        except TimeoutError:  # a reader blocked (a FIFO) or a read without bound: the server's to fix
+            raise AssertionError(f"AGENTRL_FUZZ_SEED={seed}: {about}: {method} unanswered in {timeout} s") from None
         error = response.get("error")
         if error is not None and error["code"] in (p.INTERNAL_ERROR, p.INVALID_PARAMS):
             wrong.append(f"{about}: {method} {json.dumps(params)[:200]}: {error}")
