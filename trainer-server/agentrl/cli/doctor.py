@@ -127,7 +127,7 @@ def probe_torch() -> Torch | str:
         import torch
     except Exception as err:  # a broken build fails with OSError (a missing CUDA library), ImportError, ...
         return f"{type(err).__name__}: {err}"
-    from agentrl.server.app import describe_devices
+    from agentrl.models.devices import describe_devices
 
     hip = getattr(torch.version, "hip", None)
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else f"ROCm {hip}" if hip else None
