@@ -4,6 +4,7 @@ longest and shortest episodes the editor's hover shows, and the single settings 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,72 +21,71 @@ from agentrl.learning.memory_plan import (
 from agentrl.models.shape import ModelConfigInvalid
 
 
-def _changed(config: RunConfig, section: str, key: str, value: Any) -> RunConfig | None:
-    tree = config.model_dump(mode="json")
-    tree[section][key] = value
-    try:
-        return load_config_dict(tree)
-    except ConfigError:  # the change breaks another rule of the config (micro-batch over the batch, say)
-        return None
+@dataclass(frozen=True)
+class WayToFit:
+    """A change that, made alone, brings the planned peak under the device's memory: the settings it changes (dotted
+    keys as `--set` takes them; several where they go together) and the peak it plans."""
+
+    settings: dict[str, Any]
+    peak_bytes: int
+    text: str  # as the user reads it: "train.micro_batch_size 4 -> 2 (peak 12.6 GiB)"
 
 
-def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool = True) -> list[str]:
+def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bool = True) -> list[WayToFit]:
     """The settings that, changed alone, bring the planned peak under the device's memory, each with its new peak:
     the smallest change of each kind that does."""
     budget = plan.device.memory_bytes
     if budget is None:
         return []
-    found: list[str] = []
+    found: list[WayToFit] = []
 
-    def fits(changed: RunConfig | None) -> int | None:
-        if changed is None:
-            return None
+    def try_change(settings: dict[str, Any], text: str) -> bool:
+        """`settings` applied to the config: kept as a way to fit when the run then fits."""
+        tree = config.model_dump(mode="json")
+        for key, value in settings.items():
+            *sections, name = key.split(".")
+            node = tree
+            for section in sections:
+                node = node[section]
+            node[name] = value
+        try:
+            changed = load_config_dict(tree)
+        except ConfigError:  # the change breaks another rule of the config (micro-batch over the batch, say)
+            return False
         replanned = plan_memory(changed, base_dir, plan.device, longest)
-        return replanned.peak_bytes if isinstance(replanned, MemoryPlan) and replanned.peak_bytes <= budget else None
+        if not isinstance(replanned, MemoryPlan) or replanned.peak_bytes > budget:
+            return False
+        found.append(WayToFit(settings, replanned.peak_bytes, f"{text} (peak {gib(replanned.peak_bytes)})"))
+        return True
 
-    def halved_until_it_fits(section: str, key: str, floor: int) -> None:
+    def halved_until_it_fits(key: str, floor: int, condition: str = "") -> None:
         """The setting halved, down to `floor`, until the run fits: the largest such value."""
-        start = value = getattr(getattr(config, section), key)
+        section, name = key.split(".")
+        start = value = getattr(getattr(config, section), name)
         while value > floor:
             value //= 2
-            peak = fits(_changed(config, section, key, value))
-            if peak is not None:
-                found.append(f"{section}.{key} {start} -> {value} (peak {gib(peak)})")
+            if try_change({key: value}, f"{key} {start} -> {value}{condition}"):
                 return
 
-    halved_until_it_fits("train", "micro_batch_size", 1)
+    halved_until_it_fits("train.micro_batch_size", 1)
     if not config.model.gradient_checkpointing:
-        peak = fits(_changed(config, "model", "gradient_checkpointing", True))
-        if peak is not None:
-            found.append(f"model.gradient_checkpointing: true (peak {gib(peak)})")
+        try_change({"model.gradient_checkpointing": True}, "model.gradient_checkpointing: true")
     if not config.model.lora.enabled:
-        tree = config.model_dump(mode="json")
-        tree["model"]["lora"]["enabled"] = True
-        peak = fits(load_config_dict(tree))
-        if peak is not None:
-            found.append(f"model.lora.enabled: true (peak {gib(peak)})")
+        try_change({"model.lora.enabled": True}, "model.lora.enabled: true")
     if plan.device.kind == "cuda" and config.model.dtype == "float32":
-        peak = fits(_changed(config, "model", "dtype", "bfloat16"))
-        if peak is not None:
-            found.append(f"model.dtype: bfloat16 (peak {gib(peak)})")
+        try_change({"model.dtype": "bfloat16"}, "model.dtype: bfloat16")
     # Shards on one machine share its memory: sharding helps where each learner worker has a device of its own.
     if plan.device.kind == "cuda" and learner_shards(config) == 1 and not config.model.lora.enabled:
         for workers in (2, 4, 8, 16, 32, 64):
             if workers > config.train.batch_size:  # every learner worker needs an episode of the step
                 break
-            tree = config.model_dump(mode="json")
-            tree["cluster"].update(backend="ray", learner_workers=workers, sharding="fsdp")
-            peak = fits(load_config_dict(tree))
-            if peak is not None:
-                found.append(
-                    f"cluster.sharding: fsdp with {workers} cluster.learner_workers, one a device (peak {gib(peak)})"
-                )
+            sharded = {"cluster.backend": "ray", "cluster.learner_workers": workers, "cluster.sharding": "fsdp"}
+            if try_change(sharded, f"cluster.sharding: fsdp with {workers} cluster.learner_workers, one a device"):
                 break
-    halved_until_it_fits("rollout", "max_context", 256)
+    # The plan cannot tell how long the prompts are (the env builds them): a context they do not fit fails the run.
+    halved_until_it_fits("rollout.max_context", 256, ", if every prompt fits in it")
     if uses_vllm(config) and plan.device.kind == "cuda":
-        peak = fits(_changed(config, "rollout", "engine", "hf"))
-        if peak is not None:
-            found.append(f"rollout.engine: hf (peak {gib(peak)})")
+        try_change({"rollout.engine": "hf"}, "rollout.engine: hf")
     return found
 
 
@@ -104,7 +104,7 @@ def _cannot_fit(config: RunConfig, base_dir: Path, shortest: MemoryPlan) -> str:
         f"(max_new_tokens + tool_output_tokens)), {gib(shortest.peak_bytes)}, is more than {shortest.device.label}: "
         f"{describe(shortest)}. "
         + (
-            "To fit, change one of: " + "; ".join(ways) + ". "
+            "To fit, change one of: " + "; ".join(way.text for way in ways) + ". "
             if ways
             else "No single setting brings it under; a smaller model or a larger device does. "
         )
@@ -119,7 +119,7 @@ def _may_run_out(config: RunConfig, base_dir: Path, longest: MemoryPlan, shortes
         f"the run's planned peak memory is {gib(shortest.peak_bytes)} at its shortest full episodes but "
         f"{gib(longest.peak_bytes)} at its longest (every row at rollout.max_context, {longest.row_positions:,} "
         f"positions), more than {longest.device.label}. The run starts; it may run out of memory at its longest"
-        + (". To be sure it fits, change one of: " + "; ".join(ways) if ways else "")
+        + (". To be sure it fits, change one of: " + "; ".join(way.text for way in ways) if ways else "")
         + " (docs/memory.md says how the plan is made)."
     )
 

@@ -8,7 +8,6 @@ import hmac
 import json
 import logging
 import os
-import platform
 import re
 import secrets
 import shutil
@@ -34,6 +33,7 @@ from agentrl.contract.env_sources import MCP_LISTING_FAILED_EXIT, McpServerConfi
 from agentrl.contract.files_inside import folder_to_write, is_plain_folder
 from agentrl.contract.training_config import ALGORITHM_NAMES
 from agentrl.learning.memory_advice import plan_longest_and_shortest, ways_to_fit
+from agentrl.models.devices import describe_devices
 from agentrl.rollout.branch import CannotBranch, NoSuchTurn, branch_point
 from agentrl.run.log_lines import complete_lines, overlong
 from agentrl.run.reroll_store import new_reroll_id
@@ -119,24 +119,6 @@ def make_request_check(options: ServerOptions, open_connections: Any) -> Any:
         return None
 
     return check
-
-
-def describe_devices() -> dict[str, Any]:
-    cpu = {"name": platform.processor() or platform.machine(), "cores": os.cpu_count() or 1}
-    try:
-        cpu["memoryBytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        pass
-    gpus = []
-    try:
-        import torch
-
-        for index in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(index)
-            gpus.append({"name": props.name, "memoryBytes": int(props.total_memory)})
-    except ImportError:
-        pass
-    return {"cpu": cpu, "gpus": gpus}
 
 
 # Methods whose answer waits on a child process, for seconds to minutes: each is answered from a task of its own, so the
@@ -747,7 +729,7 @@ class TrainerServer:
             wire = longest.to_wire()
             if shortest is not None:
                 wire["shortestPeakBytes"] = shortest.peak_bytes
-                wire["waysToFit"] = ways_to_fit(config, base, longest)
+                wire["waysToFit"] = [way.text for way in ways_to_fit(config, base, longest)]
             return {"plan": wire}
 
         return await asyncio.to_thread(plan)  # a tiny model's tokenizer is built, a config.json read
