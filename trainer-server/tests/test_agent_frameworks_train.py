@@ -69,6 +69,27 @@ async def run(task, base_url, api_key):
     return result.final_output
 """,
 }
+AGENTS["smolagents"] = """
+import smolagents
+
+TABLE = {"3": "blue"}
+
+
+@smolagents.tool
+def lookup(key: str) -> str:
+    \"\"\"Return the value stored under a key.
+
+    Args:
+        key: the key to look up.
+    \"\"\"
+    return TABLE.get(key, "none")
+
+
+def run(task, base_url, api_key):
+    model = smolagents.OpenAIServerModel(model_id="policy", api_base=base_url, api_key=api_key)
+    agent = smolagents.ToolCallingAgent(tools=[lookup], model=model, max_steps=2, verbosity_level=0)
+    return str(agent.run(f"What is under key {task['key']}?"))
+"""
 AGENTS |= {
     framework: f"""
 from agent_endpoint_harness import framework_agent
@@ -92,7 +113,12 @@ def test_two_grpo_steps_train_through_each_framework(framework, tmp_path):
         timeout_s, batch_size = FRAMEWORK_EPISODE_TIMEOUT_S, 2
     else:
         pytest.importorskip(
-            {"langgraph": "langgraph.prebuilt", "pydantic_ai": "pydantic_ai", "agents": "agents"}[framework]
+            {
+                "langgraph": "langgraph.prebuilt",
+                "pydantic_ai": "pydantic_ai",
+                "agents": "agents",
+                "smolagents": "smolagents",
+            }[framework]
         )
     (tmp_path / "agent.py").write_text(textwrap.dedent(AGENTS[framework]))
     (tmp_path / "reward.py").write_text(textwrap.dedent(REWARD))
