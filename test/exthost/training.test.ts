@@ -155,9 +155,13 @@ describe('training on a local trainer server', function () {
       0,
       'a try run never updates or checkpoints',
     );
-    assert.equal(JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8')).mode, 'try');
+    const run = JSON.parse(readFileSync(join(runsFolder(), runId, 'run.json'), 'utf8'));
+    assert.equal(run.mode, 'try');
+    // The tab names the run as the editor does: its name, and its mode and start time beside a namesake (the
+    // training run above).
+    const title = (label: string) => label === `Replay: ${run.name}` || label.startsWith(`Replay: ${run.name} (try `);
     await waitFor(
-      () => allTabs().find((t) => t.input instanceof vscode.TabInputWebview && t.label.includes(runId)),
+      () => allTabs().find((t) => t.input instanceof vscode.TabInputWebview && title(t.label)),
       `a replay tab for ${runId}`,
       30_000,
     );
