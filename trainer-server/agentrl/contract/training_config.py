@@ -3,9 +3,11 @@ algorithm and its policy loss (algorithm, with kl and rollout importance samplin
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+import re
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from agentrl.contract.config_section import Section
 from agentrl.contract.env_sources import FACTORY_PATTERN
@@ -16,9 +18,28 @@ AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_pp
 ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 PolicyLossName = Literal["cispo", "clipped", "gspo"]
 POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
-# Or the user's own, as MODULE:NAME (a Python file relative to the run config, or a dotted module): the registries
-# load it as the environment's code is loaded (agentrl.environment.user_code).
-UserNamed = Annotated[str, Field(pattern=FACTORY_PATTERN)]
+
+
+def registered_or_users_own(registered: tuple[str, ...], example: str) -> Any:
+    """A setting that is one of `registered` or the user's own as MODULE:NAME (a Python file relative to the run config,
+    or a dotted module: the registries load it as the environment's code is loaded, agentrl.environment.user_code).
+    Its error names both forms in one line; its schema lists the names (the language server completes them) beside
+    the pattern."""
+    names = f"{', '.join(repr(name) for name in registered[:-1])} or {registered[-1]!r}"
+
+    def check(value: str) -> str:
+        if value in registered or re.fullmatch(FACTORY_PATTERN, value):
+            return value
+        raise PydanticCustomError(
+            "registered_or_users_own", f"Input should be {names}, or MODULE:NAME of your own (e.g. {example})"
+        )
+
+    schema = {"anyOf": [{"enum": list(registered), "type": "string"}, {"pattern": FACTORY_PATTERN, "type": "string"}]}
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
+
+
+AlgorithmSetting = registered_or_users_own(ALGORITHM_NAMES, "my_rl.py:MyAlgorithm")
+PolicyLossSetting = registered_or_users_own(POLICY_LOSS_NAMES, "my_rl.py:my_loss")
 
 
 class DataConfig(Section):
@@ -116,7 +137,7 @@ class RolloutISConfig(Section):
 
 
 class AlgorithmConfig(Section):
-    name: AlgorithmName | UserNamed = Field(
+    name: AlgorithmSetting = Field(
         "grpo",
         description=(
             "Policy-gradient algorithm (how rewards become advantages), or your own as MODULE:NAME: a subclass of "
@@ -124,7 +145,7 @@ class AlgorithmConfig(Section):
             "or a dotted module."
         ),
     )
-    policy_loss: PolicyLossName | UserNamed = Field(
+    policy_loss: PolicyLossSetting = Field(
         "clipped",
         description=(
             "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
