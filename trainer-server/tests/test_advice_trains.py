@@ -20,6 +20,12 @@ from conftest import EXAMPLE_CONFIG
 SMALL = ["train.steps=1", "train.batch_size=4", "train.micro_batch_size=4", "rollout.group_size=2"]
 # A setting each health alert's fix names, changed the way the fix says (raise, lower, turn on, set to...). A fix that
 # names a setting not listed here fails `test_every_setting_a_fix_names_has_its_trial`: give it its trial.
+VLLM_TRIAL = [
+    "rollout.engine=vllm",
+    "rollout.vllm_dtype=policy",
+    "algorithm.rollout_is.enabled=true",
+    "model.tiny_head_dim=32",
+]
 FIX_TRIALS: dict[str, list[str]] = {
     "rollout.temperature": ["rollout.temperature=1.2"],
     "rollout.group_size": ["rollout.group_size=4"],
@@ -29,7 +35,8 @@ FIX_TRIALS: dict[str, list[str]] = {
     "rollout.max_context": ["rollout.max_context=1024"],
     "rollout.tool_timeout_s": ["rollout.tool_timeout_s=10"],
     "rollout.max_abs_reward": ["rollout.max_abs_reward=100"],
-    "rollout.vllm_dtype": ["rollout.engine=vllm", "rollout.vllm_dtype=policy", "model.tiny_head_dim=32"],
+    # The two vLLM-side fixes share one run: a vLLM engine starts in about 30 s on 2 cores.
+    "rollout.vllm_dtype": VLLM_TRIAL,
     "train.lr": ["train.lr=0.001"],
     "train.non_finite_rewards": ["train.non_finite_rewards=drop"],
     "train.bf16_autocast": ["train.bf16_autocast=false"],
@@ -37,8 +44,9 @@ FIX_TRIALS: dict[str, list[str]] = {
     "algorithm.kl.coef": ["algorithm.kl.coef=0.05"],
     "algorithm.clip_eps_high": ["algorithm.clip_eps_high=0.28"],
     "algorithm.loss_agg": ["algorithm.loss_agg=seq-mean-token-mean"],
-    "algorithm.rollout_is": ["rollout.engine=vllm", "algorithm.rollout_is.enabled=true", "model.tiny_head_dim=32"],
+    "algorithm.rollout_is": VLLM_TRIAL,
 }
+TRIALS = sorted({tuple(trial) for trial in FIX_TRIALS.values()})
 SETTING = re.compile(r"\b(?:model|env|data|rollout|algorithm|train|health|logging|cluster|agent)(?:\.[a-z0-9_]+)+")
 
 
@@ -55,11 +63,11 @@ def test_every_setting_a_fix_names_has_its_trial():
     assert set(FIX_TRIALS) - named == set(), "a trial for a setting no fix names any more"
 
 
-@pytest.mark.parametrize("setting", sorted(FIX_TRIALS))
-def test_each_setting_a_health_alerts_fix_names_trains(setting, tmp_path):
-    if "rollout.engine=vllm" in FIX_TRIALS[setting]:
+@pytest.mark.parametrize("trial", TRIALS, ids=[" ".join(trial) for trial in TRIALS])
+def test_each_setting_a_health_alerts_fix_names_trains(trial, tmp_path):
+    if "rollout.engine=vllm" in trial:
         pytest.importorskip("vllm")
-    trains(tmp_path, FIX_TRIALS[setting])
+    trains(tmp_path, list(trial))
 
 
 def test_each_way_the_memory_plan_gives_to_fit_trains(tmp_path):
