@@ -44,7 +44,10 @@ $(VENV)/.installed: trainer-server/pyproject.toml Makefile
 # own, .venv-frameworks/<framework>, each from the pinned requirements beside its agent (tests/framework_agents/).
 FRAMEWORK_VENVS := .venv-frameworks
 FRAMEWORK_REQUIREMENTS := $(wildcard trainer-server/tests/framework_agents/*-requirements.txt)
-setup-frameworks: $(FRAMEWORK_REQUIREMENTS:trainer-server/tests/framework_agents/%-requirements.txt=$(FRAMEWORK_VENVS)/%/.installed)
+FRAMEWORK_INSTALLS := $(FRAMEWORK_REQUIREMENTS:trainer-server/tests/framework_agents/%-requirements.txt=$(FRAMEWORK_VENVS)/%/.installed)
+# Side by side: each install waits mostly on the package index, so two take about the time of one.
+setup-frameworks:
+	$(MAKE) -j2 $(FRAMEWORK_INSTALLS)
 $(FRAMEWORK_VENVS)/%/.installed: trainer-server/tests/framework_agents/%-requirements.txt
 	test -x $(FRAMEWORK_VENVS)/$*/bin/python || python3 -m venv $(FRAMEWORK_VENVS)/$*
 	$(FRAMEWORK_VENVS)/$*/bin/python -m pip install -q --upgrade pip
