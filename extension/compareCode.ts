@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import { codeChanges } from '../protocol/code-changes';
 import type { CodeManifest, RunCodeFileResult } from '../protocol/generated/rpc';
 import { Commands } from './commands';
+import { counted } from './counted';
 import { registerCommands, type Ctx } from './ctx';
 import { pickRun, type RunTarget } from './runCommands';
 
@@ -15,7 +16,7 @@ export const CODE_SCHEME = 'agentrl-code';
 export const noCodeMessage = (runName: string): string =>
   `run ${runName} recorded no code: it started before runs recorded the code they trained with`;
 export const sameCodeMessage = (first: string, second: string, files: number): string =>
-  `Agent RL: ${first} and ${second} trained with the same code (${files} file${files === 1 ? '' : 's'}, ` +
+  `Agent RL: ${first} and ${second} trained with the same code (${counted(files, 'file')}, ` +
   'the same SHA-256 each); their versions are on the Run Dashboard.';
 
 /** The document of `path` in run `runId`'s code. */

@@ -253,7 +253,8 @@ def _format_validation_error(err: ValidationError) -> str:
     return "invalid run config:\n  " + "\n  ".join(lines)
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """`value` at the dotted key of a config's tree (`train.lr`), its sections made where missing."""
     parts = dotted.split(".")
     node = tree
     for part in parts[:-1]:
@@ -279,7 +280,7 @@ def load_config_dict(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]
     tree = json.loads(json.dumps(raw))  # deep copy; overrides never touch the caller's dict
     for text in overrides:
         key, value = parse_override(text)
-        _set_dotted(tree, key, value)
+        set_dotted(tree, key, value)
     try:
         return RunConfig.model_validate(tree)
     except ValidationError as err:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import ConfigError, RunConfig, load_config_dict
+from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, set_dotted
 from agentrl.learning.memory_plan import (
     MemoryCheck,
     MemoryPlan,
@@ -43,11 +43,7 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
         """`settings` applied to the config: kept as a way to fit when the run then fits."""
         tree = config.model_dump(mode="json")
         for key, value in settings.items():
-            *sections, name = key.split(".")
-            node = tree
-            for section in sections:
-                node = node[section]
-            node[name] = value
+            set_dotted(tree, key, value)
         try:
             changed = load_config_dict(tree)
         except ConfigError:  # the change breaks another rule of the config (micro-batch over the batch, say)
