@@ -16,6 +16,10 @@ import { readOfflineRuns } from './offlineRuns';
 export const RUNS_VIEW_ID = 'agentRl.runs';
 // A row says how long ago its run started: redrawn this often, so that "just now" does not stay.
 const AGE_REFRESH_MS = 60_000;
+// A run that steps several times a second sends events faster than anyone reads rows: the view is redrawn once per
+// this interval at most, with what the latest event says. (A redraw replaces the rows, and a context menu opened on
+// a replaced row runs its command without the row.)
+export const REDRAW_INTERVAL_MS = 500;
 
 const STATUS_ICONS: Record<string, [string, string?]> = {
   queued: ['clock'],
@@ -49,9 +53,17 @@ export function appendHealthAlerts(tooltip: vscode.MarkdownString, alerts: Healt
 export class RunsTreeProvider implements vscode.TreeDataProvider<RunsTreeNode> {
   private readonly changed = new vscode.EventEmitter<RunsTreeNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
+  private redrawPending: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly connection: TrainerConnection) {
-    connection.model.onDidChange(() => this.changed.fire(undefined));
+    connection.model.onDidChange(() => this.redrawSoon());
+  }
+
+  private redrawSoon(): void {
+    this.redrawPending ??= setTimeout(() => {
+      this.redrawPending = undefined;
+      this.changed.fire(undefined);
+    }, REDRAW_INTERVAL_MS);
   }
 
   getChildren(node?: RunsTreeNode): RunsTreeNode[] {

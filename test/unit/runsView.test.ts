@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { RayWorker } from '../../protocol/generated/rpc';
 import { Commands } from '../../extension/commands';
 import { RunsModel, type WorkerNode } from '../../extension/runsModel';
-import { registerRunsView, RunsTreeProvider } from '../../extension/runsView';
+import { REDRAW_INTERVAL_MS, registerRunsView, RunsTreeProvider } from '../../extension/runsView';
 import type { TrainerConnection } from '../../extension/trainerConnection';
 import { fakeCtx, runInfo } from './fakeCtx';
 
@@ -127,6 +127,32 @@ describe('Runs view rows: what each offers', () => {
       arguments: [{ runId: 'r1' }],
     });
     assert.match(item.tooltip!.value, /Offline: read from `\/ws\/\.agentrl\/runs\/r1`; no trainer server is connected/);
+  });
+});
+
+describe('Runs view redraws', () => {
+  it("redraws once for a burst of a run's events, showing the latest of them", async () => {
+    const model = new RunsModel();
+    model.setRuns([runInfo('busy', { status: 'running' })]);
+    const provider = new RunsTreeProvider({ model, follow: async () => undefined } as unknown as TrainerConnection);
+    let redraws = 0;
+    provider.onDidChangeTreeData(() => redraws++);
+    for (let seq = 2; seq < 22; seq++)
+      model.applyEvent({
+        runId: 'busy',
+        seq,
+        time: seq,
+        type: 'status',
+        runInfo: { status: 'running', step: seq - 1, totalSteps: 30, message: null },
+        data: { status: 'running', step: seq - 1, total_steps: 30 },
+      });
+    assert.equal(redraws, 0);
+    await new Promise((resolve) => setTimeout(resolve, REDRAW_INTERVAL_MS + 50));
+    assert.equal(redraws, 1);
+    assert.match(
+      String((provider.getTreeItem({ kind: 'run', runId: 'busy' }) as unknown as TreeItem).description),
+      /^running · 20\/30/,
+    );
   });
 });
 
