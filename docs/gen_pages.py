@@ -32,8 +32,8 @@ RUN_CONFIG_PAGE = "reference/run-config.md"
 
 # The files of algorithms/ and policy_losses/ that are one registered name each (base.py and common.py are
 # the machinery they share).
-ALGORITHM_FILES = ("grpo", "rloo", "reinforce_pp", "ppo", "gigpo", "step_ppo")
-POLICY_LOSS_FILES = ("clipped", "gspo", "cispo")
+ALGORITHM_FILES = ("grpo", "rloo", "reinforce_pp", "ppo", "gigpo", "step_ppo", "sft")
+POLICY_LOSS_FILES = ("clipped", "gspo", "cispo", "nll")
 
 
 def _cell(text: str) -> str:

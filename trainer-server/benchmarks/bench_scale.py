@@ -23,11 +23,10 @@ import ray
 import torch
 from agentrl.cluster import RayCluster
 from agentrl.contract.config import RunConfig, load_config, resolve_paths
-from agentrl.contract.tasks import load_tasks
+from agentrl.contract.tasks import items_for_step, load_tasks
 from agentrl.environment.loader import env_factory, load_env_class
 from agentrl.models.loading import load_policy
 from agentrl.rollout.factory import make_rollout_engine
-from agentrl.run.trainer import tasks_for_step
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "agentrl" / "examples" / "lookup" / "lookup.agentrl.yaml"
 
@@ -90,11 +89,11 @@ def episodes_per_second(config: RunConfig, steps: int) -> dict[str, float]:
     tasks = load_tasks(config.data.train, None)
     per_step = config.train.batch_size // config.rollout.group_size
     try:
-        engine.run(tasks_for_step(tasks, 1, per_step, 0, True), config.rollout.group_size, seed=1)  # warm-up
+        engine.run(items_for_step(tasks, 1, per_step, 0, True), config.rollout.group_size, seed=1)  # warm-up
         started = time.perf_counter()
         episodes = 0
         for step in range(2, steps + 2):
-            step_tasks = tasks_for_step(tasks, step, per_step, 0, True)
+            step_tasks = items_for_step(tasks, step, per_step, 0, True)
             episodes += len(engine.run(step_tasks, config.rollout.group_size, seed=step))
         elapsed = time.perf_counter() - started
     finally:

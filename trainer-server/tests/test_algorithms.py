@@ -250,7 +250,8 @@ def test_the_registry_is_the_only_list_of_algorithm_names():
     # the run config allows exactly the registry's names (or MODULE:NAME of the user's own)...
     base = {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}}
     for name in ALGORITHM_NAMES:
-        assert load_config_dict({**base, "algorithm": {"name": name}}).algorithm.name == name
+        data = {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]} if name == "sft" else base["data"]
+        assert load_config_dict({**base, "data": data, "algorithm": {"name": name}}).algorithm.name == name
     with pytest.raises(ConfigError, match="algorithm.name"):
         load_config_dict({**base, "algorithm": {"name": "a2c"}})
     # ...and so does the committed schema the editor validates with (regenerate it with `agentrl schema`)

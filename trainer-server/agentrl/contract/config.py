@@ -228,6 +228,17 @@ class RunConfig(Section):
                     f"cluster.learner_workers ({self.cluster.learner_workers}) is more than train.batch_size "
                     f"({self.train.batch_size}): every learner worker needs an episode"
                 )
+        if self.algorithm.name == "sft" and not self.data.sft:
+            raise ValueError(
+                "algorithm.name: sft learns from the episodes data.sft names (a run's, or demonstrations): give data.sft"
+            )
+        if self.algorithm.name == "sft" and self.train.async_steps:
+            raise ValueError("train.async_steps overlaps rollouts with updates; algorithm.name: sft has no rollouts")
+        if self.data.sft and self.algorithm.name != "sft":
+            raise ValueError(
+                f"data.sft is read by algorithm.name: sft alone (it names the episodes to learn from); "
+                f"algorithm.name {self.algorithm.name} learns from rollouts"
+            )
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size ({self.train.batch_size}) must be divisible by "
@@ -372,6 +383,11 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     resolved.data.train = absolute("data.train", resolved.data.train)
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
+    for index, source in enumerate(resolved.data.sft):
+        if source.run is not None:
+            source.run = absolute(f"data.sft[{index}].run", source.run)
+        if source.demonstrations is not None:
+            source.demonstrations = absolute(f"data.sft[{index}].demonstrations", source.demonstrations)
     if resolved.logging.tensorboard:
         resolved.logging.tensorboard.log_dir = absolute(
             "logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir

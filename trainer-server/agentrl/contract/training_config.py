@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.contract.config_section import Section
@@ -14,9 +14,9 @@ from agentrl.contract.env_sources import FACTORY_PATTERN
 
 # The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
 # agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
-AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "step_ppo"]
+AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "sft", "step_ppo"]
 ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
-PolicyLossName = Literal["cispo", "clipped", "gspo"]
+PolicyLossName = Literal["cispo", "clipped", "gspo", "nll"]
 POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
 
 
@@ -42,6 +42,59 @@ AlgorithmSetting = registered_or_users_own(ALGORITHM_NAMES, "my_rl.py:MyAlgorith
 PolicyLossSetting = registered_or_users_own(POLICY_LOSS_NAMES, "my_rl.py:my_loss")
 
 
+class Bounds(Section):
+    min: float | None = Field(None, description="At least this (inclusive).")
+    max: float | None = Field(None, description="At most this (inclusive).")
+
+
+class EpisodeFilter(Section):
+    """Which episodes of a run: the filters of Search Episodes (trajectory/search), each given one must hold."""
+
+    text: str | None = Field(None, description="Words the episode's assistant turns or observations hold.")
+    text_in: Literal["assistant", "observation"] | None = Field(None, description="Where `text` must be; null: either.")
+    tool: str | None = Field(None, description="A tool the episode called.")
+    error_kind: str | None = Field(None, description="An error kind one of its tool calls had.")
+    status: Literal["finished", "truncated", "error"] | None = Field(None, description="The episode's status.")
+    reward: Bounds = Field(default_factory=Bounds, description="The episode's total reward.")
+    step: Bounds = Field(default_factory=Bounds, description="The step it was sampled at.")
+    turns: Bounds = Field(default_factory=Bounds, description="How many assistant turns it has.")
+    health_code: str | None = Field(None, description="A health alert that fired at its step.")
+
+
+class SftSource(Section):
+    """Episodes to learn from, token by token (algorithm.name: sft): a run's recorded episodes, or demonstrations."""
+
+    run: str | None = Field(
+        None,
+        description=(
+            "A run folder (relative to this config): its recorded episodes, exactly the tokens the run saw and "
+            "sampled, picked by `where`. The run must use this run's model (its tokenizer)."
+        ),
+    )
+    where: EpisodeFilter = Field(default_factory=EpisodeFilter, description="Which of the run's episodes (`run` only).")
+    demonstrations: str | None = Field(
+        None,
+        description=(
+            "A JSON Lines file (relative to this config) of demonstrations, one a line: {messages, tools?, task_id?, "
+            "reward?} in OpenAI's chat format: the messages up to the first assistant one are the prompt, each "
+            "assistant message (content and tool_calls) is a turn the model learns to write, tool and user "
+            "messages after it are what it was told back. Rendered as the rollout renders an episode: the run's "
+            "chat template and rollout.tool_format. tools: OpenAI tool schemas (default: the env's)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SftSource:
+        if (self.run is None) == (self.demonstrations is None):
+            raise ValueError(
+                "give either run (a run folder's episodes) or demonstrations (a JSON Lines file), not "
+                + ("both" if self.run is not None else "neither")
+            )
+        if self.demonstrations is not None and self.where != EpisodeFilter():
+            raise ValueError("where picks a run's episodes: a demonstrations file is read whole")
+        return self
+
+
 class DataConfig(Section):
     train: str = Field(..., description="JSON Lines file of task records, relative to this config.")
     eval: str | None = Field(
@@ -50,6 +103,13 @@ class DataConfig(Section):
     )
     shuffle: bool = Field(True, description="Shuffle the training records each epoch (seeded).")
     limit: int | None = Field(None, ge=1, description="Use only the first N training records.")
+    sft: list[SftSource] = Field(
+        default_factory=list,
+        description=(
+            "What algorithm.name: sft learns from, in place of rollouts: each step takes train.batch_size of these "
+            "episodes (in a seeded shuffle, epoch after epoch) and trains on their assistant tokens alone."
+        ),
+    )
 
 
 class RolloutConfig(Section):
@@ -142,7 +202,7 @@ class AlgorithmConfig(Section):
         description=(
             "Policy-gradient algorithm (how rewards become advantages), or your own as MODULE:NAME: a subclass of "
             "agentrl.learning.algorithms.base.Algorithm in a Python file relative to this config (my_algo.py:MyAlgo) "
-            "or a dotted module."
+            "or a dotted module. sft: supervised fine-tuning on the episodes data.sft names, no rollouts."
         ),
     )
     policy_loss: PolicyLossSetting = Field(
@@ -150,10 +210,20 @@ class AlgorithmConfig(Section):
         description=(
             "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
             "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
-            "gradient dropped); or your own function as MODULE:NAME (my_loss.py:policy_loss), with the signature of "
-            "agentrl.learning.policy_losses.PolicyLoss."
+            "gradient dropped), nll (-A log pi, no ratio: with sft's A = 1 the cross-entropy of the demonstrated "
+            "tokens; sft's default); or your own function as MODULE:NAME (my_loss.py:policy_loss), with the "
+            "signature of agentrl.learning.policy_losses.PolicyLoss."
         ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sft_learns_by_likelihood(cls, data: Any) -> Any:
+        """sft's loss is the demonstrated tokens' negative log-likelihood unless a policy_loss is given."""
+        if isinstance(data, dict) and data.get("name") == "sft" and "policy_loss" not in data:
+            return {**data, "policy_loss": "nll"}
+        return data
+
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
     clip_eps_high: float | None = Field(
         None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."

@@ -2,7 +2,7 @@
 
 Every per-token tensor is indexed like `input_ids`: entry t belongs to token t. A token's logprob
 comes from the logits at t-1, so position 0 is never trained. `train_mask` is 1 on the tokens the
-loss sees: the sampled tokens, plus tool/observation tokens in the no-mask ablation.
+loss sees: the assistant's tokens (sampled, or demonstrated), plus tool/observation tokens in the no-mask ablation.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class TrainBatch:
     input_ids: torch.Tensor  # [B, T] long, right padded
     attention_mask: torch.Tensor  # [B, T] long
     train_mask: torch.Tensor  # [B, T] float
-    sampled_mask: torch.Tensor  # [B, T] float, 1 exactly on tokens the policy sampled
+    sampled_mask: torch.Tensor  # [B, T] float, 1 exactly on tokens the policy sampled (those with a rollout logprob)
     rollout_logprobs: torch.Tensor  # [B, T] float, 0 where not sampled
     token_rewards: torch.Tensor  # [B, T] float: process rewards at turn ends, outcome at the last sampled token
     token_turns: torch.Tensor  # [B, T] long: the turn of each token, -1 for the prompt and padding
@@ -55,9 +55,12 @@ def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool 
         n = len(ep.token_ids)
         input_ids[row, :n] = torch.tensor(ep.token_ids)
         attention[row, :n] = 1
-        sampled[row, :n] = torch.tensor(ep.loss_mask, dtype=torch.float)
+        assistant = torch.tensor(ep.loss_mask, dtype=torch.float)
+        # Sampled: an assistant token the engine drew, with its logprob. A demonstration's tokens (sft) and a re-roll's
+        # edited turn were written, not drawn: trained, but no rollout logprob to compare the learner's with.
+        sampled[row, :n] = assistant * torch.tensor([lp is not None for lp in ep.rollout_logprobs], dtype=torch.float)
         non_prompt = torch.tensor([role != "prompt" for role in ep.token_roles], dtype=torch.float)
-        train[row, :n] = non_prompt if train_on_tool_tokens else sampled[row, :n]
+        train[row, :n] = non_prompt if train_on_tool_tokens else assistant
         rollout_lp[row, :n] = torch.tensor([lp if lp is not None else 0.0 for lp in ep.rollout_logprobs])
         rewards[row, :n] = torch.tensor(ep.token_rewards())
         turns[row, :n] = torch.tensor(ep.token_turns, dtype=torch.long)

@@ -235,3 +235,69 @@ class Episode:
 def trajectory_id(step: int, episode: Episode) -> str:
     """The id of an episode's trajectory record: unique in its run."""
     return f"{step}-{episode.group}-{episode.sample}"
+
+
+def episode_from_record(record: dict[str, Any]) -> Episode:
+    """The Episode a trajectory record was made from (`Episode.to_record`), token-exact: its token arrays as recorded,
+    its turns with their tool calls. ValueError saying what is missing or wrong in a damaged record."""
+    try:
+        tokens = record["tokens"]
+        episode = Episode(
+            task_id=str(record["task_id"]),
+            group=int(record["group"]),
+            sample=int(record["sample"]),
+            prompt_messages=list(record["prompt"]),
+            tool_schemas=list(record["tools"]),
+            token_ids=[int(i) for i in tokens["ids"]],
+            token_roles=list(tokens["role"]),
+            token_turns=[int(t) for t in tokens["turn"]],
+            loss_mask=[int(m) for m in tokens["loss_mask"]],
+            rollout_logprobs=[None if lp is None else float(lp) for lp in tokens["logprob"]],
+            turns=[
+                TurnRecord(
+                    index=int(turn["index"]),
+                    assistant=str(turn["assistant"]),
+                    tool_calls=[
+                        ToolCallRecord(
+                            id=call["id"],
+                            name=call["name"],
+                            arguments=call["arguments"],
+                            raw=call["raw"],
+                            result=call.get("result"),
+                            error=call.get("error"),
+                            error_kind=call.get("error_kind"),
+                            latency_ms=float(call.get("latency_ms", 0.0)),
+                        )
+                        for call in turn["tool_calls"]
+                    ],
+                    observation=turn.get("observation"),
+                    process_reward=float(turn.get("process_reward", 0.0)),
+                    done=bool(turn.get("done", False)),
+                    finish_reason=turn.get("finish_reason", "stop"),
+                    parse_error=turn.get("parse_error"),
+                    state_key=turn.get("state_key"),
+                    valid_actions=turn.get("valid_actions"),
+                    agent=turn.get("agent"),
+                )
+                for turn in record["turns"]
+            ],
+            outcome_reward=float(record["outcome_reward"]),
+            reward_breakdown={str(k): float(v) for k, v in record.get("reward_breakdown", {}).items()},
+            status=record["status"],
+            status_reason=record.get("status_reason"),
+            final_answer=record.get("final_answer"),
+            tool_servers=dict(record.get("tool_servers", {})),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        missing = f"no {err.args[0]!r}" if isinstance(err, KeyError) else str(err)
+        raise ValueError(f"not a whole trajectory record: {missing}") from None
+    try:
+        episode.check_invariants()
+    except AssertionError as err:
+        raise ValueError(str(err)) from None
+    ends: dict[int, int] = {}
+    for position, (role, turn) in enumerate(zip(episode.token_roles, episode.token_turns)):
+        if role == "assistant":
+            ends[turn] = position  # the last sampled token of each turn
+    episode.turn_end_positions = [ends[t.index] for t in episode.turns if t.index in ends]
+    return episode

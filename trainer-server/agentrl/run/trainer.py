@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import signal
 import sys
 import threading
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config, redact_secrets, resolve_paths
-from agentrl.contract.tasks import load_tasks
+from agentrl.contract.tasks import items_for_step, load_tasks
 from agentrl.environment.agent import load_agent
 from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
@@ -43,6 +42,7 @@ from agentrl.run.progress import ProgressReporter
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
+from agentrl.run.sft_data import sft_batch, sft_episodes_of
 from agentrl.run.step_lines import health_text, summary_line
 from agentrl.run.trackers import Trackers
 
@@ -52,17 +52,6 @@ if TYPE_CHECKING:
     from agentrl.cluster.rollout_workers import ClusterRolloutEngine
     from agentrl.rollout.agent_engine import AgentRolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
-
-
-def tasks_for_step(tasks: list[dict[str, Any]], step: int, per_step: int, seed: int, shuffle: bool) -> list[dict]:
-    chosen = []
-    for position in range((step - 1) * per_step, step * per_step):
-        epoch, index = divmod(position, len(tasks))
-        order = list(range(len(tasks)))
-        if shuffle:
-            random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        chosen.append(tasks[order[index]])
-    return chosen
 
 
 def _peak_memory_mb() -> float:
@@ -110,6 +99,10 @@ class _Run:
         # An agent run (config `agent:`) has no ToolEnv: the agent's own code runs its tools.
         self.make_env = config_env_factory(config, mcp_log_dir=store.run_dir) if config.env is not None else None
         self.tasks = load_tasks(config.data.train, config.data.limit)
+        # An sft run learns from these in place of rollouts (data.sft), loaded whole before anything trains.
+        self.sft_episodes = (
+            sft_episodes_of(config, self.tokenizer, self.make_env, self.tasks[0]) if config.data.sft else None
+        )
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
         self.engine: RolloutEngine | AgentRolloutEngine | ClusterRolloutEngine
@@ -417,7 +410,9 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     )
 
     def rollout(at_step: int, on_episode_end: EpisodeCounter = count_nothing) -> tuple[list[Episode], dict[str, float]]:
-        tasks = tasks_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
+        if run.sft_episodes is not None:
+            return sft_batch(run.sft_episodes, at_step, cfg.train.batch_size, cfg.seed, cfg.data.shuffle), {}
+        tasks = items_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
         episodes = run.engine.run(
             tasks, cfg.rollout.group_size, seed=rollout_seed(cfg.seed, at_step), on_episode_end=on_episode_end
         )

@@ -1,0 +1,175 @@
+"""The episodes an sft run learns from (data.sft), loaded once when the run starts, and each step's share of them.
+
+A `run` source is an earlier run's recorded episodes, picked with Search Episodes' filters (`where`, answered by
+that run's search index, episode_search.py) and read back token-exact from its step files (`episode_from_record`):
+what that run's model saw and sampled, so the run must use the same tokenizer, which is checked token by token. A
+`demonstrations` source is a JSON Lines file of chat transcripts, rendered as a rollout renders an episode
+(rollout/demonstrations.py). Every problem names the source, and the file and line where one is to blame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from agentrl.contract.config import RunConfig
+from agentrl.contract.files_inside import open_inside, parse_json
+from agentrl.contract.tasks import items_for_step
+from agentrl.contract.training_config import EpisodeFilter, SftSource
+from agentrl.environment.env import ToolEnv
+from agentrl.environment.toolcall import get_format
+from agentrl.rollout.chat import ChatFormat
+from agentrl.rollout.demonstrations import render_demonstration
+from agentrl.rollout.episode import Episode, episode_from_record
+from agentrl.rollout.loop import start_episode
+from agentrl.run.episode_search import EpisodeSearch, Filters, Range
+from agentrl.run.runstore import TRAJECTORIES_DIR
+
+_PAGE = 1000
+# A recorded token's text is compared with this model's decoding of its id over each episode's first tokens: enough
+# to tell two tokenizers apart, cheap for thousands of episodes.
+_TOKENS_COMPARED = 256
+
+
+def sft_episodes_of(
+    config: RunConfig, tokenizer: Any, make_env: Callable[[], ToolEnv] | None, first_task: dict[str, Any]
+) -> list[Episode]:
+    """The run's data.sft episodes, rendered with its chat template and rollout.tool_format; a demonstration without
+    its own `tools` gets the env's, as the env offers them once reset with the first task (an agent run's: none)."""
+
+    def env_tools() -> list[dict[str, Any]]:
+        return start_episode(make_env(), first_task, 0, 0).episode.tool_schemas if make_env is not None else []
+
+    return load_sft_episodes(
+        config.data.sft,
+        chat=ChatFormat(tokenizer, config.rollout.tool_output_tokens, get_format(config.rollout.tool_format)),
+        eos_id=tokenizer.eos_token_id,
+        env_tools=env_tools,
+        max_context=config.rollout.max_context,
+    )
+
+
+def load_sft_episodes(
+    sources: list[SftSource],
+    *,
+    chat: ChatFormat,
+    eos_id: int,
+    env_tools: Callable[[], list[dict[str, Any]]],
+    max_context: int,
+) -> list[Episode]:
+    """Every source's episodes, in order; ValueError naming the source at fault, or one that gives no episode."""
+    episodes: list[Episode] = []
+    for index, source in enumerate(sources):
+        key = f"data.sft[{index}]"
+        try:
+            if source.run is not None:
+                found = _run_episodes(Path(source.run), source.where, chat.tokenizer, max_context)
+            else:
+                assert source.demonstrations is not None
+                found = _demonstrations(Path(source.demonstrations), chat, eos_id, env_tools, max_context)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{key}: {err}") from None
+        if not found:
+            what = f"no episode of {source.run} passes `where`" if source.run else f"{source.demonstrations} is empty"
+            raise ValueError(f"{key}: {what}")
+        episodes += found
+    return episodes
+
+
+def sft_batch(episodes: list[Episode], step: int, batch_size: int, seed: int, shuffle: bool) -> list[Episode]:
+    """Step `step`'s episodes, in the order a rollout step takes its tasks (`items_for_step`), each its own group."""
+    return [
+        replace(episode, group=group, sample=0)
+        for group, episode in enumerate(items_for_step(episodes, step, batch_size, seed, shuffle))
+    ]
+
+
+def _filters(where: EpisodeFilter) -> Filters:
+    def bounds(b: Any) -> Range:
+        return Range(b.min, b.max)
+
+    return Filters(
+        text=where.text,
+        text_in=where.text_in,
+        tool=where.tool,
+        error_kind=where.error_kind,
+        status=where.status,
+        reward=bounds(where.reward),
+        step=bounds(where.step),
+        turns=bounds(where.turns),
+        health_code=where.health_code,
+    )
+
+
+def _run_episodes(run_dir: Path, where: EpisodeFilter, tokenizer: Any, max_context: int) -> list[Episode]:
+    """The run's episodes that pass `where`, in step order, read from its step files."""
+    if not (run_dir / TRAJECTORIES_DIR).is_dir():
+        raise ValueError(f"{run_dir} is not a run folder with recorded episodes ({TRAJECTORIES_DIR}/)")
+    search = EpisodeSearch(run_dir)
+    search.sync()
+    wanted: dict[str, set[str]] = {}  # step file -> ids
+    start = 0
+    while True:
+        matches, total = search.search(_filters(where), "step", start, _PAGE)
+        for match in matches:
+            wanted.setdefault(match.summary["file"], set()).add(match.summary["id"])
+        start += len(matches)
+        if not matches or start >= total:
+            break
+    episodes = []
+    for file, ids in wanted.items():
+        with open_inside(run_dir, file, None) as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = parse_json(line)
+                    if not isinstance(record, dict) or record.get("id") not in ids:
+                        continue
+                    episode = episode_from_record(record)
+                except ValueError as err:
+                    raise ValueError(f"{run_dir / file}:{number}: {err}") from None
+                _check_tokenizer(record, tokenizer, f"{run_dir / file}:{number}")
+                if len(episode.token_ids) > max_context:
+                    raise ValueError(
+                        f"{run_dir / file}:{number}: {len(episode.token_ids)} tokens, over rollout.max_context "
+                        f"({max_context})"
+                    )
+                episodes.append(episode)
+    return episodes
+
+
+def _check_tokenizer(record: dict[str, Any], tokenizer: Any, where: str) -> None:
+    ids, texts = record["tokens"]["ids"][:_TOKENS_COMPARED], record["tokens"].get("text", [])[:_TOKENS_COMPARED]
+    for position, (token, text) in enumerate(zip(ids, texts)):
+        if tokenizer.decode([token]) != text:
+            raise ValueError(
+                f"{where}: recorded with another tokenizer than this run's model (token {position}, id {token}, was "
+                f"{text!r} there and is {tokenizer.decode([token])!r} here): an sft run learns a run's episodes with "
+                "the model that sampled them, or one of its family"
+            )
+
+
+def _demonstrations(
+    path: Path, chat: ChatFormat, eos_id: int, env_tools: Callable[[], list[dict[str, Any]]], max_context: int
+) -> list[Episode]:
+    episodes = []
+    tools: list[dict[str, Any]] | None = None
+    with open_inside(path.parent, path.name, None) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                demo = parse_json(line)
+                if isinstance(demo, dict) and "tools" not in demo and tools is None:
+                    tools = env_tools()
+                episodes.append(
+                    render_demonstration(
+                        demo, chat=chat, eos_id=eos_id, env_tools=tools or [], max_context=max_context, group=0
+                    )
+                )
+            except ValueError as err:
+                raise ValueError(f"{path}:{number}: {err}") from None
+    return episodes

@@ -1,0 +1,284 @@
+"""Supervised fine-tuning (algorithm.name: sft) on a run's picked episodes and on demonstrations: the config that names
+them, demonstrations rendered token for token as a rollout renders the same turns, a run's episodes read back exactly,
+and the packaged model taught a tool-call format it never wrote."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from agentrl.contract.config import ConfigError, load_config, load_config_dict, resolve_paths
+from agentrl.contract.tasks import load_tasks
+from agentrl.environment.loader import config_env_factory
+from agentrl.examples.lookup.env import TABLE, correct_call
+from agentrl.models.loading import load_policy
+from agentrl.rollout.episode import episode_from_record
+from agentrl.rollout.scripted import ScriptedPolicy
+from agentrl.run.runstore import read_events
+from agentrl.run.sft_data import sft_episodes_of
+from agentrl.run.trainer import train
+from conftest import EXAMPLE_CONFIG
+
+BASE = {"env": {"module": "m", "class_name": "E"}, "data": {"train": "t.jsonl"}}
+
+
+def demonstration(key: str, *, call_id: str = "c1") -> dict:
+    """The lookup task solved: the call, the tool's answer, the answer."""
+    return {
+        "task_id": f"key-{key}",
+        "reward": 1.5,
+        "messages": [
+            {"role": "user", "content": f"key {key}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps({"key": key})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": TABLE[key]},
+            {"role": "assistant", "content": f"The value is {TABLE[key]}."},
+        ],
+    }
+
+
+def lookup_folder(tmp_path: Path, keys: list[str], sft: list[dict] | None = None, **sections) -> Path:
+    """The lookup example in a folder of its own, training on `keys`, with `sft` as data.sft (algorithm sft)."""
+    folder = tmp_path / "lookup"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(EXAMPLE_CONFIG.parent / "env.py", folder / "env.py")
+    (folder / "tasks.jsonl").write_text("".join(json.dumps({"id": f"key-{k}", "key": k}) + "\n" for k in keys))
+    config = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+    config["rollout"]["group_size"] = 1
+    config["train"].update({"batch_size": 4, "micro_batch_size": 4, "steps": 2, "checkpoint_every": 2})
+    if sft is not None:
+        config["algorithm"] = {"name": "sft"}
+        config["data"]["sft"] = sft
+    for name, values in sections.items():
+        config.setdefault(name, {}).update(values)
+    (folder / "run.agentrl.yaml").write_text(yaml.safe_dump(config))
+    return folder / "run.agentrl.yaml"
+
+
+def test_the_config_says_what_sft_learns_from():
+    sft = load_config_dict(
+        {**BASE, "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]}, "algorithm": {"name": "sft"}}
+    )
+    assert sft.algorithm.policy_loss == "nll"  # the demonstrations' cross-entropy, unless another loss is given
+    kept = {
+        **BASE,
+        "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]},
+        "algorithm": {"name": "sft", "policy_loss": "clipped"},
+    }
+    assert load_config_dict(kept).algorithm.policy_loss == "clipped"
+    refused = [
+        ({**BASE, "algorithm": {"name": "sft"}}, "algorithm.name: sft learns from the episodes data.sft names"),
+        (
+            {**BASE, "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]}},
+            "data.sft is read by algorithm.name: sft alone",
+        ),
+        (
+            {**BASE, "data": {"train": "t.jsonl", "sft": [{}]}, "algorithm": {"name": "sft"}},
+            "give either run .* or demonstrations",
+        ),
+        (
+            {
+                **BASE,
+                "data": {"train": "t.jsonl", "sft": [{"run": "r", "demonstrations": "d"}]},
+                "algorithm": {"name": "sft"},
+            },
+            "not both",
+        ),
+        (
+            {
+                **BASE,
+                "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d", "where": {"tool": "x"}}]},
+                "algorithm": {"name": "sft"},
+            },
+            "where picks a run's episodes",
+        ),
+        (
+            {
+                **BASE,
+                "data": {"train": "t.jsonl", "sft": [{"run": "r", "where": {"reward": {"least": 1}}}]},
+                "algorithm": {"name": "sft"},
+            },
+            "least",
+        ),
+    ]
+    for raw, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            load_config_dict(raw)
+
+
+def sft_episodes(config_path: Path) -> list:
+    """The episodes the sft config at `config_path` learns from, as its run loads them."""
+    config = resolve_paths(load_config(config_path), config_path.parent)
+    _, tokenizer, _ = load_policy(config.model, config.seed)
+    return sft_episodes_of(config, tokenizer, config_env_factory(config), load_tasks(config.data.train, None)[0])
+
+
+def test_a_demonstration_is_the_tokens_a_rollout_of_the_same_turns_has(tmp_path):
+    """The same turns sampled (scripted) by the rollout engine and written as a demonstration: the same token ids,
+    roles, loss mask and turn records, so what sft teaches is exactly what the run's rollouts will see and write."""
+    config_path = lookup_folder(tmp_path, ["3"])
+    played = train(
+        load_config(config_path),
+        runs_dir=tmp_path / "runs",
+        rollout_only_episodes=1,
+        config_base_dir=config_path.parent,
+        policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),
+    )
+    [line] = (played / "trajectories" / "step-000000.trajectories.jsonl").read_text().splitlines()
+    rolled = episode_from_record(json.loads(line))
+    (config_path.parent / "demos.jsonl").write_text(json.dumps(demonstration("3")) + "\n")
+    [written] = sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"demonstrations": "demos.jsonl"}]))
+    assert written.token_ids == rolled.token_ids
+    assert written.token_roles == rolled.token_roles
+    assert written.loss_mask == rolled.loss_mask
+    assert written.turn_end_positions == rolled.turn_end_positions
+    assert [(t.assistant, t.observation) for t in written.turns] == [(t.assistant, t.observation) for t in rolled.turns]
+    assert [(c.name, c.arguments, c.raw, c.result) for c in written.turns[0].tool_calls] == [
+        (c.name, c.arguments, c.raw, c.result) for c in rolled.turns[0].tool_calls
+    ]
+    assert all(lp is None for lp in written.rollout_logprobs)  # written, not drawn: nothing to compare logprobs with
+
+
+def test_a_runs_episodes_picked_by_where_are_read_back_token_exact(tmp_path):
+    config_path = lookup_folder(tmp_path, ["3", "4", "3", "5"])
+    played = train(
+        load_config(config_path),
+        runs_dir=tmp_path / "runs",
+        rollout_only_episodes=4,
+        config_base_dir=config_path.parent,
+        policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),  # right for key 3 alone
+    )
+    step_file = played / "trajectories" / "step-000000.trajectories.jsonl"
+    records = [json.loads(line) for line in step_file.read_text().splitlines()]
+    solved = [r for r in records if r["reward"] >= 1]
+    assert [r["task_id"] for r in solved] == ["key-3", "key-3"]
+    picked = sft_episodes(
+        lookup_folder(tmp_path, ["3"], sft=[{"run": str(played), "where": {"reward": {"min": 1}, "tool": "lookup"}}])
+    )
+    assert [e.token_ids for e in picked] == [r["tokens"]["ids"] for r in solved]
+    assert [e.loss_mask for e in picked] == [r["tokens"]["loss_mask"] for r in solved]
+
+    nothing = lookup_folder(tmp_path, ["3"], sft=[{"run": str(played), "where": {"reward": {"min": 5}}}])
+    with pytest.raises(ValueError, match=r"data.sft\[0\]: no episode of .* passes `where`"):
+        sft_episodes(nothing)
+    records[0]["tokens"]["text"][3] = "a token of another vocabulary"
+    step_file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ValueError, match=r"step-000000.trajectories.jsonl:1: recorded with another tokenizer"):
+        sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"run": str(played)}]))
+
+
+@pytest.mark.parametrize(
+    ("demo", "message"),
+    [
+        ({"messages": [{"role": "user", "content": "key 3"}]}, "no assistant message"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, r"messages\[0\].role: 'robot'"),
+        (
+            {
+                **demonstration("3"),
+                "messages": [
+                    demonstration("3")["messages"][0],
+                    {"role": "assistant", "tool_calls": [{"function": {"name": "fetch", "arguments": {}}}]},
+                ],
+            },
+            "a call to fetch, which is none of the tools",
+        ),
+        (
+            {
+                **demonstration("3"),
+                "messages": [
+                    demonstration("3")["messages"][0],
+                    {"role": "assistant", "tool_calls": [{"function": {"name": "lookup", "arguments": "{key"}}]},
+                ],
+            },
+            "are not JSON",
+        ),
+        ({**demonstration("3"), "reward": float("nan")}, "reward: nan is not a finite number"),
+        (
+            {
+                **demonstration("3"),
+                "messages": demonstration("3")["messages"][:1] + [{"role": "assistant", "content": "x " * 600}],
+            },
+            "over rollout.max_context",
+        ),
+    ],
+)
+def test_a_bad_demonstration_is_named_by_its_file_and_line(tmp_path, demo, message):
+    config_path = lookup_folder(tmp_path, ["3"], sft=[{"demonstrations": "demos.jsonl"}])
+    lines = [json.dumps(demonstration("3")), json.dumps(demo, allow_nan=True)]
+    (config_path.parent / "demos.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=rf"data.sft\[0\]: .*demos.jsonl:2: .*{message}"):
+        sft_episodes(config_path)
+
+
+def test_an_sft_run_trains_on_the_assistant_tokens_and_resumes_exactly(tmp_path):
+    """The tiny model's loss falls on demonstrations; the records say what it learned from (advantage 1 on each
+    assistant token, nothing on the prompt's or the tool's); no logprob-gap figure, as nothing was sampled; and a run
+    stopped halfway and resumed takes the same episodes and ends with the same loss."""
+    demos = [demonstration(k) for k in "0123456789"]
+    sft = [{"demonstrations": "demos.jsonl"}]
+    config_path = lookup_folder(
+        tmp_path, list("0123456789"), sft=sft, train={"steps": 6, "lr": 0.01, "checkpoint_every": 3}
+    )
+    (config_path.parent / "demos.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
+    straight = train(load_config(config_path), runs_dir=tmp_path / "a", config_base_dir=config_path.parent)
+    metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(straight) if e["type"] == "metrics"}
+    assert metrics[6]["loss/policy"] < 0.8 * metrics[1]["loss/policy"]  # the mean NLL of the demonstrated tokens
+    assert "actor/logprob_gap" not in metrics[1]
+    assert metrics[1]["reward/mean"] == 1.5 and metrics[1]["tools/calls_per_episode"] == 1.0
+    assert not [e for e in read_events(straight) if e["type"] == "health"]
+    record = json.loads((straight / "trajectories" / "step-000001.trajectories.jsonl").read_text().splitlines()[0])
+    tokens = record["tokens"]
+    assert {a for a, role in zip(tokens["advantage"], tokens["role"]) if role == "assistant"} == {1.0}
+    assert {a for a, role in zip(tokens["advantage"], tokens["role"]) if role != "assistant"} == {None}
+
+    halved = train(load_config(config_path), runs_dir=tmp_path / "b", max_steps=3, config_base_dir=config_path.parent)
+    train(None, runs_dir=tmp_path / "b", resume_dir=halved)
+    resumed = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(halved) if e["type"] == "metrics"}
+    assert resumed[6]["loss/policy"] == pytest.approx(metrics[6]["loss/policy"], rel=1e-5)
+
+
+def test_sft_teaches_the_packaged_model_a_tool_call_format_it_never_wrote(tmp_path):
+    """SmolLM2-135M-Instruct, told to call `lookup` as <lookup>KEY</lookup> (rollout.tool_format: tags), writes no such
+    call; 4 steps of sft on 32 demonstrations of it and it calls the tool and answers on every held-out task."""
+    config_path = lookup_folder(
+        tmp_path,
+        [str(i % 10) for i in range(32)],
+        sft=[{"demonstrations": "demos.jsonl"}],
+        model={"path": "smollm2"},
+        data={"eval": "heldout.jsonl"},
+        rollout={"tool_format": "tags", "engine": "hf", "max_new_tokens": 24, "max_context": 1024},
+        train={"steps": 4, "batch_size": 8, "micro_batch_size": 8, "lr": 1e-4, "eval_every": 4, "checkpoint_every": 4},
+    )
+    (config_path.parent / "demos.jsonl").write_text(
+        "".join(json.dumps(demonstration(str(i % 10))) + "\n" for i in range(32))
+    )
+    (config_path.parent / "heldout.jsonl").write_text(
+        "".join(json.dumps({"id": f"heldout-{k}", "key": k}) + "\n" for k in "0123456789")
+    )
+    before = train(
+        load_config(config_path, ["algorithm.name=grpo", "data.sft=[]", "rollout.temperature=0"]),
+        runs_dir=tmp_path / "runs",
+        rollout_only_episodes=4,
+        config_base_dir=config_path.parent,
+    )
+    untrained = [json.loads(line) for line in (before / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    assert not [call for r in untrained for turn in r["turns"] for call in turn["tool_calls"] if not call["error"]]
+
+    trained = train(
+        load_config(config_path),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=config_path.parent,
+    )
+    metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(trained) if e["type"] == "metrics"}
+    assert metrics[4]["eval/n"] == 10
+    assert metrics[4]["eval/looked_up"] == 1.0 and metrics[4]["eval/answered"] >= 0.9, metrics[4]
