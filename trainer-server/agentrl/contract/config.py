@@ -228,23 +228,42 @@ class RunConfig(Section):
                     f"cluster.learner_workers ({self.cluster.learner_workers}) is more than train.batch_size "
                     f"({self.train.batch_size}): every learner worker needs an episode"
                 )
-        if self.algorithm.name == "sft" and not self.data.sft:
-            raise ValueError(
-                "algorithm.name: sft learns from the episodes data.sft names (a run's, or demonstrations): give data.sft"
-            )
-        if self.algorithm.name == "sft" and self.train.async_steps:
-            raise ValueError("train.async_steps overlaps rollouts with updates; algorithm.name: sft has no rollouts")
-        if self.data.sft and self.algorithm.name != "sft":
-            raise ValueError(
-                f"data.sft is read by algorithm.name: sft alone (it names the episodes to learn from); "
-                f"algorithm.name {self.algorithm.name} learns from rollouts"
-            )
+        self._check_sft()
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size ({self.train.batch_size}) must be divisible by "
                 f"rollout.group_size ({self.rollout.group_size})"
             )
         return self
+
+    def _check_sft(self) -> None:
+        """data.sft is what algorithm.name: sft, or the warm start of train.sft_steps, learns from: one needs the
+        other."""
+        learns_by_sft = self.algorithm.name == "sft" or self.train.sft_steps > 0
+        if learns_by_sft and not self.data.sft:
+            which = "algorithm.name: sft" if self.algorithm.name == "sft" else "train.sft_steps"
+            raise ValueError(
+                f"{which} learns from the episodes data.sft names (a run's, or demonstrations): give data.sft"
+            )
+        if self.data.sft and not learns_by_sft:
+            raise ValueError(
+                f"data.sft is read by algorithm.name: sft, or by the warm start of train.sft_steps; algorithm.name "
+                f"{self.algorithm.name} learns from rollouts: set train.sft_steps for a warm start"
+            )
+        if self.algorithm.name == "sft" and self.train.sft_steps:
+            raise ValueError("train.sft_steps is a warm start before another algorithm; algorithm.name: sft is all sft")
+        if self.train.sft_steps >= self.train.steps:
+            raise ValueError(
+                f"train.sft_steps ({self.train.sft_steps}) leaves no step of algorithm.name {self.algorithm.name}: "
+                f"train.steps is {self.train.steps}"
+            )
+        if self.train.sft_steps and self.cluster.backend == "ray":
+            raise ValueError(
+                "train.sft_steps warms the model up in the driver's process, which a Ray cluster's learner workers do "
+                "not share: run the sft as a run of its own (algorithm.name: sft) and start from its checkpoint"
+            )
+        if self.algorithm.name == "sft" and self.train.async_steps:
+            raise ValueError("train.async_steps overlaps rollouts with updates; algorithm.name: sft has no rollouts")
 
 
 class ConfigError(ValueError):

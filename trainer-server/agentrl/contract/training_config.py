@@ -106,8 +106,9 @@ class DataConfig(Section):
     sft: list[SftSource] = Field(
         default_factory=list,
         description=(
-            "What algorithm.name: sft learns from, in place of rollouts: each step takes train.batch_size of these "
-            "episodes (in a seeded shuffle, epoch after epoch) and trains on their assistant tokens alone."
+            "What algorithm.name: sft (and the warm start of train.sft_steps) learns from, in place of rollouts: each "
+            "step takes train.batch_size of these episodes (in a seeded shuffle, epoch after epoch) and trains on "
+            "their assistant tokens alone."
         ),
     )
 
@@ -300,6 +301,15 @@ class TrainConfig(Section):
             "1: the rollouts of step k+1 run while step k updates (one step off-policy, corrected by the importance "
             "weights of algorithm.rollout_is, which this turns on). Needs rollout.engine vllm, whose copy of the "
             "weights is not the one being trained. A resumed run regenerates the step it had prefetched."
+        ),
+    )
+    sft_steps: int = Field(
+        0,
+        ge=0,
+        description=(
+            "A warm start: the run's first N steps are sft on the episodes data.sft names (algorithm.name: sft's "
+            "update, its own optimizer), the rest algorithm.name's on rollouts, in one run (a reference for "
+            "algorithm.kl is the model as the warm start left it)."
         ),
     )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")

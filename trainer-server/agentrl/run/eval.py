@@ -8,6 +8,7 @@ and ends by printing one JSON line of metrics: `n`, the mean reward, and each of
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,22 @@ METRIC_KEYS = ("accuracy", "em", "f1", "substring")
 # base-tool-call is the untrained model with the env as it is; any other baseline is the env's own
 # (its `baseline` argument): naive-rag for multi-hop QA, no-tool for the arithmetic recipe.
 UNTRAINED_BASELINE = "base-tool-call"
+
+
+def heldout_metrics(engine: Any, tasks: list[dict[str, Any]], batch_size: int, seed: int) -> dict[str, float]:
+    """The policy as it is now, greedy, one sample per task (as `agentrl eval` scores it), for a training run's held-out
+    evaluation (train.eval_every): eval/n, eval/reward, and eval/<key> for each key of the env's reward breakdown."""
+    started = time.perf_counter()
+    episodes = []
+    with engine.greedy():
+        for start in range(0, len(tasks), batch_size):  # the engine is sized for a batch
+            episodes += engine.run(tasks[start : start + batch_size], 1, seed=seed)
+    metrics = {"eval/n": float(len(episodes)), "eval/reward": sum(e.total_reward for e in episodes) / len(episodes)}
+    for key in dict.fromkeys(key for episode in episodes for key in episode.reward_breakdown):
+        values = [episode.reward_breakdown[key] for episode in episodes if key in episode.reward_breakdown]
+        metrics[f"eval/{key}"] = sum(values) / len(values)
+    metrics["perf/eval_time_s"] = time.perf_counter() - started
+    return metrics
 
 
 @dataclass

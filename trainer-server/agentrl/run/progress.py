@@ -7,8 +7,10 @@ works under: `running`, or `stopping` from the moment a graceful stop is asked f
 
 from __future__ import annotations
 
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from agentrl.run.runstore import RunStore
@@ -91,3 +93,19 @@ class ProgressReporter:
     def _write_status(self, status: str, step: int, **extra: Any) -> None:
         data = {"status": status, "step": step, "total_steps": self.total_steps, **extra}
         self.store.append_event("status", data, durable=True)
+
+
+@contextmanager
+def graceful_signals(reporter: ProgressReporter) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit (the status says `stopping` at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: reporter.request_stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
-import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +21,7 @@ import torch
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config, redact_secrets, resolve_paths
 from agentrl.contract.tasks import items_for_step, load_tasks
+from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.environment.agent import load_agent
 from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
@@ -35,10 +33,11 @@ from agentrl.learning.memory_advice import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed
+from agentrl.run.eval import heldout_metrics
 from agentrl.run.health import HealthMonitor, non_finite_event
 from agentrl.run.health_evidence import StepEvidence
 from agentrl.run.metrics import rollout_metrics
-from agentrl.run.progress import ProgressReporter
+from agentrl.run.progress import ProgressReporter, graceful_signals
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
@@ -58,22 +57,6 @@ def _peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return peak_resident_bytes() / 2**20
-
-
-@contextmanager
-def _graceful_signals(reporter: ProgressReporter) -> Iterator[None]:
-    """SIGTERM/SIGINT ask for a graceful stop: finish the step, checkpoint, exit (the status says `stopping` at once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for sig in previous:
-        signal.signal(sig, lambda *_: reporter.request_stop())
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class _Run:
@@ -103,6 +86,7 @@ class _Run:
         self.sft_episodes = (
             sft_episodes_of(config, self.tokenizer, self.make_env, self.tasks[0]) if config.data.sft else None
         )
+        self.warm_start_learner: Learner | None = None  # train.sft_steps: the warm start's, while it lasts
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
         self.engine: RolloutEngine | AgentRolloutEngine | ClusterRolloutEngine
@@ -155,10 +139,38 @@ class _Run:
     @functools.cached_property
     def learner(self) -> Learner | ClusterLearner:
         """Built on first use, so a Try run, which only rolls out, builds no optimizer, no reference copy and no
-        learner workers."""
+        learner workers; and a run with a warm start builds it after the warm start, whose model its reference is."""
         if self.cluster is not None:
             return self.cluster.learner()
         return Learner(self.model, self.tokenizer, self.config, self.device)
+
+    def in_warm_start(self, step: int) -> bool:
+        """Whether step `step` is one of the warm start's (train.sft_steps): sft on data.sft before the algorithm's."""
+        return step <= self.config.train.sft_steps
+
+    def learner_for(self, step: int) -> Learner | ClusterLearner:
+        """The learner that runs step `step`: the warm start's (sft, an optimizer of its own, freed when it ends),
+        then the run's."""
+        if not self.in_warm_start(step):
+            if self.warm_start_learner is not None:
+                self.warm_start_learner = None
+                self.store.append_event(
+                    "log",
+                    {
+                        "level": "info",
+                        "message": f"warm start done: steps 1-{step - 1} were sft on data.sft, from "
+                        f"step {step} on {self.config.algorithm.name} on rollouts",
+                    },
+                )
+            return self.learner
+        if self.warm_start_learner is None:
+            sft = AlgorithmConfig(
+                name="sft", kl=self.config.algorithm.kl, entropy_coef=self.config.algorithm.entropy_coef
+            )
+            self.warm_start_learner = Learner(
+                self.model, self.tokenizer, self.config.model_copy(update={"algorithm": sft}), self.device
+            )
+        return self.warm_start_learner
 
     def _worker_restarted(self, data: dict[str, Any]) -> None:
         """A cluster worker died and Ray restarted it; the step goes on (agentrl/cluster/rollout_workers.py)."""
@@ -208,7 +220,7 @@ class _Run:
 
         def write(folder: Path) -> None:
             save_policy(self.model, self.tokenizer, folder / CHECKPOINT_POLICY)
-            torch.save(self.learner.state_dict(), folder / "learner.pt")
+            torch.save(self.learner_for(step).state_dict(), folder / "learner.pt")
             (folder / "state.json").write_text(
                 json.dumps({"step": step, "seq": self.store.last_seq + 1, **self.health.state_dict()})
             )
@@ -220,10 +232,10 @@ class _Run:
 
     def restore(self, checkpoint: Path) -> int:
         load_policy_weights(self.model, checkpoint)
-        self.learner.load_state_dict(
+        state = json.loads((checkpoint / "state.json").read_text())
+        self.learner_for(int(state["step"])).load_state_dict(
             torch.load(checkpoint / "learner.pt", map_location=self.device, weights_only=False)
         )
-        state = json.loads((checkpoint / "state.json").read_text())
         self.health.load_state_dict(state)
         self.completed_step = int(state["step"])
         self.engine.weights_updated()
@@ -307,7 +319,7 @@ def train(
     )
     run: _Run | None = None
     try:
-        with _graceful_signals(reporter):
+        with graceful_signals(reporter):
             reporter.working(
                 step, **({"message": f"resuming from the checkpoint at step {step}"} if resume_from else {})
             )
@@ -363,23 +375,6 @@ def _try_episodes(run: _Run, count: int) -> None:
     run.store.append_event("metrics", {"step": 0, "metrics": rollout_metrics(episodes) | run.rollout_stats()})
 
 
-def evaluate_heldout(run: _Run) -> dict[str, float]:
-    """The policy as it is now, greedy, one sample per task of data.eval (as `agentrl eval` scores it): eval/n,
-    eval/reward, and eval/<key> for each key of the env's reward breakdown."""
-    cfg = run.config
-    started = time.perf_counter()
-    episodes: list[Episode] = []
-    with run.engine.greedy():
-        for start in range(0, len(run.eval_tasks), cfg.train.batch_size):  # the engine is sized for a batch
-            episodes += run.engine.run(run.eval_tasks[start : start + cfg.train.batch_size], 1, seed=cfg.seed)
-    metrics = {"eval/n": float(len(episodes)), "eval/reward": sum(e.total_reward for e in episodes) / len(episodes)}
-    for key in dict.fromkeys(key for episode in episodes for key in episode.reward_breakdown):
-        values = [episode.reward_breakdown[key] for episode in episodes if key in episode.reward_breakdown]
-        metrics[f"eval/{key}"] = sum(values) / len(values)
-    metrics["perf/eval_time_s"] = time.perf_counter() - started
-    return metrics
-
-
 def _report_non_finite(run: _Run, step: int, bar: Any, explanation: str) -> None:
     """The step stops before the optimizer (learner.NonFiniteError): an error `health` event, in the log, the
     trackers and the CLI, before the run fails with the same explanation."""
@@ -410,7 +405,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     )
 
     def rollout(at_step: int, on_episode_end: EpisodeCounter = count_nothing) -> tuple[list[Episode], dict[str, float]]:
-        if run.sft_episodes is not None:
+        if run.sft_episodes is not None and (cfg.algorithm.name == "sft" or run.in_warm_start(at_step)):
             return sft_batch(run.sft_episodes, at_step, cfg.train.batch_size, cfg.seed, cfg.data.shuffle), {}
         tasks = items_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
         episodes = run.engine.run(
@@ -444,7 +439,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                     max_abs=cfg.rollout.max_abs_reward,
                 )
                 try:
-                    update = run.learner.update(episodes)
+                    update = run.learner_for(step).update(episodes)
                 except NonFiniteError as err:
                     raise NonFiniteError(f"step {step}: {err}") from None
             except NonFiniteError as err:
@@ -458,7 +453,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 run.reporter.phase("evaluating", step)
                 if prefetched is not None:
                     wait([prefetched])  # the engine samples greedily for the evaluation: the prefetch must be done
-                metrics |= evaluate_heldout(run)
+                metrics |= heldout_metrics(run.engine, run.eval_tasks, cfg.train.batch_size, cfg.seed)
             metrics["perf/step_time_s"] = time.perf_counter() - started
             metrics["perf/peak_memory_mb"] = _peak_memory_mb()
             records = run.record(step, episodes, update)
