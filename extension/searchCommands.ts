@@ -1,12 +1,16 @@
 // Search Episodes: the episodes of one run or several, found by the trainer's search index (trajectory/search),
-// listed to pick from; a pick opens that episode in its run's replay. The replay's own search box searches its run.
+// listed to pick from; a pick opens that episode in its run's replay, and the first item of one run's list writes a
+// config that warm-starts on them (warmStart.ts). The replay's own search box searches its run.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { TrajectorySearchParams } from '../protocol/generated/rpc';
 import { Commands } from './commands';
 import { registerCommands, type Ctx } from './ctx';
 import { rebuildingMessage } from './replay/search';
 import type { RunsTreeNode } from './runsModel';
-import { parseSearchQuery } from './searchQuery';
+import { parseSearchQuery, type EpisodeFilters } from './searchQuery';
+import { warmStartConfig } from './warmStart';
 import { counted } from './counted';
 
 /** Matches listed at once: the first page of trajectory/search. */
@@ -75,19 +79,52 @@ export const searchEpisodes =
       void vscode.window.showInformationMessage(`Agent RL: no episode matches "${line}".`);
       return undefined;
     }
-    const pick = await vscode.window.showQuickPick(
-      found.items.map(({ runId, summary }) => ({
-        label: `${model.runName(runId)} · step ${summary.step} · ${summary.id}`,
-        description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${counted(summary.num_turns, 'turn')} · ${counted(summary.num_tool_calls, 'tool call')} (${summary.num_tool_errors} failed)`,
-        runId,
-        id: summary.id,
-      })),
+    const episodes = found.items.map(({ runId, summary }) => ({
+      label: `${model.runName(runId)} · step ${summary.step} · ${summary.id}`,
+      description: `reward ${summary.reward.toFixed(3)} · ${summary.status} · ${counted(summary.num_turns, 'turn')} · ${counted(summary.num_tool_calls, 'tool call')} (${summary.num_tool_errors} failed)`,
+      runId,
+      id: summary.id,
+    }));
+    const warmStart = {
+      label: `$(mortar-board) Warm-start from these ${counted(found.total, 'episode')}`,
+      description: 'a run config: sft on them, then RL',
+      warmStart: true as const,
+    };
+    const pick = await vscode.window.showQuickPick<(typeof episodes)[number] | typeof warmStart>(
+      runIds.length === 1 ? [warmStart, ...episodes] : episodes,
       {
         title: `${found.total} episode(s) match${found.total > LISTED ? ` (the ${LISTED} with the highest reward)` : ''}`,
         matchOnDescription: true,
       },
     );
     if (!pick) return undefined;
+    if ('warmStart' in pick) {
+      await writeWarmStart(ctx, runIds[0], parseSearchQuery(line), found.total);
+      return undefined;
+    }
     await vscode.commands.executeCommand(Commands.openReplay, { runId: pick.runId, trajectoryId: pick.id });
     return { runId: pick.runId, id: pick.id };
   };
+
+/** Writes the warm-start config of a search's episodes beside the workspace's configs and opens it. The config names
+ *  the run's folder, which only a local server's runs have on this machine. */
+async function writeWarmStart(ctx: Ctx, runId: string, filters: EpisodeFilters, matched: number): Promise<void> {
+  const runsFolder = ctx.connection.localRunsFolder;
+  const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  if (runsFolder === undefined || root === undefined)
+    throw new Error(
+      `Warm-start from these writes a config naming the run's folder, which is on the trainer's machine: with a ` +
+        `remote trainer, write data.sft's run: and where: by hand there (docs/sft.md)${root === undefined ? '; and open a folder first' : ''}.`,
+    );
+  const { config } = await ctx.connection.request('run/config', { runId });
+  const text = warmStartConfig(config, path.join(runsFolder, runId), filters, matched);
+  const name = String((config as { name?: unknown }).name ?? 'run');
+  let file = path.join(root, `${name}-warm-start.agentrl.yaml`);
+  for (let n = 2; fs.existsSync(file); n++) file = path.join(root, `${name}-warm-start-${n}.agentrl.yaml`);
+  fs.writeFileSync(file, text, { flag: 'wx' }); // never over a file that appeared meanwhile
+  await vscode.window.showTextDocument(vscode.Uri.file(file));
+  void vscode.window.showInformationMessage(
+    `Agent RL: ${path.basename(file)} fine-tunes on the ${counted(matched, 'episode')} for train.sft_steps steps, then ` +
+      'trains on rollouts. Edit it, then Start Training.',
+  );
+}

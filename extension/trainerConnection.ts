@@ -44,6 +44,7 @@ export class TrainerConnection implements vscode.Disposable {
   );
   private client: TrainerClient | undefined;
   private localServer: LocalServer | undefined;
+  private localRunsDir: string | undefined;
   private kindValue: ServerKind | undefined;
   /** Per run: events up to this seq happened before we looked, so their logs and alerts are not replayed. */
   private readonly announceAfter = new Map<string, number>();
@@ -127,6 +128,7 @@ export class TrainerConnection implements vscode.Disposable {
       signal,
     });
     this.localServer = server;
+    this.localRunsDir = runsDir;
     void server.exited.then(({ code, signal: killed }) => {
       if (this.localServer !== server) return;
       this.localServer = undefined;
@@ -140,6 +142,12 @@ export class TrainerConnection implements vscode.Disposable {
       await this.disconnect();
       throw err;
     }
+  }
+
+  /** The run folders' folder of the local server this window started, while it runs; undefined for a remote one
+   *  (its runs are on another machine). */
+  get localRunsFolder(): string | undefined {
+    return this.localServer ? this.localRunsDir : undefined;
   }
 
   async connectRemote(url: string, token: string | undefined): Promise<InitializeResult> {

@@ -36,6 +36,8 @@ export class FakeConnection {
   readonly requests: Array<{ method: Method; params: unknown }> = [];
   /** The server's answer to each method; a method without one fails. */
   answers: Answers = {};
+  /** The local server's runs folder; undefined: a remote server (or none). */
+  localRunsFolder: string | undefined = undefined;
   /** Calls of the connection's other methods, in words ("startLocal python3 /ws", "disconnect", ...). */
   readonly calls: string[] = [];
   /** Trajectory records by id, for `records.get`. */

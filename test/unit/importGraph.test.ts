@@ -63,7 +63,7 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
     ],
     [
       'what the editor knows of runs and configs',
-      ['searchQuery', 'healthProblems', 'replay/atif', 'replay/toolSource', 'replay/trajectoryFile'],
+      ['searchQuery', 'warmStart', 'healthProblems', 'replay/atif', 'replay/toolSource', 'replay/trajectoryFile'],
     ],
     ['the language server, a process of its own', ['languageServer/*']],
     [

@@ -1,5 +1,10 @@
 import { fake } from './vscodeStub';
 import { strict as assert } from 'node:assert';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { Uri } from './vscodeStub';
 import { commands } from 'vscode';
 import { Commands } from '../../extension/commands';
 import { registerSearchCommands } from '../../extension/searchCommands';
@@ -108,5 +113,44 @@ describe('Search Episodes', () => {
     f.connection.isConnected = false;
     await commands.executeCommand(Commands.searchEpisodes);
     assert.match(fake.messages.at(-1)!.text, /Search Episodes: not connected to a trainer server/);
+  });
+
+  it("writes a config that warm-starts on one run's episodes found, beside the workspace's configs, never over one", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'agentrl-warm-start-'));
+    fake.workspaceFolders = [{ uri: Uri.file(root) }];
+    writeFileSync(join(root, 'lookup-warm-start.agentrl.yaml'), 'mine\n');
+    f.connection.localRunsFolder = '/ws/.agentrl/runs';
+    f.connection.answers['trajectory/search'] = () => ({
+      items: [{ runId: 'r1', summary: summary('2-0-1', 1.5) }],
+      total: 7,
+      nextCursor: null,
+    });
+    f.connection.answers['run/config'] = () => ({
+      runId: 'r1',
+      config: { name: 'lookup', data: { train: '/ws/tasks.jsonl' }, algorithm: { name: 'grpo' }, train: { steps: 20 } },
+    });
+    const warmStart = (items: readonly { label: string }[]) => items[0];
+    fake.answers = ['reward>=1 tool:lookup', warmStart];
+    await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r1' });
+    const listed = fake.prompts[1].options.items as Array<{ label: string }>;
+    assert.deepEqual(
+      listed.map((item) => item.label),
+      ['$(mortar-board) Warm-start from these 7 episodes', 'lookup · step 2 · 2-0-1'],
+    );
+    const written = join(root, 'lookup-warm-start-2.agentrl.yaml');
+    assert.equal(readFileSync(join(root, 'lookup-warm-start.agentrl.yaml'), 'utf8'), 'mine\n');
+    const config = parse(readFileSync(written, 'utf8'));
+    assert.deepEqual(config.data.sft, [{ run: '/ws/.agentrl/runs/r1', where: { reward: { min: 1 }, tool: 'lookup' } }]);
+    assert.deepEqual(config.train, { steps: 20, sft_steps: 5 });
+    assert.equal(fake.shownDocuments.at(-1)!.uri.fsPath, written);
+    assert.match(fake.messages.at(-1)!.text, /fine-tunes on the 7 episodes for train.sft_steps steps/);
+
+    f.connection.localRunsFolder = undefined; // a remote trainer: the run's folder is on its machine
+    fake.answers = ['reward>=1', warmStart];
+    await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r1' });
+    assert.match(
+      fake.messages.at(-1)!.text,
+      /which is on the trainer's machine: with a remote trainer, write data.sft/,
+    );
   });
 });

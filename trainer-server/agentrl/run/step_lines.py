@@ -1,5 +1,5 @@
 """What `agentrl train` prints under its progress bar: each step's line (reward, turns, tool failures, truncation,
-logprob gap, eval, time, the alerts in force) and each `health` event's, with its fix and the episodes to look at."""
+logprob gap, the policy loss, eval, time, the alerts in force) and each `health` event's, with its fix and the episodes to look at."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ def summary_line(step: int, total: int, metrics: dict[str, float], warnings: lis
     return (
         f"step {step}/{total}  reward {metrics['reward/mean']:.3f}±{metrics['reward/std']:.3f}  "
         f"turns {metrics['episode/turns_mean']:.2f}  tool-fail {metrics['health/tool_failure_rate']:.2f}  "
-        f"trunc {metrics['health/truncation_rate']:.2f}  gap {metrics.get('actor/logprob_gap', 0.0):.1e}  "
+        f"trunc {metrics['health/truncation_rate']:.2f}  "
+        # no gap where nothing was sampled (sft) or the update trained no row
+        + (f"gap {metrics['actor/logprob_gap']:.1e}  " if "actor/logprob_gap" in metrics else "")
+        + (f"loss {metrics['loss/policy']:.3g}  " if "loss/policy" in metrics else "")
         + (f"eval {metrics['eval/reward']:.3f}  " if "eval/reward" in metrics else "")
         + f"{metrics['perf/step_time_s']:.1f}s"
         + "".join(f"  WARN {code}" for code in warnings)
