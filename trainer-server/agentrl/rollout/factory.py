@@ -11,11 +11,10 @@ import torch
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.env import ToolEnv
 from agentrl.rollout.hf_engine import HfRolloutEngine
-from agentrl.rollout.loop import RolloutEngine
+from agentrl.rollout.source import EpisodeSource
 
 if TYPE_CHECKING:
     from agentrl.environment.agent import AgentProgram
-    from agentrl.rollout.agent_engine import AgentRolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -34,7 +33,7 @@ def make_rollout_engine(
     concurrent_episodes: int,
     policy: ScriptedPolicy | None = None,
     agent: AgentProgram | None = None,
-) -> RolloutEngine | AgentRolloutEngine:
+) -> EpisodeSource:
     """The engine `rollout.engine` asks for: hf, vllm, or auto (vllm when it is installed and can serve the
     model, else hf); with a scripted `policy`, the hf engine writing its turns; with an `agent` (run config
     `agent:`, no env), the agent engine sampling with either. `engine.description` says which."""

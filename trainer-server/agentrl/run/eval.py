@@ -11,7 +11,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrl.rollout.source import EpisodeSource
 
 METRIC_KEYS = ("accuracy", "em", "f1", "substring")
 # base-tool-call is the untrained model with the env as it is; any other baseline is the env's own
@@ -19,7 +22,7 @@ METRIC_KEYS = ("accuracy", "em", "f1", "substring")
 UNTRAINED_BASELINE = "base-tool-call"
 
 
-def heldout_metrics(engine: Any, tasks: list[dict[str, Any]], batch_size: int, seed: int) -> dict[str, float]:
+def heldout_metrics(engine: EpisodeSource, tasks: list[dict[str, Any]], batch_size: int, seed: int) -> dict[str, float]:
     """The policy as it is now, greedy, one sample per task (as `agentrl eval` scores it), for a training run's held-out
     evaluation (train.eval_every): eval/n, eval/reward, and eval/<key> for each key of the env's reward breakdown."""
     started = time.perf_counter()

@@ -32,7 +32,8 @@ from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.learning.memory_advice import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
-from agentrl.rollout.loop import EpisodeCounter, RolloutEngine, count_nothing, rollout_seed
+from agentrl.rollout.loop import EpisodeCounter, count_nothing, rollout_seed
+from agentrl.rollout.source import EpisodeSource
 from agentrl.run.eval import heldout_metrics
 from agentrl.run.health import HealthMonitor, non_finite_event
 from agentrl.run.health_evidence import StepEvidence
@@ -48,8 +49,6 @@ from agentrl.run.trackers import Trackers
 if TYPE_CHECKING:
     from agentrl.cluster import RayCluster
     from agentrl.cluster.learner_workers import ClusterLearner
-    from agentrl.cluster.rollout_workers import ClusterRolloutEngine
-    from agentrl.rollout.agent_engine import AgentRolloutEngine
     from agentrl.rollout.scripted import ScriptedPolicy
 
 
@@ -89,7 +88,7 @@ class _Run:
         self.warm_start_learner: Learner | None = None  # train.sft_steps: the warm start's, while it lasts
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None
-        self.engine: RolloutEngine | AgentRolloutEngine | ClusterRolloutEngine
+        self.engine: EpisodeSource
         reporter.phase("starting_engine", start_step)
         if config.cluster.backend == "ray":
             from agentrl.cluster import RayCluster
