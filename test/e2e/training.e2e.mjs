@@ -132,7 +132,14 @@ export async function trainingStoppedFromTheRunsViewScenario({
 // the run (the reward chart's latest step, read from its text alternative, goes up), and a click on a point
 // opens the replay at that step's group view. Then the run is stopped at once, and compared with palette-long in one
 // dashboard from the row's context menu.
-export async function trainingWatchedInTheDashboardScenario({ page, workspace, lap, runCommand, openFromExplorer }) {
+export async function trainingWatchedInTheDashboardScenario({
+  page,
+  workspace,
+  lap,
+  runCommand,
+  openFromExplorer,
+  fromRowMenu,
+}) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
   const config = path.join(workspace, 'palette-env', 'palette-dash.agentrl.yaml');
@@ -184,30 +191,7 @@ export async function trainingWatchedInTheDashboardScenario({ page, workspace, l
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 60000 });
 
   // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.
-  // The Runs view refreshes with every event of the runs it follows (a run of this env whose rewards are all 0 steps
-  // several times a second: its update runs no episode), and a menu opened on a row that a refresh replaced runs
-  // its command without the row (no run ticked): then the list is closed and the menu opened again.
-  // A right-click on a row being replaced can also open no menu at all: that attempt is retried the same way.
-  for (let attempt = 1; ; attempt++) {
-    await row.click({ button: 'right' });
-    const menuItem = page.locator('.monaco-menu .action-label', { hasText: 'Compare in Dashboard' });
-    const menu = await menuItem.hover({ timeout: 5000 }).catch(() => 'no menu');
-    let shown = 'no menu';
-    if (menu !== 'no menu') {
-      await page.keyboard.press('Enter'); // the workbench's context menu takes a hovered item's Enter (a synthetic click does not reach it)
-      const listedWithItsRunTicked = page.locator('.quick-input-widget').getByText('1 Selected');
-      shown = await listedWithItsRunTicked.waitFor({ timeout: 5000 }).catch(() => 'not shown');
-      if (shown !== 'not shown') break;
-    }
-    if (attempt === 5) throw new Error("Compare in Dashboard opened from the row never had the row's run ticked");
-    lap(
-      shown === 'no menu'
-        ? `the row's context menu did not open (attempt ${attempt}): opened again`
-        : `Compare in Dashboard's list came without the row's run ticked (attempt ${attempt}): opened again`,
-    );
-    await page.keyboard.press('Escape');
-    await page.waitForTimeout(1000);
-  }
+  await fromRowMenu(page, row, 'Compare in Dashboard', page.locator('.quick-input-widget').getByText('1 Selected'));
   await page.locator('.quick-input-list .monaco-list-row', { hasText: 'palette-long' }).first().click();
   await page.keyboard.press('Enter');
   await page.locator('.tab.active', { hasText: 'Compare: palette-dash, palette-long' }).waitFor({ timeout: 30000 });

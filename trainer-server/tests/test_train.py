@@ -339,7 +339,7 @@ def test_cli_config_error_names_key_value_and_allowed(tmp_path):
     )
     assert done.returncode == 2
     assert (
-        "algorithm.name: Input should be 'gigpo', 'grpo', 'ppo', 'reinforce_pp', 'rloo' or 'step_ppo', or MODULE:NAME "
+        "algorithm.name: Input should be 'gigpo', 'grpo', 'ppo', 'reinforce_pp', 'rloo', 'sft' or 'step_ppo', or MODULE:NAME "
         "of your own (e.g. my_rl.py:MyAlgorithm) (got 'a2c')" in done.stderr
     )
     assert "train.bogus: unknown key" in done.stderr
