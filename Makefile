@@ -110,10 +110,11 @@ test-install:
 	bash test/install/readme-install.sh
 
 # pytest takes most of the time, and its tests often wait on a child process or a socket: the TypeScript tests, the
-# fresh-clone install check and code-server's set-up for the e2e tests run beside it (make -j2, their lines
-# interleaved), then the e2e tests alone (a UI test on a loaded machine waits longer than it should).
+# fresh-clone install check and code-server's set-up for the e2e tests run beside it (make -j2; their output
+# interleaved as it comes, since make's --output-sync holds a command's output until it ends: twenty silent minutes
+# of pytest), then the e2e tests alone (a UI test on a loaded machine waits longer than it should).
 test: lint docs
-	$(MAKE) -j2 --output-sync=line test-python test-beside-python
+	$(MAKE) -j2 test-python test-beside-python
 	$(MAKE) test-e2e
 test-beside-python: test-ts test-install
 	bash test/e2e/setup.sh
