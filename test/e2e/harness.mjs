@@ -1,6 +1,6 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
 // Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
-// openFromExplorer, openRunReplay }; each gets a screenshot in test-results/e2e/.
+// openFromExplorer, openRunReplay, fromRowAction, fromRowMenu }; each gets a screenshot in test-results/e2e/.
 // usage: node harness.mjs BASE_URL WORKSPACE_DIR ($E2E_GREP: only the scenarios whose function name matches).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -67,23 +67,27 @@ export async function openFromExplorer(page, relativePath) {
   }
 }
 
-/** Opens the replay of a Runs view row (`row`, a locator) by its inline action, as a user would. A row the view
- * redraws as it is clicked (it redraws its ages every minute) hands its command nothing; the command then asks which
- * run, and the run is picked there by `pickText` (text its row in that list shows), as the user would pick it. */
-export async function openRunReplay(page, row, pickText) {
+/** Runs a Runs view row's inline action (`row`, a locator; `action`, the start of its label: "Open Trajectory Replay", "Open Run
+ * Dashboard"), as a user would. A row the view redraws as it is clicked (its runs' events, its ages every minute)
+ * hands its command nothing; the command then asks which run, and the run is picked there by `pickText` (text its row
+ * in that list shows), as the user would pick it. */
+export async function fromRowAction(page, row, action, pickText) {
   await row.hover();
-  await row.locator('.action-label[aria-label*="Replay"]').click();
-  const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Open Trajectory Replay' });
+  await row.locator(`.action-label[aria-label^="${action}"]`).click();
+  const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: action });
   const askedWhich = await asked.waitFor({ timeout: 2000 }).then(
     () => true,
     () => false,
   );
   if (!askedWhich) return;
-  lap('the row was redrawn as it was clicked: the run picked from the list the command offers');
+  lap(`the row was redrawn as its ${action} was clicked: the run picked from the list the command offers`);
   const listed = page.locator('.quick-input-list .monaco-list-row', { hasText: pickText }).first();
   await listed.waitFor({ timeout: 10000 });
   await listed.click();
 }
+
+/** Opens the replay of a Runs view row (`fromRowAction`). */
+export const openRunReplay = (page, row, pickText) => fromRowAction(page, row, 'Open Trajectory Replay', pickText);
 
 /** Runs the command `item` of a Runs view row's context menu (`row`, a locator) and waits for `given` (a locator that
  * shows the command got the row). The Runs view redraws its rows as the runs it follows send events (at most twice a
@@ -143,7 +147,17 @@ try {
   lap('workbench ready');
   for (const [name, scenario] of scenarios) {
     try {
-      await scenario({ page, workspace, lap, runCommand, quickOpen, openFromExplorer, openRunReplay, fromRowMenu });
+      await scenario({
+        page,
+        workspace,
+        lap,
+        runCommand,
+        quickOpen,
+        openFromExplorer,
+        openRunReplay,
+        fromRowAction,
+        fromRowMenu,
+      });
       lap(`PASS ${name}`);
       await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
     } catch (e) {

@@ -138,6 +138,7 @@ export async function trainingWatchedInTheDashboardScenario({
   lap,
   runCommand,
   openFromExplorer,
+  fromRowAction,
   fromRowMenu,
 }) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
@@ -157,8 +158,7 @@ export async function trainingWatchedInTheDashboardScenario({
 
   const row = page.locator('.monaco-list-row', { hasText: 'palette-dash' }).first();
   await row.filter({ hasText: 'running' }).waitFor({ timeout: 90000 });
-  await row.hover();
-  await row.locator('.action-label[aria-label*="Dashboard"]').click();
+  await fromRowAction(page, row, 'Open Run Dashboard', /palette-dash.*running/);
   await page.locator('.tab.active', { hasText: 'Dashboard: palette-dash' }).waitFor({ timeout: 30000 });
   const dashboard = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   const latestStep = dashboard.locator(
