@@ -15,16 +15,17 @@ const lap = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}
 
 /** Opens the quick input with `key`, types `text` and presses Enter on the row showing `rowText`. What it lists
  * can lag (contributed commands reach the palette seconds after the workbench paints; Quick Open's index of a
- * file written a moment ago trails the file watcher) and an open widget does not refresh, so: retry. */
+ * file written a moment ago trails the file watcher) and an open widget does not refresh, so: retry. So too when the
+ * widget closes as it opens (a page such as the Welcome page taking the focus back as it renders). */
 async function pickFromQuickInput(page, key, text, rowText, ms) {
   const end = Date.now() + ms;
   const input = page.locator('.quick-input-widget input');
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: rowText }).first();
   for (;;) {
     await page.keyboard.press(key);
-    await input.waitFor({ state: 'visible' });
-    await input.fill(text);
     try {
+      await input.waitFor({ state: 'visible', timeout: 10000 });
+      await input.fill(text, { timeout: 5000 });
       await row.waitFor({ timeout: 3000 });
       break;
     } catch (e) {
