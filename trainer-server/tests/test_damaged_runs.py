@@ -4,11 +4,22 @@ over a damaged checkpoint to the newest whole one."""
 
 import asyncio
 import json
+import os
 import shutil
 
 import pytest
+import torch
 from agentrl.contract.config import load_config
-from agentrl.run.runstore import EVENTS_FILE, RUN_FILE, last_seq, read_events, reverse_events
+from agentrl.contract.files_inside import RefusedFile, is_plain_file
+from agentrl.run.runstore import (
+    EVENTS_FILE,
+    PID_FILE,
+    RUN_FILE,
+    last_seq,
+    read_events,
+    reverse_events,
+    trajectory_file_name,
+)
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
 from agentrl.server.app import ServerOptions, TrainerServer, _read_new_events
@@ -127,6 +138,59 @@ def test_a_resume_with_no_whole_checkpoint_names_every_damaged_one(trained_run, 
         RuntimeError, match="no checkpoint of .* loads: checkpoints/step-000002 .*; checkpoints/step-000001"
     ):
         train(None, runs_dir=tmp_path, resume_dir=run_dir)
+
+
+class RunsCodeWhenUnpickled:
+    """A learner.pt planted to run a command when torch.load unpickles it without weights_only."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_resume_runs_no_code_planted_in_a_checkpoint_and_reads_no_state_through_a_link(trained_run, tmp_path):
+    """The training process read a checkpoint's learner.pt with weights_only=False (anyone who could write the runs
+    folder could have it run their code) and its state.json through links: each is now damage, skipped and named."""
+    run_dir = copy_run(trained_run, tmp_path, "planted")
+    marker, outside = tmp_path / "code-ran", tmp_path / "state.json"
+    newest, older = run_dir / "checkpoints" / "step-000002", run_dir / "checkpoints" / "step-000001"
+    torch.save({"optimizer": RunsCodeWhenUnpickled(marker)}, newest / "learner.pt")
+    outside.write_bytes((older / "state.json").read_bytes())
+    (older / "state.json").unlink()
+    (older / "state.json").symlink_to(outside)
+    with pytest.raises(RuntimeError, match="no checkpoint of .* loads") as refused:
+        train(None, runs_dir=tmp_path, resume_dir=run_dir)
+    assert not marker.exists(), "a resume unpickled code planted in learner.pt"
+    assert "step-000002 (UnpicklingError" in str(refused.value) and "state.json is a link" in str(refused.value)
+
+
+def test_the_training_process_writes_no_file_through_a_link_planted_in_its_run_folder(trained_run, tmp_path):
+    """A resume rewrites its pid file and the steps it trains again: a link planted at either (the step file's
+    staging had a fixed name too) is replaced as a link, never written through; a trajectories folder that is a link
+    stops the run, naming it, with nothing written where it leads."""
+    run_dir = copy_run(trained_run, tmp_path, "linked")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("left alone\n")
+    shutil.rmtree(run_dir / "checkpoints" / "step-000002")  # step 2 is trained again, its file written again
+    for planted in (run_dir / "trajectories" / trajectory_file_name(2), run_dir / PID_FILE):
+        planted.unlink(missing_ok=True)
+        planted.symlink_to(victim)
+    train(None, runs_dir=tmp_path, resume_dir=run_dir)
+    assert victim.read_text() == "left alone\n"
+    assert is_plain_file(run_dir / "trajectories" / trajectory_file_name(2))
+    assert not list((run_dir / "trajectories").glob(".tmp-*"))
+
+    elsewhere = tmp_path / "elsewhere"
+    linked = copy_run(trained_run, tmp_path, "linked-folder")
+    shutil.rmtree(linked / "checkpoints" / "step-000002")
+    (linked / "trajectories").rename(elsewhere)
+    (linked / "trajectories").symlink_to(elsewhere)
+    before = sorted(path.name for path in elsewhere.iterdir())
+    with pytest.raises(RefusedFile, match="trajectories is a link or not a folder"):
+        train(None, runs_dir=tmp_path, resume_dir=linked)
+    assert sorted(path.name for path in elsewhere.iterdir()) == before
 
 
 def _damage(run_dir, operations):

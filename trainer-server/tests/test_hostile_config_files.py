@@ -10,7 +10,7 @@ import time
 
 import pytest
 from agentrl.contract.config import ConfigError, load_config, parse_override
-from agentrl.contract.safe_yaml import MAX_YAML_BYTES, YamlTooLarge, load_yaml
+from agentrl.contract.safe_yaml import MAX_YAML_BYTES, MAX_YAML_DEPTH, YamlTooLarge, load_yaml
 from agentrl.rollout.check import check_env
 
 # Nine levels of nine aliases: 9**9 (387 million) strings once expanded, in nine lines.
@@ -34,13 +34,18 @@ def test_a_yaml_alias_bomb_is_refused_before_it_grows():
     ("text", "why"),
     [
         ("&a [*a]", "recursive anchor"),
-        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("[" * 5000 + "]" * 5000, "nested deeper than 100 levels"),
+        ("".join("a:\n" + " " * (depth + 1) for depth in range(2000)) + "x", "nested deeper than 100 levels"),
         ("x: " + "y" * MAX_YAML_BYTES, "over the 4,194,304 read"),
     ],
 )
 def test_a_recursive_deep_or_huge_yaml_is_refused(text, why):
-    with pytest.raises(YamlTooLarge, match=why):
+    with pytest.raises(YamlTooLarge, match=why):  # nesting: at its bound, before Python's recursion gives out
         load_yaml(text)
+
+
+def test_yaml_nested_to_the_depth_bound_still_loads():
+    assert load_yaml("[" * MAX_YAML_DEPTH + "]" * MAX_YAML_DEPTH) is not None
 
 
 def test_yaml_with_a_few_aliases_still_loads_as_safe_load_does():

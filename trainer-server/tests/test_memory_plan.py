@@ -323,3 +323,14 @@ def test_a_hostile_model_config_json_gets_a_clear_answer(tmp_path, monkeypatch):
 
 if __name__ == "__main__":
     print(json.dumps(_measure(json.loads(sys.argv[1]))))
+
+
+def test_memory_check_off_written_bare_in_yaml_is_off_not_a_boolean():
+    """YAML 1.1 (PyYAML's) reads a bare `off` as false, so `memory_check: off`, as the docs write it, was refused
+    ("Input should be 'refuse', 'warn' or 'off' (got False)"); the configuration-matrix test found it."""
+    from agentrl.contract.config import load_config
+    from agentrl.contract.safe_yaml import load_yaml
+    from conftest import EXAMPLE_CONFIG
+
+    assert load_yaml("memory_check: off") == {"memory_check": False}
+    assert load_config(EXAMPLE_CONFIG, ["train.memory_check=off"]).train.memory_check == "off"

@@ -11,15 +11,17 @@ such a folder opens its files through `open_inside` (or `read_inside`), which
 What it refuses raises RefusedFile, an OSError saying why, so a reader that already skips an unreadable file skips
 a refused one the same way. The folder itself is the caller's to trust (a runs folder may well be a link to a
 larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither;
-`open_to_write`, `open_own_file` and `folder_to_write` for a writer of the folder's own files.
+`open_to_write`, `open_own_file`, `folder_to_write` and `replace_file` for a writer of the folder's own files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -120,6 +122,28 @@ def folder_to_write(folder: Path | str, name: str) -> Path:
     if not is_plain_folder(path):
         raise RefusedFile(f"{name} is a link or not a folder; links inside {folder} are not written through")
     return path
+
+
+def replace_file(folder: Path | str, name: str, data: bytes) -> Path:
+    """`data` as the regular file `name` directly inside `folder`, whole or not at all (a reader sees the old file or
+    the new one): written to a new file of a random name, created exclusively (never through a link nor onto a FIFO
+    planted at a name known in advance, as a fixed `.tmp` name was), synced, then renamed over `name` (a rename
+    replaces a link itself, never what it leads to)."""
+    if name in ("", ".", "..") or "/" in name:
+        raise RefusedFile(f"{name!r} is not a file name inside {folder}")
+    descriptor, staging = tempfile.mkstemp(dir=folder, prefix=f".tmp-{name}-")
+    try:
+        os.fchmod(descriptor, 0o644)  # as a file written with open() is: the server and the user's tools read it
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staging, Path(folder) / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        raise
+    return Path(folder) / name
 
 
 def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> bytes:

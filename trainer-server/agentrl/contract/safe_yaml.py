@@ -3,9 +3,10 @@ value). yaml.safe_load builds no objects but bounds nothing: nine lines of alias
 ten times the one before) make a value of a billion nodes; PyYAML shares an alias's object, so the load itself is
 quick, and what walks the value after it (a deep copy, pydantic, json.dumps) then grew `env/check` to 2.3 GB.
 
-`load_yaml` composes the document's node graph first and counts its nodes as they would be expanded (an alias
-counts every node of what it names), refusing past MAX_YAML_NODES, a recursive alias, and nesting deeper than
-the parser's recursion reaches, all before a Python value is built; MAX_YAML_BYTES bounds the text.
+`load_yaml` composes the document's node graph first, refusing nesting deeper than MAX_YAML_DEPTH as it descends
+(the composer recurses: a thousand `[` took a second and more to reach Python's recursion limit), then counts its
+nodes as they would be expanded (an alias counts every node of what it names), refusing past MAX_YAML_NODES and a
+recursive alias, all before a Python value is built; MAX_YAML_BYTES bounds the text.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 # A run config is a few hundred nodes and a few KiB; these leave room for a long inline list of tools or tasks.
 MAX_YAML_BYTES = 4 * 2**20
 MAX_YAML_NODES = 200_000
+MAX_YAML_DEPTH = 100  # a run config nests 4 deep; an env's args a few more
 
 
 class YamlTooLarge(yaml.YAMLError):
@@ -28,18 +30,30 @@ def load_yaml(text: str) -> Any:
     yaml.YAMLError for YAML that is not valid."""
     if len(text) > MAX_YAML_BYTES:
         raise YamlTooLarge(f"{len(text):,} characters of YAML, over the {MAX_YAML_BYTES:,} read")
-    loader = yaml.SafeLoader(text)
+    loader = _DepthBoundLoader(text)
     try:
-        try:
-            node = loader.get_single_node()
-        except RecursionError:
-            raise YamlTooLarge("YAML nested too deeply to read") from None
+        node = loader.get_single_node()
         if node is None:
             return None
         _check_expanded_size(node)
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+class _DepthBoundLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses a collection nested deeper than MAX_YAML_DEPTH as it reaches it."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise YamlTooLarge(f"YAML nested deeper than {MAX_YAML_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _check_expanded_size(root: yaml.Node) -> None:

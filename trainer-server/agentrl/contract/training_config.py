@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from agentrl.contract.config_section import Section
@@ -268,6 +268,11 @@ class AlgorithmConfig(Section):
         return self.clip_eps, self.clip_eps_high if self.clip_eps_high is not None else self.clip_eps
 
 
+def _yaml_off(value: Any) -> Any:
+    """YAML 1.1 (PyYAML's) reads a bare `off` as false: `memory_check: off`, as the docs write it, means "off"."""
+    return "off" if value is False else value
+
+
 class TrainConfig(Section):
     steps: int = Field(10, ge=1, le=10_000_000, description="Optimizer steps (each with its own rollouts).")
     batch_size: int = Field(8, ge=1, description="Episodes per step; must be divisible by rollout.group_size.")
@@ -324,7 +329,7 @@ class TrainConfig(Section):
     )
     eval_limit: int | None = Field(None, ge=1, description="Score only the first N records of data.eval.")
     keep_checkpoints: int = Field(2, ge=1, description="Most recent checkpoints kept on disk.")
-    memory_check: Literal["refuse", "warn", "off"] = Field(
+    memory_check: Annotated[Literal["refuse", "warn", "off"], BeforeValidator(_yaml_off)] = Field(
         "refuse",
         description=(
             "Before the run starts, its peak memory per device is planned from this config (weights, gradients, "

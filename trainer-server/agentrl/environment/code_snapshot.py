@@ -22,7 +22,6 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import os
 import platform
 import shutil
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentrl.contract.env_sources import env_module_is_file
-from agentrl.contract.files_inside import RefusedFile, is_plain_folder, parse_json, read_inside
+from agentrl.contract.files_inside import RefusedFile, is_plain_folder, parse_json, read_inside, replace_file
 from agentrl.contract.schemas import validator_for
 
 if TYPE_CHECKING:
@@ -194,9 +193,7 @@ def _state(collector: _Collector | None, copy_to: Path | None) -> dict[str, Any]
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex[:6]}")
-    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # a reader sees the old manifest or the new one, never half of one
+    replace_file(path.parent, path.name, json.dumps(value, indent=2).encode())  # the old manifest or the new one
 
 
 def record_code(run_dir: Path, config: RunConfig, step: int = 0) -> list[str]:

@@ -17,7 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.files_inside import is_plain_file, is_plain_folder, parse_json, read_inside, read_json_inside
+from agentrl.contract.files_inside import (
+    folder_to_write,
+    is_plain_file,
+    is_plain_folder,
+    parse_json,
+    read_inside,
+    read_json_inside,
+    replace_file,
+)
 from agentrl.contract.schemas import REROLL_ID_PATTERN, validator_for
 
 REROLLS_DIR = "rerolls"
@@ -48,14 +56,12 @@ def write_reroll(run_dir: Path, reroll: dict[str, Any], records: list[dict[str, 
     """The records first, then the re-roll's own file, each by rename: a re-roll is listed only once it is whole."""
     validator_for("run-folder.schema.json", "reroll").validate(reroll)
     summary, trajectories = reroll_files(run_dir, reroll["reroll_id"])
-    summary.parent.mkdir(exist_ok=True)
+    folder = folder_to_write(run_dir, summary.parent.name)
     for path, text in (
         (trajectories, "".join(json.dumps(record, allow_nan=False) + "\n" for record in records)),
         (summary, json.dumps(reroll, allow_nan=False)),
     ):
-        staging = path.with_name(f".tmp-{path.name}")
-        staging.write_text(text, encoding="utf-8")
-        staging.replace(path)
+        replace_file(folder, path.name, text.encode())
 
 
 def _read_summary(run_dir: Path, reroll_id: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import yaml
 
 from agentrl.contract.files_inside import (
     RefusedFile,
+    folder_to_write,
     is_plain_file,
     is_plain_folder,
     open_inside,
@@ -32,10 +33,12 @@ from agentrl.contract.files_inside import (
     parse_json,
     read_inside,
     read_json_inside,
+    replace_file,
 )
 from agentrl.contract.schemas import RUN_ID_MAX_LENGTH, RUN_ID_PATTERN, check_event, load_schema
 from agentrl.run.log_lines import MAX_EVENT_LINE_BYTES, complete_lines, overlong
 
+MAX_CHECKPOINT_STATE_BYTES = 16 * 2**20  # state.json: a step, a seq and the health monitor's few numbers
 EVENTS_FILE = "events.jsonl"
 RUN_FILE = "run.json"
 CONFIG_FILE = "config.yaml"
@@ -327,6 +330,15 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     )
 
 
+def checkpoint_state(checkpoint: Path) -> dict[str, Any]:
+    """A checkpoint's state.json (its step, the event seq it was taken at, the health monitor's state), read without
+    following a link out of the run folder and capped."""
+    state = read_json_inside(checkpoint, "state.json", MAX_CHECKPOINT_STATE_BYTES)
+    if not isinstance(state, dict):
+        raise ValueError("state.json is not an object")
+    return state
+
+
 def checkpoints_by_step(run_dir: Path) -> dict[int, Path]:
     """A run's complete checkpoints by their step."""
     return {checkpoint_step(path): path for path in list_checkpoints(run_dir)}
@@ -438,20 +450,13 @@ class RunStore:
         return self._next_seq - 1
 
     def write_trajectories(self, step: int, records: list[dict[str, Any]]) -> Path:
-        self.trajectories_dir.mkdir(exist_ok=True)
-        path = self.trajectories_dir / trajectory_file_name(step)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)  # a resumed step rewrites its file whole, never half
-        return path
+        folder = folder_to_write(self.run_dir, self.trajectories_dir.name)
+        text = "".join(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n" for record in records)
+        return replace_file(folder, trajectory_file_name(step), text.encode())  # a resumed step's file, whole
 
     def save_checkpoint(self, step: int, write: Callable[[Path], None], keep: int) -> Path:
         """`write(folder)` fills a temporary folder; it becomes `checkpoints/step-NNNNNN` by rename."""
-        self.checkpoints_dir.mkdir(exist_ok=True)
+        folder_to_write(self.run_dir, self.checkpoints_dir.name)
         final = self.checkpoints_dir / f"step-{step:06d}"
         tmp = self.checkpoints_dir / f".tmp-{step:06d}-{uuid.uuid4().hex[:6]}"
         tmp.mkdir()
@@ -482,7 +487,7 @@ class RunStore:
         """ "PID START": this process, and when it started (so a later process given the same pid is not taken for
         the run's: `run_process`)."""
         pid = os.getpid()
-        (self.run_dir / PID_FILE).write_text(f"{pid} {process_start_time(pid)}\n", encoding="utf-8")
+        replace_file(self.run_dir, PID_FILE, f"{pid} {process_start_time(pid)}\n".encode())
 
     def clear_pid(self) -> None:
         (self.run_dir / PID_FILE).unlink(missing_ok=True)

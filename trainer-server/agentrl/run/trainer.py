@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config, redact_secrets, resolve_paths
+from agentrl.contract.files_inside import open_inside
 from agentrl.contract.tasks import items_for_step, load_tasks
 from agentrl.contract.training_config import AlgorithmConfig
 from agentrl.environment.agent import load_agent
@@ -41,7 +42,7 @@ from agentrl.run.metrics import rollout_metrics
 from agentrl.run.progress import ProgressReporter, graceful_signals
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
-from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_step, new_run_id
+from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_state, checkpoint_step, new_run_id
 from agentrl.run.sft_data import sft_batch, sft_episodes_of
 from agentrl.run.step_lines import health_text, summary_line
 from agentrl.run.trackers import Trackers
@@ -231,10 +232,11 @@ class _Run:
 
     def restore(self, checkpoint: Path) -> int:
         load_policy_weights(self.model, checkpoint)
-        state = json.loads((checkpoint / "state.json").read_text())
-        self.learner_for(int(state["step"])).load_state_dict(
-            torch.load(checkpoint / "learner.pt", map_location=self.device, weights_only=False)
-        )
+        state = checkpoint_state(checkpoint)
+        with open_inside(checkpoint, "learner.pt", None) as learner_state:  # tensors and numbers: no pickled code
+            self.learner_for(int(state["step"])).load_state_dict(
+                torch.load(learner_state, map_location=self.device, weights_only=True)
+            )
         self.health.load_state_dict(state)
         self.completed_step = int(state["step"])
         self.engine.weights_updated()
@@ -250,7 +252,7 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
     for checkpoint in reversed(store.checkpoints()):
         try:
             step = run.restore(checkpoint)
-            seq = json.loads((checkpoint / "state.json").read_text())["seq"]
+            seq = checkpoint_state(checkpoint)["seq"]
             if type(seq) is not int:
                 raise ValueError(f"state.json's seq is {seq!r}, not an integer")
         except Exception as err:  # noqa: BLE001 - any damage to any file: the previous checkpoint may be whole

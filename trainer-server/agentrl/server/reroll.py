@@ -59,7 +59,8 @@ async def reroll_episode(run_dir: Path, request: dict[str, Any], progress: Calla
         await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
         draining.cancel()
         for path in reroll_files(run_dir, request["reroll_id"]):  # what a re-roll ended while writing left
-            path.with_name(f".tmp-{path.name}").unlink(missing_ok=True)
+            for staging in path.parent.glob(f".tmp-{path.name}-*"):
+                staging.unlink(missing_ok=True)
 
 
 def wire_reroll(stored: dict[str, Any], run_id: str) -> dict[str, Any]:
