@@ -6,6 +6,8 @@
   (its title, severity and fix), with the code's description from `protocol/schemas/rpc.schema.json`
   (`$defs/healthCode`) and the `health:` keys whose description names the code, with their defaults.
 - The equations in `algorithms.md`: each algorithm's and policy loss's module docstring, as the file says it.
+- The picture of the floors in `architecture.md`: the trainer's from `trainer-server/tests/test_layers.py`'s FLOORS,
+  the extension's and the webviews' from `test/unit/importGraph.test.ts`'s, the lists the tests hold the imports to.
 
 mkdocs.yml names this file under `hooks:`; `python docs/gen_pages.py OUT_DIR` writes the same pages as files.
 """
@@ -16,17 +18,21 @@ import ast
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_CONFIG_SCHEMA = ROOT / "protocol" / "schemas" / "run-config.schema.json"
 RPC_SCHEMA = ROOT / "protocol" / "schemas" / "rpc.schema.json"
 LEARNING = ROOT / "trainer-server" / "agentrl" / "learning"
+PYTHON_FLOORS = ROOT / "trainer-server" / "tests" / "test_layers.py"
+TYPESCRIPT_FLOORS = ROOT / "test" / "unit" / "importGraph.test.ts"
 
 # A marker in a hand-written page, replaced by generated Markdown when the site is built.
 MARKERS = {
     "<!-- generated: health-alerts-table -->": "health_alerts_table",
     "<!-- generated: algorithm-docstrings -->": "algorithm_docstrings",
+    "<!-- generated: floors -->": "floors_picture",
 }
 RUN_CONFIG_PAGE = "reference/run-config.md"
 
@@ -230,6 +236,48 @@ def fill_markers(markdown: str) -> str:
 
 
 # MkDocs hooks (mkdocs.yml: hooks).
+
+
+def _python_floors() -> list[tuple[str, str]]:
+    """test_layers.py's FLOORS, ground floor first: (the packages, the comment that says what the floor holds)."""
+    lines = PYTHON_FLOORS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("FLOORS"))
+    floors = []
+    for line in lines[start + 1 :]:
+        if line.startswith("]"):
+            return floors
+        found = re.match(r"\s*\{(.+)\},\s*#\s*(.+)", line)
+        if found:
+            names = [name.strip().strip('"') for name in found[1].split(",")]
+            floors.append((" ".join(f"{name}/" for name in names), found[2]))
+    raise ValueError(f"{PYTHON_FLOORS}: FLOORS has no end")
+
+
+def _typescript_floors() -> dict[str, list[tuple[str, list[str]]]]:
+    """importGraph.test.ts's FLOORS, part by part, ground floor first: (what the floor holds, its files)."""
+    text = TYPESCRIPT_FLOORS.read_text()
+    body = text[text.index("const FLOORS") : text.index("};", text.index("const FLOORS"))]
+    parts: dict[str, list[tuple[str, list[str]]]] = {}
+    for part, floors in re.findall(r"\n  (\w+): \[(.*?)\n  \],", body, flags=re.S):
+        parts[part] = [
+            (title, re.findall(r"'([^']+)'", files))
+            for _, title, files in re.findall(r"\[\s*(['\"])(.+?)\1,\s*\[([^\]]*)\]\s*,?\s*\]", floors)
+        ]
+    return parts
+
+
+def floors_picture() -> str:
+    """The floors, top floor first as a building is drawn: each floor imports only from itself and those below."""
+    python = _python_floors()
+    width = max(len(packages) for packages, _ in python)
+    rows = [f"{packages:<{width}}  {what}" for packages, what in reversed(python)]
+    blocks = ["The trainer (`trainer-server/agentrl/`):", "", "```text", *rows, "```"]
+    for part, floors in _typescript_floors().items():
+        blocks += ["", f"The {'extension' if part == 'extension' else 'webviews'} (`{part}/`):", "", "```text"]
+        for title, files in reversed(floors):
+            blocks += [title, *textwrap.wrap(", ".join(files), 100, initial_indent="    ", subsequent_indent="    ")]
+        blocks.append("```")
+    return "\n".join(blocks)
 
 
 def on_files(files, config):  # noqa: ANN001, ANN201 (MkDocs' own types)
