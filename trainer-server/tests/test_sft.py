@@ -15,6 +15,7 @@ from agentrl.examples.lookup.env import TABLE, correct_call
 from agentrl.models.loading import load_policy
 from agentrl.rollout.episode import episode_from_record
 from agentrl.rollout.scripted import ScriptedPolicy
+from agentrl.run.atif import record_to_atif
 from agentrl.run.runstore import read_events
 from agentrl.run.sft_data import sft_episodes_of
 from agentrl.run.trainer import train
@@ -84,7 +85,7 @@ def test_the_config_says_what_sft_learns_from():
         ),
         (
             {**BASE, "data": {"train": "t.jsonl", "sft": [{}]}, "algorithm": {"name": "sft"}},
-            "give either run .* or demonstrations",
+            "give one of run .* not none",
         ),
         (
             {
@@ -92,7 +93,7 @@ def test_the_config_says_what_sft_learns_from():
                 "data": {"train": "t.jsonl", "sft": [{"run": "r", "demonstrations": "d"}]},
                 "algorithm": {"name": "sft"},
             },
-            "not both",
+            "not run and demonstrations",
         ),
         (
             {
@@ -100,7 +101,7 @@ def test_the_config_says_what_sft_learns_from():
                 "data": {"train": "t.jsonl", "sft": [{"demonstrations": "d", "where": {"tool": "x"}}]},
                 "algorithm": {"name": "sft"},
             },
-            "where picks a run's episodes",
+            "where picks a run's episodes: a demonstrations or ATIF file is read whole",
         ),
         (
             {
@@ -175,6 +176,60 @@ def test_a_runs_episodes_picked_by_where_are_read_back_token_exact(tmp_path):
     step_file.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ValueError, match=r"step-000000.trajectories.jsonl:1: recorded with another tokenizer"):
         sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"run": str(played)}]))
+
+
+def foreign_atif(key: str) -> dict:
+    """The lookup task solved, as another agent tool writes ATIF: no token ids, no agentrl extra."""
+    return {
+        "schema_version": "ATIF-v1.7",
+        "session_id": "their-session",
+        "trajectory_id": f"theirs-{key}",
+        "agent": {"name": "their-agent", "version": "1.0"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": f"key {key}"},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "",
+                "tool_calls": [{"tool_call_id": "c1", "function_name": "lookup", "arguments": {"key": key}}],
+                "observation": {"results": [{"source_call_id": "c1", "content": TABLE[key]}]},
+            },
+            {"step_id": 3, "source": "agent", "message": f"The value is {TABLE[key]}."},
+        ],
+    }
+
+
+def test_atif_trajectories_ours_token_exact_and_another_tools_as_their_demonstration(tmp_path):
+    """An ATIF file agentrl exported keeps its token sequence: read back as the run's episode is. One another tool
+    wrote (no tokens, no extra) is rendered as the demonstration of the same turns would be, the env's tools given."""
+    config_path = lookup_folder(tmp_path, ["3"])
+    played = train(
+        load_config(config_path),
+        runs_dir=tmp_path / "runs",
+        rollout_only_episodes=2,
+        config_base_dir=config_path.parent,
+        policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),
+    )
+    records = [json.loads(line) for line in (played / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    agent = {"name": "agentrl", "version": "test"}
+    (config_path.parent / "ours.atif.jsonl").write_text(
+        "".join(json.dumps(record_to_atif(r, agent)) + "\n" for r in records)
+    )
+    ours = sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"atif": "ours.atif.jsonl"}]))
+    assert [e.token_ids for e in ours] == [r["tokens"]["ids"] for r in records]
+    assert [e.loss_mask for e in ours] == [r["tokens"]["loss_mask"] for r in records]
+
+    (config_path.parent / "theirs.atif.json").write_text(json.dumps(foreign_atif("3")))
+    (config_path.parent / "demos.jsonl").write_text(json.dumps(demonstration("3")) + "\n")
+    [theirs] = sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"atif": "theirs.atif.json"}]))
+    [demonstrated] = sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"demonstrations": "demos.jsonl"}]))
+    assert theirs.token_ids == demonstrated.token_ids and theirs.loss_mask == demonstrated.loss_mask
+    assert theirs.token_ids == records[0]["tokens"]["ids"]  # and what the rollout of those turns sampled
+
+    damaged = [json.dumps(foreign_atif("3")), json.dumps({"schema_version": "ATIF-v1.7", "steps": [{"source": 3}]})]
+    (config_path.parent / "damaged.atif.jsonl").write_text("\n".join(damaged) + "\n")
+    with pytest.raises(ValueError, match=r"data.sft\[0\]: .*damaged.atif.jsonl:2: "):
+        sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"atif": "damaged.atif.jsonl"}]))
 
 
 @pytest.mark.parametrize(

@@ -243,7 +243,7 @@ class RunConfig(Section):
         if learns_by_sft and not self.data.sft:
             which = "algorithm.name: sft" if self.algorithm.name == "sft" else "train.sft_steps"
             raise ValueError(
-                f"{which} learns from the episodes data.sft names (a run's, or demonstrations): give data.sft"
+                f"{which} learns from the episodes data.sft names (a run's, demonstrations or ATIF trajectories): give data.sft"
             )
         if self.data.sft and not learns_by_sft:
             raise ValueError(
@@ -405,8 +405,9 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     for index, source in enumerate(resolved.data.sft):
         if source.run is not None:
             source.run = absolute(f"data.sft[{index}].run", source.run)
-        if source.demonstrations is not None:
-            source.demonstrations = absolute(f"data.sft[{index}].demonstrations", source.demonstrations)
+        for kind in ("demonstrations", "atif"):
+            if getattr(source, kind) is not None:
+                setattr(source, kind, absolute(f"data.sft[{index}].{kind}", getattr(source, kind)))
     if resolved.logging.tensorboard:
         resolved.logging.tensorboard.log_dir = absolute(
             "logging.tensorboard.log_dir", resolved.logging.tensorboard.log_dir

@@ -62,7 +62,8 @@ class EpisodeFilter(Section):
 
 
 class SftSource(Section):
-    """Episodes to learn from, token by token (algorithm.name: sft): a run's recorded episodes, or demonstrations."""
+    """Episodes to learn from, token by token (algorithm.name: sft): a run's recorded episodes, demonstrations, or ATIF
+    trajectories."""
 
     run: str | None = Field(
         None,
@@ -83,15 +84,27 @@ class SftSource(Section):
         ),
     )
 
+    atif: str | None = Field(
+        None,
+        description=(
+            "A file of ATIF trajectories (relative to this config; .jsonl, one a line, or .json, one): what `agentrl "
+            "export-trajectories --format atif` writes, or another agent tool. One agentrl wrote keeps its token "
+            "sequence and is read token-exact (the tokenizer checked, as for `run`); another tool's is rendered as "
+            "a demonstration of its prompt, agent steps, tool calls and results (its tools: the trajectory's tool "
+            "definitions, else the env's)."
+        ),
+    )
+
     @model_validator(mode="after")
     def _one_kind(self) -> SftSource:
-        if (self.run is None) == (self.demonstrations is None):
+        given = [kind for kind in ("run", "demonstrations", "atif") if getattr(self, kind) is not None]
+        if len(given) != 1:
             raise ValueError(
-                "give either run (a run folder's episodes) or demonstrations (a JSON Lines file), not "
-                + ("both" if self.run is not None else "neither")
+                "give one of run (a run folder's episodes), demonstrations (a JSON Lines file) or atif (ATIF "
+                "trajectories), not " + (" and ".join(given) if given else "none")
             )
-        if self.demonstrations is not None and self.where != EpisodeFilter():
-            raise ValueError("where picks a run's episodes: a demonstrations file is read whole")
+        if self.run is None and self.where != EpisodeFilter():
+            raise ValueError("where picks a run's episodes: a demonstrations or ATIF file is read whole")
         return self
 
 

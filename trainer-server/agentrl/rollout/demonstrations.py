@@ -24,11 +24,24 @@ ROLES = ("system", "user", "assistant", "tool")
 
 
 def render_demonstration(
-    demo: Any, *, chat: ChatFormat, eos_id: int, env_tools: list[dict[str, Any]], max_context: int, group: int
+    demo: Any,
+    *,
+    chat: ChatFormat,
+    eos_id: int,
+    env_tools: list[dict[str, Any]],
+    max_context: int,
+    group: int,
+    prompt_length: int | None = None,
 ) -> Episode:
-    """The episode of one demonstration, group `group`, sample 0; ValueError saying what is wrong with it."""
+    """The episode of one demonstration, group `group`, sample 0; ValueError saying what is wrong with it. The prompt
+    is the messages before the first assistant one, or the first `prompt_length` (a recorded episode's prompt may hold
+    a worked example's assistant message, which the model never wrote)."""
     messages, tools = _checked(demo, env_tools)
-    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    first = (
+        next(i for i, m in enumerate(messages) if m["role"] == "assistant") if prompt_length is None else prompt_length
+    )
+    if first >= len(messages) or messages[first]["role"] != "assistant":
+        raise ValueError(f"messages[{first}]: the first turn must be an assistant message")
     prompt = messages[:first]
     episode = Episode(
         task_id=str(demo.get("task_id", f"demonstration-{group}")),

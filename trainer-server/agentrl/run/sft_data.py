@@ -4,11 +4,14 @@ A `run` source is an earlier run's recorded episodes, picked with Search Episode
 that run's search index, episode_search.py) and read back token-exact from its step files (`episode_from_record`):
 what that run's model saw and sampled, so the run must use the same tokenizer, which is checked token by token. A
 `demonstrations` source is a JSON Lines file of chat transcripts, rendered as a rollout renders an episode
-(rollout/demonstrations.py). Every problem names the source, and the file and line where one is to blame.
+(rollout/demonstrations.py). An `atif` source is ATIF trajectories (run/atif.py): one agentrl wrote carries its token
+sequence and is read as a run's episode is; another tool's is rendered as a demonstration of what it holds. Every
+problem names the source, and the file and line where one is to blame.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +27,7 @@ from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.demonstrations import render_demonstration
 from agentrl.rollout.episode import Episode, episode_from_record
 from agentrl.rollout.loop import start_episode
+from agentrl.run.atif import atif_to_record
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range
 from agentrl.run.runstore import TRAJECTORIES_DIR
 
@@ -66,13 +70,19 @@ def load_sft_episodes(
         try:
             if source.run is not None:
                 found = _run_episodes(Path(source.run), source.where, chat.tokenizer, max_context)
-            else:
-                assert source.demonstrations is not None
+            elif source.demonstrations is not None:
                 found = _demonstrations(Path(source.demonstrations), chat, eos_id, env_tools, max_context)
+            else:
+                assert source.atif is not None
+                found = _atif_episodes(Path(source.atif), chat, eos_id, env_tools, max_context)
         except (OSError, ValueError) as err:
             raise ValueError(f"{key}: {err}") from None
         if not found:
-            what = f"no episode of {source.run} passes `where`" if source.run else f"{source.demonstrations} is empty"
+            what = (
+                f"no episode of {source.run} passes `where`"
+                if source.run
+                else f"{source.demonstrations or source.atif} is empty"
+            )
             raise ValueError(f"{key}: {what}")
         episodes += found
     return episodes
@@ -128,17 +138,23 @@ def _run_episodes(run_dir: Path, where: EpisodeFilter, tokenizer: Any, max_conte
                     record = parse_json(line)
                     if not isinstance(record, dict) or record.get("id") not in ids:
                         continue
-                    episode = episode_from_record(record)
                 except ValueError as err:
                     raise ValueError(f"{run_dir / file}:{number}: {err}") from None
-                _check_tokenizer(record, tokenizer, f"{run_dir / file}:{number}")
-                if len(episode.token_ids) > max_context:
-                    raise ValueError(
-                        f"{run_dir / file}:{number}: {len(episode.token_ids)} tokens, over rollout.max_context "
-                        f"({max_context})"
-                    )
-                episodes.append(episode)
+                episodes.append(_recorded_episode(record, tokenizer, max_context, f"{run_dir / file}:{number}"))
     return episodes
+
+
+def _recorded_episode(record: dict[str, Any], tokenizer: Any, max_context: int, where: str) -> Episode:
+    """The episode of a record with its token sequence, read back token-exact; ValueError naming `where` when it is
+    damaged, was recorded with another tokenizer, or is longer than this run's context."""
+    try:
+        episode = episode_from_record(record)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    _check_tokenizer(record, tokenizer, where)
+    if len(episode.token_ids) > max_context:
+        raise ValueError(f"{where}: {len(episode.token_ids)} tokens, over rollout.max_context ({max_context})")
+    return episode
 
 
 def _check_tokenizer(record: dict[str, Any], tokenizer: Any, where: str) -> None:
@@ -173,3 +189,66 @@ def _demonstrations(
             except ValueError as err:
                 raise ValueError(f"{path}:{number}: {err}") from None
     return episodes
+
+
+def _atif_episodes(
+    path: Path, chat: ChatFormat, eos_id: int, env_tools: Callable[[], list[dict[str, Any]]], max_context: int
+) -> list[Episode]:
+    """The ATIF trajectories of a .jsonl file (one a line) or a .json file (one): one with its token sequence (agentrl
+    wrote it) token-exact, another rendered as a demonstration, with the env's tools when it names none."""
+    with open_inside(path.parent, path.name, None) as handle:
+        text = handle.read().decode("utf-8", errors="replace")
+    if path.suffix == ".json":
+        documents = [(1, text)]
+    else:
+        documents = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    episodes = []
+    for position, (number, document) in enumerate(documents):
+        where = f"{path}:{number}"
+        try:
+            record = atif_to_record(parse_json(document), position)
+            if record["tokens"]["ids"]:
+                episodes.append(_recorded_episode(record, chat.tokenizer, max_context, where))
+                continue
+            demo = record_as_demonstration(record)
+            tools = demo.pop("tools") or env_tools()
+            episodes.append(
+                render_demonstration(
+                    demo,
+                    chat=chat,
+                    eos_id=eos_id,
+                    env_tools=tools,
+                    max_context=max_context,
+                    group=position,
+                    prompt_length=len(record["prompt"]),
+                )
+            )
+        except (KeyError, TypeError, AttributeError) as err:  # a document that is ATIF in name only
+            raise ValueError(f"{where}: not a readable ATIF trajectory ({type(err).__name__}: {err})") from None
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+    return episodes
+
+
+def record_as_demonstration(record: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory record without its tokens (an ATIF trajectory another tool wrote) as a demonstration in OpenAI's
+    chat format: its prompt; each turn an assistant message with its text and tool calls, then a tool message per call
+    (its result, or its error) and what the agent read next as a user message."""
+    messages = [dict(message) for message in record["prompt"]]
+    for turn in record["turns"]:
+        calls = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"] or {})},
+            }
+            for call in turn["tool_calls"]
+        ]
+        messages.append({"role": "assistant", "content": turn["assistant"], **({"tool_calls": calls} if calls else {})})
+        for call in turn["tool_calls"]:
+            result = call["result"] if call["error"] is None else call["error"]
+            text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        if turn["observation"]:
+            messages.append({"role": "user", "content": turn["observation"]})
+    return {"task_id": record["task_id"] or record["id"], "messages": messages, "tools": record["tools"]}
