@@ -38,7 +38,7 @@ RUN_CONFIG_PAGE = "reference/run-config.md"
 
 # The files of algorithms/ and policy_losses/ that are one registered name each (base.py and common.py are
 # the machinery they share).
-ALGORITHM_FILES = ("grpo", "rloo", "reinforce_pp", "ppo", "gigpo", "step_ppo", "sft")
+ALGORITHM_FILES = ("grpo", "rloo", "reinforce_pp", "ppo", "gigpo", "step_ppo", "sft", "rft")
 POLICY_LOSS_FILES = ("clipped", "gspo", "cispo", "nll")
 
 

@@ -87,6 +87,19 @@ def test_rloo_leave_one_out_baseline():
     assert adv[0].tolist() == pytest.approx([0, 0.75, 0.75, 0, 0.75])
 
 
+def test_rft_imitates_each_groups_best_episodes_or_those_over_the_threshold():
+    # group 0: R = [1.5, 0, 1.5]; group 1: R = [1, 1] (no sample did worse); group 2: R = [0.2, -1]
+    rewards = [[0, 0, 0.5, 0, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 1.5], [0, 0, 0, 0, 1], [0, 0, 0, 0, 1]]
+    rewards += [[0, 0, 0, 0, 0.2], [0, 0, 0, 0, -1]]
+    batch = make_batch(rewards, [0, 0, 0, 1, 1, 2, 2])
+    best = advantages("rft", batch, AlgorithmConfig(name="rft"))
+    assert [row.tolist() == MASK for row in best] == [True, False, True, False, False, True, False]
+    assert [row.abs().sum() == 0 for row in best] == [False, True, False, True, True, False, True]
+    over = advantages("rft", batch, AlgorithmConfig(name="rft", rft_min_reward=1.0))
+    assert [row.tolist() == MASK for row in over] == [True, False, True, True, True, False, False]
+    assert AlgorithmConfig(name="rft").policy_loss == "nll"  # the kept episodes' cross-entropy, as sft's
+
+
 def test_reinforce_pp_discounts_across_trained_tokens_and_normalises_globally():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])
     adv = advantages("reinforce_pp", batch, AlgorithmConfig())

@@ -37,7 +37,8 @@ def trajectories(run_dir):
 
 @pytest.mark.parametrize(
     ("algorithm", "policy_loss"),
-    [(name, "clipped") for name in ALGORITHM_NAMES if name != "sft"]  # sft learns from given episodes: test_sft.py
+    # sft learns from given episodes (test_sft.py); rft imitates its best rollouts by its default loss, nll
+    [(name, "nll" if name == "rft" else "clipped") for name in ALGORITHM_NAMES if name != "sft"]
     + [("grpo", name) for name in POLICY_LOSS_NAMES if name != "clipped"],
 )
 def test_tiny_model_learns_the_lookup_task(tmp_path, algorithm, policy_loss):
@@ -339,7 +340,7 @@ def test_cli_config_error_names_key_value_and_allowed(tmp_path):
     )
     assert done.returncode == 2
     assert (
-        "algorithm.name: Input should be 'gigpo', 'grpo', 'ppo', 'reinforce_pp', 'rloo', 'sft' or 'step_ppo', or MODULE:NAME "
+        "algorithm.name: Input should be 'gigpo', 'grpo', 'ppo', 'reinforce_pp', 'rft', 'rloo', 'sft' or 'step_ppo', or MODULE:NAME "
         "of your own (e.g. my_rl.py:MyAlgorithm) (got 'a2c')" in done.stderr
     )
     assert "train.bogus: unknown key" in done.stderr

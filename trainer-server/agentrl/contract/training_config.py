@@ -14,7 +14,7 @@ from agentrl.contract.env_sources import FACTORY_PATTERN
 
 # The names `algorithm.name` and `algorithm.policy_loss` may give, each the name of its file in
 # agentrl/learning/algorithms/ and agentrl/learning/policy_losses/ (whose registries load them; a test checks both).
-AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rloo", "sft", "step_ppo"]
+AlgorithmName = Literal["gigpo", "grpo", "ppo", "reinforce_pp", "rft", "rloo", "sft", "step_ppo"]
 ALGORITHM_NAMES: tuple[AlgorithmName, ...] = get_args(AlgorithmName)
 PolicyLossName = Literal["cispo", "clipped", "gspo", "nll"]
 POLICY_LOSS_NAMES: tuple[PolicyLossName, ...] = get_args(PolicyLossName)
@@ -216,7 +216,9 @@ class AlgorithmConfig(Section):
         description=(
             "Policy-gradient algorithm (how rewards become advantages), or your own as MODULE:NAME: a subclass of "
             "agentrl.learning.algorithms.base.Algorithm in a Python file relative to this config (my_algo.py:MyAlgo) "
-            "or a dotted module. sft: supervised fine-tuning on the episodes data.sft names, no rollouts."
+            "or a dotted module. sft: supervised fine-tuning on the episodes data.sft names, no rollouts. rft: "
+            "expert iteration online: each step imitates its own rollouts that earned enough "
+            "(algorithm.rft_min_reward)."
         ),
     )
     policy_loss: PolicyLossSetting = Field(
@@ -225,7 +227,7 @@ class AlgorithmConfig(Section):
             "The loss the advantages weigh: clipped (PPO's per-token clipped ratio), gspo (one ratio per sequence, "
             "clipped; use clip_eps about 3e-4), cispo (a clipped, stop-gradient ratio weighting log pi: no token's "
             "gradient dropped), nll (-A log pi, no ratio: with sft's A = 1 the cross-entropy of the demonstrated "
-            "tokens; sft's default); or your own function as MODULE:NAME (my_loss.py:policy_loss), with the "
+            "tokens; sft's and rft's default); or your own function as MODULE:NAME (my_loss.py:policy_loss), with the "
             "signature of agentrl.learning.policy_losses.PolicyLoss."
         ),
     )
@@ -233,11 +235,19 @@ class AlgorithmConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _sft_learns_by_likelihood(cls, data: Any) -> Any:
-        """sft's loss is the demonstrated tokens' negative log-likelihood unless a policy_loss is given."""
-        if isinstance(data, dict) and data.get("name") == "sft" and "policy_loss" not in data:
+        """sft's and rft's loss is the imitated tokens' negative log-likelihood unless a policy_loss is given."""
+        if isinstance(data, dict) and data.get("name") in ("sft", "rft") and "policy_loss" not in data:
             return {**data, "policy_loss": "nll"}
         return data
 
+    rft_min_reward: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description=(
+            "rft: the episodes imitated are those whose total reward is at least this; null = each group's best "
+            "(its highest reward, where some sample of the group earned less)."
+        ),
+    )
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
     clip_eps_high: float | None = Field(
         None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."
