@@ -7,7 +7,7 @@
 // (offlineRuns.ts): rows without children or actions but the replay, which reads their trajectory files.
 import * as vscode from 'vscode';
 import type { HealthEvent } from '../protocol/generated/rpc';
-import type { HealthAlert, TrainerConnection } from './trainerConnection';
+import type { HealthAlert, RunWarning, TrainerConnection } from './trainerConnection';
 import { describeHealth, type RunsTreeNode, type WorkerRowState } from './runsModel';
 import { Commands } from './commands';
 import { SHOW_LOGS, showError, type Ctx } from './ctx';
@@ -187,6 +187,7 @@ export function registerRunsView(ctx: Ctx): vscode.Disposable {
     view,
     connection.onDidChangeState(onStateChange),
     connection.onHealthAlert((alert) => notifyHealthAlert(ctx, alert)),
+    connection.onRunWarning(notifyRunWarningOnce()),
     { dispose: () => clearInterval(ages) },
   );
 }
@@ -234,4 +235,18 @@ function notifyHealthAlert(ctx: Ctx, { runId, runName, alert }: HealthAlert): vo
     if (choice === actions.replay) void vscode.commands.executeCommand(Commands.openReplay, { runId });
     if (choice === actions.logs) void vscode.commands.executeCommand(Commands.showLogs);
   });
+}
+
+/** A run's warnings as notifications, each message once per run (a warning the trainer repeats every step is one
+ * notification, not one a step): the log holds them all, one click away. */
+export function notifyRunWarningOnce(): (warning: RunWarning) => void {
+  const shown = new Set<string>();
+  return ({ runId, runName, message }) => {
+    const key = `${runId}\u0000${message}`;
+    if (shown.has(key)) return;
+    shown.add(key);
+    void vscode.window.showWarningMessage(`Agent RL: run ${runName}: ${message}`, SHOW_LOGS).then((choice) => {
+      if (choice === SHOW_LOGS) void vscode.commands.executeCommand(Commands.showLogs);
+    });
+  };
 }

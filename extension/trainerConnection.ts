@@ -30,6 +30,13 @@ export interface HealthAlert {
   alert: HealthEvent;
 }
 
+/** A warning in a run's log, as the trainer wrote it. */
+export interface RunWarning {
+  runId: string;
+  runName: string;
+  message: string;
+}
+
 /** A run this client started: its id, and its end (its final status; undefined if the connection ends first). */
 export interface RunHandle {
   runId: string;
@@ -51,6 +58,7 @@ export class TrainerConnection implements vscode.Disposable {
   private readonly stateEmitter = new vscode.EventEmitter<ConnectionState>();
   private readonly runEventEmitter = new vscode.EventEmitter<RunEventParams>();
   private readonly healthAlertEmitter = new vscode.EventEmitter<HealthAlert>();
+  private readonly runWarningEmitter = new vscode.EventEmitter<RunWarning>();
   private readonly devicesEmitter = new vscode.EventEmitter<InitializeResult['devices'] | null>();
   private readonly localServerLostEmitter = new vscode.EventEmitter<string>();
   private readonly rerollProgressEmitter = new vscode.EventEmitter<EpisodeRerollProgressParams>();
@@ -59,6 +67,9 @@ export class TrainerConnection implements vscode.Disposable {
   readonly onRunEvent = this.runEventEmitter.event;
   /** A health alert that started while this client watched the run (not one from its history). */
   readonly onHealthAlert = this.healthAlertEmitter.event;
+  /** A warning a run logged while this client watched it (the memory plan's, the config's, an engine's fallback):
+   *  what the trainer says only in the run's log otherwise. */
+  readonly onRunWarning = this.runWarningEmitter.event;
   /** The server's devices after each initialize, and null when the connection ends (the language server's hovers
    *  say what a run would have to work with). */
   readonly onDidChangeDevices = this.devicesEmitter.event;
@@ -226,6 +237,7 @@ export class TrainerConnection implements vscode.Disposable {
     this.stateEmitter.dispose();
     this.runEventEmitter.dispose();
     this.healthAlertEmitter.dispose();
+    this.runWarningEmitter.dispose();
     this.devicesEmitter.dispose();
     this.rerollProgressEmitter.dispose();
   }
@@ -289,6 +301,7 @@ export class TrainerConnection implements vscode.Disposable {
           break;
         case 'warning':
           this.log.warn(text);
+          this.runWarningEmitter.fire({ runId: event.runId, runName: name, message: event.data.message });
           break;
         case 'error':
           this.log.error(text);

@@ -13,7 +13,7 @@ import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import type { Ctx } from '../../extension/ctx';
 import { RunsModel } from '../../extension/runsModel';
 import type { Settings } from '../../extension/settings';
-import type { HealthAlert, TrainerConnection } from '../../extension/trainerConnection';
+import type { HealthAlert, RunWarning, TrainerConnection } from '../../extension/trainerConnection';
 import { EventEmitter, Uri } from './vscodeStub';
 
 type Method = keyof RpcMethods;
@@ -48,6 +48,7 @@ export class FakeConnection {
   readonly stateChanges = new EventEmitter<string>();
   readonly onDidChangeState = this.stateChanges.event;
   readonly onHealthAlert = new EventEmitter<HealthAlert>().event;
+  readonly onRunWarning = new EventEmitter<RunWarning>().event;
   readonly onDidChangeDevices = new EventEmitter<unknown>().event;
   readonly localServerLost = new EventEmitter<string>();
   readonly onLocalServerLost = this.localServerLost.event;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { RayWorker } from '../../protocol/generated/rpc';
 import { Commands } from '../../extension/commands';
 import { RunsModel, type WorkerNode } from '../../extension/runsModel';
-import { REDRAW_INTERVAL_MS, registerRunsView, RunsTreeProvider } from '../../extension/runsView';
+import { notifyRunWarningOnce, REDRAW_INTERVAL_MS, registerRunsView, RunsTreeProvider } from '../../extension/runsView';
 import type { TrainerConnection } from '../../extension/trainerConnection';
 import { fakeCtx, runInfo } from './fakeCtx';
 
@@ -182,5 +182,31 @@ describe('Runs view while no server is connected', () => {
     f.connection.model.setRuns([runInfo('from-server')]);
     assert.deepEqual(f.connection.model.runIds(), ['from-server']);
     registration.dispose();
+  });
+});
+
+describe("A run's warnings", () => {
+  beforeEach(() => fake.reset());
+
+  it('are each a notification once per run, with the log one click away', async () => {
+    const notify = notifyRunWarningOnce();
+    const plan = 'the memory plan: 40.2 GiB at the longest rows, 15.1 GiB available';
+    fake.messageChoices.push('Show Logs');
+    notify({ runId: 'r1', runName: 'my-env', message: plan });
+    notify({ runId: 'r1', runName: 'my-env', message: plan }); // the trainer said it again: not again here
+    notify({ runId: 'r2', runName: 'my-env (try 10:04:31)', message: plan });
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      fake.messages.map(({ severity, text }) => [severity, text]),
+      [
+        ['warning', `Agent RL: run my-env: ${plan}`],
+        ['warning', `Agent RL: run my-env (try 10:04:31): ${plan}`],
+      ],
+    );
+    assert.deepEqual(
+      fake.executed.map(({ command }) => command),
+      [Commands.showLogs],
+      'Show Logs, picked on the first, opened the log',
+    );
   });
 });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { PROTOCOL_VERSION, type InitializeResult, type RunEventParams } from '../../protocol/generated/rpc';
 import { TrainerConnectError } from '../../extension/trainerClient';
-import { TrainerConnection, type HealthAlert } from '../../extension/trainerConnection';
+import { TrainerConnection, type HealthAlert, type RunWarning } from '../../extension/trainerConnection';
 import { FakeLog, runInfo } from './fakeCtx';
 import { Uri } from './vscodeStub';
 
@@ -101,6 +101,8 @@ describe('TrainerConnection', () => {
   it("logs a run's new events by level and announces a health alert that starts, but not what happened before it looked", async () => {
     const alerts: HealthAlert[] = [];
     connection.onHealthAlert((a) => alerts.push(a));
+    const warnings: RunWarning[] = [];
+    connection.onRunWarning((w) => warnings.push(w));
     await connection.connectRemote(server.url, undefined);
     await until(() => server.methods.includes('run/subscribe'));
     const log1 = (seq: number, level: 'info' | 'warning' | 'error', message: string): RunEventParams => ({
@@ -135,6 +137,7 @@ describe('TrainerConnection', () => {
       'warn: [lookup] step 3: no_tool_calls: the model called no Tool. Fix: check the chat template',
     ]);
     assert.deepEqual([alerts[0].runId, alerts[0].runName, alerts[0].alert.code], ['r1', 'lookup', 'no_tool_calls']);
+    assert.deepEqual(warnings, [{ runId: 'r1', runName: 'lookup', message: 'slow step' }]); // reaches the editor
     assert.equal(connection.model.healthAlerts('r1').length, 1);
   });
 
