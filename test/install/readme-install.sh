@@ -17,4 +17,18 @@ started=$SECONDS
 env -u AGENTRL_PYTHON -u VIRTUAL_ENV PATH=/usr/bin:/bin bash -c "$line"
 wheel=$(python3 -m zipfile -l agent-rl-studio.vsix | grep -oE 'extension/dist/agentrl-[^ ]*\.whl' || true)
 [ -n "$wheel" ] || { echo "readme-install: agent-rl-studio.vsix carries no trainer wheel" >&2; exit 1; }
-echo "readme-install: agent-rl-studio.vsix with $wheel in $((SECONDS - started)) s"
+# The README's pictures travel with it, its links to them kept relative (the details page of an installed .vsix).
+python3 - <<'CHECK'
+import re, sys, zipfile
+vsix = zipfile.ZipFile("agent-rl-studio.vsix")
+readme = vsix.read("extension/readme.md").decode()  # vsce writes it in lower case
+images = re.findall(r"\]\((docs/images/[^)]+)\)", open("README.md").read())
+if not images:
+    sys.exit("readme-install: the README shows no picture from docs/images: the check below checks nothing")
+for image in images:
+    if f"extension/{image}" not in vsix.namelist():
+        sys.exit(f"readme-install: agent-rl-studio.vsix lacks {image}, which its README shows")
+    if f"({image})" not in readme:
+        sys.exit(f"readme-install: the README in agent-rl-studio.vsix no longer links {image} relatively")
+CHECK
+echo "readme-install: agent-rl-studio.vsix with $wheel and the README's pictures in $((SECONDS - started)) s"
