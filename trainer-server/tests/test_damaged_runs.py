@@ -22,7 +22,9 @@ from agentrl.run.runstore import (
 )
 from agentrl.run.trainer import train
 from agentrl.server import protocol as p
-from agentrl.server.app import ServerOptions, TrainerServer, _read_new_events
+from agentrl.server.app import ServerOptions, TrainerServer
+from agentrl.server.event_stream import read_new_events
+from agentrl.server.handlers_trajectories import query_page, trajectory_records
 from agentrl.server.protocol import INTERNAL_ERROR, RpcError, validator_for
 from agentrl.server.runs import RunManager
 from conftest import EXAMPLE_CONFIG
@@ -77,7 +79,7 @@ def test_a_damaged_log_line_is_skipped_named_and_the_rest_reads(trained_run, tmp
     assert list(reverse_events(run_dir, backwards)) == valid[::-1]
     assert len(backwards) == 8 and all(" at byte " in entry for entry in backwards)
     assert last_seq(run_dir) == valid[-1]["seq"]
-    frames, _, latest = _read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
+    frames, _, latest = read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
     assert [seq for seq, _ in frames] == [e["seq"] for e in valid] and latest == valid[-1]["seq"]
 
 
@@ -233,7 +235,7 @@ def test_random_damage_never_stops_the_server_from_listing_and_streaming(trained
     run_dir = copy_run(trained_run, runs, "random", checkpoints=False)  # the server reads no checkpoint
     _damage(run_dir, operations)
     server = TrainerServer(ServerOptions(host="127.0.0.1", port=0, runs_dir=runs, bundles_dir=runs / "b", token=None))
-    manager: RunManager = server.runs
+    manager: RunManager = server.state.runs
 
     async def start() -> None:
         manager.recover()
@@ -243,13 +245,13 @@ def test_random_damage_never_stops_the_server_from_listing_and_streaming(trained
     if (run_dir / RUN_FILE).is_file():
         [info] = listed
         validator_for("run/get.result").validate(info)
-    frames, _, _ = _read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
+    frames, _, _ = read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
     for _, frame in frames:
         validator_for("run/event.params").validate(json.loads(frame)["params"])
     for call in (
         lambda: manager.config(run_dir.name),
-        lambda: server._trajectory_query({"runId": run_dir.name, "sort": "-reward"}),
-        lambda: server._trajectory_get({"runId": run_dir.name, "step": 1}),
+        lambda: query_page(server.state, {"runId": run_dir.name, "sort": "-reward"}),
+        lambda: trajectory_records(server.state, {"runId": run_dir.name, "step": 1}),
     ):
         try:
             call()

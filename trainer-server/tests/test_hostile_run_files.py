@@ -27,7 +27,7 @@ from agentrl.run.runstore import (
     run_process,
     trajectory_file_name,
 )
-from agentrl.server import app as app_module
+from agentrl.server import handlers_rerolls, handlers_runs
 from agentrl.server import protocol as p
 from agentrl.server.app import Client, ServerOptions, TrainerServer
 
@@ -205,7 +205,7 @@ def test_run_delete_of_a_run_folder_that_is_a_link_removes_the_link_only(run_dir
     server, client = in_process_server(runs)
 
     async def start():
-        server.runs.recover()
+        server.state.runs.recover()
 
     asyncio.run(start())
     assert not (runs / ".deleting-old-abcdef").is_symlink() and (run_dir / RUN_FILE).is_file()
@@ -225,11 +225,11 @@ def test_run_delete_while_an_export_or_a_reroll_works_on_the_run_is_refused_nami
         await release.wait()
         raise p.RpcError(p.RUN_STATE_CONFLICT, "ended by the test")
 
-    monkeypatch.setattr(app_module, "run_child", working)
-    monkeypatch.setattr(app_module, "reroll_episode", working)
-    monkeypatch.setattr(TrainerServer, "_trajectory_get", lambda self, params: {"records": [{"turns": []}]})
-    monkeypatch.setattr(app_module, "replayable", lambda record: record)  # the record above is a stand-in
-    monkeypatch.setattr(app_module, "branch_point", lambda *args: None)
+    monkeypatch.setattr(handlers_runs, "run_child", working)
+    monkeypatch.setattr(handlers_rerolls, "reroll_episode", working)
+    monkeypatch.setattr(handlers_rerolls, "trajectory_records", lambda state, params: {"records": [{"turns": []}]})
+    monkeypatch.setattr(handlers_rerolls, "replayable", lambda record: record)  # the record above is a stand-in
+    monkeypatch.setattr(handlers_rerolls, "branch_point", lambda *args: None)
     params = {"runId": run_dir.name}
     if method == "episode/reroll":
         params |= {"trajectoryId": "1-0-0", "turn": 0, "edit": "observation", "text": "x", "policy": "base"}
@@ -266,8 +266,9 @@ def test_a_link_planted_as_a_runs_stderr_log_is_replaced_never_written_through(t
     server, _ = in_process_server(runs)
 
     async def spawn():
-        await server.runs._spawn("planted-20261128-000000-abcdef", ["no-such-command"])  # argparse: exit 2, on stderr
-        await server.runs.live["planted-20261128-000000-abcdef"].process.wait()
+        runs = server.state.runs
+        await runs._spawn("planted-20261128-000000-abcdef", ["no-such-command"])  # argparse: exit 2, on stderr
+        await runs.live["planted-20261128-000000-abcdef"].process.wait()
 
     asyncio.run(spawn())
     assert victim.read_text() == "left alone\n"

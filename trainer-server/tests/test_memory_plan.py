@@ -252,18 +252,19 @@ def test_agentrl_train_refuses_before_making_a_run_folder(tmp_path, monkeypatch,
 def test_the_server_answers_config_memory_plan_as_the_protocol_says(tmp_path, monkeypatch):
     import asyncio
 
-    from agentrl.server.app import ServerOptions, TrainerServer
+    from agentrl.server.handlers_env import config_memory_plan
     from agentrl.server.protocol import validator_for
+    from agentrl.server.state import ServerOptions, ServerState
 
     monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
-    server = TrainerServer(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
+    state = ServerState(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
     config = _large_run("refuse").model_dump(mode="json")
-    answer = asyncio.run(server.config_memory_plan(None, {"config": config, "configDir": str(tmp_path)}))
+    answer = asyncio.run(config_memory_plan(state, None, {"config": config, "configDir": str(tmp_path)}))
     validator_for("config/memoryPlan.result").validate(answer)
     plan = answer["plan"]
     assert plan["fits"] is False and plan["waysToFit"] and plan["shortestPeakBytes"] > 24 << 30
     config["model"]["path"] = "missing-folder"
-    answer = asyncio.run(server.config_memory_plan(None, {"config": config, "configDir": str(tmp_path)}))
+    answer = asyncio.run(config_memory_plan(state, None, {"config": config, "configDir": str(tmp_path)}))
     assert "no config.json" in answer["unavailable"]
 
 
@@ -275,15 +276,17 @@ def test_a_hostile_model_config_json_gets_a_clear_answer(tmp_path, monkeypatch):
     import os
 
     from agentrl.models.shape import MAX_SIZE
-    from agentrl.server.app import ServerOptions, TrainerServer
+    from agentrl.server.handlers_env import config_memory_plan
+    from agentrl.server.handlers_runs import run_start
     from agentrl.server.protocol import CONFIG_INVALID, RpcError, validator_for
     from agentrl.server.runs import RunManager
+    from agentrl.server.state import ServerOptions, ServerState
 
     async def never_starts(*args):
         raise AssertionError("a run with a hostile config.json was started")
 
     monkeypatch.setattr(RunManager, "_admit", never_starts)
-    server = TrainerServer(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
+    state = ServerState(ServerOptions("127.0.0.1", 0, tmp_path / "runs", tmp_path / "bundles", None))
     shape = {"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
     model = tmp_path / "model"
     model.mkdir()
@@ -304,11 +307,11 @@ def test_a_hostile_model_config_json_gets_a_clear_answer(tmp_path, monkeypatch):
             os.mkfifo(model / "config.json")
         else:
             (model / "config.json").write_text(text)
-        answer = asyncio.run(server.config_memory_plan(None, params))
+        answer = asyncio.run(config_memory_plan(state, None, params))
         validator_for("config/memoryPlan.result").validate(answer)
         assert answer["unavailable"].startswith(f"model.path {str(model)!r}: its config.json is invalid: {why}")
         with pytest.raises(RpcError) as refused:
-            asyncio.run(server.run_start(None, params))
+            asyncio.run(run_start(state, None, params))
         assert refused.value.code == CONFIG_INVALID and why in refused.value.message
 
     # At the bounds, the plan's arithmetic stays finite: a plan (that fits nowhere), not an error.
@@ -316,7 +319,7 @@ def test_a_hostile_model_config_json_gets_a_clear_answer(tmp_path, monkeypatch):
     sizes = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
     (model / "config.json").write_text(json.dumps(dict.fromkeys(sizes, MAX_SIZE)))
     monkeypatch.setattr(memory_plan, "planned_device", lambda config: SMALL_MACHINE)
-    answer = asyncio.run(server.config_memory_plan(None, params))
+    answer = asyncio.run(config_memory_plan(state, None, params))
     validator_for("config/memoryPlan.result").validate(answer)
     assert answer["plan"]["fits"] is False and answer["plan"]["peakBytes"] > 1 << 70
 

@@ -10,7 +10,7 @@ from agentrl.contract.schemas import EVENT_TYPES, load_schema, validator_for
 from agentrl.run.eval import evaluate
 from agentrl.run.runstore import EVENTS_FILE, read_events
 from agentrl.run.trainer import train
-from agentrl.server.app import _read_new_events
+from agentrl.server.event_stream import read_new_events
 from agentrl.server.protocol import validator_for as rpc_validator_for
 from agentrl.server.runs import RunManager
 from conftest import EXAMPLE_CONFIG
@@ -52,7 +52,7 @@ def test_every_file_and_event_real_runs_write_matches_the_schemas(tmp_path):
             folder_validator("checkpointState").validate(json.loads(state.read_text()))
         info = RunManager(runs).info(run_dir.name)
         rpc_validator_for("runInfo").validate(info)
-        frames, _, _ = _read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
+        frames, _, _ = read_new_events(run_dir / EVENTS_FILE, 0, run_dir.name)
         for _, frame in frames:
             rpc_validator_for("run/event.params").validate(json.loads(frame)["params"])
         last_status = next(json.loads(frame)["params"] for _, frame in reversed(frames) if '"type": "status"' in frame)

@@ -121,7 +121,8 @@ def test_a_rebuild_holds_no_query_slot(run, slow_rebuild):
 def test_a_queued_run_has_no_episodes_yet(run, monkeypatch):
     """Searching a queued run (its process has not made its folder yet) answered -32603."""
     store, records, server, client = run
-    monkeypatch.setattr(server.runs, "run_dir", lambda run_id: store.run_dir.parent / "queued-20261127-120000-abcdef")
+    queued = store.run_dir.parent / "queued-20261127-120000-abcdef"
+    monkeypatch.setattr(server.state.runs, "run_dir", lambda run_id: queued)
     assert search(server, client)["result"] == {"items": [], "total": 0, "nextCursor": None}
 
 

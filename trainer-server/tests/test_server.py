@@ -485,7 +485,7 @@ def test_an_idle_subscription_to_an_ended_run_wakes_when_the_run_is_resumed(serv
     """A subscription to a run no process runs no longer reads its log ten times a second (600 of them took 35% of
     a core): it waits, and a resume wakes it at once."""
     from agentrl.run.runstore import RunStore
-    from agentrl.server.app import IDLE_POLL_SECONDS
+    from agentrl.server.event_stream import IDLE_POLL_SECONDS
 
     client = server.client()
     run_id = client.request("run/start", {"config": example_config(steps=1, checkpoint_every=1)})["runId"]

@@ -15,8 +15,8 @@ from urllib.parse import urlparse
 
 import pytest
 from agentrl.run.runstore import EVENTS_FILE, RunStore
-from agentrl.server.app import BEHIND_THRESHOLD
 from agentrl.server.bundles import MAX_FILE_BYTES, MAX_TOTAL_BYTES
+from agentrl.server.event_stream import BEHIND_THRESHOLD
 from server_harness import ServerProcess
 
 LONG_RUN_EVENTS = 100_000
