@@ -124,17 +124,24 @@ def sft_episodes(config_path: Path) -> list:
     return sft_episodes_of(config, tokenizer, config_env_factory(config), load_tasks(config.data.train, None)[0])
 
 
-def test_a_demonstration_is_the_tokens_a_rollout_of_the_same_turns_has(tmp_path):
-    """The same turns sampled (scripted) by the rollout engine and written as a demonstration: the same token ids,
-    roles, loss mask and turn records, so what sft teaches is exactly what the run's rollouts will see and write."""
-    config_path = lookup_folder(tmp_path, ["3"])
+def scripted_try(tmp_path: Path, keys: list[str], episodes: int) -> tuple[Path, Path]:
+    """A Try run of the lookup example on `keys` in which every episode plays the right answer for key 3 (so only key
+    3's episodes earn a reward): the config's path and the run's folder."""
+    config_path = lookup_folder(tmp_path, keys)
     played = train(
         load_config(config_path),
         runs_dir=tmp_path / "runs",
-        rollout_only_episodes=1,
+        rollout_only_episodes=episodes,
         config_base_dir=config_path.parent,
         policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),
     )
+    return config_path, played
+
+
+def test_a_demonstration_is_the_tokens_a_rollout_of_the_same_turns_has(tmp_path):
+    """The same turns sampled (scripted) by the rollout engine and written as a demonstration: the same token ids,
+    roles, loss mask and turn records, so what sft teaches is exactly what the run's rollouts will see and write."""
+    config_path, played = scripted_try(tmp_path, ["3"], 1)
     [line] = (played / "trajectories" / "step-000000.trajectories.jsonl").read_text().splitlines()
     rolled = episode_from_record(json.loads(line))
     (config_path.parent / "demos.jsonl").write_text(json.dumps(demonstration("3")) + "\n")
@@ -151,14 +158,7 @@ def test_a_demonstration_is_the_tokens_a_rollout_of_the_same_turns_has(tmp_path)
 
 
 def test_a_runs_episodes_picked_by_where_are_read_back_token_exact(tmp_path):
-    config_path = lookup_folder(tmp_path, ["3", "4", "3", "5"])
-    played = train(
-        load_config(config_path),
-        runs_dir=tmp_path / "runs",
-        rollout_only_episodes=4,
-        config_base_dir=config_path.parent,
-        policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),  # right for key 3 alone
-    )
+    _, played = scripted_try(tmp_path, ["3", "4", "3", "5"], 4)
     step_file = played / "trajectories" / "step-000000.trajectories.jsonl"
     records = [json.loads(line) for line in step_file.read_text().splitlines()]
     solved = [r for r in records if r["reward"] >= 1]
@@ -202,14 +202,7 @@ def foreign_atif(key: str) -> dict:
 def test_atif_trajectories_ours_token_exact_and_another_tools_as_their_demonstration(tmp_path):
     """An ATIF file agentrl exported keeps its token sequence: read back as the run's episode is. One another tool
     wrote (no tokens, no extra) is rendered as the demonstration of the same turns would be, the env's tools given."""
-    config_path = lookup_folder(tmp_path, ["3"])
-    played = train(
-        load_config(config_path),
-        runs_dir=tmp_path / "runs",
-        rollout_only_episodes=2,
-        config_base_dir=config_path.parent,
-        policy=ScriptedPolicy([correct_call("3"), f"The value is {TABLE['3']}."]),
-    )
+    config_path, played = scripted_try(tmp_path, ["3"], 2)
     records = [json.loads(line) for line in (played / "trajectories" / "step-000000.trajectories.jsonl").open()]
     agent = {"name": "agentrl", "version": "test"}
     (config_path.parent / "ours.atif.jsonl").write_text(
