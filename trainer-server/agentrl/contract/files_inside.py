@@ -133,7 +133,7 @@ def replace_file(folder: Path | str, name: str, data: bytes) -> Path:
         raise RefusedFile(f"{name!r} is not a file name inside {folder}")
     descriptor, staging = tempfile.mkstemp(dir=folder, prefix=f".tmp-{name}-")
     try:
-        os.fchmod(descriptor, 0o644)  # as a file written with open() is: the server and the user's tools read it
+        os.fchmod(descriptor, 0o666 & ~_umask())  # as open() creates it (the server's 077: private to its user)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -144,6 +144,18 @@ def replace_file(folder: Path | str, name: str, data: bytes) -> Path:
             os.unlink(staging)
         raise
     return Path(folder) / name
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would change it for every thread meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o077  # unknown: private
 
 
 def read_inside(folder: Path | str, relative: str | PurePosixPath, max_bytes: int) -> bytes:
