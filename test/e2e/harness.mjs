@@ -74,20 +74,30 @@ export async function openFromExplorer(page, relativePath) {
 /** Runs a Runs view row's inline action (`row`, a locator; `action`, the start of its label: "Open Trajectory Replay", "Open Run
  * Dashboard"), as a user would. A row the view redraws as it is clicked (its runs' events, its ages every minute)
  * hands its command nothing; the command then asks which run, and the run is picked there by `pickText` (text its row
- * in that list shows), as the user would pick it. */
+ * in that list shows), as the user would pick it. That list can close as it opens (the focus taken back by the view
+ * the redraw replaced): then the action is run again, up to five times. */
 export async function fromRowAction(page, row, action, pickText) {
-  await row.hover();
-  await row.locator(`.action-label[aria-label^="${action}"]`).click();
   const asked = page.locator('.quick-input-widget .quick-input-title', { hasText: action });
-  const askedWhich = await asked.waitFor({ timeout: 2000 }).then(
-    () => true,
-    () => false,
-  );
-  if (!askedWhich) return;
-  lap(`the row was redrawn as its ${action} was clicked: the run picked from the list the command offers`);
   const listed = page.locator('.quick-input-list .monaco-list-row', { hasText: pickText }).first();
-  await listed.waitFor({ timeout: 10000 });
-  await listed.click();
+  for (let attempt = 1; ; attempt++) {
+    await row.hover();
+    await row.locator(`.action-label[aria-label^="${action}"]`).click();
+    const askedWhich = await asked.waitFor({ timeout: 2000 }).then(
+      () => true,
+      () => false,
+    );
+    if (!askedWhich) return;
+    lap(`the row was redrawn as its ${action} was clicked: the run picked from the list the command offers`);
+    const picked = await listed.click({ timeout: 5000 }).then(
+      () => true,
+      () => false,
+    );
+    if (picked) return;
+    if (attempt === 5) throw new Error(`${action}: the list of runs it offered closed before ${pickText} was picked`);
+    lap(`${action}: the list of runs closed as it opened (attempt ${attempt}): again`);
+    await page.keyboard.press('Escape');
+    await page.waitForTimeout(1000);
+  }
 }
 
 /** Opens the replay of a Runs view row (`fromRowAction`). */
