@@ -223,6 +223,12 @@ def test_atif_trajectories_ours_token_exact_and_another_tools_as_their_demonstra
     (config_path.parent / "damaged.atif.jsonl").write_text("\n".join(damaged) + "\n")
     with pytest.raises(ValueError, match=r"data.sft\[0\]: .*damaged.atif.jsonl:2: "):
         sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"atif": "damaged.atif.jsonl"}]))
+    records[1]["tokens"]["text"][3] = "a token of another vocabulary"
+    tampered = "".join(json.dumps(record_to_atif(r, agent)) + "\n" for r in records)
+    (config_path.parent / "tampered.atif.jsonl").write_text(tampered)
+    with pytest.raises(ValueError, match="recorded with another tokenizer") as refused:
+        sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"atif": "tampered.atif.jsonl"}]))
+    assert str(refused.value).count("tampered.atif.jsonl:2") == 1, "the file and line, named once"
 
 
 @pytest.mark.parametrize(

@@ -403,9 +403,7 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
     for index, source in enumerate(resolved.data.sft):
-        if source.run is not None:
-            source.run = absolute(f"data.sft[{index}].run", source.run)
-        for kind in ("demonstrations", "atif"):
+        for kind in ("run", "demonstrations", "atif"):
             if getattr(source, kind) is not None:
                 setattr(source, kind, absolute(f"data.sft[{index}].{kind}", getattr(source, kind)))
     if resolved.logging.tensorboard:

@@ -11,7 +11,8 @@ such a folder opens its files through `open_inside` (or `read_inside`), which
 What it refuses raises RefusedFile, an OSError saying why, so a reader that already skips an unreadable file skips
 a refused one the same way. The folder itself is the caller's to trust (a runs folder may well be a link to a
 larger disk). `is_plain_file` and `is_plain_folder` are the same rules for a listing: a link is neither;
-`open_to_write`, `open_own_file`, `folder_to_write` and `replace_file` for a writer of the folder's own files.
+`open_to_write`, `open_own_file`, `folder_to_write` and `replace_file` (with `remove_staged`) for a writer of the
+folder's own files.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def replace_file(folder: Path | str, name: str, data: bytes) -> Path:
     replaces a link itself, never what it leads to)."""
     if name in ("", ".", "..") or "/" in name:
         raise RefusedFile(f"{name!r} is not a file name inside {folder}")
-    descriptor, staging = tempfile.mkstemp(dir=folder, prefix=f".tmp-{name}-")
+    descriptor, staging = tempfile.mkstemp(dir=folder, prefix=_staging_prefix(name))
     try:
         os.fchmod(descriptor, 0o666 & ~_umask())  # as open() creates it (the server's 077: private to its user)
         with os.fdopen(descriptor, "wb") as handle:
@@ -144,6 +145,16 @@ def replace_file(folder: Path | str, name: str, data: bytes) -> Path:
             os.unlink(staging)
         raise
     return Path(folder) / name
+
+
+def remove_staged(folder: Path | str, name: str) -> None:
+    """What a `replace_file` of `name` into `folder` left when its process was ended while it wrote."""
+    for staging in Path(folder).glob(f"{_staging_prefix(name)}*"):
+        staging.unlink(missing_ok=True)
+
+
+def _staging_prefix(name: str) -> str:
+    return f".tmp-{name}-"
 
 
 def _umask() -> int:

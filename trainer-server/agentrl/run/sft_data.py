@@ -207,9 +207,14 @@ def _atif_episodes(
         where = f"{path}:{number}"
         try:
             record = atif_to_record(parse_json(document), position)
-            if record["tokens"]["ids"]:
-                episodes.append(_recorded_episode(record, chat.tokenizer, max_context, where))
-                continue
+        except (KeyError, TypeError, AttributeError) as err:  # a document that is ATIF in name only
+            raise ValueError(f"{where}: not a readable ATIF trajectory ({type(err).__name__}: {err})") from None
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        if record["tokens"]["ids"]:
+            episodes.append(_recorded_episode(record, chat.tokenizer, max_context, where))  # names `where` itself
+            continue
+        try:
             demo = record_as_demonstration(record)
             tools = demo.pop("tools") or env_tools()
             episodes.append(
@@ -223,8 +228,6 @@ def _atif_episodes(
                     prompt_length=len(record["prompt"]),
                 )
             )
-        except (KeyError, TypeError, AttributeError) as err:  # a document that is ATIF in name only
-            raise ValueError(f"{where}: not a readable ATIF trajectory ({type(err).__name__}: {err})") from None
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
     return episodes

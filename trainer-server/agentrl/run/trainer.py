@@ -230,7 +230,8 @@ class _Run:
             "checkpoint", {"step": step, "path": str(path.relative_to(self.store.run_dir))}, durable=True
         )
 
-    def restore(self, checkpoint: Path) -> int:
+    def restore(self, checkpoint: Path) -> dict[str, Any]:
+        """The checkpoint's weights, optimizer and health state loaded; its state.json, read once."""
         load_policy_weights(self.model, checkpoint)
         state = checkpoint_state(checkpoint)
         with open_inside(checkpoint, "learner.pt", None) as learner_state:  # tensors and numbers: no pickled code
@@ -240,7 +241,7 @@ class _Run:
         self.health.load_state_dict(state)
         self.completed_step = int(state["step"])
         self.engine.weights_updated()
-        return self.completed_step
+        return state
 
 
 def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
@@ -251,8 +252,7 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
     run.reporter.phase("restoring_checkpoint", checkpoint_step(store.checkpoints()[-1]))
     for checkpoint in reversed(store.checkpoints()):
         try:
-            step = run.restore(checkpoint)
-            seq = checkpoint_state(checkpoint)["seq"]
+            seq = run.restore(checkpoint)["seq"]
             if type(seq) is not int:
                 raise ValueError(f"state.json's seq is {seq!r}, not an integer")
         except Exception as err:  # noqa: BLE001 - any damage to any file: the previous checkpoint may be whole
@@ -260,7 +260,7 @@ def _restore_newest_good(run: _Run, store: RunStore) -> tuple[int, int, str]:
             run.warn(f"checkpoint {checkpoint} is damaged and is skipped: {describe_exception(err)}")
             continue
         skipped = f" (skipped as damaged: {'; '.join(damaged)})" if damaged else ""
-        return step, seq, skipped
+        return run.completed_step, seq, skipped
     raise RuntimeError(f"no checkpoint of {store.run_dir} loads: {'; '.join(damaged)}")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from agentrl.contract.files_inside import remove_staged
 from agentrl.run.reroll_store import DamagedReroll, list_rerolls, read_reroll, reroll_files
 from agentrl.run.runstore import checkpoints_by_step
 from agentrl.server import protocol as p
@@ -59,8 +60,7 @@ async def reroll_episode(run_dir: Path, request: dict[str, Any], progress: Calla
         await asyncio.wait([draining], timeout=PIPES_CLOSE_S)
         draining.cancel()
         for path in reroll_files(run_dir, request["reroll_id"]):  # what a re-roll ended while writing left
-            for staging in path.parent.glob(f".tmp-{path.name}-*"):
-                staging.unlink(missing_ok=True)
+            remove_staged(path.parent, path.name)
 
 
 def wire_reroll(stored: dict[str, Any], run_id: str) -> dict[str, Any]:
