@@ -207,7 +207,8 @@ def test_off_loopback_every_method_that_runs_code_is_refused_unless_the_server_a
     token_file = tmp_path / "token"
     token_file.write_text("a-token-of-more-than-16-characters\n")
     token_file.chmod(0o600)  # a token file others may read is refused off loopback
-    extra = ["--host", "0.0.0.0", "--token-file", str(token_file), *(["--allow-code"] if allowed else [])]
+    extra = ["--host", "0.0.0.0", "--token-file", str(token_file), "--allow-cleartext"]  # no TLS: not what is tested
+    extra += ["--allow-code"] if allowed else []
     runs = tmp_path / "runs"  # a copy: the module's loopback server holds the recorded runs folder (one server each)
     shutil.copytree(recorded[1], runs, ignore=shutil.ignore_patterns(".serve-*"))
     remote = ServerProcess(runs, *extra)

@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--token-file",
         help="the file holding the server's token (default: the AGENTRL_TOKEN environment variable)",
     )
+    parser.add_argument(
+        "--tls-fingerprint",
+        metavar="SHA256",
+        help="with a wss:// --server: the SHA-256 fingerprint of its certificate (AA:BB:..., as agentrl serve "
+        "printed it), trusted instead of certificate authorities (a --tls-self-signed server's)",
+    )
 
 
 @dataclass(frozen=True)
@@ -320,17 +326,23 @@ def check_model(machine: Machine) -> Check:
     )
 
 
-def check_server(url: str, token: str | None, expected_version: str) -> Check:
-    """Connects as the editor does (a bearer token, then `initialize`) and compares the server's version."""
+def check_server(url: str, token: str | None, expected_version: str, fingerprint: str | None = None) -> Check:
+    """Connects as the editor does (a bearer token, then `initialize`) and compares the server's version. A wss://
+    server's certificate is trusted by its `fingerprint` when given (checked before the token is sent), else as
+    certificate authorities vouch for it."""
+    import ssl
+
     from websockets.exceptions import InvalidStatus, WebSocketException
     from websockets.sync.client import connect
 
     from agentrl.server.protocol import INCOMPATIBLE_PROTOCOL, PROTOCOL_VERSION
+    from agentrl.server.tls import pinned_client_context
 
     title = "Trainer server"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    tls = {"ssl": pinned_client_context(fingerprint)} if fingerprint else {}
     try:
-        with connect(url, additional_headers=headers, open_timeout=SERVER_TIMEOUT_S) as socket:
+        with connect(url, additional_headers=headers, open_timeout=SERVER_TIMEOUT_S, **tls) as socket:
             socket.send(
                 json.dumps(
                     {
@@ -359,14 +371,23 @@ def check_server(url: str, token: str | None, expected_version: str) -> Check:
         return Check(
             "server", title, PROBLEM, f"{url} answered HTTP {status}", fix="check that the URL is agentrl serve's"
         )
+    except ssl.SSLCertVerificationError as err:
+        return Check(
+            "server",
+            title,
+            PROBLEM,
+            f"{url}: its certificate is not trusted: {err}",
+            fix="pass the fingerprint agentrl serve printed at start: --tls-fingerprint AA:BB:... (for a server with "
+            "--tls-self-signed); a different one means another certificate, or someone in between",
+        )
     except (OSError, TimeoutError, WebSocketException) as err:
         return Check(
             "server",
             title,
             PROBLEM,
             f"cannot reach {url}: {err}",
-            fix="start it there (agentrl serve --host 0.0.0.0 --port PORT --token-file FILE), or check the host, the "
-            "port and the firewall (or tunnel it: ssh -L PORT:127.0.0.1:PORT HOST)",
+            fix="start it there (agentrl serve --host 0.0.0.0 --port PORT --token-file FILE --tls-self-signed), or "
+            "check the host, the port and the firewall (or tunnel it: ssh -N -L PORT:127.0.0.1:PORT HOST)",
         )
     error = answer.get("error")
     if error is not None:
@@ -436,6 +457,9 @@ def run(args: argparse.Namespace) -> int:
     if args.token_file and not args.server:
         print("agentrl doctor: --token-file goes with --server URL", file=sys.stderr)
         return 2
+    if args.tls_fingerprint and not (args.server or "").startswith("wss://"):
+        print("agentrl doctor: --tls-fingerprint goes with --server wss://HOST:PORT", file=sys.stderr)
+        return 2
     try:
         token = read_token(args.token_file)
     except OSError as err:
@@ -443,7 +467,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     found = checks(survey())
     if args.server:
-        found.append(check_server(args.server, token, agentrl.__version__))
+        found.append(check_server(args.server, token, agentrl.__version__, args.tls_fingerprint))
     report = json.dumps([check.as_json() for check in found], indent=2)
     if args.json == "-":
         print(report)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentrl.server.tls import TLS_FOLDER  # the standard library's only: --help stays quick
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
@@ -66,6 +68,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start every run on this Ray cluster (auto, local, or ray://HOST:PORT; sets the run config's "
         "cluster.backend: ray and cluster.address unless the config names a cluster of its own); needs "
         "pip install 'agentrl[ray]'",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="serve wss:// with this certificate (PEM; its chain may follow it), with --tls-key; its SHA-256 "
+        "fingerprint is printed at start",
+    )
+    parser.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="the certificate's private key (PEM, unencrypted); refused off loopback if other users may read it",
+    )
+    parser.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        help=f"serve wss:// with a self-signed certificate made for this machine at the first start and kept in "
+        f"RUNS_DIR/{TLS_FOLDER}/ (reused at later starts); its SHA-256 fingerprint is printed at start, to compare with "
+        "the one the editor shows when it first connects",
+    )
+    parser.add_argument(
+        "--allow-cleartext",
+        action="store_true",
+        help="off loopback, serve plain ws:// anyway: the token and every message cross the network unencrypted, for "
+        "anyone on the way to read. Only for a network that is yours alone; TLS or an SSH tunnel is the safe way",
     )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -137,6 +163,61 @@ def serve_token(args: argparse.Namespace, runs_dir: Path, warn: Callable[[str], 
     return token, path
 
 
+def serve_tls(args: argparse.Namespace, runs_dir: Path, say: Callable[[str], None]) -> tuple[Any, str | None]:
+    """The SSL context that makes the server wss:// and its certificate's SHA-256 fingerprint, `say`d for the user to
+    compare with what the editor shows; (None, None) for plain ws://. Off loopback, plain ws:// is refused unless
+    --allow-cleartext accepts it: the token, which lets its holder run code here, would cross the network in clear."""
+    from agentrl.server import tls
+
+    if args.tls_self_signed:
+        cert, key, made = tls.self_signed(runs_dir / TLS_FOLDER, args.host)
+        say(
+            f"agentrl serve: wss:// with the self-signed certificate {cert} "
+            f"({'made now' if made else 'made at an earlier start'}) for {', '.join(tls.certificate_names(cert))}"
+        )
+    elif args.tls_cert:
+        cert, key = Path(args.tls_cert), Path(args.tls_key)
+        exposure = tls.key_exposure(key)
+        if exposure is not None:
+            if not is_loopback(args.host):
+                raise ValueError(f"refusing to bind {args.host}: {exposure}")
+            say(f"warning: {exposure}")
+        say(f"agentrl serve: wss:// with the certificate {cert}")
+    else:
+        if not is_loopback(args.host):
+            if not args.allow_cleartext:
+                port = args.port or 8765
+                raise ValueError(
+                    f"refusing to serve {args.host} in clear text (ws://): the token, which lets whoever holds it use "
+                    "this server (and run code as this user, with --allow-code), and every message would cross the "
+                    "network unencrypted. Serve wss:// with --tls-self-signed (a certificate made here: the editor "
+                    "shows its fingerprint to trust once) or with --tls-cert FILE --tls-key FILE; or serve 127.0.0.1 "
+                    f"and reach it through an SSH tunnel (ssh -N -L {port}:127.0.0.1:{port} USER@THIS-HOST, then "
+                    f"ws://127.0.0.1:{port}); or pass --allow-cleartext if the network between is yours alone"
+                )
+            say(
+                f"warning: --allow-cleartext: {args.host} is served as plain ws://: the token and every message cross "
+                "the network unencrypted, readable by anyone on the way (--tls-self-signed or an SSH tunnel avoids it)"
+            )
+        return None, None
+    context = tls.server_context(cert, key)
+    fingerprint = tls.certificate_fingerprint(cert)
+    say(f"agentrl serve: TLS certificate SHA-256 fingerprint: {fingerprint}")
+    say("agentrl serve: the editor shows this fingerprint when it first connects: trust it only if the two are equal")
+    return context, fingerprint
+
+
+def tls_flags_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the TLS flags given together, or None."""
+    if bool(args.tls_cert) != bool(args.tls_key):
+        return "--tls-cert and --tls-key go together: a certificate and its private key"
+    if args.tls_self_signed and args.tls_cert:
+        return "--tls-self-signed makes a certificate of its own: give it or --tls-cert/--tls-key, not both"
+    if args.allow_cleartext and (args.tls_self_signed or args.tls_cert):
+        return "--allow-cleartext serves plain ws://, and a --tls flag wss://: give one of them"
+    return None
+
+
 def hold_runs_folder(runs_dir: Path) -> Any:
     """One server per runs folder: a second one would replace the first's generated token (locking its clients out)
     and adopt, stop and record the end of the same runs. The lock (RUNS_DIR/.serve-lock, flock) is the kernel's: it
@@ -189,6 +270,9 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"agentrl serve: {flag} must be at least 1 (got {value})", file=sys.stderr)
             return 2
+    if (problem := tls_flags_problem(args)) is not None:
+        print(f"agentrl serve: {problem}", file=sys.stderr)
+        return 2
     make_private_by_default()
     bundles_dir = Path(args.bundles_dir).resolve() if args.bundles_dir else runs_dir / BUNDLES_FOLDER
     try:
@@ -196,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
         private_folder(bundles_dir)
         lock = hold_runs_folder(runs_dir)  # held until this process ends; before the token, which it would replace
         token, generated_in = serve_token(args, runs_dir, warn=lambda message: print(message, file=sys.stderr))
+        ssl_context, fingerprint = serve_tls(args, runs_dir, say=lambda message: print(message, file=sys.stderr))
     except ValueError as err:
         print(f"agentrl serve: {err}", file=sys.stderr)
         return 2
@@ -227,13 +312,17 @@ def run(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         runs_code=is_loopback(args.host) or args.allow_code,
         ray_address=args.ray,
+        ssl=ssl_context,
     )
 
     def on_listening(port: int) -> None:
         host = f"[{args.host}]" if ":" in args.host else args.host
-        ready = {"event": "listening", "url": f"ws://{host}:{port}", "pid": os.getpid()}
+        scheme = "ws" if fingerprint is None else "wss"
+        ready = {"event": "listening", "url": f"{scheme}://{host}:{port}", "pid": os.getpid()}
         if generated_in is not None:
             ready["token_file"] = str(generated_in)
+        if fingerprint is not None:
+            ready["tls_fingerprint"] = fingerprint
         print(json.dumps(ready), flush=True)
 
     try:

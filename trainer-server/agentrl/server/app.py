@@ -100,6 +100,7 @@ class TrainerServer:
             max_queue=MAX_QUEUED_FRAMES,
             ping_interval=20,
             ping_timeout=20,
+            ssl=self.options.ssl,
         ) as server:
             self.server = server
             port = next(iter(server.sockets)).getsockname()[1]

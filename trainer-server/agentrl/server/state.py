@@ -47,6 +47,7 @@ class ServerOptions:
     # on loopback, or when asked for (agentrl serve --allow-code).
     runs_code: bool = False
     ray_address: str | None = None  # --ray: the Ray cluster every run started here runs on
+    ssl: Any = None  # an ssl.SSLContext: the server speaks wss:// (agentrl serve --tls-cert/--tls-self-signed)
 
 
 class ServerState:
