@@ -17,6 +17,7 @@ export const Commands = {
   connectServer: 'agentRl.connectServer',
   startLocalServer: 'agentRl.startLocalServer',
   disconnectServer: 'agentRl.disconnectServer',
+  forgetServerCertificate: 'agentRl.forgetServerCertificate',
   refreshRuns: 'agentRl.refreshRuns',
   showLogs: 'agentRl.showLogs',
   restartLanguageServer: 'agentRl.restartLanguageServer',

@@ -1,9 +1,11 @@
-// The trainer server commands: Start Local Server, Connect to Server, Disconnect, Show Logs, and `ensureConnected`,
-// which the commands that need a server call first. Starting a server runs workspace code: trusted workspaces only.
-// Each command returns what it did (the server's URL), which the extension-host tests read.
+// The trainer server commands: Start Local Server, Connect to Server, Disconnect, Show Logs, Forget Server
+// Certificate, and `ensureConnected`, which the commands that need a server call first. Starting a server runs
+// workspace code: trusted workspaces only. Each command returns what it did (the server's URL), which the
+// extension-host tests read.
 import * as vscode from 'vscode';
 import { Commands } from './commands';
 import { ActionableError, registerCommands, requireTrust, SHOW_LOGS, showError, type Ctx } from './ctx';
+import { CertificateMessages, CertificatePins, serverOf, trustOnFirstUse } from './serverCertificates';
 import { PYTHON_PATH_SETTING, tokenKey } from './settings';
 import { TrainerConnectError } from './trainerClient';
 import { checkTrainerInstall } from './trainerInstall';
@@ -22,6 +24,7 @@ export function registerConnectionCommands(ctx: Ctx): vscode.Disposable {
       [Commands.connectServer]: { title: 'Connect to Server', make: connectServer },
       [Commands.disconnectServer]: { title: 'Disconnect', make: disconnectServer },
       [Commands.showLogs]: { title: 'Show Logs', make: showLogs },
+      [Commands.forgetServerCertificate]: { title: 'Forget Server Certificate', make: forgetServerCertificate },
     }),
     ctx.connection.onLocalServerLost((why) => announceServerLost(ctx, why)),
   );
@@ -91,25 +94,32 @@ async function pythonTrouble(python: string, root: string): Promise<ActionableEr
 /** Asks for a URL (the `agentRl.serverUrl` setting first) and connects with the token given or stored for it (secret
  *  storage, per URL), else with none. The token is asked only once the server has answered that it wants one (HTTP
  *  401); a stored token it refuses is forgotten and asked again. Nothing listening at the URL is said as such, without
- *  asking for a token first (a token prompt made a wrong port look like a wrong token). */
+ *  asking for a token first (a token prompt made a wrong port look like a wrong token). A wss:// server's certificate
+ *  that no authority vouches for is shown (its fingerprint) in a modal dialog the first time, and, trusted, pinned
+ *  for that server (host:port); a certificate other than the pinned one is refused before the token is sent. A ws://
+ *  URL of a server whose certificate is pinned is refused: it spoke TLS before, and the token would go in clear. */
 export const connectServer =
   (ctx: Ctx) =>
   async (address?: ServerAddress): Promise<string | undefined> => {
     const url = (address?.url ?? (await askUrl(ctx)))?.trim();
     if (!url) return undefined;
+    const pins = new CertificatePins(ctx.extensionContext.globalState);
+    if (url.startsWith('ws:') && pins.get(url) !== undefined)
+      throw forgetAction(url, new EditorFailure('connectionFailed', CertificateMessages.downgrade(serverOf(url), url)));
     const secrets = ctx.extensionContext.secrets;
     const stored = address?.token ?? (await secrets.get(tokenKey(url)));
     const connect = (token: string | undefined) =>
-      vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
-        () => ctx.connection.connectRemote(url, token || undefined),
-      );
+      trustOnFirstUse(url, pins, askTrust, (pinned) =>
+        vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title: `Agent RL: connecting to ${url}` },
+          () => ctx.connection.connectRemote(url, token || undefined, pinned),
+        ),
+      ).catch((err: unknown) => Promise.reject(explained(url, err)));
     let token = stored;
     try {
-      await connect(token);
+      if (!(await connect(token))) return undefined; // the certificate was not trusted
     } catch (err) {
       const failure = err instanceof TrainerConnectError ? err.failure : undefined;
-      if (failure === 'refused') throw new EditorFailure('connectionFailed', nothingListens(url));
       // a caller that gives the token asks no questions: its token refused is its answer
       if (failure !== 'unauthorized' || address?.token !== undefined) throw err;
       if (stored !== undefined) await secrets.delete(tokenKey(url));
@@ -119,6 +129,65 @@ export const connectServer =
     }
     if (token) await secrets.store(tokenKey(url), token);
     return url;
+  };
+
+/** A failed connection in words where the socket's failure says more: nothing listens, or the certificate changed. */
+function explained(url: string, err: unknown): unknown {
+  const failure = err instanceof TrainerConnectError ? err.failure : undefined;
+  if (failure === 'refused') return new EditorFailure('connectionFailed', nothingListens(url));
+  if (failure === 'certificateChanged')
+    return forgetAction(url, new EditorFailure('certificateChanged', (err as Error).message));
+  return err;
+}
+
+/** `failure` with Forget Server Certificate (of `url`'s server) among its fixes. */
+function forgetAction(url: string, failure: EditorFailure): ActionableError {
+  return new ActionableError(failure.kind, failure.message, [
+    {
+      title: 'Forget Server Certificate',
+      run: () => vscode.commands.executeCommand(Commands.forgetServerCertificate, url),
+    },
+  ]);
+}
+
+/** The modal dialog of a certificate's first use: its fingerprint, to compare with what `agentrl serve` printed. */
+async function askTrust(server: string, fingerprint: string): Promise<boolean> {
+  const choice = await vscode.window.showWarningMessage(
+    CertificateMessages.trustQuestion(server),
+    { modal: true, detail: CertificateMessages.trustDetail(fingerprint) },
+    CertificateMessages.trustAction,
+  );
+  return choice === CertificateMessages.trustAction;
+}
+
+/** Forgets the certificate trusted for a server: the one of `url` when given (a fix of a refused connection), else
+ *  one picked from those trusted. The next connection to it shows its fingerprint again. Returns the server
+ *  (host:port), or undefined when none was forgotten. */
+export const forgetServerCertificate =
+  (ctx: Ctx) =>
+  async (url?: string): Promise<string | undefined> => {
+    const pins = new CertificatePins(ctx.extensionContext.globalState);
+    const trusted = pins.all();
+    let server = typeof url === 'string' ? serverOf(url) : undefined;
+    if (server === undefined) {
+      const servers = Object.keys(trusted);
+      if (servers.length === 0) {
+        void vscode.window.showInformationMessage(CertificateMessages.noneTrusted);
+        return undefined;
+      }
+      const picked = await vscode.window.showQuickPick(
+        servers.map((label) => ({ label, description: trusted[label] })),
+        { title: CertificateMessages.pickTitle },
+      );
+      server = picked?.label;
+      if (server === undefined) return undefined;
+    }
+    if (!(await pins.forget(server))) {
+      void vscode.window.showInformationMessage(CertificateMessages.notTrusted(server));
+      return undefined;
+    }
+    void vscode.window.showInformationMessage(CertificateMessages.forgotten(server));
+    return server;
   };
 
 function askUrl(ctx: Ctx): Thenable<string | undefined> {
@@ -146,10 +215,11 @@ function nothingListens(url: string): string {
   const { hostname, port, protocol } = new URL(url);
   const onPort = port || (protocol === 'wss:' ? '443' : '80');
   const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
-  const serve = loopback
-    ? `agentrl serve --port ${onPort}`
-    : `agentrl serve --host 0.0.0.0 --port ${onPort} --token-file ~/.agentrl-token --allow-code`;
-  return `nothing listens at ${url}: start the server there (${serve}) or check the port`;
+  if (loopback)
+    return `nothing listens at ${url}: start the server there (agentrl serve --port ${onPort}) or check the port`;
+  const serve = `agentrl serve --host 0.0.0.0 --port ${onPort} --token-file ~/.agentrl-token --allow-code --tls-self-signed`;
+  const secure = protocol === 'wss:' ? '' : `, then connect to ${url.replace(/^ws:/, 'wss:')}`;
+  return `nothing listens at ${url}: start the server there (${serve}${secure}) or check the port`;
 }
 
 /** Closes the connection; a local server is shut down with it. */

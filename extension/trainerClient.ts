@@ -22,14 +22,16 @@ export interface TrainerSocket {
 }
 
 /** What the socket knows of why it could not connect, where it matters to the user: nothing listens at the address
- *  (a wrong port, a server not started), or the server answered and refused the token or this client's origin. */
-export type ConnectFailure = 'refused' | 'unauthorized' | 'forbidden';
+ *  (a wrong port, a server not started), the server answered and refused the token or this client's origin, or (wss://)
+ *  its certificate is not trusted yet or is not the one trusted before (serverCertificates.ts). */
+export type ConnectFailure = 'refused' | 'unauthorized' | 'forbidden' | 'untrustedCertificate' | 'certificateChanged';
 
 export interface SocketHandlers {
   open(): void;
   message(text: string): void;
-  /** `fatal` when reconnecting cannot help (e.g. the server refused the token). */
-  close(reason: string, fatal: boolean, failure?: ConnectFailure): void;
+  /** `fatal` when reconnecting cannot help (e.g. the server refused the token); `fingerprint`: the SHA-256 of the
+   *  server's certificate, with a certificate failure. */
+  close(reason: string, fatal: boolean, failure?: ConnectFailure, fingerprint?: string): void;
 }
 
 export type SocketFactory = (url: string, handlers: SocketHandlers) => TrainerSocket;
@@ -73,6 +75,8 @@ export class TrainerConnectError extends Error {
   constructor(
     message: string,
     readonly failure?: ConnectFailure,
+    /** The server certificate's SHA-256 fingerprint, with a certificate failure. */
+    readonly fingerprint?: string,
   ) {
     super(message);
     this.name = 'TrainerConnectError';
@@ -225,8 +229,8 @@ export class TrainerClient {
       message: (text) => {
         if (this.socket === socket) this.receive(text);
       },
-      close: (reason, fatal, failure) => {
-        if (this.socket === socket) this.lost(reason, fatal, failure);
+      close: (reason, fatal, failure, fingerprint) => {
+        if (this.socket === socket) this.lost(reason, fatal, failure, fingerprint);
       },
     };
     try {
@@ -341,7 +345,7 @@ export class TrainerClient {
     this.lost(reason, fatal);
   }
 
-  private lost(reason: string, fatal: boolean, failure?: ConnectFailure): void {
+  private lost(reason: string, fatal: boolean, failure?: ConnectFailure, fingerprint?: string): void {
     if (this.stateValue === 'closed') return;
     this.socket = undefined;
     this.stopHeartbeat();
@@ -349,7 +353,7 @@ export class TrainerClient {
     // A failed first connection is reported to the caller of connect() rather than retried behind its back.
     if (fatal || this.firstConnect) {
       this.setState('closed', reason);
-      this.firstConnect?.reject(new TrainerConnectError(reason, failure));
+      this.firstConnect?.reject(new TrainerConnectError(reason, failure, fingerprint));
       this.firstConnect = undefined;
       return;
     }

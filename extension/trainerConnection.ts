@@ -161,9 +161,11 @@ export class TrainerConnection implements vscode.Disposable {
     return this.localServer ? this.localRunsDir : undefined;
   }
 
-  async connectRemote(url: string, token: string | undefined): Promise<InitializeResult> {
+  /** Connects to `url` with `token`; a wss:// server's certificate must be the one whose SHA-256 fingerprint is
+   *  `pinnedCertificate`, or, none given, one a certificate authority vouches for (serverCertificates.ts). */
+  async connectRemote(url: string, token: string | undefined, pinnedCertificate?: string): Promise<InitializeResult> {
     await this.disconnect();
-    return this.open('remote', url, token);
+    return this.open('remote', url, token, pinnedCertificate);
   }
 
   /** Closes the connection; a local server is asked to shut down, then terminated, then killed. */
@@ -242,10 +244,15 @@ export class TrainerConnection implements vscode.Disposable {
     this.rerollProgressEmitter.dispose();
   }
 
-  private async open(kind: ServerKind, url: string, token: string | undefined): Promise<InitializeResult> {
+  private async open(
+    kind: ServerKind,
+    url: string,
+    token: string | undefined,
+    pinnedCertificate?: string,
+  ): Promise<InitializeResult> {
     const client = new TrainerClient({
       url,
-      openSocket: webSocketFactory(token),
+      openSocket: webSocketFactory(token, pinnedCertificate),
       clientInfo: {
         name: 'agent-rl-studio',
         version: String(this.extensionContext.extension.packageJSON.version ?? '0'),

@@ -18,6 +18,7 @@ export type FailureKind =
   | 'localServerFailed'
   | 'localServerLost'
   | 'connectionFailed'
+  | 'certificateChanged'
   | 'notConnected'
   | 'timeout'
   | 'disconnected'
@@ -50,6 +51,7 @@ export const FAILURE_SECTIONS: Record<FailureKind, string> = {
   localServerFailed: 'the-local-server-did-not-start',
   localServerLost: 'the-local-server-exited',
   connectionFailed: 'could-not-connect-to-the-server',
+  certificateChanged: 'the-server-certificate-changed',
   notConnected: 'not-connected-to-a-trainer',
   timeout: 'the-server-did-not-answer-in-time',
   disconnected: 'the-connection-was-lost',

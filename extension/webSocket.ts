@@ -1,15 +1,31 @@
 // The `ws` WebSocket behind TrainerClient's socket interface. No `vscode` import: the integration tests use it
 // against a real trainer server.
-import WebSocket from 'ws';
+import WebSocket, { type ClientOptions } from 'ws';
+import { certificateCheckingConnection, type CertificateRefusal } from './serverCertificates';
 import type { ConnectFailure, SocketFactory } from './trainerClient';
 
-/** ws behind the client's socket interface; a refused token or origin is fatal (reconnecting cannot fix it). */
-export function webSocketFactory(token: string | undefined): SocketFactory {
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** ws behind the client's socket interface; a refused token or origin is fatal (reconnecting cannot fix it), as is a
+ *  wss:// server's certificate that is not `pinnedCertificate` (its SHA-256 fingerprint) or, none pinned, that no
+ *  certificate authority vouches for: that one is refused in the TLS handshake, before the token is sent. */
+export function webSocketFactory(token: string | undefined, pinnedCertificate?: string): SocketFactory {
   return (url, handlers) => {
+    let refusal: CertificateRefusal | undefined;
     const socket = new WebSocket(url, {
       headers: token ? { Authorization: `Bearer ${token}` } : {},
       maxPayload: 64 * 1024 * 1024,
-      handshakeTimeout: 10_000,
+      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      ...(url.startsWith('wss:')
+        ? {
+            // the (options, callback) form Node's http client accepts; ws's types know only net.createConnection's
+            createConnection: certificateCheckingConnection(
+              pinnedCertificate,
+              HANDSHAKE_TIMEOUT_MS,
+              (why) => (refusal = why),
+            ) as unknown as ClientOptions['createConnection'],
+          }
+        : {}),
     });
     let lastError = '';
     let failure: ConnectFailure | undefined;
@@ -17,7 +33,7 @@ export function webSocketFactory(token: string | undefined): SocketFactory {
     const end = (reason: string, fatal: boolean): void => {
       if (ended) return;
       ended = true;
-      handlers.close(reason, fatal, failure);
+      handlers.close(reason, fatal, failure, refusal?.fingerprint);
     };
     socket.on('open', () => handlers.open());
     socket.on('message', (data) => handlers.message(data.toString()));
@@ -25,8 +41,9 @@ export function webSocketFactory(token: string | undefined): SocketFactory {
       lastError = err.message;
       // the one error that says for sure nothing listens there (a timeout or an unknown host say less)
       if (err.code === 'ECONNREFUSED') failure = 'refused';
+      if (refusal) failure = refusal.failure;
     });
-    socket.on('close', (code) => end(lastError || `closed with code ${code}`, false));
+    socket.on('close', (code) => end(lastError || `closed with code ${code}`, refusal !== undefined));
     socket.on('unexpected-response', (request, response) => {
       const status = response.statusCode ?? 0;
       request.destroy();

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Commands } from '../../extension/commands';
 import { ensureConnected, registerConnectionCommands } from '../../extension/connectionCommands';
 import { ActionableError } from '../../extension/ctx';
+import { CertificateMessages } from '../../extension/serverCertificates';
 import { tokenKey } from '../../extension/settings';
 import { TrainerConnectError } from '../../extension/trainerClient';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
@@ -171,7 +172,8 @@ describe('connection commands', () => {
     assert.equal(fake.prompts.length, 1, 'the URL only');
     const reason =
       'Connect to Server: nothing listens at ws://gpu-box:8765: start the server there ' +
-      '(agentrl serve --host 0.0.0.0 --port 8765 --token-file ~/.agentrl-token --allow-code) or check the port';
+      '(agentrl serve --host 0.0.0.0 --port 8765 --token-file ~/.agentrl-token --allow-code --tls-self-signed, ' +
+      'then connect to wss://gpu-box:8765) or check the port';
     assert.deepEqual(fake.messages, [{ severity: 'error', text: reason, actions: ['Show Logs', 'Learn more'] }]);
 
     fake.messages = [];
@@ -224,6 +226,122 @@ describe('connection commands', () => {
     );
     assert.equal(fake.prompts.length, 0);
     assert.equal(fake.messages[0].text, 'Connect to Server: the server refused the token (HTTP 401)');
+  });
+
+  describe('wss:// certificates, trusted on first use', () => {
+    const URL = 'wss://gpu-box:8765';
+    const FP = 'AB:CD:'.repeat(15) + 'AB:CD';
+    const OLD = '01:23:'.repeat(15) + '01:23';
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    /** A server whose certificate is FP, which no authority vouches for, and that wants the token `s3cret`; the
+     *  socket refuses any other certificate as webSocket.ts does, before the token is sent. */
+    const selfSigned = async (token?: string, pinned?: string): Promise<void> => {
+      if (pinned === undefined)
+        throw new TrainerConnectError(CertificateMessages.untrusted('gpu-box:8765', FP), 'untrustedCertificate', FP);
+      if (pinned !== FP)
+        throw new TrainerConnectError(
+          CertificateMessages.changed('gpu-box:8765', FP, pinned),
+          'certificateChanged',
+          FP,
+        );
+      return wantsToken(token);
+    };
+
+    it('shows the fingerprint in a modal dialog, pins it per server when trusted, then asks for the token', async () => {
+      f.connection.connecting = selfSigned;
+      fake.messageChoices = [CertificateMessages.trustAction];
+      fake.answers = ['s3cret'];
+      assert.equal(await commands.executeCommand(Commands.connectServer, { url: URL }), URL);
+      assert.deepEqual(f.connection.calls, [
+        `connectRemote ${URL} (no token)`,
+        `connectRemote ${URL} (no token) pinned ${FP}`,
+        `connectRemote ${URL} s3cret pinned ${FP}`,
+      ]);
+      const [dialog] = fake.messages;
+      assert.equal(dialog.text, 'Trust this certificate of gpu-box:8765?');
+      assert.deepEqual(dialog.actions, ['Trust']);
+      assert.equal(dialog.options?.modal, true);
+      assert.match(
+        String(dialog.options?.detail),
+        new RegExp(`\\n\\n${FP}\\n\\nCompare it with the one agentrl serve`),
+      );
+      assert.deepEqual(f.globalState.get('serverCertificates'), { 'gpu-box:8765': FP });
+      assert.equal(f.secrets.get(tokenKey(URL)), 's3cret');
+
+      f.connection.calls.length = 0;
+      fake.messages = [];
+      assert.equal(await commands.executeCommand(Commands.connectServer, { url: URL }), URL);
+      assert.deepEqual(f.connection.calls, [`connectRemote ${URL} s3cret pinned ${FP}`], 'the pin and the token kept');
+      assert.deepEqual(fake.messages, [], 'asked nothing');
+    });
+
+    it('a certificate not trusted: nothing pinned, no token asked, no connection', async () => {
+      f.connection.connecting = selfSigned;
+      fake.answers = ['never asked'];
+      assert.equal(await commands.executeCommand(Commands.connectServer, { url: URL }), undefined);
+      assert.deepEqual(f.connection.calls, [`connectRemote ${URL} (no token)`]);
+      assert.equal(fake.messages.length, 1, 'the dialog, dismissed; no error');
+      assert.equal(f.globalState.get('serverCertificates'), undefined);
+      assert.equal(fake.prompts.length, 0);
+    });
+
+    it('a changed certificate is refused naming both fingerprints, and its fix forgets the pin', async () => {
+      f.globalState.set('serverCertificates', { 'gpu-box:8765': OLD, 'other:1': FP });
+      f.connection.connecting = selfSigned;
+      fake.messageChoices = ['Forget Server Certificate'];
+      assert.equal(await commands.executeCommand(Commands.connectServer, { url: URL }), undefined);
+      assert.deepEqual(f.connection.calls, [`connectRemote ${URL} (no token) pinned ${OLD}`]);
+      const [error] = fake.messages;
+      assert.equal(error.severity, 'error');
+      assert.equal(
+        error.text,
+        `Connect to Server: the certificate of gpu-box:8765 changed: its SHA-256 fingerprint is ${FP}, the one trusted ` +
+          `for it ${OLD}. Nothing was sent to it. If the server has a new certificate (another RUNS_DIR/.tls, another ` +
+          `--tls-cert), compare ${FP} with the fingerprint agentrl serve printed at start, then run "Agent RL: Forget ` +
+          'Server Certificate" and connect again; otherwise someone may be in between.',
+      );
+      assert.deepEqual(error.actions, ['Forget Server Certificate', 'Show Logs', 'Learn more']);
+      await settle();
+      assert.deepEqual(f.globalState.get('serverCertificates'), { 'other:1': FP });
+      assert.equal(fake.messages.at(-1)?.text, CertificateMessages.forgotten('gpu-box:8765'));
+    });
+
+    it("a changed certificate's Learn more is its own section", async () => {
+      f.globalState.set('serverCertificates', { 'gpu-box:8765': OLD });
+      f.connection.connecting = selfSigned;
+      fake.messageChoices = ['Learn more'];
+      await commands.executeCommand(Commands.connectServer, { url: URL });
+      await settle();
+      const [preview] = fake.executed.filter((e) => e.command === 'markdown.showPreview');
+      assert.equal((preview.args[0] as { fragment: string }).fragment, 'the-server-certificate-changed');
+    });
+
+    it('ws:// to a server whose certificate is pinned is refused before connecting: the token would go in clear', async () => {
+      f.globalState.set('serverCertificates', { 'gpu-box:8765': FP });
+      assert.equal(await commands.executeCommand(Commands.connectServer, { url: 'ws://gpu-box:8765' }), undefined);
+      assert.deepEqual(f.connection.calls, []);
+      assert.match(
+        fake.messages[0].text,
+        /^Connect to Server: gpu-box:8765 was reached over TLS before \(its certificate is trusted\): connect to wss:\/\/gpu-box:8765/,
+      );
+      assert.deepEqual(fake.messages[0].actions, ['Forget Server Certificate', 'Show Logs', 'Learn more']);
+    });
+
+    it('Forget Server Certificate: one picked among those trusted; none trusted is said so', async () => {
+      assert.equal(await commands.executeCommand(Commands.forgetServerCertificate), undefined);
+      assert.deepEqual(fake.messages.at(-1)?.text, CertificateMessages.noneTrusted);
+      f.globalState.set('serverCertificates', { 'gpu-box:8765': FP, 'other:1': OLD });
+      fake.answers = [(items: readonly { label: string }[]) => items[1]];
+      assert.equal(await commands.executeCommand(Commands.forgetServerCertificate), 'other:1');
+      const [pick] = fake.prompts;
+      assert.deepEqual(pick.options.items, [
+        { label: 'gpu-box:8765', description: FP },
+        { label: 'other:1', description: OLD },
+      ]);
+      assert.deepEqual(f.globalState.get('serverCertificates'), { 'gpu-box:8765': FP });
+      assert.equal(await commands.executeCommand(Commands.forgetServerCertificate, 'wss://nowhere:1'), undefined);
+      assert.equal(fake.messages.at(-1)?.text, CertificateMessages.notTrusted('nowhere:1'));
+    });
   });
 
   it('Connect to Server does nothing when the URL prompt is dismissed', async () => {

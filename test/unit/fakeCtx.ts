@@ -58,8 +58,8 @@ export class FakeConnection {
     get: async (_runId: string, ids: string[]): Promise<TrajectoryRecord[]> =>
       ids.map((id) => this.trajectoryRecords.get(id)!),
   };
-  /** What `startLocal` and `connectRemote` (with its token) do (connect, by default). */
-  connecting: (token?: string) => Promise<void> = async () => {
+  /** What `startLocal` and `connectRemote` (with its token and pinned certificate) do (connect, by default). */
+  connecting: (token?: string, pinnedCertificate?: string) => Promise<void> = async () => {
     this.isConnected = true;
   };
 
@@ -74,11 +74,12 @@ export class FakeConnection {
     this.kind = 'local';
     await this.connecting();
   }
-  async connectRemote(url: string, token: string | undefined): Promise<void> {
-    this.calls.push(`connectRemote ${url} ${token ?? '(no token)'}`);
+  async connectRemote(url: string, token: string | undefined, pinnedCertificate?: string): Promise<void> {
+    const pinned = pinnedCertificate === undefined ? '' : ` pinned ${pinnedCertificate}`;
+    this.calls.push(`connectRemote ${url} ${token ?? '(no token)'}${pinned}`);
     this.kind = 'remote';
     this.url = url;
-    await this.connecting(token);
+    await this.connecting(token, pinnedCertificate);
   }
   async disconnect(): Promise<void> {
     this.calls.push('disconnect');

@@ -59,7 +59,15 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
     ],
     [
       'the trainer, spoken to and read',
-      ['trainerClient', 'webSocket', 'troubleshooting', 'localServer', 'trainerInstall', 'trajectoryCache'],
+      [
+        'trainerClient',
+        'serverCertificates',
+        'webSocket',
+        'troubleshooting',
+        'localServer',
+        'trainerInstall',
+        'trajectoryCache',
+      ],
     ],
     [
       'what the editor knows of runs and configs',
