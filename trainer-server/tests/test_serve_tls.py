@@ -297,3 +297,9 @@ def test_off_loopback_self_signed_serves_wss_for_that_address_and_keeps_its_cert
         finally:
             server.stop()
     assert fingerprints[0] == fingerprints[1]
+
+
+def test_the_debug_log_shows_the_request_headers_without_the_token(tls_server):
+    pinned_client(tls_server.url, tls_server.ready["tls_fingerprint"]).close()
+    assert tls_server.wait_logged("< Authorization: <redacted>")
+    assert not tls_server.logged(TOKEN)

@@ -243,6 +243,19 @@ def hold_runs_folder(runs_dir: Path) -> Any:
     return handle
 
 
+# Headers websockets logs (at debug level, each request's and response's, one per record) that carry a credential.
+CREDENTIAL_HEADERS = ("authorization", "cookie", "set-cookie")
+
+
+def redact_credentials(record: logging.LogRecord) -> bool:
+    """A log filter: websockets logs each header as ("< %s: %s", name, value), the bearer token among them, which
+    would then sit in a server's log file. The value of a credential's header is replaced."""
+    args = record.args
+    if isinstance(args, tuple) and len(args) == 2 and str(args[0]).lower() in CREDENTIAL_HEADERS:
+        record.args = (args[0], "<redacted>")
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -252,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redact_credentials)
     runs_dir = Path(args.runs_dir).resolve()
     if args.ray is not None:
         from agentrl.cluster.connect import RAY_MISSING

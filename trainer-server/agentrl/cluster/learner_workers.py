@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from agentrl.cluster.code_shipping import ShippedFiles, Unpacked
 from agentrl.cluster.data_parallel import DataParallelLearner
+from agentrl.cluster.gloo_interface import use_node_interface
 from agentrl.cluster.sharded_learner import ShardedLearner
 from agentrl.cluster.weight_broadcast import BroadcastGroup, Layout
 from agentrl.cluster.worker_states import WorkerStates, node_address
@@ -33,10 +35,11 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=10)
 class LearnerWorker:
     """One learner actor (created with `ray.remote(...)(LearnerWorker)`)."""
 
-    def __init__(self, config: dict[str, Any], rank: int, world_size: int) -> None:
+    def __init__(self, config: dict[str, Any], rank: int, world_size: int, shipped: ShippedFiles | None) -> None:
         from agentrl.models.loading import load_policy
 
-        self.config = RunConfig.model_validate(config)
+        self._unpacked = Unpacked(config, shipped)  # the driver's files (a model folder, an algorithm's file)
+        self.config = RunConfig.model_validate(self._unpacked.config)
         self.rank, self.world_size = rank, world_size
         torch.manual_seed(self.config.seed)
         self.model, self.tokenizer, self.device = load_policy(self.config.model, self.config.seed)
@@ -55,6 +58,7 @@ class LearnerWorker:
     def join(self, init_method: str) -> str:
         """Joins the group; returns the node it runs on (the run's `workers` events name it)."""
         backend = "nccl" if self.device.type == "cuda" else "gloo"
+        use_node_interface(node_address())
         dist.init_process_group(
             backend, init_method=init_method, rank=self.rank, world_size=self.world_size, timeout=COLLECTIVE_TIMEOUT
         )
@@ -112,7 +116,10 @@ class ClusterLearner:
     """The driver's learner: `update`, `state_dict` and `load_state_dict` as agentrl.learning.learner.Learner has
     them, over the learner actors."""
 
-    def __init__(self, ray: Any, config: RunConfig, run_id: str, weights: SharedWeights, states: WorkerStates) -> None:
+    def __init__(
+        self, ray: Any, config: RunConfig, run_id: str, weights: SharedWeights, states: WorkerStates, shipped: Any
+    ) -> None:
+        """`shipped`: the ObjectRef of the run's ShippedFiles (code_shipping.py)."""
         self._ray = ray
         self._weights = weights
         self._states = states
@@ -124,7 +131,7 @@ class ClusterLearner:
         config_json = config.model_dump(mode="json")
         self.actors = [
             actor_class.options(name=f"agentrl-learner-{run_id}-{rank}").remote(
-                config_json, rank, cluster.learner_workers
+                config_json, rank, cluster.learner_workers, shipped
             )
             for rank in range(cluster.learner_workers)
         ]

@@ -4,8 +4,10 @@ once the run first updates (a Try run never does), the learner workers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrl.cluster.code_shipping import pack
 from agentrl.cluster.connect import check_capacity, connect, require_ray
 from agentrl.cluster.learner_workers import ClusterLearner
 from agentrl.cluster.rollout_workers import ClusterRolloutEngine
@@ -24,6 +26,7 @@ class RayCluster:
         config: RunConfig,
         driver_model: Any,
         run_id: str,
+        runs_dir: Path | None,
         on_worker_restarted: Callable[[dict[str, Any]], None],
         on_workers_changed: Callable[[list[dict[str, Any]]], None],
         policy: ScriptedPolicy | None = None,
@@ -36,10 +39,12 @@ class RayCluster:
         self.rollout: ClusterRolloutEngine | None = None
         try:
             check_capacity(self._ray, config.cluster)
+            # Put in the object store once; each node fetches it once, whichever of its workers asks first.
+            self._shipped = self._ray.put(pack(config, runs_dir))
             self.weights = SharedWeights(self._ray, driver_model)
             self.weights.from_driver()
             self.rollout = ClusterRolloutEngine(
-                self._ray, config, run_id, self.weights, on_worker_restarted, self._states, policy
+                self._ray, config, run_id, self.weights, on_worker_restarted, self._states, policy, self._shipped
             )
         except BaseException:
             self.close()
@@ -52,7 +57,9 @@ class RayCluster:
 
     def learner(self) -> ClusterLearner:
         if self._learner is None:
-            self._learner = ClusterLearner(self._ray, self._config, self._run_id, self.weights, self._states)
+            self._learner = ClusterLearner(
+                self._ray, self._config, self._run_id, self.weights, self._states, self._shipped
+            )
             if self._config.cluster.weight_sync == "broadcast":
                 self.engine.broadcast = WeightBroadcast(self._ray, self._learner.actors[0], self.engine.actors)
         return self._learner

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentrl.cluster.code_shipping import ShippedFiles, Unpacked
+from agentrl.cluster.gloo_interface import use_node_interface
 from agentrl.cluster.weight_broadcast import (
     BroadcastGroup,
     Layout,
@@ -43,7 +45,13 @@ class RolloutWorker:
     """One rollout actor (created with `ray.remote(...)(RolloutWorker)`): its own copy of the policy, an engine as
     `rollout.engine` selects, and the run's ToolEnv class."""
 
-    def __init__(self, config: dict[str, Any], concurrent_episodes: int, policy: ScriptedPolicy | None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        concurrent_episodes: int,
+        policy: ScriptedPolicy | None,
+        shipped: ShippedFiles | None,
+    ) -> None:
         import torch
 
         from agentrl.environment.agent import load_agent
@@ -51,7 +59,8 @@ class RolloutWorker:
         from agentrl.models.loading import load_policy
         from agentrl.rollout.factory import make_rollout_engine
 
-        run_config = RunConfig.model_validate(config)
+        self._unpacked = Unpacked(config, shipped)  # the env folder and data files, from the driver's disk
+        run_config = RunConfig.model_validate(self._unpacked.config)
         torch.manual_seed(run_config.seed)
         self.model, tokenizer, device = load_policy(run_config.model, run_config.seed)
         # Each worker starts its own MCP servers, shared by its episodes; an agent run's agents run in the worker,
@@ -92,6 +101,7 @@ class RolloutWorker:
 
     def join_weight_broadcast(self, address: str, rank: int, size: int) -> None:
         """Joins a new weight broadcast group (the one it was in, if any, is left behind)."""
+        use_node_interface(node_address())
         self._broadcast = BroadcastGroup(address, rank, size, self.device, self.weight_layout())
 
     def receive_weights(self, version: int) -> None:
@@ -121,6 +131,7 @@ class RolloutWorker:
 
     def close(self) -> None:
         self.engine.close()
+        self._unpacked.close()
 
 
 def contiguous_shares(count: int, workers: int) -> list[range]:
@@ -150,7 +161,9 @@ class ClusterRolloutEngine:
         on_worker_restarted: Callable[[dict[str, Any]], None],
         states: WorkerStates,
         policy: ScriptedPolicy | None,
+        shipped: Any,
     ) -> None:
+        """`shipped`: the ObjectRef of the run's ShippedFiles (code_shipping.py)."""
         self._ray = ray
         cluster = config.cluster
         self._weights = weights
@@ -164,10 +177,15 @@ class ClusterRolloutEngine:
             num_gpus=cluster.rollout_resources.gpus,
             max_restarts=cluster.max_restarts,
             max_task_retries=0,  # a dead worker's share is re-run by `run`, on a live worker
+            # Across the nodes: their tools' load shared, a lost node costs fewer shares, and the CPUs each node keeps
+            # free are alike (learner workers then find room on any node, not only on those left empty).
+            scheduling_strategy="SPREAD",
         )(RolloutWorker)
         config_json = config.model_dump(mode="json")
         self.actors = [
-            actor_class.options(name=f"agentrl-rollout-{run_id}-{index}").remote(config_json, per_worker, policy)
+            actor_class.options(name=f"agentrl-rollout-{run_id}-{index}").remote(
+                config_json, per_worker, policy, shipped
+            )
             for index in range(cluster.rollout_workers)
         ]
         states.starting("rollout", len(self.actors), cluster.max_restarts)

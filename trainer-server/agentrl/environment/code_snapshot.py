@@ -93,6 +93,12 @@ def _module_place(module: str) -> tuple[Path, Path, Path | None] | None:
     return None
 
 
+def is_env_part(relative: PurePosixPath | Path) -> bool:
+    """Whether a path relative to the env folder can be the env's: none of its folders hidden (`.venv`, `.git`) or
+    an installed-package or cache folder."""
+    return not any(part.startswith(".") or part in _NOT_ENV_PARTS for part in relative.parts[:-1])
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or path.is_relative_to(folder)
 
@@ -114,7 +120,7 @@ class _Collector:
         key = relative.as_posix()
         if key in self.chosen or key in self.left_out:
             return
-        if any(part.startswith(".") or part in _NOT_ENV_PARTS for part in relative.parts[:-1]):
+        if not is_env_part(relative):
             return
         real = path.resolve()
         if not real.is_relative_to(self.real_root):  # a link out of the folder: never followed
@@ -127,11 +133,22 @@ class _Collector:
         self.left_out.setdefault(str(path), {"path": str(path), "size": None, "reason": f"{key} outside {self.root}"})
 
 
+def _found_places(config: RunConfig) -> list[tuple[str, tuple[Path, Path, Path | None]]]:
+    places = [(key, _module_place(module)) for key, module in _named_modules(config)]
+    return [(key, place) for key, place in places if place is not None]
+
+
+def env_folder(config: RunConfig) -> Path | None:
+    """The env folder (this module's docstring): the import root of the first module the config names; None when it
+    names none of its own (agentrl's examples, recipes, an OpenEnv server)."""
+    found = _found_places(config)
+    return found[0][1][0] if found else None
+
+
 def _collect(config: RunConfig) -> _Collector | None:
     """The files of the config's env folder that make its code (this module's docstring); None when the config names
     no module of its own (agentrl's examples, recipes)."""
-    places = [(key, _module_place(module)) for key, module in _named_modules(config)]
-    found = [(key, place) for key, place in places if place is not None]
+    found = _found_places(config)
     if not found:
         return None
     root = found[0][1][0]

@@ -95,7 +95,13 @@ class _Run:
             from agentrl.cluster import RayCluster
 
             self.cluster = RayCluster(
-                config, self.model, store.run_id, self._worker_restarted, self._workers_changed, policy
+                config,
+                self.model,
+                store.run_id,
+                store.run_dir.parent,
+                self._worker_restarted,
+                self._workers_changed,
+                policy,
             )
             self.engine = self.cluster.engine
         else:

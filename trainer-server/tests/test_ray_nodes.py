@@ -1,0 +1,219 @@
+"""Runs on a Ray cluster of three nodes, each in a network namespace of its own (tests/netns_cluster.py): a head
+node without CPUs and two worker nodes, where the driver's project folder (the env's code, its tasks, the config)
+does not exist. The driver is `agentrl train` on this machine, a machine that is no node of the cluster, reaching it
+through Ray Client (cluster.address: ray://HEAD:10001). Skipped where the machine allows no network namespaces."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agentrl.contract.config import load_config
+from agentrl.run.runstore import latest_status, read_events
+from agentrl.run.trainer import train
+from netns_cluster import NetnsCluster, unavailable
+from test_cluster import (
+    TWO_STEPS,
+    assert_same_episodes,
+    final_weights,
+    states_of,
+    worker_reports,
+    worst_weight_difference,
+)
+from test_train import trajectories
+
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no multi-node cluster here: {unavailable()}")
+
+EXAMPLE = Path(__file__).parents[1] / "agentrl" / "examples" / "lookup"
+CONFIG = "lookup.agentrl.yaml"
+# Each learner worker asks for 2 of a worker node's 3 CPUs, so that two learner workers land on two nodes.
+ACROSS_NODES = (
+    "cluster.backend=ray",
+    "cluster.rollout_workers=2",
+    "cluster.learner_workers=2",
+    "cluster.rollout_resources.cpus=1",
+    "cluster.learner_resources.cpus=2",
+)
+PARAMETER_TOLERANCE = 1e-3  # test_cluster.py's, for the same reasons
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """The user's project on the driver's machine: the tiny example's env, tasks and config, and nothing else."""
+    folder = tmp_path_factory.mktemp("project")
+    for name in ("env.py", "tasks.jsonl", CONFIG):
+        (folder / name).write_bytes((EXAMPLE / name).read_bytes())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster(project):
+    with NetnsCluster(workers=2, cpus=3, hide=[project]) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def one_process_run(project, tmp_path_factory) -> Path:
+    return train(
+        load_config(project / CONFIG, list(TWO_STEPS)), runs_dir=tmp_path_factory.mktemp("one"), config_base_dir=project
+    )
+
+
+def train_on(cluster: NetnsCluster, project: Path, runs_dir: Path, *overrides: str) -> subprocess.Popen[str]:
+    """`agentrl train` of the project on the cluster, as a user runs it on their own machine."""
+    sets = [part for setting in (*TWO_STEPS, *overrides) for part in ("--set", setting)]
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli",
+            "train",
+            str(project / CONFIG),
+            "--runs-dir",
+            str(runs_dir),
+            *sets,
+            "--set",
+            f"cluster.address={cluster.client_address}",
+        ],
+        env={**os.environ, **cluster.environment()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finished_run(process: subprocess.Popen[str], runs_dir: Path, timeout: float = 600) -> Path:
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-4000:]
+    [run_dir] = [path for path in runs_dir.iterdir() if path.is_dir()]
+    return run_dir
+
+
+PROBE = """
+import json, os, sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+
+@ray.remote(num_cpus=0)
+def look(path):
+    import os, ray
+    return {"node": ray.util.get_node_ip_address(), "project": os.path.exists(path), "cwd": os.getcwd()}
+
+nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
+print(json.dumps([ray.get(look.options(resources={f"node:{n}": 0.001}).remote(sys.argv[2])) for n in nodes]))
+"""
+
+
+def test_the_project_does_not_exist_on_any_node(cluster, project):
+    answer = subprocess.run(
+        [sys.executable, "-c", PROBE, cluster.client_address, str(project / "env.py")],
+        env={**os.environ, **cluster.environment()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert answer.returncode == 0, answer.stderr[-3000:] + cluster.client_server_errors()
+    seen = json.loads(answer.stdout.splitlines()[-1])
+    assert sorted(place["node"] for place in seen) == sorted(node.address for node in cluster.nodes)
+    assert not any(place["project"] for place in seen), seen
+    assert (project / "env.py").exists()  # here, on the driver's machine, it does
+
+
+def test_a_run_across_two_nodes_trains_as_one_process_does(cluster, project, one_process_run, tmp_path):
+    """The env's code and tasks reach the nodes through the object store, the learner workers' gloo group and the
+    weight broadcast form across the nodes, and the run records one process's episodes and weights."""
+    process = train_on(cluster, project, tmp_path, *ACROSS_NODES, "cluster.weight_sync=broadcast")
+    run_dir = finished_run(process, tmp_path)
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    assert_same_episodes(run_dir, one_process_run)
+    worst = worst_weight_difference(final_weights(run_dir), final_weights(one_process_run))
+    assert worst <= PARAMETER_TOLERANCE
+    placed = {(w["role"], w["index"]): w["node"] for w in worker_reports(run_dir)[-1]}
+    workers = {node.address for node in cluster.nodes[1:]}
+    assert set(placed.values()) <= workers  # the head offers no CPUs: nothing runs there
+    assert placed[("learner", 0)] != placed[("learner", 1)]  # 2 of 3 CPUs each: one per node
+    assert (project / "env.py").read_text() == (EXAMPLE / "env.py").read_text()
+
+
+def test_fsdp_learner_workers_on_two_nodes_train_as_one_process_does(cluster, project, one_process_run, tmp_path):
+    process = train_on(cluster, project, tmp_path, *ACROSS_NODES, "cluster.sharding=fsdp")
+    run_dir = finished_run(process, tmp_path)
+    assert_same_episodes(run_dir, one_process_run)
+    worst = worst_weight_difference(final_weights(run_dir), final_weights(one_process_run))
+    assert worst <= PARAMETER_TOLERANCE
+    placed = {(w["role"], w["index"]): w["node"] for w in worker_reports(run_dir)[-1]}
+    assert placed[("learner", 0)] != placed[("learner", 1)]
+
+
+SLOW_ENV = """
+import time
+from pathlib import Path
+
+from env import LookupEnv
+
+STARTED = Path("STARTED_PATH")  # outside the project: the nodes can write it, the test reads it
+
+
+class SlowLookupEnv(LookupEnv):
+    def reset(self, task):
+        STARTED.touch()
+        time.sleep(0.3)  # a share of 8 episodes takes 2.4 s: long enough to lose a node in
+        return super().reset(task)
+"""
+
+
+def test_a_worker_node_lost_mid_step_costs_no_episode(cluster, project, one_process_run, tmp_path):
+    """Both worker nodes hold a rollout worker; the node without the learner worker is killed (its raylet and every
+    process on it, by pid) during step 2's rollouts: Ray restarts its rollout worker on the other node, whose share
+    runs again there, and the run records each episode once, as one process does."""
+    started = tmp_path / "shared" / "rollouts-started"
+    started.parent.mkdir()
+    (project / "slow_env.py").write_text(SLOW_ENV.replace("STARTED_PATH", str(started)))
+    runs = tmp_path / "runs"
+    try:
+        process = train_on(
+            cluster,
+            project,
+            runs,
+            "cluster.backend=ray",
+            "cluster.rollout_workers=2",
+            "cluster.learner_workers=1",
+            "cluster.rollout_resources.cpus=1",
+            "cluster.learner_resources.cpus=1",
+            "cluster.max_restarts=2",
+            f"env.module={project / 'slow_env.py'}",
+            "env.class_name=SlowLookupEnv",
+        )
+        victim = placed = None
+        deadline = time.monotonic() + 300
+        while victim is None and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+            reports = [worker_reports(run) for run in runs.glob("*/")] if runs.exists() else []
+            # a worker still starting has no node yet
+            placed = {(w["role"], w["index"]): w.get("node") for w in reports[0][-1]} if reports and reports[0] else {}
+            if placed.get(("learner", 0)) and started.exists() and started.stat().st_mtime > time.time() - 1:
+                rollout_nodes = {placed[("rollout", 0)], placed[("rollout", 1)]} - {placed[("learner", 0)]}
+                assert rollout_nodes, f"both rollout workers share the learner's node: {placed}"
+                victim = next(node for node in cluster.nodes if node.address in rollout_nodes)
+        assert victim is not None, f"step 2's rollouts were never seen under way: {placed}"
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        run_dir = finished_run(process, runs)
+        recovered_s = time.monotonic() - killed_at
+    finally:
+        (project / "slow_env.py").unlink()
+        if victim is not None and victim.process is not None and victim.process.poll() is not None:
+            cluster.start(victim)  # the other tests' cluster: a replacement node at the same address
+            cluster.wait_for_nodes(len(cluster.nodes))
+    events = read_events(run_dir)
+    assert latest_status(events)["status"] == "completed"
+    restarts = [e["data"] for e in events if e["type"] == "worker_restarted"]
+    assert restarts and all(r["step"] == 2 for r in restarts), restarts
+    places = sorted((r["step"], r["group"], r["sample"]) for r in trajectories(run_dir))
+    assert places == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
+    assert_same_episodes(run_dir, one_process_run)
+    lost = next(index for (role, index), node in placed.items() if role == "rollout" and node == victim.address)
+    assert "restarting" in states_of(worker_reports(run_dir), "rollout", lost)
+    print(f"node {victim.address} killed in step 2: the run completed {recovered_s:.1f} s later")
