@@ -113,6 +113,7 @@ class NetnsCluster:
             for node in self.nodes:
                 self.start(node)
             self.wait_for_nodes(len(self.nodes))
+            self.wait_for_client()
         except BaseException:
             self.close()
             raise
@@ -185,7 +186,7 @@ class NetnsCluster:
 
     def client_server_errors(self, lines: int = 30) -> str:
         """The tail of the head's Ray Client server logs: why a client's connection failed."""
-        logs = sorted((self.folder / self.head.name).glob("session_latest/logs/ray_client_server*.err"))
+        logs = sorted((self.folder / self.head.name).glob("session_latest/logs/ray_client_server*"))
         return "\n".join(
             f"{path.name}: " + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) for path in logs
         )
@@ -213,6 +214,22 @@ class NetnsCluster:
             time.sleep(2)
         raise TimeoutError(f"the cluster has not {count} nodes alive after {timeout:.0f} s")
 
+    def wait_for_client(self, attempts: int = 5) -> None:
+        """Until a Ray Client connection from this machine succeeds. The first one to a head that has just started
+        can fail ("Starting Ray client server failed", its log empty) while its nodes are already alive."""
+        for attempt in range(attempts):
+            answer = subprocess.run(
+                [sys.executable, "-c", _CLIENT_PROBE, self.client_address],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **self.environment()},
+                timeout=120,
+            )
+            if answer.returncode == 0:
+                return
+            time.sleep(2 * (attempt + 1))
+        raise RuntimeError(f"no Ray Client connection after {attempts} attempts: {answer.stderr[-2000:]}")
+
     def pids(self, node: Node) -> list[int]:
         listed = subprocess.run(["ip", "netns", "pids", node.namespace], capture_output=True, text=True)
         return [int(pid) for pid in listed.stdout.split()]
@@ -224,6 +241,16 @@ class NetnsCluster:
                 os.kill(pid, signal.SIGKILL)
         if node.process is not None:
             node.process.wait()
+
+    def restart(self) -> None:
+        """Every node ended and started again, the head first: a new cluster at the same addresses (after the head
+        was lost, the other nodes' raylets cannot join a new head)."""
+        for node in self.nodes:
+            self.kill(node)
+        for node in self.nodes:
+            self.start(node)
+        self.wait_for_nodes(len(self.nodes))
+        self.wait_for_client()
 
     def partition(self, node: Node, down: bool) -> None:
         """Cuts `node` off the network (its link on the bridge down), or joins it again."""
@@ -253,6 +280,7 @@ class NetnsCluster:
 
 
 _PORT_PROBE = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()"
+_CLIENT_PROBE = "import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR'); ray.shutdown()"
 _ALIVE_PROBE = (
     "import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR'); "
     "print(' '.join(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"

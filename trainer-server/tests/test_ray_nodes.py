@@ -14,7 +14,7 @@ import pytest
 from agentrl.contract.config import load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
-from netns_cluster import NetnsCluster, unavailable
+from netns_cluster import NetnsCluster, Node, unavailable
 from test_cluster import (
     TWO_STEPS,
     assert_same_episodes,
@@ -164,56 +164,151 @@ class SlowLookupEnv(LookupEnv):
 """
 
 
-def test_a_worker_node_lost_mid_step_costs_no_episode(cluster, project, one_process_run, tmp_path):
-    """Both worker nodes hold a rollout worker; the node without the learner worker is killed (its raylet and every
-    process on it, by pid) during step 2's rollouts: Ray restarts its rollout worker on the other node, whose share
-    runs again there, and the run records each episode once, as one process does."""
-    started = tmp_path / "shared" / "rollouts-started"
-    started.parent.mkdir()
-    (project / "slow_env.py").write_text(SLOW_ENV.replace("STARTED_PATH", str(started)))
-    runs = tmp_path / "runs"
-    try:
-        process = train_on(
-            cluster,
-            project,
-            runs,
-            "cluster.backend=ray",
-            "cluster.rollout_workers=2",
-            "cluster.learner_workers=1",
-            "cluster.rollout_resources.cpus=1",
-            "cluster.learner_resources.cpus=1",
-            "cluster.max_restarts=2",
-            f"env.module={project / 'slow_env.py'}",
-            "env.class_name=SlowLookupEnv",
-        )
-        victim = placed = None
-        deadline = time.monotonic() + 300
-        while victim is None and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.2)
-            reports = [worker_reports(run) for run in runs.glob("*/")] if runs.exists() else []
-            # a worker still starting has no node yet
-            placed = {(w["role"], w["index"]): w.get("node") for w in reports[0][-1]} if reports and reports[0] else {}
-            if placed.get(("learner", 0)) and started.exists() and started.stat().st_mtime > time.time() - 1:
-                rollout_nodes = {placed[("rollout", 0)], placed[("rollout", 1)]} - {placed[("learner", 0)]}
-                assert rollout_nodes, f"both rollout workers share the learner's node: {placed}"
-                victim = next(node for node in cluster.nodes if node.address in rollout_nodes)
-        assert victim is not None, f"step 2's rollouts were never seen under way: {placed}"
-        killed_at = time.monotonic()
-        cluster.kill(victim)
-        run_dir = finished_run(process, runs)
-        recovered_s = time.monotonic() - killed_at
-    finally:
-        (project / "slow_env.py").unlink()
-        if victim is not None and victim.process is not None and victim.process.poll() is not None:
-            cluster.start(victim)  # the other tests' cluster: a replacement node at the same address
-            cluster.wait_for_nodes(len(cluster.nodes))
+# One learner worker and two rollout workers of 1 CPU: after a worker node is lost, the other (3 CPUs) holds them all.
+SLOW_RUN = (
+    "cluster.backend=ray",
+    "cluster.rollout_workers=2",
+    "cluster.learner_workers=1",
+    "cluster.rollout_resources.cpus=1",
+    "cluster.learner_resources.cpus=1",
+    "cluster.max_restarts=2",
+    "env.class_name=SlowLookupEnv",
+)
+
+
+@pytest.fixture
+def started(project, tmp_path):
+    """The slow env beside the project's (slow_env.py) and the file it touches at each episode's start."""
+    marker = tmp_path / "shared" / "rollouts-started"
+    marker.parent.mkdir()
+    (project / "slow_env.py").write_text(SLOW_ENV.replace("STARTED_PATH", str(marker)))
+    yield marker
+    (project / "slow_env.py").unlink()
+
+
+def slow_run(cluster, project, runs: Path, *overrides: str) -> subprocess.Popen[str]:
+    return train_on(cluster, project, runs, *SLOW_RUN, f"env.module={project / 'slow_env.py'}", *overrides)
+
+
+def during_step_2(cluster, process, runs: Path, started: Path) -> tuple[Node, dict]:
+    """Once step 2's rollouts are under way (the learner worker placed, an episode started in the last second): the
+    worker node that holds a rollout worker and not the learner worker, and where each worker is."""
+    placed: dict = {}
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+        reports = [worker_reports(run) for run in runs.glob("*/")] if runs.exists() else []
+        # a worker still starting has no node yet
+        placed = {(w["role"], w["index"]): w.get("node") for w in reports[0][-1]} if reports and reports[0] else {}
+        if placed.get(("learner", 0)) and started.exists() and started.stat().st_mtime > time.time() - 1:
+            rollout_nodes = {placed[("rollout", 0)], placed[("rollout", 1)]} - {placed[("learner", 0)]}
+            assert rollout_nodes, f"both rollout workers share the learner's node: {placed}"
+            return next(node for node in cluster.nodes if node.address in rollout_nodes), placed
+    raise AssertionError(f"step 2's rollouts were never seen under way: {placed}")
+
+
+def assert_each_episode_once(run_dir: Path, steps: int) -> None:
+    places = sorted((r["step"], r["group"], r["sample"]) for r in trajectories(run_dir))
+    assert places == [(step, group, sample) for step in range(1, steps + 1) for group in (0, 1) for sample in range(8)]
+
+
+def assert_lost_share_ran_again(run_dir: Path, victim: Node, placed: dict) -> None:
     events = read_events(run_dir)
     assert latest_status(events)["status"] == "completed"
     restarts = [e["data"] for e in events if e["type"] == "worker_restarted"]
     assert restarts and all(r["step"] == 2 for r in restarts), restarts
-    places = sorted((r["step"], r["group"], r["sample"]) for r in trajectories(run_dir))
-    assert places == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
-    assert_same_episodes(run_dir, one_process_run)
     lost = next(index for (role, index), node in placed.items() if role == "rollout" and node == victim.address)
     assert "restarting" in states_of(worker_reports(run_dir), "rollout", lost)
-    print(f"node {victim.address} killed in step 2: the run completed {recovered_s:.1f} s later")
+
+
+def restored(cluster: NetnsCluster, node: Node) -> None:
+    """`node` again as it was, for the module's next tests: its processes ended, a fresh node at its address."""
+    cluster.partition(node, down=False)
+    cluster.kill(node)
+    cluster.start(node)
+    cluster.wait_for_nodes(len(cluster.nodes))
+
+
+def test_a_worker_node_lost_mid_step_costs_no_episode(cluster, project, one_process_run, started, tmp_path):
+    """Both worker nodes hold a rollout worker; the node without the learner worker is killed (its raylet and every
+    process on it, by pid) during step 2's rollouts: Ray restarts its rollout worker on the other node, whose share
+    runs again there, and the run records each episode once, as one process does."""
+    runs = tmp_path / "runs"
+    process = slow_run(cluster, project, runs)
+    victim, placed = during_step_2(cluster, process, runs, started)
+    try:
+        killed_at = time.time()
+        cluster.kill(victim)
+        run_dir = finished_run(process, runs)
+        recovered_s = time.time() - killed_at
+    finally:
+        restored(cluster, victim)
+    assert_lost_share_ran_again(run_dir, victim, placed)
+    assert_each_episode_once(run_dir, 2)
+    assert_same_episodes(run_dir, one_process_run)
+    rerun_s = next(e["time"] for e in read_events(run_dir) if e["type"] == "worker_restarted") - killed_at
+    print(
+        f"node {victim.address} killed in step 2: the run noticed its worker lost {rerun_s:.1f} s later, and completed "
+        f"{recovered_s:.1f} s later"
+    )
+
+
+def test_a_worker_node_cut_off_for_30_s_costs_no_episode(cluster, project, one_process_run, started, tmp_path):
+    """The node's link is down for 30 s during step 2's rollouts: Ray declares the node dead once its health checks
+    fail, the rollout worker there restarts on the other node and its share runs again; the node, back on the
+    network, finds itself declared dead and ends."""
+    runs = tmp_path / "runs"
+    process = slow_run(cluster, project, runs)
+    victim, placed = during_step_2(cluster, process, runs, started)
+    try:
+        cut_at = time.time()
+        cluster.partition(victim, down=True)
+        time.sleep(30)
+        cluster.partition(victim, down=False)
+        run_dir = finished_run(process, runs)
+        completed_s = time.time() - cut_at
+    finally:
+        restored(cluster, victim)
+    assert_lost_share_ran_again(run_dir, victim, placed)
+    assert_each_episode_once(run_dir, 2)
+    assert_same_episodes(run_dir, one_process_run)
+    rerun_s = next(e["time"] for e in read_events(run_dir) if e["type"] == "worker_restarted") - cut_at
+    print(
+        f"node {victim.address} cut off in step 2 for 30 s: the run noticed its worker lost {rerun_s:.1f} s after the cut, "
+        f"and completed {completed_s:.1f} s after it"
+    )
+
+
+def test_the_head_node_lost_ends_the_run_and_a_new_head_resumes_it(cluster, project, started, tmp_path):
+    """The head (the GCS, Ray Client's server) is killed during step 2: the driver loses the cluster, the run ends
+    failed with its step-1 checkpoint intact; on a new cluster at the same address, `agentrl train --resume`
+    continues from that checkpoint to the end, each episode recorded once."""
+    runs = tmp_path / "runs"
+    process = slow_run(cluster, project, runs, "train.steps=3", "train.checkpoint_every=1")
+    during_step_2(cluster, process, runs, started)
+    [run_dir] = list(runs.glob("*/"))
+    assert (run_dir / "checkpoints" / "step-000001").is_dir()
+    killed_at = time.monotonic()
+    cluster.kill(cluster.head)
+    output, _ = process.communicate(timeout=600)
+    ended_s = time.monotonic() - killed_at
+    assert process.returncode != 0, output[-3000:]
+    status = latest_status(read_events(run_dir))
+    assert status["status"] == "failed" and status["step"] == 1, status
+    rebuilt_at = time.monotonic()
+    cluster.restart()
+    rebuilt_s = time.monotonic() - rebuilt_at
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli", "train", "--resume", str(run_dir)],
+        env={**os.environ, **cluster.environment()},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert latest_status(read_events(run_dir))["status"] == "completed"
+    assert_each_episode_once(run_dir, 3)
+    print(
+        f"head killed in step 2: the driver ended {ended_s:.1f} s later; a new cluster took {rebuilt_s:.1f} s, the "
+        f"resume {time.monotonic() - rebuilt_at - rebuilt_s:.1f} s"
+    )
