@@ -229,53 +229,39 @@ def restored(cluster: NetnsCluster, node: Node) -> None:
     cluster.wait_for_nodes(len(cluster.nodes))
 
 
-def test_a_worker_node_lost_mid_step_costs_no_episode(cluster, project, one_process_run, started, tmp_path):
-    """Both worker nodes hold a rollout worker; the node without the learner worker is killed (its raylet and every
-    process on it, by pid) during step 2's rollouts: Ray restarts its rollout worker on the other node, whose share
-    runs again there, and the run records each episode once, as one process does."""
+def kill_node(cluster: NetnsCluster, node: Node) -> None:
+    cluster.kill(node)
+
+
+def cut_off_for_30_s(cluster: NetnsCluster, node: Node) -> None:
+    cluster.partition(node, down=True)
+    time.sleep(30)
+    cluster.partition(node, down=False)
+
+
+@pytest.mark.parametrize("fault", [kill_node, cut_off_for_30_s], ids=["killed", "cut-off"])
+def test_a_worker_node_lost_mid_step_costs_no_episode(fault, cluster, project, one_process_run, started, tmp_path):
+    """Both worker nodes hold a rollout worker; during step 2's rollouts the node without the learner worker is
+    killed (its raylet and every process on it, by pid), or its link is down for 30 s (Ray declares it dead once its
+    health checks fail, or the share's answer is lost). Its rollout worker restarts on the other node, its share runs
+    again there, and the run records each episode once, as one process does."""
     runs = tmp_path / "runs"
     process = slow_run(cluster, project, runs)
     victim, placed = during_step_2(cluster, process, runs, started)
     try:
-        killed_at = time.time()
-        cluster.kill(victim)
+        fault_at = time.time()
+        fault(cluster, victim)
         run_dir = finished_run(process, runs)
-        recovered_s = time.time() - killed_at
+        completed_s = time.time() - fault_at
     finally:
         restored(cluster, victim)
     assert_lost_share_ran_again(run_dir, victim, placed)
     assert_each_episode_once(run_dir, 2)
     assert_same_episodes(run_dir, one_process_run)
-    rerun_s = next(e["time"] for e in read_events(run_dir) if e["type"] == "worker_restarted") - killed_at
+    noticed_s = next(e["time"] for e in read_events(run_dir) if e["type"] == "worker_restarted") - fault_at
     print(
-        f"node {victim.address} killed in step 2: the run noticed its worker lost {rerun_s:.1f} s later, and completed "
-        f"{recovered_s:.1f} s later"
-    )
-
-
-def test_a_worker_node_cut_off_for_30_s_costs_no_episode(cluster, project, one_process_run, started, tmp_path):
-    """The node's link is down for 30 s during step 2's rollouts: Ray declares the node dead once its health checks
-    fail, the rollout worker there restarts on the other node and its share runs again; the node, back on the
-    network, finds itself declared dead and ends."""
-    runs = tmp_path / "runs"
-    process = slow_run(cluster, project, runs)
-    victim, placed = during_step_2(cluster, process, runs, started)
-    try:
-        cut_at = time.time()
-        cluster.partition(victim, down=True)
-        time.sleep(30)
-        cluster.partition(victim, down=False)
-        run_dir = finished_run(process, runs)
-        completed_s = time.time() - cut_at
-    finally:
-        restored(cluster, victim)
-    assert_lost_share_ran_again(run_dir, victim, placed)
-    assert_each_episode_once(run_dir, 2)
-    assert_same_episodes(run_dir, one_process_run)
-    rerun_s = next(e["time"] for e in read_events(run_dir) if e["type"] == "worker_restarted") - cut_at
-    print(
-        f"node {victim.address} cut off in step 2 for 30 s: the run noticed its worker lost {rerun_s:.1f} s after the cut, "
-        f"and completed {completed_s:.1f} s after it"
+        f"node {victim.address}, {fault.__name__} in step 2: the run noticed its worker lost {noticed_s:.1f} s after, "
+        f"and completed {completed_s:.1f} s after"
     )
 
 
