@@ -218,6 +218,14 @@ def test_the_openenv_example_serves_its_env_and_plays_an_episode_in_one_session(
 @pytest.mark.parametrize(("where", "code"), _blocks("yaml"), ids=[where for where, _ in _blocks("yaml")])
 def test_every_yaml_block_is_a_valid_run_config_fragment(where, code):
     fragment = yaml.safe_load(code)
+    if "apiVersion" in fragment:  # a Kubernetes manifest, not a run config: docs/ray.md's KubeRay cluster, whose head
+        # keeps no CPUs for workers and serves Ray Client, as the page's bare-machine commands do
+        assert fragment["kind"] == "RayCluster"
+        assert fragment["spec"]["headGroupSpec"]["rayStartParams"] == {
+            "num-cpus": "0",
+            "ray-client-server-port": "10001",
+        }
+        return
     config = {"data": {"train": "tasks.jsonl"}, **fragment}
     if "env" not in config and "agent" not in config:
         config["env"] = {"module": "env.py", "class_name": "Env"}
