@@ -16,7 +16,7 @@ from agentrl.models.loading import load_policy
 from agentrl.rollout.episode import episode_from_record
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.atif import record_to_atif
-from agentrl.run.runstore import read_events
+from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.sft_data import sft_episodes_of
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG
@@ -176,6 +176,45 @@ def test_a_runs_episodes_picked_by_where_are_read_back_token_exact(tmp_path):
     step_file.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ValueError, match=r"step-000000.trajectories.jsonl:1: recorded with another tokenizer"):
         sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"run": str(played)}]))
+
+
+def test_a_training_set_is_learned_from_token_exact_from_the_turn_each_line_names(tmp_path):
+    """The editor's training set (protocol/schemas/training-set.schema.json): a recorded episode whole is read back
+    as its run wrote it; from turn 1, the first turn and what it was told back become context (never trained), and
+    only the later turn's sampled tokens are learned. A run trains on it; a damaged line is named by file and line."""
+    config_path, played = scripted_try(tmp_path, ["3"], 1)
+    [record] = [json.loads(line) for line in (played / "trajectories" / "step-000000.trajectories.jsonl").open()]
+    assert len(record["turns"]) == 2  # the call, then the answer
+    lines = [{"episode": record, "from_turn": 0}, {"episode": record, "from_turn": 1}]
+    (config_path.parent / "picked.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    whole, from_second = sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"episodes": "picked.jsonl"}]))
+    tokens = record["tokens"]
+    assert whole.token_ids == tokens["ids"] and whole.loss_mask == tokens["loss_mask"]
+    assert from_second.token_ids == tokens["ids"]  # the same sequence: what the model saw is unchanged
+    second = [m and turn == 1 for m, turn in zip(tokens["loss_mask"], tokens["turn"])]
+    assert from_second.loss_mask == [int(b) for b in second] and sum(second) > 0
+    assert [t.assistant for t in from_second.turns] == [record["turns"][1]["assistant"]]
+    assert from_second.turn_end_positions == whole.turn_end_positions[1:]
+    from_second.check_invariants()
+
+    trained = train(
+        load_config(lookup_folder(tmp_path, ["3"], sft=[{"episodes": "picked.jsonl"}], train={"batch_size": 2})),
+        runs_dir=tmp_path / "runs",
+        config_base_dir=config_path.parent,
+    )
+    assert latest_status(read_events(trained))["status"] == "completed"
+    learned = json.loads((trained / "trajectories" / "step-000001.trajectories.jsonl").read_text().splitlines()[1])
+    assert sum(a is not None for a in learned["tokens"]["advantage"]) == sum(second)
+
+    damaged = {
+        "from_turn 2: the episode has 2 turns": {"episode": record, "from_turn": 2},
+        "not a training set line": {"episode": {"id": "x"}, "from_turn": 0},
+        "not a training set line .*from_turn": {"episode": record, "from_turn": -1},
+    }
+    for message, line in damaged.items():
+        (config_path.parent / "damaged.jsonl").write_text(json.dumps(lines[0]) + "\n" + json.dumps(line) + "\n")
+        with pytest.raises(ValueError, match=rf"data.sft\[0\]: .*damaged.jsonl:2: {message}"):
+            sft_episodes(lookup_folder(tmp_path, ["3"], sft=[{"episodes": "damaged.jsonl"}]))
 
 
 def foreign_atif(key: str) -> dict:

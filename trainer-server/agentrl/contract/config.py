@@ -23,7 +23,13 @@ from agentrl.contract.env_sources import AgentConfig, EnvConfig, env_module_is_f
 from agentrl.contract.files_inside import read_inside
 from agentrl.contract.health_config import HealthConfig
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, YamlTooLarge, load_yaml
-from agentrl.contract.training_config import AlgorithmConfig, DataConfig, RolloutConfig, TrainConfig
+from agentrl.contract.training_config import (
+    SFT_SOURCE_KINDS,
+    AlgorithmConfig,
+    DataConfig,
+    RolloutConfig,
+    TrainConfig,
+)
 
 CONFIG_SUFFIX = ".agentrl.yaml"
 SCHEMA_ID = "https://agent-rl-studio.dev/schemas/run-config.schema.json"
@@ -403,7 +409,7 @@ def resolve_paths(config: RunConfig, base_dir: Path) -> RunConfig:
     if resolved.data.eval:
         resolved.data.eval = absolute("data.eval", resolved.data.eval)
     for index, source in enumerate(resolved.data.sft):
-        for kind in ("run", "demonstrations", "atif"):
+        for kind in SFT_SOURCE_KINDS:
             if getattr(source, kind) is not None:
                 setattr(source, kind, absolute(f"data.sft[{index}].{kind}", getattr(source, kind)))
     if resolved.logging.tensorboard:

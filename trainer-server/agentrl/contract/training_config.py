@@ -61,6 +61,10 @@ class EpisodeFilter(Section):
     health_code: str | None = Field(None, description="A health alert that fired at its step.")
 
 
+# The kinds of data.sft source, each a path: exactly one a source.
+SFT_SOURCE_KINDS = ("run", "demonstrations", "atif", "episodes")
+
+
 class SftSource(Section):
     """Episodes to learn from, token by token (algorithm.name: sft): a run's recorded episodes, demonstrations, or ATIF
     trajectories."""
@@ -95,13 +99,23 @@ class SftSource(Section):
         ),
     )
 
+    episodes: str | None = Field(
+        None,
+        description=(
+            "A training set (relative to this config): a JSON Lines file of recorded episodes picked in the editor "
+            "(Add to Training Set, in the replay, Search Episodes or a chart's group view), one a line as "
+            "protocol/schemas/training-set.schema.json says: {episode: a trajectory record, from_turn}. Read "
+            "token-exact, the tokenizer checked, as for `run`; the turns before from_turn are context, not learned."
+        ),
+    )
+
     @model_validator(mode="after")
     def _one_kind(self) -> SftSource:
-        given = [kind for kind in ("run", "demonstrations", "atif") if getattr(self, kind) is not None]
+        given = [kind for kind in SFT_SOURCE_KINDS if getattr(self, kind) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give one of run (a run folder's episodes), demonstrations (a JSON Lines file) or atif (ATIF "
-                "trajectories), not " + (" and ".join(given) if given else "none")
+                "give one of run (a run folder's episodes), demonstrations (a JSON Lines file), atif (ATIF "
+                "trajectories) or episodes (a training set), not " + (" and ".join(given) if given else "none")
             )
         if self.run is None and self.where != EpisodeFilter():
             raise ValueError("where picks a run's episodes: a demonstrations or ATIF file is read whole")

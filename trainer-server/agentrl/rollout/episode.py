@@ -10,7 +10,7 @@ rollout writes into an episode: the learner's advantages reach the trajectory fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agentrl.environment.env import reward_problem
@@ -301,3 +301,25 @@ def episode_from_record(record: dict[str, Any]) -> Episode:
             ends[turn] = position  # the last sampled token of each turn
     episode.turn_end_positions = [ends[t.index] for t in episode.turns if t.index in ends]
     return episode
+
+
+def learned_from_turn(episode: Episode, first: int) -> Episode:
+    """The episode learned from turn `first` onward: every token before that turn (the prompt, the earlier turns'
+    sampled tokens and what they were told back) becomes the prompt, as context that is never trained; the turns
+    from `first` keep their tokens and records, numbered from 0. ValueError when the episode has no such turn."""
+    if first == 0:
+        return episode
+    if not 0 < first < len(episode.turns):
+        raise ValueError(
+            f"from_turn {first}: the episode has {len(episode.turns)} turns (0 to {len(episode.turns) - 1})"
+        )
+    context = next(position for position, turn in enumerate(episode.token_turns) if turn >= first)
+    return replace(
+        episode,
+        token_roles=["prompt"] * context + episode.token_roles[context:],
+        token_turns=[-1] * context + [turn - first for turn in episode.token_turns[context:]],
+        loss_mask=[0] * context + episode.loss_mask[context:],
+        rollout_logprobs=[None] * context + episode.rollout_logprobs[context:],
+        turns=[replace(turn, index=turn.index - first) for turn in episode.turns[first:]],
+        turn_end_positions=episode.turn_end_positions[first:],
+    )

@@ -5,8 +5,10 @@ that run's search index, episode_search.py) and read back token-exact from its s
 what that run's model saw and sampled, so the run must use the same tokenizer, which is checked token by token. A
 `demonstrations` source is a JSON Lines file of chat transcripts, rendered as a rollout renders an episode
 (rollout/demonstrations.py). An `atif` source is ATIF trajectories (run/atif.py): one agentrl wrote carries its token
-sequence and is read as a run's episode is; another tool's is rendered as a demonstration of what it holds. Every
-problem names the source, and the file and line where one is to blame.
+sequence and is read as a run's episode is; another tool's is rendered as a demonstration of what it holds. An
+`episodes` source is a training set the editor gathered: recorded episodes whole, read as a run's are, each learned
+from the turn its line names (the earlier turns are its context). Every problem names the source, and the file and
+line where one is to blame.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any
 
 from agentrl.contract.config import RunConfig
 from agentrl.contract.files_inside import open_inside, parse_json
+from agentrl.contract.schemas import file_validator
 from agentrl.contract.tasks import items_for_step
 from agentrl.contract.training_config import EpisodeFilter, SftSource
 from agentrl.environment.env import ToolEnv
 from agentrl.environment.toolcall import get_format
 from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.demonstrations import render_demonstration
-from agentrl.rollout.episode import Episode, episode_from_record
+from agentrl.rollout.episode import Episode, episode_from_record, learned_from_turn
 from agentrl.rollout.loop import start_episode
 from agentrl.run.atif import atif_to_record
 from agentrl.run.episode_search import EpisodeSearch, Filters, Range
@@ -72,16 +75,18 @@ def load_sft_episodes(
                 found = _run_episodes(Path(source.run), source.where, chat.tokenizer, max_context)
             elif source.demonstrations is not None:
                 found = _demonstrations(Path(source.demonstrations), chat, eos_id, env_tools, max_context)
-            else:
-                assert source.atif is not None
+            elif source.atif is not None:
                 found = _atif_episodes(Path(source.atif), chat, eos_id, env_tools, max_context)
+            else:
+                assert source.episodes is not None
+                found = _training_set_episodes(Path(source.episodes), chat.tokenizer, max_context)
         except (OSError, ValueError) as err:
             raise ValueError(f"{key}: {err}") from None
         if not found:
             what = (
                 f"no episode of {source.run} passes `where`"
                 if source.run
-                else f"{source.demonstrations or source.atif} is empty"
+                else f"{source.demonstrations or source.atif or source.episodes} is empty"
             )
             raise ValueError(f"{key}: {what}")
         episodes += found
@@ -155,6 +160,32 @@ def _recorded_episode(record: dict[str, Any], tokenizer: Any, max_context: int, 
     if len(episode.token_ids) > max_context:
         raise ValueError(f"{where}: {len(episode.token_ids)} tokens, over rollout.max_context ({max_context})")
     return episode
+
+
+def _training_set_episodes(path: Path, tokenizer: Any, max_context: int) -> list[Episode]:
+    """A training set's episodes (protocol/schemas/training-set.schema.json), each read back token-exact as a run's
+    recorded episode is and learned from its line's from_turn on."""
+    check = file_validator("training-set.schema.json")
+    episodes = []
+    with open_inside(path.parent, path.name, None) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                picked = parse_json(line)
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+            problem = next(iter(check.iter_errors(picked)), None)
+            if problem is not None:
+                at = "/".join(str(part) for part in problem.absolute_path) or "the line"
+                raise ValueError(f"{where}: not a training set line ({at}: {problem.message[:200]})")
+            episode = _recorded_episode(picked["episode"], tokenizer, max_context, where)
+            try:
+                episodes.append(learned_from_turn(episode, picked["from_turn"]))
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+    return episodes
 
 
 def _check_tokenizer(record: dict[str, Any], tokenizer: Any, where: str) -> None:
