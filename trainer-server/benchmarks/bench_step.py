@@ -251,8 +251,13 @@ class PlainLearner(Learner):
         logprobs_all = torch.log_softmax(logits, -1)
         picked = logprobs_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
         entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        greedy = (logprobs_all.argmax(-1) == input_ids[:, 1:]).float()
         zeros = torch.zeros((len(batch), 1), device=self.device)
-        return {"logprobs": torch.cat([zeros, picked], 1), "entropy": torch.cat([zeros, entropy], 1)}
+        return {
+            "logprobs": torch.cat([zeros, picked], 1),
+            "entropy": torch.cat([zeros, entropy], 1),
+            "greedy": torch.cat([zeros, greedy], 1),
+        }
 
 
 def learn(model_path: str, episodes: int, source: Path, plain: bool) -> dict[str, float]:

@@ -83,6 +83,7 @@ def test_logprob_gap_is_tiny_for_the_same_weights_and_advantages_come_back_per_e
         "loss/policy",
         "actor/entropy",
         "actor/clip_frac",
+        "actor/token_accuracy",
         "actor/grad_norm",
         "adv/std",
         "perf/train_tokens_per_s",
@@ -274,6 +275,8 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, 
     generator = torch.Generator().manual_seed(0)
     hidden = torch.randn(40, model.config.hidden_size, generator=generator)
     targets = torch.randint(0, model.config.vocab_size, (40,), generator=generator)
+    with torch.no_grad():  # half the targets the most likely token, for the token accuracy to tell them apart
+        targets[::2] = vocabulary_logits(model, hidden)[::2].argmax(-1)
     loss_weights = torch.randn(2, 40, generator=generator)
 
     def gradients(logprobs, entropy, leaf):
@@ -291,7 +294,7 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, 
     whole_grads = gradients(whole, whole_entropy, whole_hidden)
 
     chunked_hidden = hidden.clone().requires_grad_(True)
-    chunked, entropy = target_logprobs(
+    chunked, entropy, greedy = target_logprobs(
         model,
         chunked_hidden,
         targets,
@@ -303,12 +306,13 @@ def test_chunked_projection_equals_the_whole_one(tiny, monkeypatch, chunk_rows, 
     )
     assert torch.allclose(chunked, whole, atol=1e-5)
     assert torch.allclose(entropy, whole_entropy, atol=1e-5)
+    assert torch.equal(greedy, (logprobs_all.argmax(-1) == targets).float()) and greedy[::2].all()
     for a, b in zip(gradients(chunked, entropy, chunked_hidden), whole_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
 
     entropy_calls = count_entropy_calls(monkeypatch)
     reported_hidden = hidden.clone().requires_grad_(True)
-    logprobs, reported = target_logprobs(
+    logprobs, reported, _ = target_logprobs(
         model,
         reported_hidden,
         targets,

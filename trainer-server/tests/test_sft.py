@@ -326,6 +326,7 @@ def test_an_sft_run_trains_on_the_assistant_tokens_and_resumes_exactly(tmp_path)
     straight = train(load_config(config_path), runs_dir=tmp_path / "a", config_base_dir=config_path.parent)
     metrics = {e["data"]["step"]: e["data"]["metrics"] for e in read_events(straight) if e["type"] == "metrics"}
     assert metrics[6]["loss/policy"] < 0.8 * metrics[1]["loss/policy"]  # the mean NLL of the demonstrated tokens
+    assert 0 <= metrics[1]["actor/token_accuracy"] < metrics[6]["actor/token_accuracy"] <= 1
     assert "actor/logprob_gap" not in metrics[1]
     assert metrics[1]["reward/mean"] == 1.5 and metrics[1]["tools/calls_per_episode"] == 1.0
     assert not [e for e in read_events(straight) if e["type"] == "health"]

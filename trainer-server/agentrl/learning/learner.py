@@ -183,8 +183,9 @@ class Learner:
     def _forward(
         self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
     ) -> dict[str, torch.Tensor]:
-        """Per-token logprob of each token given its prefix (entry t: token t), its entropy `with_entropy`
-        (the training pass, which reports it; with a graph when it is in the loss), and values.
+        """Per-token logprob of each token given its prefix (entry t: token t), its entropy and whether it is the
+        most likely token `with_entropy` (the training pass, which reports them; the entropy with a graph when it is
+        in the loss), and values.
 
         Four savings, all exact. The micro-batch runs at its own width, and its rows were bucketed by
         length or by group (`_micro_rows`), so little padding or prompt is computed. The vocabulary
@@ -213,7 +214,7 @@ class Learner:
                 # Under checkpointing transformers turns use_cache off (with a warning); the layers still read `past`.
                 use_cache=past is not None and not gradient_checkpointing(model),
             ).last_hidden_state  # [B, width - shared, H]
-        picked, entropy = target_logprobs(
+        picked, entropy, greedy = target_logprobs(
             model,
             hidden[rows, targets - 1 - shared],  # [N, H]: the hidden state that predicts each read token
             input_ids[rows, targets],
@@ -223,8 +224,9 @@ class Learner:
         )
         shape = (len(batch), batch.input_ids.shape[1])
         result = {"logprobs": torch.zeros(shape, device=self.device).index_put((rows, targets), picked)}
-        if entropy is not None:
+        if entropy is not None and greedy is not None:
             result["entropy"] = torch.zeros(shape, device=self.device).index_put((rows, targets), entropy)
+            result["greedy"] = torch.zeros(shape, device=self.device).index_put((rows, targets), greedy)
         if with_values:
             assert self.critic is not None
             result["values"] = nn.functional.pad(self.critic(hidden), (0, shape[1] - width))
@@ -494,6 +496,8 @@ class Learner:
         parts["loss/policy"] = aggregate(per_token, micro_mask, cfg.loss_agg, step.norm)
         parts["actor/entropy"] = aggregate(out["entropy"], micro_mask, "token-mean", step.computed_norm)
         parts["actor/clip_frac"] = aggregate(clipped, micro_mask, "token-mean", step.computed_norm)
+        # The share of trained tokens that are the policy's most likely one: sft's token accuracy.
+        parts["actor/token_accuracy"] = aggregate(out["greedy"], micro_mask, "token-mean", step.computed_norm)
         loss = parts["loss/policy"] - cfg.entropy_coef * parts["actor/entropy"]
         if step.kl_in_loss:  # the reference is frozen: its logprobs from the scoring pass still hold
             ref = step.scored["ref_logprobs"][rows].to(self.device)

@@ -71,6 +71,12 @@ def entropy_from_logits(logits: torch.Tensor, normaliser: torch.Tensor) -> torch
     return normaliser - (torch.softmax(logits, -1) * logits).sum(-1)  # H = log Z - E_p[logit]
 
 
+def greedy_hits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """1.0 where the target is the policy's most likely token (its logit the row's largest; the soft-cap and the
+    temperature keep the order): the token accuracy an sft run reports, and a sampled token's greediness in RL."""
+    return (logits.gather(-1, targets[:, None]).squeeze(-1) >= logits.amax(-1)).float()
+
+
 def _target_logprob(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """log pi(a) = logit_a - log Z for each row of float32 sampling logits [rows, V], and log Z."""
     normaliser = torch.logsumexp(logits, -1)
@@ -108,13 +114,13 @@ class _OutputHeadLogprobs(torch.autograd.Function):
         bias: torch.Tensor | None,
         targets: torch.Tensor,
         settings: dict[str, Any],
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dtype, rows = settings["dtype"], settings["chunk_rows"]
         with torch.autocast(hidden.device.type, enabled=False):  # the dtypes are chosen here, as autocast would
             inputs = hidden.to(dtype)
             head = weight.to(dtype)
             head_bias = None if bias is None else bias.to(dtype)
-            picked, normalisers, entropies, kept = [], [], [], []
+            picked, normalisers, entropies, hits, kept = [], [], [], [], []
             for hidden_chunk, target_chunk in zip(inputs.split(rows), targets.split(rows)):
                 raw = nn.functional.linear(hidden_chunk, head, head_bias)  # [rows, V]
                 logits = _sampling_logits(raw, settings["cap"], settings["temperature"])
@@ -123,20 +129,22 @@ class _OutputHeadLogprobs(torch.autograd.Function):
                 normalisers.append(normaliser)
                 if settings["entropy"]:
                     entropies.append(entropy_from_logits(logits, normaliser))
+                    hits.append(greedy_hits(logits, target_chunk))
                 if settings["keep_logits"]:
                     kept.append(raw)
         logprobs = torch.cat(picked)
         entropy = torch.cat(entropies) if entropies else logprobs.new_zeros(0)
-        if not settings["entropy_grad"]:
-            ctx.mark_non_differentiable(entropy)
+        greedy = torch.cat(hits) if hits else logprobs.new_zeros(0)
+        # One call: each call replaces the last one's set.
+        ctx.mark_non_differentiable(greedy, *([] if settings["entropy_grad"] else [entropy]))
         ctx.settings = settings
         ctx.input_dtype = hidden.dtype
         ctx.save_for_backward(inputs, head, head_bias, targets, torch.cat(normalisers), entropy, *kept)
-        return logprobs, entropy
+        return logprobs, entropy, greedy
 
     @staticmethod
     def backward(  # type: ignore[override]
-        ctx: Any, logprob_grad: torch.Tensor, entropy_grad: torch.Tensor | None
+        ctx: Any, logprob_grad: torch.Tensor, entropy_grad: torch.Tensor | None, _greedy_grad: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, ...]:
         settings = ctx.settings
         inputs, head, head_bias, targets, normalisers, entropy, *kept = ctx.saved_tensors
@@ -177,17 +185,17 @@ class _OutputHeadLogprobs(torch.autograd.Function):
 
 def _chunk_logprobs(
     model: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool, entropy_grad: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     logits = vocabulary_logits(model, hidden).float()  # [rows, V]
     if temperature != 1.0:  # a full pass over [rows, V], and another in the backward
         logits = logits / temperature
     picked, normaliser = _target_logprob(logits, targets)
     if not entropy:
-        return picked, None
+        return picked, None, None
     # Last: non-reentrant checkpointing stops recomputing once it has every tensor the backward saved, so the
     # backward does not compute an entropy that carries no gradient again.
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        return picked, entropy_from_logits(logits, normaliser)
+        return picked, entropy_from_logits(logits, normaliser), greedy_hits(logits.detach(), targets)
 
 
 def target_logprobs(
@@ -200,9 +208,10 @@ def target_logprobs(
     entropy_grad: bool,
     chunk_rows: int | None = None,
     kept_logits_bytes: int = KEPT_LOGITS_BYTES,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log pi(target_n | hidden_n) for each of the N rows of `hidden` [N, H], and, when asked, the entropy of pi
-    there (with a graph only with `entropy_grad`): log_softmax(logits / T)[target] = logit_target / T - log Z.
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """log pi(target_n | hidden_n) for each of the N rows of `hidden` [N, H], and, when asked (`entropy`), the
+    entropy of pi there (with a graph only with `entropy_grad`) and whether the target is pi's most likely token
+    (`greedy_hits`, no graph): log_softmax(logits / T)[target] = logit_target / T - log Z.
 
     No [N, V] tensor is ever made at once: `chunk_rows` rows at a time (by default `LOGIT_CHUNK_BYTES` of float32
     logits) are projected by the model's own head. With gradients, when every chunk's logits together exceed
@@ -228,16 +237,19 @@ def target_logprobs(
             "entropy_grad": entropy and entropy_grad,
             "keep_logits": needs_graph and len(hidden) * vocabulary * dtype.itemsize <= kept_logits_bytes,
         }
-        logprobs, entropies = _OutputHeadLogprobs.apply(hidden, head.weight, head.bias, targets, settings)
-        return logprobs, entropies if entropy else None
+        logprobs, entropies, greedy = _OutputHeadLogprobs.apply(hidden, head.weight, head.bias, targets, settings)
+        return (logprobs, entropies, greedy) if entropy else (logprobs, None, None)
     checkpointed = torch.is_grad_enabled() and len(hidden) * vocabulary * dtype.itemsize > kept_logits_bytes
-    picked_chunks, entropy_chunks = [], []
+    picked_chunks, entropy_chunks, greedy_chunks = [], [], []
     for hidden_chunk, target_chunk in zip(hidden.split(chunk_rows), targets.split(chunk_rows)):
         args = (model, hidden_chunk, target_chunk, temperature, entropy, entropy_grad)
         if checkpointed:
-            picked, chunk_entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
+            picked, chunk_entropy, chunk_greedy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
         else:
-            picked, chunk_entropy = _chunk_logprobs(*args)
+            picked, chunk_entropy, chunk_greedy = _chunk_logprobs(*args)
         picked_chunks.append(picked)
         entropy_chunks.append(chunk_entropy)
-    return torch.cat(picked_chunks), torch.cat(entropy_chunks) if entropy else None
+        greedy_chunks.append(chunk_greedy)
+    if not entropy:
+        return torch.cat(picked_chunks), None, None
+    return torch.cat(picked_chunks), torch.cat(entropy_chunks), torch.cat(greedy_chunks)
