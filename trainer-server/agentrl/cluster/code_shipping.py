@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -89,35 +90,30 @@ def _installed(path: str) -> bool:
     )
 
 
+def _with_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """A config as JSON with `change` applied to each of its strings, everything else as it was."""
+    if isinstance(value, dict):
+        return {key: _with_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_strings(item, change) for item in value]
+    return change(value) if isinstance(value, str) else value
+
+
 def _named_files(config: dict[str, Any]) -> list[str]:
     """Every string of the config (as JSON) that is an absolute path to a file on this machine, or MODULE:NAME whose
     module is one; not what is installed (_INSTALLED)."""
     named: list[str] = []
 
-    def visit(value: Any) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-        elif isinstance(value, list):
-            for item in value:
-                visit(item)
-        elif isinstance(value, str):
-            for candidate in (value, value.rpartition(":")[0]):
-                if (
-                    candidate.startswith("/")
-                    and "\0" not in candidate
-                    and not _installed(candidate)
-                    and Path(candidate).is_file()
-                ):
+    def note(value: str) -> str:
+        for candidate in (value, value.rpartition(":")[0]):
+            if candidate.startswith("/") and "\0" not in candidate and not _installed(candidate):
+                if Path(candidate).is_file():
                     named.append(candidate)
                     break
+        return value
 
-    visit(config)
+    _with_strings(config, note)
     return list(dict.fromkeys(named))
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _add(shipped: ShippedFiles, place: str, path: Path) -> None:
@@ -139,7 +135,9 @@ def pack(config: RunConfig, runs_dir: Path | None = None) -> ShippedFiles:
         shipped.moves.append((str(root), ENV_PART))
         shipped.import_root = ENV_PART
     as_json = config.model_dump(mode="json")
-    outside = [named for named in _named_files(as_json) if root is None or not _inside(named, str(root))]
+    outside = [
+        named for named in _named_files(as_json) if root is None or not PurePosixPath(named).is_relative_to(root)
+    ]
     for index, named in enumerate(outside):
         place = f"{FILES_PART}/{index}/{Path(named).name}"  # the index keeps two files of one name apart
         _add(shipped, place, Path(named))
@@ -160,20 +158,18 @@ def pack(config: RunConfig, runs_dir: Path | None = None) -> ShippedFiles:
     return shipped
 
 
-def _relocated(value: Any, moves: list[tuple[str, str]]) -> Any:
-    """`value` (a config as JSON) with every string that is a moved path, lies in a moved folder, or is MODULE:NAME
-    with such a module, pointing at the move's place."""
-    if isinstance(value, dict):
-        return {key: _relocated(item, moves) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_relocated(item, moves) for item in value]
-    if not isinstance(value, str):
+def _relocated(config: dict[str, Any], moves: list[tuple[str, str]]) -> dict[str, Any]:
+    """The config (as JSON) with every string that is a moved path, lies in a moved folder, or is MODULE:NAME with
+    such a module, pointing at the move's place."""
+
+    def moved(value: str) -> str:
+        for candidate, suffix in ((value, ""), (value.rpartition(":")[0], ":" + value.rpartition(":")[2])):
+            for old, new in moves:
+                if candidate and PurePosixPath(candidate).is_relative_to(old):
+                    return new + candidate[len(old.rstrip("/")) :] + suffix
         return value
-    for candidate, suffix in ((value, ""), (value.rpartition(":")[0], ":" + value.rpartition(":")[2])):
-        for old, new in moves:
-            if candidate and _inside(candidate, old):
-                return new + candidate[len(old.rstrip("/")) :] + suffix
-    return value
+
+    return _with_strings(config, moved)
 
 
 class Unpacked:
