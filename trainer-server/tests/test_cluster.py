@@ -225,6 +225,40 @@ def test_a_cluster_too_small_for_the_workers_is_refused_before_any_waits(tmp_pat
         train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent)
 
 
+def test_workers_that_fit_in_total_but_on_no_node_are_refused_naming_the_nodes():
+    """Ray's totals add nodes up; a worker runs on one. Four 2-CPU nodes hold 8 CPUs and no learner of 4."""
+    from types import SimpleNamespace
+
+    from agentrl.cluster.connect import check_capacity, unplaced_worker
+
+    def cluster_of(*nodes):
+        return SimpleNamespace(
+            cluster_resources=lambda: {
+                "CPU": sum(n.get("CPU", 0) for n in nodes),
+                "GPU": sum(n.get("GPU", 0) for n in nodes),
+            },
+            nodes=lambda: (
+                [{"Alive": True, "Resources": n} for n in nodes] + [{"Alive": False, "Resources": {"CPU": 64}}]
+            ),
+        )
+
+    config = example(
+        *ON_RAY, "cluster.rollout_workers=2", "cluster.learner_workers=1", "cluster.learner_resources.cpus=4"
+    )
+    with pytest.raises(RuntimeError, match=r"a learner worker of 4 CPU / 0 GPU finds no node .*2 CPU / 0 GPU, 2 CPU"):
+        check_capacity(cluster_of(*[{"CPU": 2.0}] * 4), config.cluster)
+    check_capacity(cluster_of({"CPU": 4.0}, {"CPU": 2.0}), config.cluster)  # the learner on the 4, rollouts beside
+    # Largest first, each where it leaves the least room: two GPU learners and four rollouts on a 1-GPU and a 0-GPU
+    # node of 4 CPUs each, where placing rollouts first on the GPU node would leave a learner nowhere.
+    workers = [("rollout", 4, 1.0, 0.0), ("learner", 1, 2.0, 1.0)]
+    assert unplaced_worker([{"CPU": 4.0}, {"CPU": 4.0, "GPU": 1.0}], workers) is None
+    assert unplaced_worker([{"CPU": 4.0}, {"CPU": 4.0, "GPU": 1.0}], [*workers, ("learner", 1, 1.0, 1.0)]) == (
+        "learner",
+        1.0,
+        1.0,
+    )
+
+
 def test_a_rollout_worker_past_its_restarts_is_reported_dead_once():
     reports = []
     states = WorkerStates(reports.append)
@@ -363,4 +397,28 @@ def test_a_sharded_run_stopped_resumed_and_exported_trains_as_one_process_does(t
     exported = load_file(exported_file)
     assert last.name == "step-000002"
     worst = worst_weight_difference(exported, expected)
+    assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"
+
+
+@pytest.mark.parametrize("sharding", ["none", "fsdp"])
+def test_sft_on_two_learner_workers_trains_as_one_process_does(tmp_path, local_ray, sharding):
+    """algorithm.name: sft has no rollout: the driver loads data.sft and each step's episodes go to the learner
+    workers as rollouts do, data-parallel (each worker a share of the rows) or sharded (each worker half of every
+    weight). Both record the episodes and end with the weights one process trains."""
+    import json
+
+    from test_sft import demonstration
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps(demonstration(key)) + "\n" for key in "01234567"))
+    sft = (*TWO_STEPS, "algorithm.name=sft", f"data.sft=[{{demonstrations: {demos}}}]", "train.lr=0.01")
+    one = train(example(*sft), runs_dir=tmp_path / "one", config_base_dir=EXAMPLE_CONFIG.parent)
+    cluster = train(
+        example(*sft, *ON_RAY, f"cluster.sharding={sharding}"),
+        runs_dir=tmp_path / "ray",
+        config_base_dir=EXAMPLE_CONFIG.parent,
+    )
+    assert latest_status(read_events(cluster))["status"] == "completed"
+    assert_same_episodes(cluster, one)
+    worst = worst_weight_difference(final_weights(cluster), final_weights(one))
     assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"
