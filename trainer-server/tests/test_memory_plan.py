@@ -142,6 +142,36 @@ def test_the_built_in_tiny_model_has_the_parameters_the_plan_counts(tmp_path):
     assert plan.parameters == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("engine", ["hf", "auto", "vllm"])
+@pytest.mark.parametrize("head_dim", [16, 32])  # vLLM's CPU kernels refuse 16
+def test_the_plan_counts_the_engine_the_factory_makes(tmp_path, engine, head_dim):
+    """One rule for which engine samples a run (rollout/engine_choice.py): the plan, made before the model loads,
+    counts the engine the factory then chooses with it loaded (rollout.engine vllm where vLLM cannot serve the model
+    is planned as vLLM and refused by the factory)."""
+    import torch
+    from agentrl.rollout.factory import _uses_vllm
+
+    config = load_config_dict(
+        {
+            "env": {"module": "agentrl.examples.lookup.env", "class_name": "LookupEnv"},
+            "data": {"train": "tasks.jsonl"},
+            "model": {"tiny_head_dim": head_dim, "tiny_hidden": 64},
+            "rollout": {"engine": engine},
+        }
+    )
+    plan = plan_memory(config, tmp_path, Device("cpu", "test", None))
+    assert isinstance(plan, MemoryPlan)
+    model, _ = build_tiny_model_and_tokenizer(head_dim=head_dim)
+    try:
+        chosen = "vllm" if _uses_vllm(model, config.rollout, torch.device("cpu")) else "hf"
+    except ValueError as refused:
+        assert engine == "vllm" and "head sizes" in str(refused)
+        chosen = "vllm"
+    assert plan.engine == chosen
+    [rollout] = [part for part in plan.parts if part.name == "rollout"]
+    assert rollout.detail.startswith("vLLM's processes" if chosen == "vllm" else "the hf engine's KV cache")
+
+
 def test_lora_trains_the_adapters_peft_adds(tmp_path):
     from peft import LoraConfig, get_peft_model
 

@@ -16,7 +16,6 @@ from agentrl.learning.memory_plan import (
     gib,
     learner_shards,
     plan_memory,
-    uses_vllm,
 )
 from agentrl.models.shape import ModelConfigInvalid
 
@@ -80,7 +79,7 @@ def ways_to_fit(config: RunConfig, base_dir: Path, plan: MemoryPlan, longest: bo
                 break
     # The plan cannot tell how long the prompts are (the env builds them): a context they do not fit fails the run.
     halved_until_it_fits("rollout.max_context", 256, ", if every prompt fits in it")
-    if uses_vllm(config) and plan.device.kind == "cuda":
+    if plan.engine == "vllm" and plan.device.kind == "cuda":
         try_change({"rollout.engine": "hf"}, "rollout.engine: hf")
     return found
 

@@ -23,7 +23,6 @@ the weights a pass gathers whole, and on CUDA keeps float32 master copies of the
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from agentrl.learning.logprobs import GRADIENT_BLOCK_BYTES, KEPT_LOGITS_BYTES, L
 from agentrl.models.loading import resolve_dtype
 from agentrl.models.precision import bfloat16_is_native, uses_bf16_autocast
 from agentrl.models.shape import ModelShape, model_shape
+from agentrl.rollout.engine_choice import samples_with_vllm, vllm_refusal
 
 GIB = 1 << 30
 # A trainer process before its model: Python, torch, transformers and agentrl imported, measured at 0.25-0.4 GB of
@@ -116,6 +116,7 @@ class MemoryPlan:
     parameters: int
     trainable: int
     device: Device
+    engine: str  # "vllm" or "hf": what samples the rollouts (`rollout_engine`)
     parts: tuple[MemoryPart, ...]
     row_positions: int  # the positions each row of the update holds in this plan
 
@@ -232,20 +233,20 @@ def _logits_bytes(shape: ModelShape, read_positions: int, dtype_bytes: int, head
     return kept + max(forward, backward), detail
 
 
-def uses_vllm(config: RunConfig) -> bool:
-    """rollout.engine vllm, or auto where vLLM is installed (auto also asks whether vLLM serves the model, which
-    needs it loaded: the plan takes the engine that needs more)."""
-    return config.rollout.engine == "vllm" or (
-        config.rollout.engine == "auto" and importlib.util.find_spec("vllm") is not None
-    )
+def rollout_engine(config: RunConfig, shape: ModelShape, device: Device) -> str:
+    """The engine that will sample the run's rollouts, "vllm" or "hf", by the factory's rule (rollout/engine_choice.py)
+    from what is known before the model loads; `auto` with a model vLLM turns out not to know is planned on vLLM,
+    the engine that needs more."""
+    refusal = vllm_refusal(shape.head_dim, device.kind)
+    return "vllm" if samples_with_vllm(config.rollout.engine, refusal) else "hf"
 
 
 def _rollout_parts(
-    config: RunConfig, shape: ModelShape, device: Device, weight_bytes: int, parameters: int
+    config: RunConfig, shape: ModelShape, device: Device, engine: str, weight_bytes: int, parameters: int
 ) -> list[MemoryPart]:
     kv_per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim
     sequences = config.train.batch_size * (2 if config.train.async_steps else 1)
-    if uses_vllm(config):
+    if engine == "vllm":
         if device.kind == "cuda":
             if device.memory_bytes is None:
                 return []
@@ -415,7 +416,8 @@ def plan_memory(
             "update",
         )
     )
-    parts += _rollout_parts(config, shape, device, weight_bytes, parameters)
+    engine = rollout_engine(config, shape, device)
+    parts += _rollout_parts(config, shape, device, engine, weight_bytes, parameters)
     runtime = CUDA_RUNTIME_BYTES if device.kind == "cuda" else CPU_RUNTIME_BYTES
     parts.append(
         MemoryPart(
@@ -425,4 +427,4 @@ def plan_memory(
             "always",
         )
     )
-    return MemoryPlan(shape, source, parameters, trainable, device, tuple(parts), width)
+    return MemoryPlan(shape, source, parameters, trainable, device, engine, tuple(parts), width)

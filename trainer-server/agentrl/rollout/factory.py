@@ -10,6 +10,7 @@ import torch
 
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.env import ToolEnv
+from agentrl.rollout.engine_choice import samples_with_vllm
 from agentrl.rollout.hf_engine import HfRolloutEngine
 from agentrl.rollout.source import EpisodeSource
 
@@ -70,4 +71,4 @@ def _uses_vllm(model: Any, rollout_cfg: RolloutConfig, device: torch.device) -> 
     reason = vllm_engine.unsupported_reason(model, device)
     if reason is not None and rollout_cfg.engine == "vllm":
         raise ValueError(f"rollout.engine is 'vllm' but {reason}; or set rollout.engine: hf")
-    return reason is None
+    return samples_with_vllm(rollout_cfg.engine, reason)

