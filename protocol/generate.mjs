@@ -28,6 +28,24 @@ export async function generateDoctorTypes() {
   });
 }
 
+/** A line of a training set (the editor's Add to Training Set writes them). Its `episode` refers to the trajectory
+ *  schema by its $id: it becomes the generated `TrajectoryRecord` (./trajectory), never fetched nor inlined. */
+export async function generateTrainingSetTypes() {
+  const schema = readSchema('training-set.schema.json');
+  const trajectoryId = readSchema('trajectory.schema.json').$id;
+  const { $ref, ...episode } = schema.properties.episode;
+  if ($ref !== trajectoryId)
+    throw new Error(`generate.mjs: training-set episode refers to ${$ref}, not ${trajectoryId}`);
+  schema.properties.episode = { ...episode, tsType: 'TrajectoryRecord' };
+  const types = await compile(schema, 'TrainingSetLine', {
+    bannerComment: banner('training-set.schema.json'),
+    additionalProperties: false,
+    format: true,
+    $refOptions: { resolve: { http: false, external: false } },
+  });
+  return types.replace(/^(\/\/ Generated[^\n]*\n)/, "$1\nimport type { TrajectoryRecord } from './trajectory';\n");
+}
+
 /** 'run/start.params' -> 'RunStartParams', 'runInfo' -> 'RunInfo'. */
 const typeName = (def) =>
   def
@@ -166,4 +184,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   writeFileSync(join(here, 'generated', 'trajectory.ts'), await generateTrajectoryTypes());
   writeFileSync(join(here, 'generated', 'rpc.ts'), await generateRpcTypes());
   writeFileSync(join(here, 'generated', 'doctor.ts'), await generateDoctorTypes());
+  writeFileSync(join(here, 'generated', 'training-set.ts'), await generateTrainingSetTypes());
 }

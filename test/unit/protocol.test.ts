@@ -44,11 +44,15 @@ describe('protocol', () => {
   });
 
   it('the generated TypeScript types match the schema (run `npm run gen:protocol`)', async () => {
-    const { generateDoctorTypes, generateRpcTypes, generateTrajectoryTypes } =
+    const { generateDoctorTypes, generateRpcTypes, generateTrainingSetTypes, generateTrajectoryTypes } =
       await import('../../protocol/generate.mjs');
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'trajectory.ts'), 'utf8'), await generateTrajectoryTypes());
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'rpc.ts'), 'utf8'), await generateRpcTypes());
     assert.equal(readFileSync(join(PROTOCOL, 'generated', 'doctor.ts'), 'utf8'), await generateDoctorTypes());
+    assert.equal(
+      readFileSync(join(PROTOCOL, 'generated', 'training-set.ts'), 'utf8'),
+      await generateTrainingSetTypes(),
+    );
   });
 
   it('a stored event is a streamed one without its runId and runInfo', () => {
