@@ -24,6 +24,7 @@ export const Commands = {
   checkSetup: 'agentRl.checkSetup',
   installTrainer: 'agentRl.installTrainer',
   searchEpisodes: 'agentRl.searchEpisodes',
+  addToTrainingSet: 'agentRl.addToTrainingSet',
 } as const;
 
 export type CommandId = (typeof Commands)[keyof typeof Commands];

@@ -2,7 +2,7 @@
 // builds the one Ctx (the log channel, the trainer connection, not connected until asked, and the settings) and
 // gives it to the language client, the Runs view, the status bar item, health alerts as problems, the server, run
 // and scaffold commands, the Run Dashboard, Compare Code, the replay panel, the Get Started walkthrough, the set-up
-// commands (Check Setup, Install the Trainer) and Search Episodes.
+// commands (Check Setup, Install the Trainer), Search Episodes and Add to Training Set.
 import * as vscode from 'vscode';
 import { registerCompareCode } from './compareCode';
 import { registerConnectionCommands } from './connectionCommands';
@@ -19,6 +19,7 @@ import { registerSetupCommands } from './setupCommands';
 import { workspaceSettings } from './settings';
 import { registerStatusBar } from './statusBar';
 import { TrainerConnection } from './trainerConnection';
+import { registerTrainingSets } from './trainingSets';
 import { registerWalkthrough } from './walkthrough';
 
 let languageClient: LanguageClientHandle | undefined;
@@ -44,6 +45,7 @@ export function activate(extensionContext: vscode.ExtensionContext): void {
       registerWalkthrough,
       registerSetupCommands,
       registerSearchCommands,
+      registerTrainingSets,
     ].map((register) => register(ctx)),
   );
 }

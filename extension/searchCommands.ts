@@ -1,16 +1,17 @@
 // Search Episodes: the episodes of one run or several, found by the trainer's search index (trajectory/search),
 // listed to pick from; a pick opens that episode in its run's replay, and the first item of one run's list writes a
-// config that warm-starts on them (warmStart.ts). The replay's own search box searches its run.
-import * as fs from 'node:fs';
+// config that warm-starts on them (warmStart.ts), the next adds them all to a training set (trainingSets.ts). The
+// replay's own search box searches its run.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { TrajectorySearchParams } from '../protocol/generated/rpc';
+import type { TrajectorySearchParams, TrajectorySearchResult } from '../protocol/generated/rpc';
+import type { TrajectoryRecord } from '../protocol/generated/trajectory';
 import { Commands } from './commands';
 import { registerCommands, type Ctx } from './ctx';
 import { rebuildingMessage } from './replay/search';
 import type { RunsTreeNode } from './runsModel';
 import { parseSearchQuery, type EpisodeFilters } from './searchQuery';
-import { warmStartConfig } from './warmStart';
+import { warmStartConfig, writeNewConfig } from './warmStart';
 import { counted } from './counted';
 
 /** Matches listed at once: the first page of trajectory/search. */
@@ -65,12 +66,13 @@ export const searchEpisodes =
       },
     });
     if (line === undefined) return undefined;
-    const found = await ctx.connection.request('trajectory/search', {
+    const params: TrajectorySearchParams = {
       ...parseSearchQuery(line),
       runIds: runIds.slice(0, 16) as TrajectorySearchParams['runIds'], // the schema's 1 to 16, as a tuple type
       sort: '-reward',
       limit: LISTED,
-    });
+    };
+    const found = await ctx.connection.request('trajectory/search', params);
     if (found.rebuilding) {
       void vscode.window.showInformationMessage(`Agent RL: ${rebuildingMessage(found.rebuilding)}`);
       return undefined;
@@ -90,14 +92,23 @@ export const searchEpisodes =
       description: 'a run config: sft on them, then RL',
       warmStart: true as const,
     };
-    const pick = await vscode.window.showQuickPick<(typeof episodes)[number] | typeof warmStart>(
-      runIds.length === 1 ? [warmStart, ...episodes] : episodes,
+    const addToSet = {
+      label: `$(add) Add these ${counted(found.total, 'episode')} to a training set`,
+      description: 'training-sets/NAME.jsonl: an sft source',
+      addToSet: true as const,
+    };
+    const pick = await vscode.window.showQuickPick<(typeof episodes)[number] | typeof warmStart | typeof addToSet>(
+      runIds.length === 1 ? [warmStart, addToSet, ...episodes] : [addToSet, ...episodes],
       {
         title: `${found.total} episode(s) match${found.total > LISTED ? ` (the ${LISTED} with the highest reward)` : ''}`,
         matchOnDescription: true,
       },
     );
     if (!pick) return undefined;
+    if ('addToSet' in pick) {
+      await vscode.commands.executeCommand(Commands.addToTrainingSet, await matchedRecords(ctx, params), 0);
+      return undefined;
+    }
     if ('warmStart' in pick) {
       await writeWarmStart(ctx, runIds[0], parseSearchQuery(line), found.total);
       return undefined;
@@ -105,6 +116,27 @@ export const searchEpisodes =
     await vscode.commands.executeCommand(Commands.openReplay, { runId: pick.runId, trajectoryId: pick.id });
     return { runId: pick.runId, id: pick.id };
   };
+
+/** Every episode a search matches, whole (page after page of trajectory/search, then trajectory/get by run through
+ *  the connection's record cache), in the search's order. */
+export async function matchedRecords(ctx: Ctx, params: TrajectorySearchParams): Promise<TrajectoryRecord[]> {
+  const matches: Array<{ runId: string; id: string }> = [];
+  let cursor: string | null = null;
+  do {
+    const page: TrajectorySearchResult = await ctx.connection.request('trajectory/search', {
+      ...params,
+      ...(cursor ? { cursor } : {}),
+    });
+    matches.push(...page.items.map(({ runId, summary }) => ({ runId, id: summary.id })));
+    cursor = page.nextCursor;
+  } while (cursor);
+  const records = new Map<string, TrajectoryRecord>();
+  for (const runId of new Set(matches.map((match) => match.runId))) {
+    const ids = matches.filter((match) => match.runId === runId).map((match) => match.id);
+    for (const record of await ctx.connection.records.get(runId, ids)) records.set(`${runId}/${record.id}`, record);
+  }
+  return matches.map(({ runId, id }) => records.get(`${runId}/${id}`)!);
+}
 
 /** Writes the warm-start config of a search's episodes beside the workspace's configs and opens it. The config names
  *  the run's folder, which only a local server's runs have on this machine. */
@@ -118,10 +150,7 @@ async function writeWarmStart(ctx: Ctx, runId: string, filters: EpisodeFilters, 
     );
   const { config } = await ctx.connection.request('run/config', { runId });
   const text = warmStartConfig(config, path.join(runsFolder, runId), filters, matched);
-  const name = String((config as { name?: unknown }).name ?? 'run');
-  let file = path.join(root, `${name}-warm-start.agentrl.yaml`);
-  for (let n = 2; fs.existsSync(file); n++) file = path.join(root, `${name}-warm-start-${n}.agentrl.yaml`);
-  fs.writeFileSync(file, text, { flag: 'wx' }); // never over a file that appeared meanwhile
+  const file = writeNewConfig(root, `${String((config as { name?: unknown }).name ?? 'run')}-warm-start`, text);
   await vscode.window.showTextDocument(vscode.Uri.file(file));
   void vscode.window.showInformationMessage(
     `Agent RL: ${path.basename(file)} fine-tunes on the ${counted(matched, 'episode')} for train.sft_steps steps, then ` +

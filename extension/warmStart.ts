@@ -1,6 +1,9 @@
 // Warm-start from these: a run config that fine-tunes on the episodes a search found (the run's folder and the
 // search's filters as data.sft's `run` and `where`) for train.sft_steps steps, then goes on with RL, made from the
-// searched run's own frozen config (run/config). Pure (no `vscode`): unit-tested; searchCommands.ts offers it.
+// searched run's own frozen config (run/config); a training set's config is made the same way (trainingSets.ts).
+// No `vscode`: unit-tested; searchCommands.ts offers it.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { stringify } from 'yaml';
 import type { EpisodeFilters } from './searchQuery';
 
@@ -26,6 +29,25 @@ export function warmStartConfig(
   filters: EpisodeFilters,
   matched: number,
 ): string {
+  return warmUpConfig(
+    frozen,
+    [{ run: runFolder, where: whereOf(filters) }],
+    'warm-start',
+    (algorithm) =>
+      `# Warm-start from ${matched} episode(s) of ${runFolder}${describe(filters)}: train.sft_steps steps of sft on\n` +
+      `# them (data.sft), then ${algorithm} on rollouts, in one run. Made from that run's frozen config.\n`,
+  );
+}
+
+/** The YAML of a run's frozen config made to warm up on `sft` (data.sft's sources) for train.sft_steps steps, then
+ *  go on with its algorithm (grpo after a run that was all sft), named `<its name>-<suffix>`, under `header` (a
+ *  comment, given the algorithm RL goes on with). Warm-start from these and a training set's Use in a Run Config. */
+export function warmUpConfig(
+  frozen: Record<string, unknown>,
+  sft: Array<Record<string, unknown>>,
+  suffix: string,
+  header: (algorithm: string) => string,
+): string {
   const config = structuredClone(frozen) as Record<string, Record<string, unknown>> & { name?: unknown };
   const algorithm = { ...(config.algorithm ?? {}) };
   if (algorithm.name === 'sft') Object.assign(algorithm, { name: 'grpo', policy_loss: 'clipped' });
@@ -33,12 +55,18 @@ export function warmStartConfig(
   const steps = typeof train.steps === 'number' ? train.steps : 10;
   train.sft_steps = Math.min(WARM_START_STEPS, Math.max(1, steps - 1));
   train.steps = Math.max(steps, (train.sft_steps as number) + 1);
-  const name = `${String(config.name ?? 'run')}-warm-start`.slice(0, 100);
-  const data = { ...(config.data ?? {}), sft: [{ run: runFolder, where: whereOf(filters) }] };
-  const header =
-    `# Warm-start from ${matched} episode(s) of ${runFolder}${describe(filters)}: train.sft_steps steps of sft on\n` +
-    `# them (data.sft), then ${String(algorithm.name)} on rollouts, in one run. Made from that run's frozen config.\n`;
-  return header + stringify({ ...config, name, algorithm, data, train });
+  const name = `${String(config.name ?? 'run')}-${suffix}`.slice(0, 100);
+  const data = { ...(config.data ?? {}), sft };
+  return header(String(algorithm.name)) + stringify({ ...config, name, algorithm, data, train });
+}
+
+/** Writes `text` to `<root>/<stem>.agentrl.yaml`, or `<stem>-2.agentrl.yaml`, ... where that is taken: never over a
+ *  file, one that appears meanwhile included. Returns the file written. */
+export function writeNewConfig(root: string, stem: string, text: string): string {
+  let file = path.join(root, `${stem}.agentrl.yaml`);
+  for (let n = 2; fs.existsSync(file); n++) file = path.join(root, `${stem}-${n}.agentrl.yaml`);
+  fs.writeFileSync(file, text, { flag: 'wx' });
+  return file;
 }
 
 function describe(filters: EpisodeFilters): string {

@@ -161,6 +161,17 @@ export interface RerollMessage extends EpisodeAddress {
   reply: Reply<RerollRecords>;
 }
 
+/** Webview → host, from an episode of the list ("Add to Training Set", `fromTurn` 0), a turn of the episode view
+ * ("Add to Training Set from This Turn", that turn's index) or the group view ("Add Group to Training Set": its
+ * episodes, `fromTurn` 0): append these episodes of run `runId`, whose records the host sent, to a training set the
+ * user picks (protocol/schemas/training-set.schema.json); the host says how it went. */
+export interface AddToTrainingSetMessage {
+  type: 'addToTrainingSet';
+  runId: string;
+  trajectoryIds: string[];
+  fromTurn: number;
+}
+
 export type HostToWebviewMessage =
   | LoadMessage
   | AppendMessage
@@ -177,4 +188,5 @@ export type WebviewToHostMessage =
   | SearchMessage
   | ListRerollsMessage
   | RerollEpisodeMessage
-  | OpenRerollMessage;
+  | OpenRerollMessage
+  | AddToTrainingSetMessage;

@@ -71,7 +71,15 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
     ],
     [
       'what the editor knows of runs and configs',
-      ['searchQuery', 'warmStart', 'healthProblems', 'replay/atif', 'replay/toolSource', 'replay/trajectoryFile'],
+      [
+        'searchQuery',
+        'warmStart',
+        'trainingSetFile',
+        'healthProblems',
+        'replay/atif',
+        'replay/toolSource',
+        'replay/trajectoryFile',
+      ],
     ],
     ['the language server, a process of its own', ['languageServer/*']],
     [
@@ -103,6 +111,7 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
         'searchCommands',
         'setupCommands',
         'statusBar',
+        'trainingSets',
         'tryCommands',
         'walkthrough',
         'replay/index',
@@ -127,6 +136,7 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
         'replay/toolSchemas',
         'replay/toolOffers',
         'replay/tokenOverlays',
+        'replay/trainingSetAction',
       ],
     ],
     ["the replay's state", ['replay/state']],

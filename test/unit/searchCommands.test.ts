@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { Uri } from './vscodeStub';
+import { pick, Uri } from './vscodeStub';
 import { commands } from 'vscode';
 import { Commands } from '../../extension/commands';
 import { registerSearchCommands } from '../../extension/searchCommands';
@@ -70,9 +70,9 @@ describe('Search Episodes', () => {
     const listed = fake.prompts[2].options.items as Array<{ label: string; description: string }>;
     assert.deepEqual(
       listed.map((item) => item.label),
-      ['lookup-2 · step 2 · 2-0-1', 'lookup · step 2 · 2-0-3'],
+      ['$(add) Add these 2 episodes to a training set', 'lookup-2 · step 2 · 2-0-1', 'lookup · step 2 · 2-0-3'],
     );
-    assert.match(listed[0].description, /^reward 0\.900 · finished · 2 turns · 1 tool call \(1 failed\)$/);
+    assert.match(listed[1].description, /^reward 0\.900 · finished · 2 turns · 1 tool call \(1 failed\)$/);
     assert.deepEqual(opened, [{ runId: 'r1', trajectoryId: '2-0-3' }]);
   });
 
@@ -135,7 +135,11 @@ describe('Search Episodes', () => {
     const listed = fake.prompts[1].options.items as Array<{ label: string }>;
     assert.deepEqual(
       listed.map((item) => item.label),
-      ['$(mortar-board) Warm-start from these 7 episodes', 'lookup · step 2 · 2-0-1'],
+      [
+        '$(mortar-board) Warm-start from these 7 episodes',
+        '$(add) Add these 7 episodes to a training set',
+        'lookup · step 2 · 2-0-1',
+      ],
     );
     const written = join(root, 'lookup-warm-start-2.agentrl.yaml');
     assert.equal(readFileSync(join(root, 'lookup-warm-start.agentrl.yaml'), 'utf8'), 'mine\n');
@@ -152,5 +156,44 @@ describe('Search Episodes', () => {
       fake.messages.at(-1)!.text,
       /which is on the trainer's machine: with a remote trainer, write data.sft/,
     );
+  });
+
+  it('adds every episode a search matches, every page, whole, to a training set through its command', async () => {
+    const asked: unknown[][] = [];
+    commands.registerCommand(Commands.addToTrainingSet, async (...args: unknown[]) => void asked.push(args));
+    const record = (runId: string, id: string) => ({ run_id: runId, id, step: 2 }) as never;
+    for (const id of ['2-0-1', '2-0-2', '2-0-3']) f.connection.trajectoryRecords.set(id, record('r?', id));
+    const fetched: Array<[string, string[]]> = [];
+    f.connection.records.get = async (runId: string, ids: string[]) => {
+      fetched.push([runId, ids]);
+      return ids.map((id) => record(runId, id));
+    };
+    f.connection.answers['trajectory/search'] = ({ cursor }) =>
+      cursor
+        ? { items: [{ runId: 'r1', summary: summary('2-0-3', 0.2) }], total: 3, nextCursor: null }
+        : {
+            items: [
+              { runId: 'r1', summary: summary('2-0-1', 0.9) },
+              { runId: 'r2', summary: summary('2-0-2', 0.5) },
+            ],
+            total: 3,
+            nextCursor: 'page-2',
+          };
+    fake.answers = [
+      (items: readonly { label: string }[]) => items,
+      'paris',
+      pick('$(add) Add these 3 episodes to a training set'),
+    ];
+    assert.equal(await commands.executeCommand(Commands.searchEpisodes), undefined);
+    assert.deepEqual(
+      f.connection.requests.map((r) => (r.params as { cursor?: string }).cursor ?? null),
+      [null, null, 'page-2'],
+      'the listing, then every page of the same search',
+    );
+    assert.deepEqual(fetched, [
+      ['r1', ['2-0-1', '2-0-3']],
+      ['r2', ['2-0-2']],
+    ]);
+    assert.deepEqual(asked, [[[record('r1', '2-0-1'), record('r2', '2-0-2'), record('r1', '2-0-3')], 0]]);
   });
 });

@@ -12,6 +12,7 @@ import { toolCallOffers } from './toolOffers';
 import { outcomeText, rerunSection, type RerunActions } from './toolRerunView';
 import { promptTab } from './promptTab';
 import { describeTools } from './toolSchemas';
+import { addFromTurnButton } from './trainingSetAction';
 
 export interface EpisodeActions extends RerunActions {
   goTo: (index: number) => void;
@@ -25,6 +26,8 @@ export interface EpisodeActions extends RerunActions {
   anchorOf: (turn: number) => AnchorGroup | undefined;
   /** "Edit and re-roll from here" on an assistant turn or an observation. */
   rerollFrom: (turn: number, edit: RerollEdit) => void;
+  /** "Add to Training Set from This Turn": the episode, learned from this turn on. */
+  addToSetFrom: (turn: number) => void;
 }
 
 /** An assistant step's return and advantage, short, for the step list; null when the record has neither. */
@@ -203,6 +206,7 @@ function ioTab(
     validActionsSection(turn),
     hasStepFields(record) ? stepSection(turn, actions.anchorOf(turn.index)) : null,
     rerollHere(record, step.kind === 'observation' ? 'observation' : 'assistant', turn, actions),
+    addFromTurnButton(turn.index, () => actions.addToSetFrom(turn.index)),
   );
 }
 

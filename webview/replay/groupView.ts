@@ -8,6 +8,7 @@ import type { GroupBy, GroupSort, UiState } from './state';
 import { groupOf, hasZeroVariance } from './steps';
 import { largestMismatches } from './tokenOverlays';
 import { mismatchList } from './tokenView';
+import { addGroupButton } from './trainingSetAction';
 
 export function sortGroup(group: TrajectoryRecord[], sort: GroupSort): TrajectoryRecord[] {
   const key: Record<GroupSort, (r: TrajectoryRecord) => number> = {
@@ -30,6 +31,8 @@ export function renderGroup(
     openStep: (id: string, turn: number) => void;
     /** Opens the episode's token view at this token. */
     openToken: (id: string, index: number) => void;
+    /** "Add Group to Training Set": every sample of the group, whole. */
+    addGroupToSet: (group: TrajectoryRecord[]) => void;
   },
 ): HTMLElement {
   const group = sortGroup(groupOf(records, record), state.groupSort);
@@ -101,6 +104,7 @@ export function renderGroup(
       'div',
       { class: 'toolbar' },
       h('span', {}, `step ${record.step} · group ${record.group} · task ${record.task_id} · ${group.length} samples`),
+      addGroupButton(group.length, () => actions.addGroupToSet(group)),
       h(
         'div',
         { class: 'segmented', role: 'group', 'aria-label': 'Rows of the group view' },

@@ -230,6 +230,12 @@ class ReplayApp {
     this.render();
   }
 
+  /** Add to Training Set: the host holds the record, asks which set and says how it went. */
+  private addToSet(records: TrajectoryRecord[], fromTurn: number): void {
+    const [{ run_id: runId }] = records; // a group's episodes are one run's
+    this.vscode.postMessage({ type: 'addToTrainingSet', runId, trajectoryIds: records.map((r) => r.id), fromTurn });
+  }
+
   /** The episode at the assistant step of one of its turns (from the group view's anchor states). */
   private openStep(id: string, turn: number): void {
     const record = this.records.find((r) => r.id === id);
@@ -378,7 +384,7 @@ class ReplayApp {
       body = renderRunBrowser(
         this.records,
         this.state,
-        { update: (c) => this.update(c), open: (id) => this.open(id) },
+        { update: (c) => this.update(c), open: (id) => this.open(id), addToSet: (r) => this.addToSet([r], 0) },
         this.searchable
           ? {
               state: this.search,
@@ -429,6 +435,7 @@ class ReplayApp {
             this.reruns.get(rerunKey({ runId: record.run_id, trajectoryId: record.id, turn, call })),
           anchorOf: (turn) => anchorOf(groupOf(this.records, record), record, turn),
           rerollFrom: (turn, edit) => this.rerollFrom(record, turn, edit),
+          addToSetFrom: (turn) => this.addToSet([record], turn),
         },
         this.episodeSource,
       );
@@ -447,6 +454,7 @@ class ReplayApp {
         update: (c) => this.update(c),
         open: (id) => this.open(id),
         openStep: (id, turn) => this.openStep(id, turn),
+        addGroupToSet: (group) => this.addToSet(group, 0),
         openToken: (id, index) =>
           this.update((s) => {
             s.selectedId = id;

@@ -4,6 +4,7 @@ import type { EpisodeQuery, TrajectoryRecord } from '../../protocol/webview-mess
 import { formatNumber, h, icon } from '../dom';
 import { describeQuery, renderSearchBox, type SearchState } from './searchBox';
 import { ROW_PAGE, type RunSort, type UiState } from './state';
+import { addEpisodeButton } from './trainingSetAction';
 
 export function visibleRecords(records: TrajectoryRecord[], state: UiState): TrajectoryRecord[] {
   const { status, toolErrorsOnly, step } = state.filters;
@@ -29,6 +30,8 @@ export function renderRunBrowser(
   actions: {
     update: (change: (state: UiState) => void) => void;
     open: (id: string) => void;
+    /** Add to Training Set (the whole episode); absent where the host has nowhere to add it. */
+    addToSet?: (record: TrajectoryRecord) => void;
   },
   search?: {
     state: SearchState | undefined;
@@ -101,6 +104,7 @@ export function renderRunBrowser(
     : visibleRecords(records, state);
   const shown = matching.slice(0, state.runRowLimit); // a run can hold 10,000s of episodes: render a page at a time
   const body = h('tbody');
+  const addToSet = actions.addToSet;
   for (const record of shown) {
     const row = h(
       'tr',
@@ -129,6 +133,13 @@ export function renderRunBrowser(
       ),
       h('td', { class: 'num' }, record.stats.response_tokens),
       h('td', { class: 'answer' }, record.final_answer ?? ''),
+      addToSet
+        ? h(
+            'td',
+            {},
+            addEpisodeButton(record.id, () => addToSet(record)),
+          )
+        : null,
     );
     row.addEventListener('click', () => actions.open(record.id));
     row.addEventListener('keydown', (event) => {
@@ -163,6 +174,7 @@ export function renderRunBrowser(
           ...['id', 'step', 'reward', 'status', 'turns', 'tool calls', 'tokens', 'final answer'].map((t) =>
             h('th', { scope: 'col' }, t),
           ),
+          addToSet ? h('th', { scope: 'col', 'aria-label': 'Add to Training Set' }) : null,
         ),
       ),
       body,
