@@ -6,7 +6,8 @@ algorithms against GRPO and token-level PPO at the same wall-clock.
         [--algorithms grpo gigpo ...] [--name multistep] [--set env.args.busy_rate=0.5 ...]
     .venv/bin/python results/multistep.py steps [--recipe lockers|coin] EVAL_RUN_DIR [EVAL_RUN_DIR ...]
 
-`ablation` (about 5 minutes a run on 2 cores with the default budget): for each seed and algorithm, `agentrl train` on the recipe in its own
+`ablation` (about 5 minutes a run on 2 cores with the default budget): for each seed and algorithm not already in
+results/NAME.json from the same settings (a stopped ablation goes on where it ended), `agentrl train` on the recipe in its own
 process, stopped with SIGTERM once the budget has run out since the process started (the step in flight finishes
 and a checkpoint is written, as Ctrl-C does), so every algorithm gets the same wall-clock, start-up included; then
 the final checkpoint is evaluated greedily on the first 200 held-out tasks. Every evaluation uses the recipe's own
@@ -189,6 +190,21 @@ def evaluation_of(run_dir: Path) -> Evaluation:
     return Evaluation({"n": float(len(records))}, run_dir, per_task)
 
 
+def kept_runs(name: str, settings: dict) -> list[dict]:
+    """The runs results/NAME.json already holds when it was measured with the same recipe, settings, budget and
+    untrained evaluation: an ablation stopped half-way (or run a seed at a time) goes on where it ended instead of
+    training those again. Runs measured otherwise are never mixed in; the file is then started anew."""
+    path = HERE / f"{name}.json"
+    if not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    same = all(earlier.get(key) == settings[key] for key in ("recipe", "overrides", "budget_s", "eval_n"))
+    if not same or earlier["untrained"]["per_task"] != settings["untrained"]["per_task"]:
+        print(f"results/{name}.json was measured with other settings: its runs are not kept")
+        return []
+    return earlier["runs"]
+
+
 def ablation(args: argparse.Namespace) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
     recipe = RECIPES[args.recipe]
@@ -198,7 +214,7 @@ def ablation(args: argparse.Namespace) -> None:
     success = recipe["success"]
     base = [t.get(success, 0.0) for t in untrained.per_task]
     base_figures = step_figures(trajectories(untrained.run_dir), recipe)
-    results = {
+    settings = {
         "recipe": str(recipe["config"].relative_to(HERE.parent)),
         "recipe_name": args.recipe,
         "machine": machine(),
@@ -207,10 +223,13 @@ def ablation(args: argparse.Namespace) -> None:
         "budget_s": args.budget_s,
         "eval_n": len(base),
         "untrained": {"accuracy": sum(base) / len(base), "per_task": base, **base_figures},
-        "runs": [],
     }
+    results = {**settings, "runs": kept_runs(args.name, settings)}
     for seed in args.seeds:
         for algorithm in args.algorithms:
+            if any(run["algorithm"] == algorithm and run["seed"] == seed for run in results["runs"]):
+                print(f"{algorithm} seed {seed}: kept from results/{args.name}.json")
+                continue
             run_dir, wall, steps = train_for(algorithm, seed, args)
             checkpoint = RunStore(run_dir).latest_checkpoint()
             evaluation = held_out(config, checkpoint)
