@@ -419,6 +419,8 @@ def test_sft_on_two_learner_workers_trains_as_one_process_does(tmp_path, local_r
         config_base_dir=EXAMPLE_CONFIG.parent,
     )
     assert latest_status(read_events(cluster))["status"] == "completed"
+    reports = worker_reports(cluster)
+    assert [states_of(reports, "learner", index) for index in (0, 1)] == [["starting", "ready"]] * 2
     assert_same_episodes(cluster, one)
     worst = worst_weight_difference(final_weights(cluster), final_weights(one))
     assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"
