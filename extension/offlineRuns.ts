@@ -89,16 +89,25 @@ export async function readRunTrajectories(folder: string): Promise<{ records: Tr
   return { records, errors };
 }
 
-/** Where the episodes of the run in `folder` came from, as its frozen config (config.yaml) says; undefined when it
- *  cannot be read. */
-export async function readRunEpisodeSource(folder: string): Promise<EpisodeSource | undefined> {
+/** The frozen config (config.yaml) of the run in `folder`; undefined when it cannot be read or is not a mapping. */
+export async function readRunConfig(folder: string): Promise<Record<string, unknown> | undefined> {
   const text = await readFile(join(folder, CONFIG_FILE), 'utf8').catch(() => undefined);
   if (text === undefined) return undefined;
   try {
-    return episodeSourceOf(parseYaml(text));
+    const config: unknown = parseYaml(text);
+    return config && typeof config === 'object' && !Array.isArray(config)
+      ? (config as Record<string, unknown>)
+      : undefined;
   } catch {
-    return undefined; // a config damaged past reading says nothing of where the episodes came from
+    return undefined; // a config damaged past reading
   }
+}
+
+/** Where the episodes of the run in `folder` came from, as its frozen config says; undefined when it cannot be
+ *  read. */
+export async function readRunEpisodeSource(folder: string): Promise<EpisodeSource | undefined> {
+  const config = await readRunConfig(folder);
+  return config === undefined ? undefined : episodeSourceOf(config);
 }
 
 function parseObject(text: string): Record<string, unknown> {

@@ -3,14 +3,13 @@
 // (`data.sft: [{episodes: training-sets/NAME.jsonl}]`). Offered where episodes are seen: the replay's episode list and
 // a turn of its episode view (replay/index.ts relays the webview's message), Search Episodes' results. Its one
 // command takes the records and the turn learning starts from, so it is hidden from the palette.
-import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { parse as parseYaml } from 'yaml';
 import type { TrajectoryRecord } from '../protocol/generated/trajectory';
 import { Commands } from './commands';
 import { counted } from './counted';
 import { registerCommands, type Ctx } from './ctx';
+import { readRunConfig } from './offlineRuns';
 import {
   appendToTrainingSet,
   listTrainingSets,
@@ -123,11 +122,5 @@ async function frozenConfig(ctx: Ctx, runId: string): Promise<Record<string, unk
   if (ctx.connection.isConnected)
     return (await ctx.connection.request('run/config', { runId }).catch(() => undefined))?.config;
   const folder = ctx.connection.model.offlineFolder(runId);
-  if (!folder) return undefined;
-  try {
-    const config: unknown = parseYaml(readFileSync(path.join(folder, 'config.yaml'), 'utf8'));
-    return config && typeof config === 'object' ? (config as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
+  return folder ? readRunConfig(folder) : undefined;
 }
