@@ -66,10 +66,10 @@ def check_capacity(ray: ModuleType, cluster: ClusterConfig) -> None:
     unplaced = unplaced_worker(nodes, workers)
     if unplaced is not None:
         role, cpus, gpus = unplaced
-        largest = ", ".join(f"{n.get('CPU', 0.0):g} CPU / {n.get('GPU', 0.0):g} GPU" for n in nodes)
+        rooms = ", ".join(f"{n.get('CPU', 0.0):g} CPU / {n.get('GPU', 0.0):g} GPU" for n in nodes)
         raise RuntimeError(
             f"the run's Ray workers do not fit on the cluster's nodes one by one: a {role} worker of {cpus:g} CPU / "
-            f"{gpus:g} GPU finds no node with room left ({shapes}; the nodes: {largest}). A worker runs on one "
+            f"{gpus:g} GPU finds no node with room left ({shapes}; the nodes: {rooms}). A worker runs on one "
             "node: lower cluster.*_resources to what one node has, or add larger nodes"
         )
 
