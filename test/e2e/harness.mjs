@@ -1,6 +1,7 @@
 // Drives the packaged extension inside code-server from Chromium and runs every scenario in test/e2e/*.e2e.mjs.
 // Each scenario module exports functions named `...Scenario` taking { page, workspace, lap, runCommand, quickOpen,
-// openFromExplorer, openRunReplay, fromRowAction, fromRowMenu }; each gets a screenshot in test-results/e2e/.
+// openFromExplorer, openRunReplay, fromRowAction, fromRowMenu, stopFromRow }; each gets a screenshot in test-results/e2e/.
+// A scenario marked `first` (a property of its function) runs before the others, in the window as it opened.
 // usage: node harness.mjs BASE_URL WORKSPACE_DIR ($E2E_GREP: only the scenarios whose function name matches).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -100,6 +101,31 @@ export async function fromRowAction(page, row, action, pickText) {
   }
 }
 
+/** Stops a Runs view row's run from its inline Stop Training action (`fromRowAction`, the run picked by `pickText` if the
+ * row was redrawn), choosing `mode` ("Graceful" or "Immediate") in the list Stop then offers: by its name and Enter, as
+ * the palette is driven (a click on a row of a list still settling can miss). That list too can close as it opens, or
+ * never open when the click hit a row being replaced: then Stop is clicked again, up to five times. */
+export async function stopFromRow(page, row, pickText, mode) {
+  const offered = page.locator('.quick-input-list .monaco-list-row', { hasText: mode }).first();
+  for (let attempt = 1; ; attempt++) {
+    await fromRowAction(page, row, 'Stop Training', pickText);
+    const shown = await offered.waitFor({ timeout: 5000 }).then(
+      () => true,
+      () => false,
+    );
+    if (shown) {
+      await page.locator('.quick-input-widget input').fill(mode);
+      await offered.waitFor({ timeout: 5000 });
+      await page.keyboard.press('Enter');
+      return;
+    }
+    if (attempt === 5) throw new Error(`Stop Training: the list of stop modes never offered ${mode}`);
+    lap(`Stop Training: no list of stop modes (attempt ${attempt}): again`);
+    await page.keyboard.press('Escape');
+    await page.waitForTimeout(1000);
+  }
+}
+
 /** Opens the replay of a Runs view row (`fromRowAction`). */
 export const openRunReplay = (page, row, pickText) => fromRowAction(page, row, 'Open Trajectory Replay', pickText);
 
@@ -144,6 +170,7 @@ for (const file of fs
   const mod = await import(path.join(HERE, file));
   for (const [name, fn] of Object.entries(mod)) if (name.endsWith('Scenario')) scenarios.push([name, fn]);
 }
+scenarios.sort(([, a], [, b]) => Number(Boolean(b.first)) - Number(Boolean(a.first))); // stable: file order otherwise
 if (process.env.E2E_GREP) {
   const only = scenarios.filter(([name]) => new RegExp(process.env.E2E_GREP).test(name));
   scenarios.splice(0, scenarios.length, ...only);
@@ -171,6 +198,7 @@ try {
         openRunReplay,
         fromRowAction,
         fromRowMenu,
+        stopFromRow,
       });
       lap(`PASS ${name}`);
       await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });

@@ -85,6 +85,7 @@ export async function trainingStoppedFromTheRunsViewScenario({
   runCommand,
   openFromExplorer,
   openRunReplay,
+  stopFromRow,
 }) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
@@ -119,9 +120,7 @@ export async function trainingStoppedFromTheRunsViewScenario({
   }
   lap(`replay opened from the Runs view follows the live run: ${before} -> ${await rows.count()} episodes`);
 
-  await row.hover();
-  await row.locator('.action-label[aria-label*="Stop"]').click();
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Graceful' }).first().click();
+  await stopFromRow(page, row, /palette-long.*running/, 'Graceful');
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 120000 });
   await view.locator('.run-status-badge', { hasText: 'stopped' }).waitFor({ timeout: 30000 }); // no longer "live"
   lap(`stopped gracefully from the Runs view: "${(await row.locator('.label-description').textContent())?.trim()}"`);
@@ -140,6 +139,7 @@ export async function trainingWatchedInTheDashboardScenario({
   openFromExplorer,
   fromRowAction,
   fromRowMenu,
+  stopFromRow,
 }) {
   const source = path.join(workspace, 'palette-env', 'palette-env.agentrl.yaml');
   if (!fs.existsSync(source)) throw new Error('needs the env that newEnvironmentScenario writes (palette-env)');
@@ -182,12 +182,7 @@ export async function trainingWatchedInTheDashboardScenario({
   await replay.locator('.group-view', { hasText: 'step 1 · group 0' }).waitFor({ timeout: 60000 });
   lap('a click on the chart opened the replay at step 1, group view');
 
-  await row.hover();
-  await row.locator('.action-label[aria-label*="Stop"]').click();
-  // Chosen by its name and Enter, as the palette is driven: a click on a row of a list still settling can miss.
-  await page.locator('.quick-input-widget input').fill('Immediate');
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Immediate' }).first().waitFor();
-  await page.keyboard.press('Enter');
+  await stopFromRow(page, row, /palette-dash.*running/, 'Immediate');
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 60000 });
 
   // Compare in Dashboard from the row's context menu: every run listed with this one ticked; tick palette-long.

@@ -215,7 +215,7 @@ class DashboardApp {
         grid,
       );
     });
-    const focused = document.activeElement;
+    const focused = document.hasFocus() ? document.activeElement : null; // an unfocused page's: never taken back
     this.chartsHost.replaceChildren(...sections); // moving a chart keeps its canvas; focus is given back
     if (focused instanceof HTMLElement && this.chartsHost.contains(focused)) focused.focus();
   }

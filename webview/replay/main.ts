@@ -230,10 +230,9 @@ class ReplayApp {
     this.render();
   }
 
-  /** Add to Training Set: the host holds the record, asks which set and says how it went. */
+  /** Add to Training Set: the page's records go to the host, which asks which set and says how it went. */
   private addToSet(records: TrajectoryRecord[], fromTurn: number): void {
-    const [{ run_id: runId }] = records; // a group's episodes are one run's
-    this.vscode.postMessage({ type: 'addToTrainingSet', runId, trajectoryIds: records.map((r) => r.id), fromTurn });
+    this.vscode.postMessage({ type: 'addToTrainingSet', records, fromTurn });
   }
 
   /** The episode at the assistant step of one of its turns (from the group view's anchor states). */
@@ -325,7 +324,10 @@ class ReplayApp {
   }
 
   private render(): void {
-    const focusedId = (document.activeElement as HTMLElement | null)?.id;
+    // The control the user was in keeps the focus through the redraw, but only while the page has it: a page that
+    // is not focused still has an active element, and focusing it again (a live run redraws every second) would
+    // take the focus from the editor, closing a quick pick the user has open there.
+    const focusedId = document.hasFocus() ? (document.activeElement as HTMLElement | null)?.id : undefined;
     const record = this.selected;
     const views: Array<[View, string]> = [
       ['runs', 'Trajectories'],
