@@ -1,4 +1,6 @@
-// Entry point. Activation is lazy (commands, views, *.agentrl.yaml in the workspace) and does nothing heavy: it
+// Entry point. The extension activates in every window once it has started (so that the Get Started walkthrough
+// finds a newcomer in an empty folder), and earlier where a run config or a trajectory file is there; activation does
+// nothing heavy, and the language server starts only when a run config opens (runConfigDocuments.ts). It
 // builds the one Ctx (the log channel, the trainer connection, not connected until asked, and the settings) and
 // gives it to the language client, the Runs view, the status bar item, health alerts as problems, the server, run
 // and scaffold commands, the Run Dashboard, Compare Code, the replay panel, the Get Started walkthrough, the set-up

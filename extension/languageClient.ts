@@ -19,6 +19,7 @@ import {
 import { Commands } from './commands';
 import { registerCommands, SHOW_LOGS, showError, type Ctx } from './ctx';
 import { memoryPlanRequest, trainerDevicesNotification, type TrainerDevicesParams } from './languageServer/protocol';
+import { onFirstRunConfig } from './runConfigDocuments';
 import { RUN_CONFIG_GLOB } from './settings';
 
 /** A hover waits this long for the trainer's memory plan (a config.json read, a tiny model's tokenizer built). */
@@ -63,7 +64,8 @@ export function crashPolicy(ctx: Ctx, now: () => number = Date.now): ErrorHandle
   };
 }
 
-/** Starts the client (its server follows); the trainer connection's devices reach the server as they change. */
+/** Starts the client (its server follows) when the window first opens a run config; the trainer connection's
+ *  devices reach the server as they change. */
 export function startLanguageClient(ctx: Ctx): LanguageClientHandle {
   const { extensionContext, log } = ctx;
   const module = extensionContext.asAbsolutePath('dist/languageServer.js');
@@ -135,7 +137,7 @@ export function startLanguageClient(ctx: Ctx): LanguageClientHandle {
       if (event.newState === State.Running) void sendDevices(); // a (re)started server starts without them
     }),
     { dispose: () => void handle.stop() },
+    onFirstRunConfig(() => void start()),
   );
-  void start();
   return handle;
 }

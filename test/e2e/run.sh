@@ -40,16 +40,17 @@ cleanup() { stop_servers; [ -n "${E2E_KEEP:-}" ] && echo "e2e: kept $RUN" || rm 
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The walkthrough does not open by itself (it would take the editor from the scenario that first activates the
-# extension): walkthrough.e2e.mjs opens it.
-profile() {  # DIR: a fresh user-data dir with quiet settings
+# The UI profile keeps VS Code's default of opening a walkthrough on install: the first scenario checks that the Get
+# Started walkthrough finds the empty workspace by itself. The extension-host tests' profile turns it off (it would
+# take the editor from the tests).
+profile() {  # DIR [WALKTHROUGH_ON_INSTALL]: a fresh user-data dir with quiet settings
   mkdir -p "$1/workspace" "$1/udd/User" "$1/exts" "$1/xdg"
   cat > "$1/udd/User/settings.json" <<JSON
 { "telemetry.telemetryLevel": "off", "update.mode": "none", "extensions.autoCheckUpdates": false,
   "extensions.autoUpdate": false, "extensions.ignoreRecommendations": true, "workbench.startupEditor": "none",
   "workbench.tips.enabled": false, "security.workspace.trust.enabled": false, "chat.disableAIFeatures": true,
   "git.enabled": false, "workbench.enableExperiments": false, "npm.fetchOnlinePackageInfo": false,
-  "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.welcomePage.walkthroughs.openOnInstall": false }
+  "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.welcomePage.walkthroughs.openOnInstall": ${2:-false} }
 JSON
 }
 
@@ -88,7 +89,7 @@ rm -rf test-results/e2e; mkdir -p test-results/e2e  # no screenshot of an earlie
 UI=0 EXTHOST=0
 
 if [ "${E2E_ONLY:-}" != exthost ]; then
-  profile "$RUN/ui"
+  profile "$RUN/ui" true
   code_server "$RUN/ui" --install-extension "$REPO/agent-rl-studio.vsix" > "$RUN/ui/install.log" 2>&1 \
     || { cat "$RUN/ui/install.log"; exit 1; }
   start_server "$RUN/ui"

@@ -1,6 +1,10 @@
-// The Get Started walkthrough as VS Code renders it from package.json: opened from the palette (run.sh's profile
-// keeps it from opening by itself), its steps listed in order (Connect a trainer, not Install the trainer: this
-// profile's Python has agentrl, and the extension is not even active yet), a step's markdown and picture.
+// The Get Started walkthrough as VS Code renders it from package.json. First, before every other scenario, it finds
+// a newcomer by itself: the window opened on an empty folder, the extension installed before the window opened, and
+// VS Code's opening of walkthroughs on install left on (run.sh's UI profile), it comes to the front without a click.
+// Then, opened from the palette, its steps listed in order (Connect a trainer, not Install the trainer: this
+// profile's Python has agentrl), a step's markdown and picture.
+import fs from 'node:fs';
+
 const STEPS = [
   'Connect a trainer',
   'Write an environment',
@@ -9,6 +13,27 @@ const STEPS = [
   'Watch its metrics',
   'Replay what it did',
 ];
+
+/** The walkthrough in front in the empty workspace, then closed for the scenarios after. */
+export async function walkthroughFindsAnEmptyFolderScenario({ page, workspace, lap, runCommand }) {
+  const there = fs.readdirSync(workspace);
+  if (there.length) throw new Error(`the workspace is not empty: ${there.join(', ')}`);
+  const tab = page.locator('.tab.active', { hasText: /Walkthrough: .*Agent RL|Welcome/ });
+  await tab.waitFor({ timeout: 60000 });
+  const titles = page.locator('.gettingStartedContainer .getting-started-step .step-title');
+  await titles
+    .filter({ hasText: /^Connect a trainer$|^Install the trainer$/ })
+    .first()
+    .waitFor({ timeout: 30000 });
+  lap(
+    `in an empty folder the walkthrough opened by itself: "${(await tab.textContent())?.trim()}", first step "${(
+      await titles.first().textContent()
+    )?.trim()}"`,
+  );
+  await runCommand(page, 'View: Close All Editors');
+  await tab.waitFor({ state: 'detached', timeout: 10000 });
+}
+walkthroughFindsAnEmptyFolderScenario.first = true; // the harness runs it before the others: it needs the fresh window
 
 export async function walkthroughScenario({ page, runCommand }) {
   await runCommand(page, 'Welcome: Open Walkthrough...');
