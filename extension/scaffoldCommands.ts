@@ -30,6 +30,7 @@ import {
   type EnvironmentSpec,
   type ToolKind,
 } from './scaffold';
+import { fitScaffoldedConfig } from './scaffoldFit';
 import { EditorFailure } from './troubleshooting';
 
 /** `kind`: Tools in a ToolEnv (the default, naming `tools`), a Gym-style text game of the user's own (`gym`) or an
@@ -111,7 +112,9 @@ const newEnvironment =
           : { kind, name, model };
     writeNewFiles(folder, renderEnvironment(spec, templatesDir(ctx)));
     ctx.log.info(`New environment written to ${folder}`);
-    await vscode.window.showTextDocument(vscode.Uri.file(join(folder, `${name}.agentrl.yaml`)));
+    const config = join(folder, `${name}.agentrl.yaml`);
+    await fitScaffoldedConfig(ctx, name, config);
+    await vscode.window.showTextDocument(vscode.Uri.file(config));
     markSucceeded('newEnvironment');
     return folder;
   };

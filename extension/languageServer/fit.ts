@@ -31,7 +31,7 @@ function planLines(plan: MemoryPlan): string[] {
     `Planned peak memory: ${gib(plan.peakBytes)}, ${verdict}. ${(plan.parameters / 1e6).toFixed(1)}M parameters (${plan.shapeSource}), ${(plan.trainableParameters / 1e6).toFixed(2)}M trained.`,
     parts.join('\n'),
   ];
-  if (plan.waysToFit?.length) lines.push(`To fit, change one of: ${plan.waysToFit.join('; ')}.`);
+  if (plan.waysToFit?.length) lines.push(`To fit, change one of: ${plan.waysToFit.map((way) => way.text).join('; ')}.`);
   return lines;
 }
 

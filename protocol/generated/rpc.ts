@@ -1089,9 +1089,22 @@ export interface MemoryPlan {
     phase: "always" | "update" | "rollout";
   }[];
   /**
-   * When it does not fit: the settings that, changed alone, would make it fit.
+   * When it does not fit: the changes that, each made alone, would make it fit; the smallest change of each kind, the cheapest kind first (train.micro_batch_size first).
    */
-  waysToFit?: string[];
+  waysToFit?: {
+    /**
+     * As the user reads it: "train.micro_batch_size 8 -> 4 (peak 22.9 GiB)".
+     */
+    text: string;
+    /**
+     * The settings it changes, by dotted key as --set takes them (several where they go together).
+     */
+    settings: {};
+    /**
+     * The planned peak with this change.
+     */
+    peakBytes: number;
+  }[];
 }
 /**
  * Start one MCP server as a run would (an env.mcp_servers entry), list its tools, and stop it: what the editor's New Tool > From an MCP server shows before it writes the entry into a run config. The server program runs on the trainer's machine, where runs would start it.

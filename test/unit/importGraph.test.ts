@@ -55,7 +55,17 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
   extension: [
     [
       'building blocks: one job each, no state of the editor',
-      ['commands', 'counted', 'settings', 'envBundle', 'runConfig', 'scaffold', 'mcpServerEntry', 'webviewHtml'],
+      [
+        'commands',
+        'counted',
+        'settings',
+        'envBundle',
+        'runConfig',
+        'runConfigDocuments',
+        'scaffold',
+        'mcpServerEntry',
+        'webviewHtml',
+      ],
     ],
     [
       'the trainer, spoken to and read',
@@ -108,6 +118,7 @@ const FLOORS: Record<string, Array<[string, string[]]>> = {
         'runStarting',
         'runsView',
         'scaffoldCommands',
+        'scaffoldFit',
         'searchCommands',
         'setupCommands',
         'statusBar',

@@ -408,7 +408,13 @@ describe('run-config language server: does the model fit the trainer', () => {
       { name: 'activations', bytes: 2 * 2 ** 30, detail: '4 rows x 1,024 positions', phase: 'update' as const },
       { name: 'reference', bytes: 0, detail: 'none', phase: 'always' as const },
     ],
-    waysToFit: ['train.micro_batch_size 4 -> 1 (peak 0.90 GiB)'],
+    waysToFit: [
+      {
+        text: 'train.micro_batch_size 4 -> 1 (peak 0.90 GiB)',
+        settings: { 'train.micro_batch_size': 1 },
+        peakBytes: 0.9 * 2 ** 30,
+      },
+    ],
   };
 
   it("names the connected trainer's devices", () => {

@@ -4,6 +4,8 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commands } from 'vscode';
+import { parse } from 'yaml';
+import type { MemoryPlan } from '../../protocol/generated/rpc';
 import { Commands } from '../../extension/commands';
 import { registerScaffoldCommands } from '../../extension/scaffoldCommands';
 import { fakeCtx, type FakeCtx } from './fakeCtx';
@@ -15,8 +17,33 @@ describe('scaffold commands', () => {
     fake.reset();
     parent = mkdtempSync(join(tmpdir(), 'agentrl-scaffold-commands-'));
     f = fakeCtx();
+    f.connection.answers['config/memoryPlan'] = () => ({ plan: plan(true) });
     registerScaffoldCommands(f.ctx);
   });
+
+  const GIB = 2 ** 30;
+  /** The trainer's memory plan of a config, fitting its machine or not, with the ways to fit given. */
+  const plan = (fits: boolean, waysToFit?: MemoryPlan['waysToFit']): MemoryPlan => ({
+    peakBytes: 40 * GIB,
+    rowPositions: 2048,
+    fits,
+    ...(fits ? {} : { shortestPeakBytes: 9 * GIB, waysToFit }),
+    parameters: 134_515_008,
+    trainableParameters: 134_515_008,
+    shapeSource: 'config.json',
+    device: { kind: 'cpu', label: "this machine's available memory (23.0 GiB)", memoryBytes: 23 * GIB },
+    parts: [],
+  });
+  const halved = {
+    text: 'train.micro_batch_size 8 -> 4 (peak 22.9 GiB)',
+    settings: { 'train.micro_batch_size': 4 },
+    peakBytes: 22.9 * GIB,
+  };
+  const lora = {
+    text: 'model.lora.enabled: true (peak 12.0 GiB)',
+    settings: { 'model.lora.enabled': true },
+    peakBytes: 12 * GIB,
+  };
 
   const newEnvironment = (name = 'lookup') =>
     commands.executeCommand(Commands.newEnvironment, { name, tools: ['search'], parent, model: 'tiny' });
@@ -31,6 +58,46 @@ describe('scaffold commands', () => {
       [join(parent, 'lookup', 'lookup.agentrl.yaml')],
     );
     assert.deepEqual(f.log.lines, [`info: New environment written to ${join(parent, 'lookup')}`]);
+  });
+
+  it("New Environment fits its config to the trainer's machine where the memory plan says it does not fit", async () => {
+    f.connection.answers['config/memoryPlan'] = () => ({ plan: plan(false, [lora, halved]) });
+    const folder = (await newEnvironment()) as string;
+    const config = join(folder, 'lookup.agentrl.yaml');
+    const asked = f.connection.requests.find((r) => r.method === 'config/memoryPlan')!.params as {
+      config: { name: string };
+      configDir: string;
+    };
+    assert.deepEqual([asked.config.name, asked.configDir], ['lookup', folder], 'the config as written, and its folder');
+    const written = readFileSync(config, 'utf8');
+    assert.match(
+      written,
+      /micro_batch_size: 4 # set when written: 40\.0 GiB planned, over this machine's available memory/,
+    );
+    assert.match(written, /^# Run config of the lookup environment/, "the template's comments kept");
+    assert.equal(parse(written).model.lora, undefined, 'LoRA changes what is learned: offered, never written');
+    assert.match(
+      fake.messages.at(-1)!.text,
+      /lookup's config was fitted to the trainer's machine .*: train\.micro_batch_size 8 -> 4/,
+    );
+    assert.deepEqual(
+      fake.shownDocuments.map((d) => d.uri.fsPath),
+      [config],
+    );
+  });
+
+  it('New Environment only says so where no change that keeps the learning fits; plans nothing without a trainer', async () => {
+    f.connection.answers['config/memoryPlan'] = () => ({ plan: plan(false, [lora]) });
+    const before = readFileSync(join((await newEnvironment('first')) as string, 'first.agentrl.yaml'), 'utf8');
+    assert.match(before, /micro_batch_size: 8$/m);
+    assert.match(
+      fake.messages.at(-1)!.text,
+      /first's config may not fit .* To fit, change one of: model\.lora\.enabled: true/,
+    );
+    f.connection.isConnected = false;
+    f.connection.requests.length = 0;
+    await newEnvironment('second');
+    assert.deepEqual(f.connection.requests, []);
   });
 
   it('New Environment asks what plays the episodes, name, tools, model and folder in turn, and stops where the user does', async () => {
@@ -131,6 +198,7 @@ describe('scaffold commands', () => {
 
   it('New Tool from an MCP server lists its tools only in a trusted workspace, through the connected trainer', async () => {
     const folder = (await newEnvironment()) as string;
+    f.connection.requests.length = 0; // New Environment's memory plan
     fake.trusted = false;
     const args = { folder, name: 'weather', kind: 'mcp', server: 'python weather.py' };
     assert.equal(await commands.executeCommand(Commands.newTool, args), undefined);

@@ -293,6 +293,8 @@ def test_the_server_answers_config_memory_plan_as_the_protocol_says(tmp_path, mo
     validator_for("config/memoryPlan.result").validate(answer)
     plan = answer["plan"]
     assert plan["fits"] is False and plan["waysToFit"] and plan["shortestPeakBytes"] > 24 << 30
+    for way in plan["waysToFit"]:  # what the editor applies (the settings) is what the user reads (the text)
+        assert way["text"].startswith(next(iter(way["settings"]))) and way["peakBytes"] <= SMALL_MACHINE.memory_bytes
     config["model"]["path"] = "missing-folder"
     answer = asyncio.run(config_memory_plan(state, None, {"config": config, "configDir": str(tmp_path)}))
     assert "no config.json" in answer["unavailable"]

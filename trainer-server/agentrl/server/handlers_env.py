@@ -88,7 +88,10 @@ async def config_memory_plan(state: ServerState, client: Client, params: dict[st
         wire = longest.to_wire()
         if shortest is not None:
             wire["shortestPeakBytes"] = shortest.peak_bytes
-            wire["waysToFit"] = [way.text for way in ways_to_fit(config, base, longest)]
+            wire["waysToFit"] = [
+                {"text": way.text, "settings": way.settings, "peakBytes": way.peak_bytes}
+                for way in ways_to_fit(config, base, longest)
+            ]
         return {"plan": wire}
 
     return await asyncio.to_thread(plan)  # a tiny model's tokenizer is built, a config.json read
