@@ -163,12 +163,12 @@ export interface RerollMessage extends EpisodeAddress {
 
 /** Webview → host, from an episode of the list ("Add to Training Set", `fromTurn` 0), a turn of the episode view
  * ("Add to Training Set from This Turn", that turn's index) or the group view ("Add Group to Training Set": its
- * episodes, `fromTurn` 0): append these episodes of run `runId`, whose records the host sent, to a training set the
- * user picks (protocol/schemas/training-set.schema.json); the host says how it went. */
+ * episodes, `fromTurn` 0): append these records (the page's own, as the host sent them: the host keeps no copy of
+ * what it showed) to a training set the user picks (protocol/schemas/training-set.schema.json); the host says how it
+ * went. */
 export interface AddToTrainingSetMessage {
   type: 'addToTrainingSet';
-  runId: string;
-  trajectoryIds: string[];
+  records: TrajectoryRecord[];
   fromTurn: number;
 }
 

@@ -7,7 +7,6 @@ import * as vscode from 'vscode';
 import { episodeSourceOf } from '../../protocol/episode-sources';
 import { ACTIVE_RUN_STATUSES } from '../../protocol/generated/rpc';
 import type {
-  AddToTrainingSetMessage,
   HostToWebviewMessage,
   SearchMessage,
   SearchResultsMessage,
@@ -302,8 +301,8 @@ function connect(
         post(webview, reply);
         return;
       }
-      case 'addToTrainingSet':
-        await addToTrainingSet(ctx, webview, message);
+      case 'addToTrainingSet': // the command asks which set and says how it went (extension/trainingSets.ts)
+        await vscode.commands.executeCommand(Commands.addToTrainingSet, message.records, message.fromTurn);
         return;
       case 'listRerolls':
         post(webview, await relayRerollList(message, connectedTrainer(ctx)));
@@ -329,41 +328,9 @@ function connect(
   webview.html = webviewHtml(webview, webviewRoot(ctx), 'main', 'Trajectory replay');
 }
 
-/** The records each webview was sent (loaded, appended, found), by run and id: what its Add to Training Set names. */
-const shownRecords = new WeakMap<vscode.Webview, Map<string, TrajectoryRecord>>();
-const recordKey = (runId: string, id: string): string => JSON.stringify([runId, id]);
-
+/** Typed: the webview's messages are declared once, in protocol/webview-messages.ts. */
 function post(webview: vscode.Webview, message: HostToWebviewMessage): void {
-  const records =
-    message.type === 'load' || message.type === 'append'
-      ? message.records
-      : message.type === 'searchResults' && message.reply.ok
-        ? message.reply.records
-        : [];
-  if (records.length) {
-    const shown = shownRecords.get(webview) ?? new Map<string, TrajectoryRecord>();
-    shownRecords.set(webview, shown);
-    for (const record of records) shown.set(recordKey(record.run_id, record.id), record);
-  }
   void webview.postMessage(message);
-}
-
-/** Add to Training Set from the replay: the records the webview was sent (else the trainer's, for a run it has),
- *  through the command, which asks which set and says how it went (extension/trainingSets.ts). */
-async function addToTrainingSet(ctx: Ctx, webview: vscode.Webview, message: AddToTrainingSetMessage): Promise<void> {
-  const { runId, trajectoryIds, fromTurn } = message;
-  const shown = trajectoryIds.map((id) => shownRecords.get(webview)?.get(recordKey(runId, id)));
-  const trainer = connectedTrainer(ctx);
-  const records = shown.every((record) => record !== undefined)
-    ? shown
-    : await trainer?.records.get(runId, trajectoryIds).catch(() => undefined);
-  if (!records) {
-    const why = `Add to Training Set: the episodes of run ${runId} asked for are not held here (was it reloaded?)`;
-    ctx.log.warn(`replay: ${why}: ${trajectoryIds.join(', ')}`);
-    void vscode.window.showWarningMessage(`Agent RL: ${why}.`);
-    return;
-  }
-  await vscode.commands.executeCommand(Commands.addToTrainingSet, records, fromTurn);
 }
 
 /** Opens the Python file of the workspace that defines the Tool, at its definition. */

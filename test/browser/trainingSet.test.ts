@@ -1,5 +1,6 @@
 import { strict as assert } from 'node:assert';
 import type { Browser, Page } from 'playwright-core';
+import type { TrajectoryRecord } from '../../protocol/generated/trajectory';
 import { fixture, launch, openReplay } from './harness';
 
 describe("the replay's Add to Training Set in Chromium", function () {
@@ -17,12 +18,7 @@ describe("the replay's Add to Training Set in Chromium", function () {
     const record = lookup[3];
     const page = await openReplay(browser, lookup);
     await page.click(`tr[data-id="${record.id}"] button.add-to-set`);
-    assert.deepEqual((await posted(page)).at(-1), {
-      type: 'addToTrainingSet',
-      runId: record.run_id,
-      trajectoryIds: [record.id],
-      fromTurn: 0,
-    });
+    assert.deepEqual((await posted(page)).at(-1), { type: 'addToTrainingSet', records: [record], fromTurn: 0 });
     assert.equal(await page.locator('tbody tr').count(), lookup.length, 'still the list: the row was not opened');
     await page.close();
   });
@@ -33,12 +29,7 @@ describe("the replay's Add to Training Set in Chromium", function () {
     await page.click(`tr[data-id="${record.id}"]`);
     await page.click('.step.kind-assistant >> nth=1');
     await page.click('#add-to-set-here');
-    assert.deepEqual((await posted(page)).at(-1), {
-      type: 'addToTrainingSet',
-      runId: record.run_id,
-      trajectoryIds: [record.id],
-      fromTurn: 1,
-    });
+    assert.deepEqual((await posted(page)).at(-1), { type: 'addToTrainingSet', records: [record], fromTurn: 1 });
     await page.close();
   });
 
@@ -49,10 +40,11 @@ describe("the replay's Add to Training Set in Chromium", function () {
     await page.click(`tr[data-id="${record.id}"]`);
     await page.click('#view-group');
     await page.click('#add-group-to-set');
-    const last = (await posted(page)).at(-1) as { trajectoryIds: string[] };
+    const last = (await posted(page)).at(-1) as { records: TrajectoryRecord[] };
+    const byId = (a: TrajectoryRecord, b: TrajectoryRecord) => a.id.localeCompare(b.id);
     assert.deepEqual(
-      { ...last, trajectoryIds: [...last.trajectoryIds].sort() },
-      { type: 'addToTrainingSet', runId: record.run_id, trajectoryIds: group.map((r) => r.id).sort(), fromTurn: 0 },
+      { ...last, records: [...last.records].sort(byId) },
+      { type: 'addToTrainingSet', records: [...group].sort(byId), fromTurn: 0 },
     );
     await page.close();
   });
