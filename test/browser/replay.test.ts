@@ -400,6 +400,11 @@ describe('replay panel in Chromium', function () {
     await post({ type: 'load', source: 'run-1', records: lookup, live: false, focusStep: step + 100 }); // a step without trajectories
     await page.locator('.run-browser').waitFor();
     assert.equal(await page.locator('.run-browser tbody tr').count(), 0);
+    // The step filter the click set is said in words, and one click shows every episode again.
+    assert.equal(await page.textContent('#clear-filters'), `filtered by step ${step + 100}: show all`);
+    await page.click('#clear-filters');
+    assert.equal(await page.locator('.run-browser tbody tr').count(), lookup.length);
+    assert.equal(await page.locator('#clear-filters').count(), 0);
     await page.close();
   });
 

@@ -24,6 +24,15 @@ export function visibleRecords(records: TrajectoryRecord[], state: UiState): Tra
   return [...filtered].sort((a, b) => key[state.runSort](a) - key[state.runSort](b));
 }
 
+/** The list's filters that are on, as words ("step 3", "status error", "tool errors only"). */
+function filtersOn({ filters }: UiState): string[] {
+  return [
+    ...(filters.step === '' ? [] : [`step ${filters.step}`]),
+    ...(filters.status ? [`status ${filters.status}`] : []),
+    ...(filters.toolErrorsOnly ? ['tool errors only'] : []),
+  ];
+}
+
 export function renderRunBrowser(
   records: TrajectoryRecord[],
   state: UiState,
@@ -97,6 +106,18 @@ export function renderRunBrowser(
     }),
   );
 
+  const narrowedBy = filtersOn(state);
+  const clearFilters = h(
+    'button',
+    { id: 'clear-filters', title: 'Show every episode of the run' },
+    `filtered by ${narrowedBy.join(', ')}: show all`,
+  );
+  clearFilters.addEventListener('click', () =>
+    actions.update((s) => {
+      s.filters = { status: '', toolErrorsOnly: false, step: '' };
+    }),
+  );
+
   const found = search?.state;
   const byId = new Map(records.map((r) => [r.id, r]));
   const matching = found
@@ -159,6 +180,9 @@ export function renderRunBrowser(
       sort,
       h('label', { for: 'follow-live' }, follow, ' follow live'),
       h('span', { class: 'count' }, `${matching.length} of ${records.length}`),
+      // Said in words, beside the count: a filter set by a click elsewhere (a chart's point filters to its step)
+      // would else stay on unseen when the list comes back.
+      !found && narrowedBy.length ? clearFilters : null,
     ),
     search ? renderSearchBox(records, found?.query, search.run) : null,
     found ? searchBanner(found, search!) : null,
