@@ -3,7 +3,7 @@
 searching the same corpus (the 21,184 paragraphs of the training and held-out files).
 
     .venv/bin/python results/multihop_full.py [--steps 25] [--eval-every 10] [--set KEY=VALUE ...] [--name NAME]
-        [--config multihop_full_seeded_grpo.agentrl.yaml]
+        [--config multihop_full_seeded_grpo.agentrl.yaml] [--eval-limit N]
 
 Runs `agentrl eval --baseline naive-rag`, then `agentrl demo --config multihop_full_grpo.agentrl.yaml --metric f1`
 (whose "before" is Base Tool Call: the untrained model with the recipe's prompt and the search tool), and writes
@@ -11,7 +11,11 @@ results/NAME.json and .md (multihop_full by default): F1, EM and substring for e
 against each baseline, the searches per question and how often a search brought back a passage holding the answer,
 and the held-out F1 at every evaluation during training against the training time (the curve). `--config` names
 another config of the recipe folder (multihop_full_seeded_grpo.agentrl.yaml: the first search made for the agent);
-the baselines are evaluated with it too.
+the baselines are evaluated with it too. All three agents are scored on every record of the config's data.eval
+(`--eval-limit N`: its first N). `multihop_warm_grpo.agentrl.yaml` (a warm start on demonstrations, then GRPO) is
+evaluated on data/heldout_500.jsonl, and the report adds a row per dataset and split of it (HotpotQA dev,
+2WikiMultihopQA dev, and the held-out slice of each dataset's train questions; data/heldout_500_provenance.tsv), each
+with its paired bootstrap CIs.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+from agentrl.contract.config import load_config, resolve_paths
+from agentrl.recipes.multihop.search import paragraphs_of
+from agentrl.recipes.multihop.splits import HELDOUT, heldout_groups
 from agentrl.run.runstore import read_events
 from agentrl.run.stats import bootstrap_ci, paired_bootstrap_ci
 from multistep import machine
@@ -60,6 +67,32 @@ def summary(run_dir: Path) -> dict:
     }
 
 
+def records_in(path: str) -> int:
+    with open(path, encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def group_rows(agents: dict[str, dict], groups: list[str]) -> list[str]:
+    """A table row per group of held-out questions (dataset and split), each agent's F1, and the trained agent's F1
+    against each baseline's, paired bootstrap 95% CIs over that group's questions."""
+    lines = [
+        "| questions | n | Naive RAG F1 | Base Tool Call F1 | trained F1 | trained - Naive RAG, F1 95% CI | "
+        "trained - Base Tool Call, F1 95% CI |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for group in dict.fromkeys(groups):
+        picked = [i for i, g in enumerate(groups) if g == group]
+        f1 = {name: [agent["per_task"]["f1"][i] for i in picked] for name, agent in agents.items()}
+        mean = {name: sum(v) / len(v) for name, v in f1.items()}
+        ci = {name: paired_bootstrap_ci(f1[name], f1["trained"]) for name in ("naive_rag", "base_tool_call")}
+        lines.append(
+            f"| {group} | {len(picked)} | {mean['naive_rag']:.3f} | {mean['base_tool_call']:.3f} | "
+            f"{mean['trained']:.3f} | [{ci['naive_rag'][0]:+.3f}, {ci['naive_rag'][1]:+.3f}] | "
+            f"[{ci['base_tool_call'][0]:+.3f}, {ci['base_tool_call'][1]:+.3f}] |"
+        )
+    return lines
+
+
 def latest_eval_dir(before: set[Path]) -> Path:
     [new] = [p for p in RUNS.iterdir() if p.name.startswith("eval-") and p not in before]
     return new
@@ -76,12 +109,16 @@ def main() -> None:
         default="multihop_full_grpo.agentrl.yaml",
         help="a config in the recipe folder, for all three agents",
     )
+    parser.add_argument("--eval-limit", type=int, help="score the first N held-out records (default: all)")
     args = parser.parse_args()
     config = RECIPE / args.config
+    loaded = resolve_paths(load_config(config, args.overrides), config.parent)
+    eval_limit = args.eval_limit or records_in(loaded.data.eval)
     RUNS.mkdir(parents=True, exist_ok=True)
     sets = [arg for override in args.overrides for arg in ("--set", override)]
     seen = set(RUNS.iterdir())
-    agentrl("eval", str(config), "--baseline", "naive-rag", "--runs-dir", str(RUNS), *sets)
+    limit = ["--limit", str(eval_limit)]
+    agentrl("eval", str(config), "--baseline", "naive-rag", "--runs-dir", str(RUNS), *limit, *sets)
     naive_rag = summary(latest_eval_dir(seen))
     started = time.perf_counter()
     demo = json.loads(
@@ -92,7 +129,7 @@ def main() -> None:
             "--metric",
             "f1",
             "--eval-limit",
-            "150",
+            str(eval_limit),
             "--runs-dir",
             str(RUNS),
             "--steps",
@@ -138,10 +175,17 @@ def main() -> None:
             for name, other in (("naive_rag", naive_rag), ("base_tool_call", base_tool_call))
         },
     }
+    groups = heldout_groups()[: trained["n"]] if Path(loaded.data.eval).name == HELDOUT else []
+    agents = {"naive_rag": naive_rag, "base_tool_call": base_tool_call, "trained": trained}
+    by_group = group_rows(agents, groups) if groups else []
+    results["by_group"] = by_group
     (HERE / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
+    corpus = len(paragraphs_of([Path(loaded.data.train), Path(loaded.data.eval)]))
+    warm_start = f"{loaded.train.sft_steps} sft steps on data.sft, then " if loaded.train.sft_steps else ""
     lines = [
-        f"Multi-hop QA, 150 held-out questions, greedy, one corpus of 21,184 paragraphs for all; trained with GRPO on "
-        f"2,195 training-split questions for {demo['train_wall_s'] / 60:.1f} min; {results['machine']}, {results['date']}; "
+        f"Multi-hop QA, {trained['n']} held-out questions, greedy, one corpus of {corpus:,} paragraphs for all; trained "
+        f"with {warm_start}GRPO on {records_in(loaded.data.train):,} training-split questions for "
+        f"{demo['train_wall_s'] / 60:.1f} min; {results['machine']}, {results['date']}; "
         f"config {config.name}" + "".join(f", --set {o}" for o in args.overrides) + ".",
         "",
         "| agent | F1 | EM | substring | searches per question | a search found the answer |",
@@ -156,6 +200,8 @@ def main() -> None:
     for name, intervals in results["trained_vs"].items():
         for metric, (low, high) in intervals.items():
             lines.append(f"- GRPO vs {name}: {metric} paired 95% CI [{low:+.3f}, {high:+.3f}]")
+    if by_group:
+        lines += ["", "Per dataset and split (the trained agent's F1 against each baseline's, paired):", "", *by_group]
     lines += [
         "",
         "Held-out F1 during training: "

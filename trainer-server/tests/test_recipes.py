@@ -512,6 +512,7 @@ def test_the_full_training_split_holds_no_heldout_or_dev_question():
         "multihop/multihop_full_grpo.agentrl.yaml",
         "multihop/multihop_full_seeded_grpo.agentrl.yaml",
         "multihop/multihop_full_seeded_prompt_grpo.agentrl.yaml",
+        "multihop/multihop_warm_grpo.agentrl.yaml",
     ],
 )
 def test_recipe_envs_pass_env_check(recipe):

@@ -4,7 +4,8 @@ the episodes it samples, for supervised fine-tuning (algorithm.name: sft, data.s
 A demonstration is one JSON object: `messages` in OpenAI's chat format (the messages up to the first assistant one
 are the prompt; each assistant message, its content and `tool_calls`, is a turn to learn; the tool and user messages
 after it are what the turn was told back), with optional `tools` (OpenAI tool schemas; default: the env's),
-`task_id` and `reward`. The prompt is the run's chat template applied with the tools, as a rollout's; a turn is its
+`task_id`, `reward` and `prompt_length` (how many of the first messages are the prompt, for a prompt that holds a
+worked example's assistant messages, as an env's reset may give; default: those before the first assistant one). The prompt is the run's chat template applied with the tools, as a rollout's; a turn is its
 content followed by each call written in rollout.tool_format, as the model must write it to be parsed, then the
 end-of-sequence token (the model learns to stop); what follows is rendered by the template as an observation
 (`ChatFormat.observation`), each tool message cut to rollout.tool_output_tokens. Only the turns' tokens are trained.
@@ -34,12 +35,10 @@ def render_demonstration(
     prompt_length: int | None = None,
 ) -> Episode:
     """The episode of one demonstration, group `group`, sample 0; ValueError saying what is wrong with it. The prompt
-    is the messages before the first assistant one, or the first `prompt_length` (a recorded episode's prompt may hold
-    a worked example's assistant message, which the model never wrote)."""
+    is the first `prompt_length` messages (this argument, else the demonstration's own), or those before the first
+    assistant one (a prompt may hold a worked example's assistant message, which the model never wrote)."""
     messages, tools = _checked(demo, env_tools)
-    first = (
-        next(i for i, m in enumerate(messages) if m["role"] == "assistant") if prompt_length is None else prompt_length
-    )
+    first = _prompt_length(demo, messages) if prompt_length is None else prompt_length
     if first >= len(messages) or messages[first]["role"] != "assistant":
         raise ValueError(f"messages[{first}]: the first turn must be an assistant message")
     prompt = messages[:first]
@@ -92,6 +91,16 @@ def _checked(demo: Any, env_tools: list[dict[str, Any]]) -> tuple[list[dict[str,
     ):
         raise ValueError('tools: give a list of OpenAI tool schemas ({"type": "function", "function": {"name": ...}})')
     return messages, tools
+
+
+def _prompt_length(demo: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+    """The demonstration's `prompt_length`, or the number of messages before the first assistant one."""
+    given = demo.get("prompt_length")
+    if given is None:
+        return next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    if isinstance(given, bool) or not isinstance(given, int) or not 0 <= given < len(messages):
+        raise ValueError(f"prompt_length: {given!r} is not a number of messages below {len(messages)}")
+    return given
 
 
 def _reward(demo: dict[str, Any]) -> float:
