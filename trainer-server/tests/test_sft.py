@@ -296,6 +296,9 @@ def test_atif_trajectories_ours_token_exact_and_another_tools_as_their_demonstra
             "are not JSON",
         ),
         ({**demonstration("3"), "reward": float("nan")}, "reward: nan is not a finite number"),
+        ({**demonstration("3"), "prompt_length": 5}, "prompt_length: 5 is not a number of messages below"),
+        ({**demonstration("3"), "prompt_length": True}, "prompt_length: True is not a number of messages"),
+        ({**demonstration("3"), "prompt_length": 0}, r"messages\[0\]: the first turn must be an assistant message"),
         (
             {
                 **demonstration("3"),

@@ -5,10 +5,11 @@ A demonstration is one JSON object: `messages` in OpenAI's chat format (the mess
 are the prompt; each assistant message, its content and `tool_calls`, is a turn to learn; the tool and user messages
 after it are what the turn was told back), with optional `tools` (OpenAI tool schemas; default: the env's),
 `task_id`, `reward` and `prompt_length` (how many of the first messages are the prompt, for a prompt that holds a
-worked example's assistant messages, as an env's reset may give; default: those before the first assistant one). The prompt is the run's chat template applied with the tools, as a rollout's; a turn is its
-content followed by each call written in rollout.tool_format, as the model must write it to be parsed, then the
-end-of-sequence token (the model learns to stop); what follows is rendered by the template as an observation
-(`ChatFormat.observation`), each tool message cut to rollout.tool_output_tokens. Only the turns' tokens are trained.
+worked example's assistant messages, as an env's reset may give; default: those before the first assistant one). The
+prompt is the run's chat template applied with the tools, as a rollout's; a turn is its content followed by each
+call written in rollout.tool_format, as the model must write it to be parsed, then the end-of-sequence token (the
+model learns to stop); what follows is rendered by the template as an observation (`ChatFormat.observation`), each
+tool message cut to rollout.tool_output_tokens. Only the turns' tokens are trained.
 """
 
 from __future__ import annotations
