@@ -4,6 +4,7 @@
 // Then, opened from the palette, its steps listed in order (Connect a trainer, not Install the trainer: this
 // profile's Python has agentrl), a step's markdown and picture.
 import fs from 'node:fs';
+import path from 'node:path';
 
 const STEPS = [
   'Connect a trainer',
@@ -30,6 +31,7 @@ export async function walkthroughFindsAnEmptyFolderScenario({ page, workspace, l
       await titles.first().textContent()
     )?.trim()}"`,
   );
+  await page.screenshot({ path: path.join('test-results', 'e2e', 'walkthrough-in-an-empty-folder.png') });
   await runCommand(page, 'View: Close All Editors');
   await tab.waitFor({ state: 'detached', timeout: 10000 });
 }
