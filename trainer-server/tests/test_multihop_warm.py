@@ -12,7 +12,7 @@ from agentrl.models.loading import load_policy
 from agentrl.recipes.answers import normalize_answer
 from agentrl.recipes.multihop import splits
 from agentrl.recipes.multihop.warm_start_demonstrations import CONFIG, DEMONSTRATIONS, bridge_title
-from agentrl.run.sft_data import sft_episodes_of
+from agentrl.run.sft_data import sft_episodes_of, turns_over_budget
 
 DATA = splits.DATA
 
@@ -74,7 +74,8 @@ def test_the_demonstrations_render_as_the_warm_start_reads_them_and_hold_no_held
     tasks = {splits.record_id(json.dumps(t)): t for t in load_tasks(config.data.train, None)}
     episodes = sft_episodes_of(config, tokenizer, make_env, next(iter(tasks.values())))
     demonstrations = [json.loads(line) for line in DEMONSTRATIONS.open(encoding="utf-8")]
-    assert len(episodes) == len(demonstrations) == 1070
+    assert len(episodes) == len(demonstrations) == 864
+    assert turns_over_budget(episodes, config.rollout.max_new_tokens) is None  # no turn a rollout would cut
     heldout_ids, heldout_questions, _ = ids_and_questions(DATA / splits.HELDOUT)
     env = make_env()
     for demo, episode in zip(demonstrations, episodes, strict=True):

@@ -17,7 +17,7 @@ from agentrl.rollout.episode import episode_from_record
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.run.atif import record_to_atif
 from agentrl.run.runstore import latest_status, read_events
-from agentrl.run.sft_data import sft_episodes_of
+from agentrl.run.sft_data import sft_episodes_of, turns_over_budget
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG
 
@@ -314,6 +314,28 @@ def test_a_bad_demonstration_is_named_by_its_file_and_line(tmp_path, demo, messa
     (config_path.parent / "demos.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=rf"data.sft\[0\]: .*demos.jsonl:2: .*{message}"):
         sft_episodes(config_path)
+
+
+def test_a_warm_start_warns_of_demonstrated_turns_a_rollout_would_cut(tmp_path):
+    """A demonstrated turn longer than rollout.max_new_tokens teaches what no rollout can finish (a call cut before its
+    closing tag is no call): the run says how many episodes, and the longest turn, in its log; none when all fit."""
+    demos = [demonstration("3"), {**demonstration("4")}]
+    demos[1]["messages"] = [*demos[1]["messages"][:3], {"role": "assistant", "content": "The value is " + "v4 " * 40}]
+    config_path = lookup_folder(tmp_path, ["3", "4"], sft=[{"demonstrations": "demos.jsonl"}])
+    (config_path.parent / "demos.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
+    episodes = sft_episodes(config_path)
+    longest = max(sum(m for t, m in zip(e.token_turns, e.loss_mask, strict=True) if t == 1) for e in episodes)
+    said = turns_over_budget(episodes, longest - 1)
+    assert said and said.startswith("data.sft: 1 of 2 episodes learn a turn longer than rollout.max_new_tokens")
+    assert f"the longest, {longest} tokens" in said
+    assert turns_over_budget(episodes, longest) is None
+
+    config_path = lookup_folder(
+        tmp_path, ["3", "4"], sft=[{"demonstrations": "demos.jsonl"}], rollout={"max_new_tokens": 16}
+    )
+    run_dir = train(load_config(config_path), runs_dir=tmp_path / "runs", config_base_dir=config_path.parent)
+    logged = [e["data"]["message"] for e in read_events(run_dir) if e["type"] == "log"]
+    assert any(m.startswith("data.sft: 1 of 2 episodes learn a turn longer") for m in logged), logged
 
 
 def test_an_sft_run_trains_on_the_assistant_tokens_and_resumes_exactly(tmp_path):

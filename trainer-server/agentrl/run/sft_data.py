@@ -93,6 +93,28 @@ def load_sft_episodes(
     return episodes
 
 
+def turns_over_budget(episodes: list[Episode], max_new_tokens: int) -> str | None:
+    """What to tell the user when some episodes learn a turn longer than rollout.max_new_tokens: a rollout cuts such a
+    turn, so the policy is taught to begin what it can never finish (a call cut before its closing tag is no call);
+    None when every learned turn fits."""
+    over = 0
+    longest = 0
+    for episode in episodes:
+        per_turn: dict[int, int] = {}
+        for turn, learned in zip(episode.token_turns, episode.loss_mask, strict=True):
+            per_turn[turn] = per_turn.get(turn, 0) + learned
+        most = max(per_turn.values(), default=0)
+        over += most > max_new_tokens
+        longest = max(longest, most)
+    if not over:
+        return None
+    return (
+        f"data.sft: {over} of {len(episodes)} episodes learn a turn longer than rollout.max_new_tokens "
+        f"({max_new_tokens}; the longest, {longest} tokens): a rollout cuts such a turn, so what it teaches cannot be "
+        "sampled. Raise rollout.max_new_tokens, or leave those episodes out"
+    )
+
+
 def sft_batch(episodes: list[Episode], step: int, batch_size: int, seed: int, shuffle: bool) -> list[Episode]:
     """Step `step`'s episodes, in the order a rollout step takes its tasks (`items_for_step`), each its own group."""
     return [

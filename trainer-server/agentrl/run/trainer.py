@@ -43,7 +43,7 @@ from agentrl.run.progress import ProgressReporter, graceful_signals
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_state, checkpoint_step, new_run_id
-from agentrl.run.sft_data import sft_batch, sft_episodes_of
+from agentrl.run.sft_data import sft_batch, sft_episodes_of, turns_over_budget
 from agentrl.run.step_lines import health_text, summary_line
 from agentrl.run.trackers import Trackers
 
@@ -86,6 +86,9 @@ class _Run:
         self.sft_episodes = (
             sft_episodes_of(config, self.tokenizer, self.make_env, self.tasks[0]) if config.data.sft else None
         )
+        too_long = self.sft_episodes and turns_over_budget(self.sft_episodes, config.rollout.max_new_tokens)
+        if too_long:
+            self.warn(too_long)
         self.warm_start_learner: Learner | None = None  # train.sft_steps: the warm start's, while it lasts
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
         self.cluster: RayCluster | None = None

@@ -10,7 +10,8 @@ returns over the run's corpus:
    (supporting facts' order; MuSiQue's decomposition order), or of the second one when it returned them all;
 3. `Answer: ANSWER`, the record's answer, as the env's `score` reads it.
 
-A demonstration is kept only when the passages as the model reads them (each tool message cut to
+A demonstration is kept only when each turn fits rollout.max_new_tokens (a question too long to be written as a
+query within it is left out) and the passages as the model reads them (each tool message cut to
 rollout.tool_output_tokens, as the rollout cuts it) hold the answer (the env's `holds_the_answer`, never true of
 yes/no answers): the model is taught to answer from what it was shown, never to guess. Each line is one OpenAI chat
 transcript (rollout/demonstrations.py): the prompt exactly as the env's reset gives it (its `prompt_length` messages:
@@ -67,6 +68,10 @@ def demonstration(task: dict[str, Any], config: RunConfig, make_env: Any, chat: 
     if bridge is None:
         return None
     turns = [f"<search>{question}</search>", f"<search>{bridge}</search>", f"Answer: {answer}"]
+    # A turn the rollout would cut (its tokens and the end-of-sequence one over rollout.max_new_tokens) teaches a
+    # query no rollout can finish: such a question is left out (the warm start's first run learned to begin them).
+    if any(len(chat.tokenizer(turn)["input_ids"]) + 1 > config.rollout.max_new_tokens for turn in turns):
+        return None
     env = make_env()
     episode = run_scripted_episode(env, task, turns, config.rollout)
     observations = [turn.observation for turn in episode.turns[:2]]
