@@ -178,6 +178,29 @@ def test_the_logprob_gap_of_rollouts_one_step_behind_is_not_judged():
     assert [monitor.observe(StepEvidence(step, wide, rollouts_one_step_behind=True)) for step in (1, 2, 3)] == [[]] * 3
 
 
+def test_an_sft_step_is_not_judged_by_what_the_policy_sampled():
+    """A warm start's or an sft run's episodes were demonstrated, not sampled: no tool calls, all truncated or a wide
+    logprob gap there says nothing about the policy; an update figure (the entropy) is judged as on any step."""
+    demonstrated = HEALTHY | {"tools/calls": 0.0, "health/truncation_rate": 1.0, "actor/entropy": 0.1}
+    monitor = HealthMonitor()
+    steps = [HEALTHY, demonstrated, demonstrated]  # the entropy falls from 2.0 to 0.1
+    events = [monitor.observe(StepEvidence(step, figures, sampled=False)) for step, figures in enumerate(steps, 1)]
+    assert [(event["step"], event["code"]) for found in events for event in found] == [(3, "entropy_collapse")]
+    assert {code for code, rule in RULE_BY_CODE.items() if rule.reads_rollouts} == {
+        "zero_variance_groups",
+        "no_tool_calls",
+        "all_truncated",
+        "high_truncation",
+        "response_length_explosion",
+        "tool_failure_spike",
+        "logprob_gap",
+        "agent_prefix_breaks",
+    }
+    # the same figures sampled by the policy: its alerts
+    sampled = [monitor.observe(StepEvidence(step, demonstrated)) for step in (4, 5)]
+    assert {"no_tool_calls", "all_truncated"} <= {event["code"] for found in sampled for event in found}
+
+
 def test_a_tool_that_fails_from_the_first_step_spikes_and_one_that_stays_failing_clears():
     failing = HEALTHY | {"tools/lookup/failure_rate": 1.0}
     assert observe_all([failing] * 8) == [(2, "tool_failure_spike", False), (6, "tool_failure_spike", True)]

@@ -47,6 +47,7 @@ class Rule:
     judge: Callable[[StepEvidence, HealthConfig, History], Verdict] | None
     reads: tuple[str, ...] = ()  # the figures a resolved alert reports
     per_evaluation: bool = False  # judged only at held-out evaluations: one holds or clears the alert
+    reads_rollouts: bool = False  # judges what the policy sampled: not judged on an sft step (StepEvidence.sampled)
 
 
 def _zero_variance(ev: StepEvidence, cfg: HealthConfig, _: History) -> Verdict:
@@ -261,6 +262,7 @@ RULES = (
         "credit in the reward so a near miss scores above a failure",
         _zero_variance,
         ("health/zero_variance_groups", "reward/mean"),
+        reads_rollouts=True,
     ),
     Rule(
         "no_tool_calls",
@@ -271,6 +273,7 @@ RULES = (
         "shows what the model writes instead",
         _no_tool_calls,
         ("tools/offered", "tools/calls"),
+        reads_rollouts=True,
     ),
     Rule(
         "all_truncated",
@@ -280,6 +283,7 @@ RULES = (
         "stop), or have the ToolEnv end an episode (done=True) once it is answered",
         _all_truncated,
         ("health/truncation_rate",),
+        reads_rollouts=True,
     ),
     Rule(
         "high_truncation",
@@ -289,6 +293,7 @@ RULES = (
         "(done=True) once answered; the listed trajectories show where they stop",
         _high_truncation,
         ("health/truncation_rate",),
+        reads_rollouts=True,
     ),
     Rule(
         "entropy_collapse",
@@ -307,6 +312,7 @@ RULES = (
         "call (a process reward per call invites repeated calls), or use algorithm.loss_agg token-mean",
         _response_length_explosion,
         ("episode/response_length_mean", "reward/mean"),
+        reads_rollouts=True,
     ),
     Rule(
         "tool_failure_spike",
@@ -316,6 +322,7 @@ RULES = (
         "arguments the Tool's parameters schema rejects; fix the Tool or show the call format in the prompt",
         _tool_failure_spike,
         ("health/tool_failure_rate",),
+        reads_rollouts=True,
     ),
     Rule(
         "logprob_gap",
@@ -325,6 +332,7 @@ RULES = (
         "1e-2 means the engine runs other weights or another chat template than the learner",
         _logprob_gap,
         ("actor/logprob_gap",),
+        reads_rollouts=True,
     ),
     Rule(
         "kl_above_bound",
@@ -361,6 +369,7 @@ RULES = (
         "it nears rollout.max_context. The listed trajectories are sequences that started over",
         _agent_prefix_breaks,
         ("agent/broken_episode_share", "agent/prefix_breaks"),
+        reads_rollouts=True,
     ),
 )
 RULE_BY_CODE = {rule.code: rule for rule in RULES}
@@ -394,7 +403,7 @@ class HealthMonitor:
         """The data of the `health` events this step causes: alerts that start, and alerts that clear."""
         events = []
         for rule in RULES:
-            if rule.judge is None:
+            if rule.judge is None or (rule.reads_rollouts and not evidence.sampled):
                 continue
             verdict = rule.judge(evidence, self.config, self.history)
             if verdict is None:

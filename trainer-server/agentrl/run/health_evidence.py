@@ -25,6 +25,9 @@ class StepEvidence:
     per_episode: dict[str, list[float]] = field(default_factory=dict)
     # train.async_steps: the rollouts came from the weights before the last update.
     rollouts_one_step_behind: bool = False
+    # False on an sft step (algorithm.name: sft, a warm start's train.sft_steps): its episodes were demonstrated or
+    # recorded, not sampled, and say nothing of what the policy writes now.
+    sampled: bool = True
 
     def ids(self, episodes: Sequence[Episode]) -> list[str]:
         return [trajectory_id(self.step, episode) for episode in list(episodes)[:MAX_EXAMPLES]]

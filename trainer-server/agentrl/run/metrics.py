@@ -1,4 +1,5 @@
-"""Rollout-side health signals of one step, from its episodes (docs/token-pipeline.md, rule 8)."""
+"""Rollout-side health signals of one step, from its episodes (docs/token-pipeline.md, rule 8), and the process's peak
+memory, which every step reports beside them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
+import torch
+
+from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.rollout.episode import Episode
 
 
@@ -95,3 +99,10 @@ def step_metrics(episodes: list[Episode]) -> dict[str, float]:
         ),
         "steps/anchor_group_size_mean": _mean(list(anchors.values())),
     }
+
+
+def peak_memory_mb() -> float:
+    """The process's peak memory so far, for perf/peak_memory_mb: the GPU's allocations on CUDA, else resident."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return peak_resident_bytes() / 2**20

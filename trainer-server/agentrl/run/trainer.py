@@ -28,7 +28,6 @@ from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.mcp import MCP_RESTARTS
 from agentrl.environment.tool import describe_exception
-from agentrl.learning.cpu_memory import peak_resident_bytes
 from agentrl.learning.learner import Learner, NonFiniteError, Update
 from agentrl.learning.memory_advice import check_memory
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
@@ -38,7 +37,7 @@ from agentrl.rollout.source import EpisodeSource
 from agentrl.run.eval import heldout_metrics
 from agentrl.run.health import HealthMonitor, non_finite_event
 from agentrl.run.health_evidence import StepEvidence
-from agentrl.run.metrics import rollout_metrics
+from agentrl.run.metrics import peak_memory_mb, rollout_metrics
 from agentrl.run.progress import ProgressReporter, graceful_signals
 from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
@@ -51,12 +50,6 @@ if TYPE_CHECKING:
     from agentrl.cluster import RayCluster
     from agentrl.cluster.learner_workers import ClusterLearner
     from agentrl.rollout.scripted import ScriptedPolicy
-
-
-def _peak_memory_mb() -> float:
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return peak_resident_bytes() / 2**20
 
 
 class _Run:
@@ -86,8 +79,7 @@ class _Run:
         self.sft_episodes = (
             sft_episodes_of(config, self.tokenizer, self.make_env, self.tasks[0]) if config.data.sft else None
         )
-        too_long = self.sft_episodes and turns_over_budget(self.sft_episodes, config.rollout.max_new_tokens)
-        if too_long:
+        if self.sft_episodes and (too_long := turns_over_budget(self.sft_episodes, config.rollout.max_new_tokens)):
             self.warn(too_long)
         self.warm_start_learner: Learner | None = None  # train.sft_steps: the warm start's, while it lasts
         self.step_in_progress = 0  # the step whose work is under way (0: a Try run's episodes)
@@ -156,6 +148,10 @@ class _Run:
     def in_warm_start(self, step: int) -> bool:
         """Whether step `step` is one of the warm start's (train.sft_steps): sft on data.sft before the algorithm's."""
         return step <= self.config.train.sft_steps
+
+    def learns_from_sft(self, step: int) -> bool:
+        """Whether step `step` learns from data.sft in place of rollouts: every step of an sft run, a warm start's."""
+        return self.sft_episodes is not None and (self.config.algorithm.name == "sft" or self.in_warm_start(step))
 
     def learner_for(self, step: int) -> Learner | ClusterLearner:
         """The learner that runs step `step`: the warm start's (sft, an optimizer of its own, freed when it ends),
@@ -415,7 +411,8 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
     )
 
     def rollout(at_step: int, on_episode_end: EpisodeCounter = count_nothing) -> tuple[list[Episode], dict[str, float]]:
-        if run.sft_episodes is not None and (cfg.algorithm.name == "sft" or run.in_warm_start(at_step)):
+        if run.learns_from_sft(at_step):
+            assert run.sft_episodes is not None
             return sft_batch(run.sft_episodes, at_step, cfg.train.batch_size, cfg.seed, cfg.data.shuffle), {}
         tasks = items_for_step(run.tasks, at_step, per_step, cfg.seed, cfg.data.shuffle)
         episodes = run.engine.run(
@@ -465,14 +462,13 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                     wait([prefetched])  # the engine samples greedily for the evaluation: the prefetch must be done
                 metrics |= heldout_metrics(run.engine, run.eval_tasks, cfg.train.batch_size, cfg.seed)
             metrics["perf/step_time_s"] = time.perf_counter() - started
-            metrics["perf/peak_memory_mb"] = _peak_memory_mb()
+            metrics["perf/peak_memory_mb"] = peak_memory_mb()
             records = run.record(step, episodes, update)
             run.store.append_event("metrics", {"step": step, "metrics": metrics})
             run.completed_step = step
+            behind, sampled = bool(cfg.train.async_steps), not run.learns_from_sft(step)  # what the checks may read
             health_events = run.health.observe(
-                StepEvidence(
-                    step, metrics, episodes, update.per_episode, rollouts_one_step_behind=bool(cfg.train.async_steps)
-                )
+                StepEvidence(step, metrics, episodes, update.per_episode, behind, sampled)
             )
             for event in health_events:
                 run.store.append_event("health", event)
