@@ -104,23 +104,11 @@ export async function fromRowAction(page, row, action, pickText) {
 /** Stops a Runs view row's run from its inline Stop Training action (`fromRowAction`, the run picked by `pickText` if the
  * row was redrawn), choosing `mode` ("Graceful" or "Immediate") in the list Stop then offers: by its name and Enter, as
  * the palette is driven (a click on a row of a list still settling can miss). That list too can close as it opens, or
- * never open (seen in CI with a live replay beside the view, 5 clicks of 5): after two such clicks Stop Training is run
- * from the palette instead, which asks which run where several are active; up to five tries in all. */
+ * never open when the click hit a row being replaced: then Stop is clicked again, up to five times. */
 export async function stopFromRow(page, row, pickText, mode) {
   const offered = page.locator('.quick-input-list .monaco-list-row', { hasText: mode }).first();
-  const askedWhich = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Stop Training' });
   for (let attempt = 1; ; attempt++) {
-    if (attempt <= 2) await fromRowAction(page, row, 'Stop Training', pickText);
-    else {
-      await runCommand(page, 'Agent RL: Stop Training');
-      if (
-        await askedWhich.waitFor({ timeout: 3000 }).then(
-          () => true,
-          () => false,
-        )
-      )
-        await page.locator('.quick-input-list .monaco-list-row', { hasText: pickText }).first().click();
-    }
+    await fromRowAction(page, row, 'Stop Training', pickText);
     const shown = await offered.waitFor({ timeout: 5000 }).then(
       () => true,
       () => false,
@@ -132,9 +120,7 @@ export async function stopFromRow(page, row, pickText, mode) {
       return;
     }
     if (attempt === 5) throw new Error(`Stop Training: the list of stop modes never offered ${mode}`);
-    lap(
-      `Stop Training: no list of stop modes (attempt ${attempt}${attempt < 2 ? '' : ', next from the palette'}): again`,
-    );
+    lap(`Stop Training: no list of stop modes (attempt ${attempt}): again`);
     await page.keyboard.press('Escape');
     await page.waitForTimeout(1000);
   }
