@@ -1,5 +1,6 @@
 // Replay panel benchmark (not a test): time to first paint and to interactive for a 50-turn episode of
-// 20,000 tokens, and for a run of 10,000 trajectories.   npm run bench:replay
+// 20,000 tokens, and for a run of 10,000 trajectories; and a live run followed: how much of the page's main thread
+// (in VS Code, the thread the workbench shares) its appends keep busy.   npm run bench:replay
 import type { Browser, Page } from 'playwright-core';
 import type { TrajectoryRecord } from '../../protocol/webview-messages';
 import { fixture, launch, load, pageFile } from './harness';
@@ -59,6 +60,48 @@ async function measure(
   return { firstPaintMs: firstPaint, interactiveMs: interactive };
 }
 
+/** A live run of 1,000 episodes followed in the list for 10 s while 8 more arrive every 100 ms (a fast run on a
+ * busy trainer): the redraws, the main thread's time in tasks over 50 ms (a click waits for them), the longest. */
+async function liveRun(browser: Browser, base: TrajectoryRecord) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+  await page.goto(pageFile('vscode-dark'));
+  const records = bigRun(base, 2000);
+  await load(page, []);
+  await page.evaluate(
+    (first) => window.postMessage({ type: 'load', source: 'run', records: first, live: true }, '*'),
+    records.slice(0, 1000),
+  );
+  await page.waitForSelector('tbody tr');
+  const seconds = 10;
+  const result = await page.evaluate(
+    async ({ rest, seconds }) => {
+      const tasks: number[] = [];
+      new PerformanceObserver((list) => list.getEntries().forEach((e) => tasks.push(e.duration))).observe({
+        type: 'longtask',
+      });
+      let redraws = 0;
+      new MutationObserver(() => redraws++).observe(document.getElementById('app')!, { childList: true });
+      const started = performance.now();
+      for (let i = 0; i * 100 < seconds * 1000; i++) {
+        window.postMessage({ type: 'append', records: rest.slice(i * 8, i * 8 + 8) }, '*');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1500)); // the last redraw
+      const elapsed = performance.now() - started;
+      return {
+        appends: seconds * 10,
+        redraws,
+        busyInLongTasksPct: Math.round((100 * tasks.reduce((a, b) => a + b, 0)) / elapsed),
+        longestTaskMs: Math.round(Math.max(0, ...tasks)),
+        rows: document.querySelectorAll('tbody tr').length,
+      };
+    },
+    { rest: records.slice(1000), seconds },
+  );
+  await page.close();
+  return result;
+}
+
 async function main() {
   const base = fixture('lookup')[0];
   const browser = await launch();
@@ -80,7 +123,14 @@ async function main() {
     },
     'tbody tr',
   );
-  console.log(JSON.stringify({ episode_50_turns_20000_tokens: episode, run_10000_trajectories: run }, null, 2));
+  const live = await liveRun(browser, base);
+  console.log(
+    JSON.stringify(
+      { episode_50_turns_20000_tokens: episode, run_10000_trajectories: run, live_run_1000_plus_8_every_100ms: live },
+      null,
+      2,
+    ),
+  );
   await browser.close();
 }
 

@@ -110,15 +110,16 @@ export async function trainingStoppedFromTheRunsViewScenario({
   await openRunReplay(page, row, /palette-long.*running/);
   const view = page.locator('iframe.webview.ready:visible').first().contentFrame().frameLocator('#active-frame');
   await view.locator('text=live').first().waitFor({ timeout: 60000 });
-  const rows = view.locator('tbody tr');
-  await rows.first().waitFor({ timeout: 60000 });
-  const before = await rows.count();
+  // The list draws 100 rows a page: the episodes it holds are counted beside its filters ("104 of 104").
+  const held = async () => Number(/of (\d+)/.exec((await view.locator('.count').textContent()) ?? '')?.[1] ?? 0);
+  await view.locator('tbody tr').first().waitFor({ timeout: 60000 });
+  const before = await held();
   const deadline = Date.now() + 60000;
-  while ((await rows.count()) <= before) {
+  while ((await held()) <= before) {
     if (Date.now() > deadline) throw new Error(`the live replay stayed at ${before} episodes`);
     await page.waitForTimeout(500);
   }
-  lap(`replay opened from the Runs view follows the live run: ${before} -> ${await rows.count()} episodes`);
+  lap(`replay opened from the Runs view follows the live run: ${before} -> ${await held()} episodes`);
 
   await stopFromRow(page, row, /palette-long.*running/, 'Graceful');
   await row.filter({ hasText: 'stopped' }).waitFor({ timeout: 120000 });

@@ -27,6 +27,8 @@ import { buildSteps, groupOf, nextStep, type JumpTarget } from './steps';
 import { renderTokenView } from './tokenView';
 import '../styles.css';
 
+const LIVE_REDRAW_MS = 1000;
+
 interface VsCodeApi {
   postMessage(message: WebviewToHostMessage): void;
   getState(): unknown;
@@ -56,6 +58,7 @@ class ReplayApp {
   private readonly rerollProgress = new Map<string, string>();
   private readonly rerollShown = new Map<string, 'loading' | Reply<RerollRecords>>();
   private rerollForm: RerollForm | undefined;
+  private liveRedraw: number | undefined;
 
   constructor(private readonly root: HTMLElement) {
     window.addEventListener('message', (event: MessageEvent<HostToWebviewMessage>) => this.receive(event.data));
@@ -100,10 +103,18 @@ class ReplayApp {
       const known = new Set(this.records.map((r) => r.id));
       this.records = [...this.records, ...message.records.filter((r) => !known.has(r.id))];
       if (this.state.followLive && this.state.view === 'runs') this.state.filters.step = '';
+      this.redrawLive();
+      return;
     } else {
       return;
     }
     this.render();
+  }
+
+  /** A live run's new episodes are drawn at most once a LIVE_REDRAW_MS: drawn at each of a fast run's appends, the
+   * redraws fell behind the host's posts and held the renderer the workbench shares for minutes (no palette opened). */
+  private redrawLive(): void {
+    this.liveRedraw ??= window.setTimeout(() => this.render(), LIVE_REDRAW_MS);
   }
 
   private askSearch(query: EpisodeQuery, cursor?: string): void {
@@ -324,6 +335,8 @@ class ReplayApp {
   }
 
   private render(): void {
+    window.clearTimeout(this.liveRedraw); // this draw shows every episode received so far
+    this.liveRedraw = undefined;
     // The control the user was in keeps the focus through the redraw, but only while the page has it: a page that
     // is not focused still has an active element, and focusing it again (a live run redraws every second) would
     // take the focus from the editor, closing a quick pick the user has open there.

@@ -37,7 +37,7 @@ export interface UiState {
   reroll: RerollBranch | null;
 }
 
-export const ROW_PAGE = 500;
+export const ROW_PAGE = 100;
 
 export const DEFAULT_STATE: UiState = {
   view: 'runs',
