@@ -3,6 +3,8 @@ chooses its files, the files the config names outside it, a model folder; and th
 its own folder. The cluster tests (test_cluster.py, test_ray_nodes.py) run it on Ray."""
 
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,28 @@ def test_an_installed_program_a_config_names_stays_each_node_s_own(project: Path
         [server] = unpacked.config["env"]["mcp_servers"]
         assert server["command"] == sys.executable
         assert server["args"] == [str(unpacked.folder / "env" / "helper.py")]
+    finally:
+        unpacked.close()
+        os.sys.path.remove(str(unpacked.folder / "env"))
+
+
+def test_a_worker_removes_the_folders_of_this_node_s_workers_that_are_gone(project: Path, tmp_path: Path, monkeypatch):
+    """A worker Ray kills never runs `close`: the next worker on the node removes its folder. Folders of running
+    workers, and folders that name no owner, stay."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    for name, owner in (("gone", str(ended.pid)), ("running", str(os.getpid())), ("unnamed", None)):
+        folder = tmp_path / f"agentrl-shipped-{name}"
+        (folder / "env").mkdir(parents=True)
+        if owner is not None:
+            (folder / ".owner-pid").write_text(owner)
+    config = config_of(project)
+    unpacked = Unpacked(config.model_dump(mode="json"), pack(config))
+    try:
+        left = sorted(p.name for p in tmp_path.glob("agentrl-shipped-*"))
+        assert left == sorted(["agentrl-shipped-running", "agentrl-shipped-unnamed", unpacked.folder.name])
+        assert (unpacked.folder / ".owner-pid").read_text() == str(os.getpid())
     finally:
         unpacked.close()
         os.sys.path.remove(str(unpacked.folder / "env"))

@@ -33,6 +33,8 @@ from agentrl.contract.config import RunConfig
 from agentrl.environment.code_snapshot import env_folder, is_env_part
 
 MAX_SHIPPED_BYTES = 256 * 2**20
+SHIPPED_PREFIX = "agentrl-shipped-"
+OWNER_FILE = ".owner-pid"  # in each worker's folder: the process that wrote it
 ENV_PART, FILES_PART, MODEL_PART = "env", "files", "model"
 
 
@@ -181,7 +183,9 @@ class Unpacked:
         self.config = config
         if shipped is None or not shipped.files and not shipped.moves:
             return
-        self.folder = Path(tempfile.mkdtemp(prefix="agentrl-shipped-"))  # 0700: this user's alone
+        _remove_abandoned(Path(tempfile.gettempdir()))
+        self.folder = Path(tempfile.mkdtemp(prefix=SHIPPED_PREFIX))  # 0700: this user's alone
+        (self.folder / OWNER_FILE).write_text(str(os.getpid()))
         for relative, data in shipped.files.items():
             target = self.folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -196,3 +200,25 @@ class Unpacked:
     def close(self) -> None:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """The folders of this node's workers that are gone: a worker Ray kills (at a run's end, or a lost one) never runs
+    `close`, and each left its folder behind."""
+    for folder in parent.glob(f"{SHIPPED_PREFIX}*"):
+        try:
+            owner = int((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # no owner named: being made, or not a worker's
+        if not _running(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
