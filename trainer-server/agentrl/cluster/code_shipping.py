@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentrl.contract.config import RunConfig
+from agentrl.contract.processes import pid_alive
 from agentrl.environment.code_snapshot import env_folder, is_env_part
 
 MAX_SHIPPED_BYTES = 256 * 2**20
@@ -210,15 +211,5 @@ def _remove_abandoned(parent: Path) -> None:
             owner = int((folder / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # no owner named: being made, or not a worker's
-        if not _running(owner):
+        if not pid_alive(owner):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

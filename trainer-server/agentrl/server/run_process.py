@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,21 +13,6 @@ from typing import Any
 from agentrl.contract.files_inside import open_inside
 
 STDERR_TAIL_BYTES = 20_000
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0); it is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 LOGS_DIR = ".logs"  # in the runs folder: each run's stderr log (run/stderr_log.py)

@@ -24,6 +24,7 @@ import yaml
 
 from agentrl.contract.config import ConfigError, RunConfig, load_config_dict, redact_secrets, resolve_paths
 from agentrl.contract.files_inside import is_plain_folder, open_own_file, read_inside
+from agentrl.contract.processes import pid_alive
 from agentrl.contract.safe_yaml import MAX_YAML_BYTES, load_yaml
 from agentrl.contract.schemas import (
     ACTIVE_RUN_STATUSES,
@@ -55,7 +56,7 @@ from agentrl.server.children import agentrl_command
 from agentrl.server.protocol import CONFIG_INVALID, INVALID_PARAMS, RUN_NOT_FOUND, RUN_STATE_CONFLICT, RpcError
 from agentrl.server.run_holds import RunHolds
 from agentrl.server.run_info import MAX_DAMAGE_SHOWN, read_run_record, status_run_info
-from agentrl.server.run_process import RunProcess, pid_alive, stderr_log_path, unfinished_end
+from agentrl.server.run_process import RunProcess, stderr_log_path, unfinished_end
 
 log = logging.getLogger("agentrl.server")
 # How often the server cuts a run's stderr log (RUNS_DIR/.logs/RUN.stderr.log, run/stderr_log.py); the run cuts it
