@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ENDED_RUN_STATUSES, type RunEventParams } from '../protocol/generated/rpc';
+import { ENDED_RUN_STATUSES } from '../protocol/generated/rpc';
 import { startLocalServer, type LocalServer } from '../extension/localServer';
 import { readRunConfig } from '../extension/runConfig';
 import { renderEnvironment } from '../extension/scaffold';
@@ -30,11 +30,9 @@ async function runOnce(
   moments: Moments,
 ): Promise<void> {
   const seen = (what: string) => (moments[what] ??= (Date.now() - clickedAt) / 1000);
-  const events: RunEventParams[] = [];
   let runId = '';
   const ended = new Promise<void>((resolveEnded, reject) => {
     const subscription = client.onRunEvent((event) => {
-      events.push(event);
       if (event.runId !== runId) return;
       if (event.type === 'phase') seen(`${event.data.phase}${event.data.step ? ` (step ${event.data.step})` : ''}`);
       if (event.type === 'status' && ENDED_RUN_STATUSES.has(event.data.status)) {
