@@ -2,7 +2,7 @@
 
 - `reference/run-config.md`: every run-config key, its type, default, range and description, from
   `protocol/schemas/run-config.schema.json` (what `agentrl schema` prints).
-- The health-alerts table in `health-alerts.md`: one row per rule of `trainer-server/agentrl/run/health.py`
+- The health-alerts table in `health-alerts.md`: one row per rule of `trainer-server/agentrl/run/health_rules.py`
   (its title, severity and fix), with the code's description from `protocol/schemas/rpc.schema.json`
   (`$defs/healthCode`) and the `health:` keys whose description names the code, with their defaults.
 - The equations in `algorithms.md`: each algorithm's and policy loss's module docstring, as the file says it.
@@ -159,21 +159,20 @@ def health_codes() -> dict[str, str]:
 
 def _health_rules() -> list:
     sys.path.insert(0, str(ROOT / "trainer-server"))
-    from agentrl.run.health import RULES  # noqa: PLC0415 (the trainer is only needed when the table is built)
+    from agentrl.run.health_rules import RULES  # noqa: PLC0415 (the trainer is only needed when the table is built)
 
     return list(RULES)
 
 
 def _codes_of(prop: dict) -> list[str]:
-    """The health codes a `health:` key is a threshold of: the code its description starts with ("high_truncation:
-    share of ..."), else every code its description names ("the trend checks compare: response_length_explosion
-    ..., tool_failure_spike ...")."""
+    """The health codes a `health:` key is a threshold of: the codes its description's clauses start with
+    ("high_truncation: share of ..."; "a: ...; b: ..."), else every code its description names ("the trend checks
+    compare: response_length_explosion ..., tool_failure_spike ...")."""
     description = prop.get("description", "")
-    words = re.findall(r"[a-z_]+", description)
-    head = description.split(":", 1)[0]
-    if head in health_codes():
-        return [head]
-    return [word for word in words if word in health_codes()]
+    heads = [clause.split(":", 1)[0].strip() for clause in description.split("; ")]
+    if any(head in health_codes() for head in heads):
+        return [head for head in heads if head in health_codes()]
+    return [word for word in re.findall(r"[a-z_]+", description) if word in health_codes()]
 
 
 def health_alerts_table() -> str:

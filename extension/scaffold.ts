@@ -124,7 +124,9 @@ function envValues(envName: string, envModule: string, tools: ParsedTool[]): Rec
  * data and rollout settings, from episodes-<kind>.yaml.tmpl). */
 function runConfig(kind: EnvironmentKind, values: Record<string, string>, read: (file: string) => string): string {
   const episodes = fill(read(`episodes-${kind}.yaml.tmpl`), values).trimEnd();
-  return fill(read('run.agentrl.yaml.tmpl'), { ...values, episodes });
+  // a ToolEnv's held-out words (data.eval) scored as it trains: the dashboard's eval/reward says it learned
+  const evaluation = kind === 'toolenv' ? '\n  eval_every: 10' : '';
+  return fill(read('run.agentrl.yaml.tmpl'), { ...values, episodes, evaluation });
 }
 
 /** File path (relative to the new folder) -> content. */
@@ -160,16 +162,21 @@ export function renderEnvironment(spec: EnvironmentSpec, templatesDir: string): 
   const values = {
     ...envValues(spec.name, 'env.py', tools),
     ...modelValues(spec.model),
+    // the first Tool looks words up in codes.json, which is what the tasks ask; the others echo, to be rewritten
     toolClasses: tools
-      .map((t) => fill(read('tool-class.py.tmpl'), { toolClass: t.symbol, toolName: t.name }))
+      .map((t, i) =>
+        fill(read(i === 0 ? 'tool-lookup.py.tmpl' : 'tool-class.py.tmpl'), { toolClass: t.symbol, toolName: t.name }),
+      )
       .join('\n')
       .trimEnd(),
   };
   return new Map([
     ['tools.py', fill(read('tools.py.tmpl'), values)],
+    ['codes.json', read('codes.json.tmpl')],
     ['env.py', fill(read('env.py.tmpl'), values)],
     ['reward.py', fill(read('reward.py.tmpl'), values)],
-    ['tasks.jsonl', read('tasks.jsonl.tmpl')],
+    ['tasks.jsonl', fill(read('tasks.jsonl.tmpl'), values)],
+    ['held-out.jsonl', fill(read('held-out.jsonl.tmpl'), values)],
     [config, runConfig('toolenv', values, read)],
     ['test_env.py', fill(read('test_env.py.tmpl'), values)],
   ]);

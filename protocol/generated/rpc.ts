@@ -57,7 +57,7 @@ export type RunPhase =
  */
 export type RayWorkerState = "starting" | "ready" | "restarting" | "dead";
 /**
- * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
+ * What a `health` event is about; trainer-server/agentrl/run/health_rules.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
 export type HealthCode =
   | "zero_variance_groups"
@@ -93,7 +93,7 @@ export type ToolRerunCode = "current" | "snapshot";
  */
 export type ToolRerunCode1 = "current" | "snapshot";
 /**
- * What a `health` event is about; trainer-server/agentrl/run/health.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
+ * What a `health` event is about; trainer-server/agentrl/run/health_rules.py has one rule per code (a test checks they match), protocol/README.md says when each fires.
  */
 export type HealthCode1 =
   | "zero_variance_groups"

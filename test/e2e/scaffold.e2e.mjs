@@ -23,7 +23,16 @@ export async function newEnvironmentScenario({ page, workspace, runCommand }) {
   await answer(page, '(4/4)', 'tiny'); // the model pick, filtered to the random test model (the default is SmolLM2)
   const config = path.join(folder, 'palette-env.agentrl.yaml');
   await page.locator('.tab', { hasText: 'palette-env.agentrl.yaml' }).waitFor({ timeout: 30000 });
-  for (const file of ['tools.py', 'env.py', 'reward.py', 'tasks.jsonl', 'test_env.py', config]) {
+  for (const file of [
+    'tools.py',
+    'codes.json',
+    'env.py',
+    'reward.py',
+    'tasks.jsonl',
+    'held-out.jsonl',
+    'test_env.py',
+    config,
+  ]) {
     if (!fs.existsSync(path.resolve(folder, file))) throw new Error(`New Environment did not write ${file}`);
   }
   if (!/class Calculator\(Tool\)/.test(fs.readFileSync(path.join(folder, 'tools.py'), 'utf8')))

@@ -130,7 +130,7 @@ export async function walkthroughFollowedToATrainedRunScenario({ page, workspace
   await clickStepButton(page, 'newEnvironment', 'New Environment');
   await answer(page, '(1/4)', 'Tools and a ToolEnv');
   await answer(page, '(2/4)', 'first-hour');
-  await answer(page, '(3/4)', 'calculator');
+  await answer(page, '(3/4)', 'search');
   await answer(page, '(4/4)', 'SmolLM2'); // the recommended, embedded model
   const config = path.join(folder, 'first-hour.agentrl.yaml');
   await page.locator('.tab', { hasText: 'first-hour.agentrl.yaml' }).waitFor({ timeout: 30000 });
@@ -215,14 +215,14 @@ export async function walkthroughFollowedTryFindsARaisingToolScenario({
     tools,
     fs
       .readFileSync(tools, 'utf8')
-      .replace(/(def execute\(self[^)]*\)[^:]*:\n)/, '$1        raise RuntimeError("the calculator is broken")\n'),
+      .replace(/(def execute\(self[^)]*\)[^:]*:\n)/, '$1        raise RuntimeError("the search tool is broken")\n'),
   );
-  if (!/the calculator is broken/.test(fs.readFileSync(tools, 'utf8'))) throw new Error('could not break tools.py');
+  if (!/the search tool is broken/.test(fs.readFileSync(tools, 'utf8'))) throw new Error('could not break tools.py');
   await openFromExplorer(page, 'raising-tool/raising-tool.agentrl.yaml');
   await page.locator('.tab.active', { hasText: 'raising-tool.agentrl.yaml' }).waitFor({ timeout: 30000 });
   await runCommand(page, 'Agent RL: Try Environment'); // the active editor's run config
   await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
-  const problem = page.locator('.markers-panel .monaco-list-row', { hasText: 'the calculator is broken' }).first();
+  const problem = page.locator('.markers-panel .monaco-list-row', { hasText: 'the search tool is broken' }).first();
   await problem.waitFor({ timeout: 120000 });
   const file = page.locator('.markers-panel .monaco-list-row', { hasText: 'tools.py' }).first();
   await file.waitFor({ timeout: 10000 });
@@ -251,7 +251,7 @@ export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, ru
   if (!/^[1-9]\d* episodes? match error exception/.test(said)) throw new Error(`the search found none: ${said}`);
   await view.locator('tbody tr').first().click();
   await view.locator('body').press('e'); // the next error: the call that raised
-  await view.locator('.happened', { hasText: 'the calculator is broken' }).first().waitFor({ timeout: 15000 });
+  await view.locator('.happened', { hasText: 'the search tool is broken' }).first().waitFor({ timeout: 15000 });
   await page.screenshot({ path: path.join('test-results', 'e2e', 'debugger-search.png') });
   lap('a match opens at its failed call');
 
@@ -264,7 +264,7 @@ export async function walkthroughFollowedUpInTheDebuggerScenario({ page, lap, ru
     .locator('.tab', { hasText: /Code: .*first-hour|Code: .*raising-tool/ })
     .first()
     .waitFor({ timeout: 30000 });
-  await page.getByText('the calculator is broken').first().waitFor({ timeout: 30000 });
+  await page.getByText('the search tool is broken').first().waitFor({ timeout: 30000 });
   await page.screenshot({ path: path.join('test-results', 'e2e', 'debugger-compare-code.png') });
   lap('Compare Code: the diff of the Tool the two runs trained with');
 }
@@ -279,7 +279,7 @@ export async function walkthroughFollowedUpReRolledScenario({ page, lap, runComm
   await openRunReplay(page, trained, /first-hour.*1\/1/);
   const view = replayView(page);
   await view.locator('#search-text').waitFor({ timeout: 60000 });
-  await view.locator('#search-tool').selectOption('calculator');
+  await view.locator('#search-tool').selectOption('search');
   await view.locator('#search-run').click();
   await view.locator('#search-results').filter({ hasText: /match/ }).waitFor({ timeout: 60000 });
   const withCall = (await view.locator('tbody tr').count()) > 0;
@@ -288,7 +288,7 @@ export async function walkthroughFollowedUpReRolledScenario({ page, lap, runComm
   const edit = withCall ? 'observation' : 'assistant';
   await view.locator(`.step.kind-${edit}`).first().click();
   await view.locator('#reroll-here').click();
-  await view.locator('#reroll-text').fill(edit === 'observation' ? 'Error: the calculator is down' : 'I do not know.');
+  await view.locator('#reroll-text').fill(edit === 'observation' ? 'Error: the search tool is down' : 'I do not know.');
   const policies = await view.locator('#reroll-policy option').allTextContents();
   const checkpoint = policies.find((text) => /^checkpoint \d+/.test(text));
   if (!checkpoint) throw new Error(`no checkpoint of the run to re-roll from: ${policies}`);

@@ -24,7 +24,9 @@ describe('scaffold', () => {
   it('renders every file of a new environment with its classes filled in', () => {
     const files = renderEnvironment({ name: 'web-qa', tools: ['search', 'read_page'], model: 'tiny' }, TEMPLATES);
     assert.deepEqual([...files.keys()].sort(), [
+      'codes.json',
       'env.py',
+      'held-out.jsonl',
       'reward.py',
       'tasks.jsonl',
       'test_env.py',
@@ -38,11 +40,44 @@ describe('scaffold', () => {
     assert.match(files.get('web-qa.agentrl.yaml')!, /class_name: WebQaEnv/);
     // the config's comment shows a call of the env's own first Tool, as env.py's worked example writes it
     assert.match(files.get('web-qa.agentrl.yaml')!, /# How the model writes a call: <search>its argument<\/search>/);
+    // the first Tool looks the tasks' words up, the others echo; the question names the first
+    assert.match(
+      files.get('tools.py')!,
+      /class Search\(Tool\):[^]*CODES\.get\([^]*class ReadPage\(Tool\):[^]*return input\n$/,
+    );
+    assert.match(files.get('tasks.jsonl')!, /Look it up with the search tool/);
+    assert.equal(parse(files.get('web-qa.agentrl.yaml')!).data.eval, 'held-out.jsonl');
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
     assert.match(
       renderEnvironment({ name: 'math-env', tools: ['calc'], model: 'tiny' }, TEMPLATES).get('env.py')!,
       /class MathEnv\(ToolEnv\)/,
     );
+  });
+
+  it("writes tasks only its Tool solves: each answer the code of the question's word, none guessable or shared", () => {
+    const files = renderEnvironment({ name: 'qa', tools: ['search'], model: 'smollm2' }, TEMPLATES);
+    const codes = JSON.parse(files.get('codes.json')!) as Record<string, string>;
+    const read = (file: string) =>
+      files
+        .get(file)!
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { id: string; question: string; word: string; answer: string });
+    const train = read('tasks.jsonl');
+    const heldOut = read('held-out.jsonl');
+    assert.deepEqual([train.length, heldOut.length], [47, 47]);
+    const all = [...train, ...heldOut];
+    for (const task of all) {
+      assert.equal(task.answer, codes[task.word], task.id);
+      assert.ok(task.question.includes(task.word) && !task.question.includes(task.answer), task.id);
+    }
+    assert.equal(new Set(all.map((t) => t.answer)).size, all.length, 'no two tasks share a code');
+    assert.equal(new Set(all.map((t) => t.word)).size, all.length, 'no held-out word is trained on');
+    assert.equal(new Set(all.map((t) => t.id)).size, all.length);
+    // the worked example in env.py looks up a word no task asks, and shows the code the Tool returns for it
+    const example = /EXAMPLE_WORD = "(\w+)"\nEXAMPLE_CODE = "(\w+)"/.exec(files.get('env.py')!)!;
+    assert.equal(codes[example[1]], example[2]);
+    assert.ok(!all.some((t) => t.word === example[1]));
   });
 
   it('writes a run config for the chosen model: fine-tuning settings for a real one, large steps for tiny', () => {
@@ -103,6 +138,13 @@ describe('scaffold: from an existing agent', () => {
     assert.match(files.get('agent.py')!, /^def run\(task: dict\[str, Any\], base_url: str, api_key: str\)/m);
     assert.match(files.get('agent.py')!, /OpenAI\(base_url=base_url, api_key=api_key\)/);
     assert.match(files.get('reward.py')!, /^def score\(task: dict\[str, Any\], result: str \| None\) -> float:/m);
+    // the first Tool looks the tasks' words up, the others echo; the question names the first
+    assert.match(
+      files.get('tools.py')!,
+      /class Search\(Tool\):[^]*CODES\.get\([^]*class ReadPage\(Tool\):[^]*return input\n$/,
+    );
+    assert.match(files.get('tasks.jsonl')!, /Look it up with the search tool/);
+    assert.equal(parse(files.get('web-qa.agentrl.yaml')!).data.eval, 'held-out.jsonl');
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
     const config = parse(files.get('my-agent.agentrl.yaml')!);
     assert.deepEqual(config.agent, { module: 'agent.py', function: 'run', reward: 'reward.py:score', timeout_s: 300 });
@@ -192,6 +234,13 @@ describe('scaffold: a Gym-style text environment (env.gym)', () => {
     assert.deepEqual([...files.keys()], ['game.py', 'tasks.jsonl', 'coin.agentrl.yaml', 'test_game.py']);
     assert.match(files.get('game.py')!, /^class CoinGame:$/m);
     assert.doesNotMatch(files.get('game.py')!, /^(import|from) (gymnasium|agentrl)/m, 'no package beyond Python');
+    // the first Tool looks the tasks' words up, the others echo; the question names the first
+    assert.match(
+      files.get('tools.py')!,
+      /class Search\(Tool\):[^]*CODES\.get\([^]*class ReadPage\(Tool\):[^]*return input\n$/,
+    );
+    assert.match(files.get('tasks.jsonl')!, /Look it up with the search tool/);
+    assert.equal(parse(files.get('web-qa.agentrl.yaml')!).data.eval, 'held-out.jsonl');
     for (const content of files.values()) assert.doesNotMatch(content, /\{\{/);
     const config = parse(files.get('coin.agentrl.yaml')!);
     assert.equal(config.env.gym.factory, 'game.py:CoinGame');

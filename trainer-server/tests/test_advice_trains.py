@@ -11,7 +11,7 @@ import pytest
 from agentrl.contract.config import load_config
 from agentrl.learning.memory_advice import ways_to_fit
 from agentrl.learning.memory_plan import Device, MemoryPlan, plan_memory
-from agentrl.run.health import RULES
+from agentrl.run.health_rules import RULES
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from conftest import EXAMPLE_CONFIG

@@ -14,8 +14,9 @@ from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
 from agentrl.models.saving import load_policy_weights
 from agentrl.rollout.episode import Episode, TurnRecord
-from agentrl.run.health import RULE_BY_CODE, RULES, HealthMonitor, non_finite_event
+from agentrl.run.health import HealthMonitor, non_finite_event
 from agentrl.run.health_evidence import MAX_EXAMPLES, History, StepEvidence
+from agentrl.run.health_rules import RULE_BY_CODE, RULES
 from agentrl.run.metrics import rollout_metrics
 from agentrl.run.runstore import RunStore, latest_status, read_events
 from agentrl.run.trainer import train
@@ -237,6 +238,22 @@ def episode(group, sample, *, reward=0.0, status="finished", length=4, failed_to
         outcome_reward=reward,
         status=status,
     )
+
+
+def test_groups_flat_at_the_top_after_the_reward_rose_are_called_solved_and_flat_from_the_start_are_not():
+    solved_step = [episode(group, sample, reward=1.6) for group in range(4) for sample in range(2)]
+    flat = HEALTHY | {"health/zero_variance_groups": 1.0, "reward/mean": 1.6}
+    judge, config = RULE_BY_CODE["zero_variance_groups"].judge, HealthConfig()
+    rose = History(recent=[{"reward": 0.65, "length": 20.0, "tools": {}}, {"reward": 1.4, "length": 20.0, "tools": {}}])
+    solved = judge(StepEvidence(8, flat, solved_step), config, rose)
+    assert "the policy solves these prompts" in solved.explanation and "rose from 0.650" in solved.explanation
+    stuck = judge(
+        StepEvidence(8, flat, solved_step), config, History(recent=[{"reward": 1.6, "length": 20.0, "tools": {}}])
+    )
+    assert "learns nothing from them" in stuck.explanation and "solves" not in stuck.explanation
+    mixed = [*solved_step[:6], episode(3, 0, reward=0.0), episode(3, 1, reward=0.0)]  # one group flat at the bottom
+    assert "learns nothing from them" in judge(StepEvidence(8, flat, mixed), config, rose).explanation
+    assert "the tasks are solved: stop" in RULE_BY_CODE["zero_variance_groups"].fix
 
 
 def test_the_trajectory_ids_name_episodes_that_show_the_problem():

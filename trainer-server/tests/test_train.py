@@ -286,6 +286,26 @@ def test_a_try_run_builds_no_learner(tmp_path, monkeypatch):
     assert latest_status(read_events(run_dir))["status"] == "completed" and len(trajectories(run_dir)) == 2
 
 
+def test_a_try_run_samples_with_the_hf_engine_where_its_config_leaves_the_engine_to_auto(tmp_path, monkeypatch):
+    """A Try is a handful of episodes: vLLM's start (half a minute or more) would be most of it. Its frozen config
+    says the engine that ran; rollout.engine vllm, asked for by name, is kept."""
+    from agentrl.rollout import factory
+
+    asked = []
+    original = factory.make_rollout_engine
+
+    def recording(model, tokenizer, env_factory, rollout_cfg, *args, **kwargs):
+        asked.append(rollout_cfg.engine)
+        return original(model, tokenizer, env_factory, rollout_cfg.model_copy(update={"engine": "hf"}), *args, **kwargs)
+
+    monkeypatch.setattr(factory, "make_rollout_engine", recording)
+    for engine in ("auto", "hf", "vllm"):
+        config = example(f"rollout.engine={engine}")
+        run_dir = train(config, runs_dir=tmp_path, config_base_dir=EXAMPLE_CONFIG.parent, rollout_only_episodes=1)
+        assert load_config(run_dir / "config.yaml", inside=run_dir).rollout.engine == asked[-1]
+    assert asked == ["hf", "hf", "vllm"]
+
+
 def test_a_run_says_what_it_does_a_handful_of_times_a_step(tmp_path):
     """What the editor shows instead of a silent minute: loading, the engine, each step's rollouts (with a count of
     the episodes ended), update, evaluation and checkpoint, in order."""

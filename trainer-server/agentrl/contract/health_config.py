@@ -57,7 +57,10 @@ class HealthConfig(Section):
     flat_reward_delta: float = Field(
         0.02,
         ge=0.0,
-        description="response_length_explosion: a reward rise this small counts as flat.",
+        description=(
+            "response_length_explosion: a reward rise this small counts as flat; zero_variance_groups: a rise of the "
+            "mean reward above it, to where every flat group sits at the top, counts as the prompts solved."
+        ),
     )
     tool_failure_jump: float = Field(
         0.3,

@@ -76,7 +76,7 @@ CHECK_STATUSES: tuple[str, ...] = tuple(load_schema("doctor.schema.json")["$defs
 
 ERROR_CODES: dict[str, int] = {code["x-name"]: code["const"] for code in _RPC_DEFS["errorCode"]["oneOf"]}
 
-# The codes a `health` event may carry (agentrl/run/health.py has one rule per code) and its severities.
+# The codes a `health` event may carry (agentrl/run/health_rules.py has one rule per code) and its severities.
 HEALTH_CODES: tuple[str, ...] = tuple(code["const"] for code in _RPC_DEFS["healthCode"]["oneOf"])
 HEALTH_SEVERITIES: tuple[str, ...] = tuple(_RPC_DEFS["healthSeverity"]["enum"])
 

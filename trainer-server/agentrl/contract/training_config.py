@@ -146,7 +146,9 @@ class RolloutConfig(Section):
         description=(
             "What generates the rollouts. hf: agentrl's own batched sampling over the transformers model; "
             "vllm: vLLM's async engine (continuous batching, prefix caching; weights pushed after every update); "
-            "auto: vllm when it is installed and supports the model, else hf. The run's log says which ran."
+            "auto: vllm when it is installed and supports the model, else hf; a Try run (a few episodes, no updates) "
+            "samples with hf, which starts in a second where vLLM takes half a minute or more. The run's log says "
+            "which ran."
         ),
     )
     vllm_dtype: Literal["auto", "bfloat16", "float16", "float32", "policy"] = Field(

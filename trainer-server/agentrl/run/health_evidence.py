@@ -1,4 +1,4 @@
-"""What the health rules (run/health.py) judge a step by: the step's episodes and figures (StepEvidence, with the
+"""What the health rules (run/health_rules.py) judge a step by: the step's episodes and figures (StepEvidence, with the
 trajectories to show beside an alert) and what the trend rules compare it with (History, kept in checkpoints)."""
 
 from __future__ import annotations

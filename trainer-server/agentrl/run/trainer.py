@@ -301,6 +301,8 @@ def train(
     else:
         base = Path(config_base_dir or Path.cwd()).resolve()
         config = resolve_paths(config, base)
+        if rollout_only_episodes and config.rollout.engine == "auto":  # a Try: vLLM's start would be most of its time
+            config = config.model_copy(update={"rollout": config.rollout.model_copy(update={"engine": "hf"})})
         # Before the run folder: a run that cannot fit its device is refused (train.memory_check), leaving nothing.
         memory_warning = None if rollout_only_episodes else check_memory(config, base)
         mode = "try" if rollout_only_episodes else "train"
