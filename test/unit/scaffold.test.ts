@@ -347,17 +347,16 @@ function aboutTheTask(episodes: Array<{ question: string; text: string }>): bool
 }
 
 describe('scaffold: a new environment tried on the embedded model', () => {
-  it('shows a real agent: the embedded model calls the Tool and reads its result, the random tiny model does not', function () {
+  it('shows a real agent: the embedded model calls the Tool in most episodes and reads its result, the random tiny model does not', function () {
     // 'smollm2' is New Environment's recommended default (scaffoldCommands.ts). The worked example in env.py's reset
-    // and the tag call format are what make a 135M model call the Tool (measured: 5 of 8 episodes; with JSON calls
-    // and no example, 0 of 32). Both runs together: about 2 minutes on 2 shared, busy cores. The rollout engine
-    // does not change what the model says (tests/test_vllm_engine.py holds vLLM's episodes to the learner's), so
-    // this run skips vLLM's ~20 s start-up.
+    // and the tag call format are what make a 135M model call the Tool (measured: 29 of 32 episodes,
+    // results/template_teaches.md; with JSON calls and no example, 0 of 32). Both runs together: about 2 minutes
+    // on 2 shared, busy cores. A Try samples with hf, as the editor's does.
     this.timeout(300_000);
-    const real = tryEpisodes('smollm2', 4, ['rollout.engine=hf']);
+    const real = tryEpisodes('smollm2', 4);
     assert.equal(real.length, 4);
-    const answered = real.reduce((calls, episode) => calls + episode.answeredCalls, 0);
-    assert.ok(answered >= 1, JSON.stringify(real, null, 1));
+    const calling = real.filter((episode) => episode.answeredCalls > 0).length;
+    assert.ok(calling >= 3, JSON.stringify(real, null, 1));
     assert.ok(aboutTheTask(real), JSON.stringify(real, null, 1));
     const random = tryEpisodes('tiny', 2, ['rollout.max_new_tokens=128']);
     assert.equal(
