@@ -31,9 +31,10 @@ DEMOS = {
 }
 
 
-def run_demo(config: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_demo(config: Path, args: argparse.Namespace, runs: Path = HERE / "runs" / "agent_demo") -> dict[str, Any]:
+    """`agentrl demo` on `config`: its summary line, the engine its training ran on, and the whole command's time."""
     command = [sys.executable, "-m", "agentrl.cli", "demo", "--config", str(config)]
-    command += ["--eval-limit", str(args.eval_limit), "--runs-dir", str(HERE / "runs" / "agent_demo")]
+    command += ["--eval-limit", str(args.eval_limit), "--runs-dir", str(runs)]
     command += ["--steps", str(args.steps)] if args.steps else []
     started = time.perf_counter()
     finished = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
