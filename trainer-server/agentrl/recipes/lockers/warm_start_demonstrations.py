@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentrl.contract.config import RunConfig, load_config, resolve_paths
-from agentrl.contract.tasks import load_tasks
-from agentrl.environment.loader import config_env_factory
-from agentrl.recipes.demonstrations import transcript, write_transcripts
+from agentrl.contract.config import RunConfig
+from agentrl.recipes import demonstrations
+from agentrl.recipes.demonstrations import transcript
 from agentrl.rollout.scripted_episode import run_scripted_episode
 
 RECIPE = Path(__file__).parent
@@ -41,12 +40,7 @@ def demonstration(task: dict[str, Any], config: RunConfig, make_env: Any) -> dic
 
 
 def write_demonstrations(config_path: Path = CONFIG, out: Path = DEMONSTRATIONS) -> tuple[int, int]:
-    """Writes the demonstrations of the config's data.train; (written, tasks read)."""
-    config = resolve_paths(load_config(config_path), config_path.parent)
-    make_env = config_env_factory(config)
-    tasks = load_tasks(config.data.train, PROBLEMS)
-    demonstrations = [d for d in (demonstration(task, config, make_env) for task in tasks) if d is not None]
-    return write_transcripts(out, demonstrations), len(tasks)
+    return demonstrations.write_demonstrations(config_path, out, PROBLEMS, demonstration)
 
 
 if __name__ == "__main__":
