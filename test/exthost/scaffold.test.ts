@@ -18,8 +18,10 @@ describe('scaffold', () => {
     });
     assert.equal(folder, join(parent, 'exthost-env'));
     assert.deepEqual(readdirSync(folder).sort(), [
+      'codes.json',
       'env.py',
       'exthost-env.agentrl.yaml',
+      'held-out.jsonl',
       'reward.py',
       'tasks.jsonl',
       'test_env.py',

@@ -247,8 +247,11 @@ describe('training on a local trainer server', function () {
     const long = vscode.Uri.file(config.fsPath.replace(/\.agentrl\.yaml$/, '-long.agentrl.yaml'));
     writeFileSync(
       long.fsPath,
+      // the MCP server added above switched the config to hermes, whose tool schemas and the template's worked
+      // example fill a prompt to about 2,080 tokens: past the template's max_context, which the run refuses
       readFileSync(config.fsPath, 'utf8')
         .replace(/^ {2}steps: \d+$/m, '  steps: 1000')
+        .replace(/^ {2}max_context: \d+$/m, '  max_context: 4096')
         .replace(/^name: .*$/m, 'name: train-env-long'),
     );
     const runId = await vscode.commands.executeCommand<string | undefined>('agentRl.startTraining', long);
