@@ -253,6 +253,8 @@ def test_groups_flat_at_the_top_after_the_reward_rose_are_called_solved_and_flat
     assert "learns nothing from them" in stuck.explanation and "solves" not in stuck.explanation
     mixed = [*solved_step[:6], episode(3, 0, reward=0.0), episode(3, 1, reward=0.0)]  # one group flat at the bottom
     assert "learns nothing from them" in judge(StepEvidence(8, flat, mixed), config, rose).explanation
+    higher = [*solved_step[:6], episode(3, 0, reward=1.6), episode(3, 1, reward=2.0)]  # a sample above the flat ones
+    assert "learns nothing from them" in judge(StepEvidence(8, flat, higher), config, rose).explanation
     assert "the tasks are solved: stop" in RULE_BY_CODE["zero_variance_groups"].fix
 
 
