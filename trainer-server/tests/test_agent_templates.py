@@ -65,7 +65,8 @@ def render(framework: str, folder: Path) -> Path:
     (folder / "tasks.jsonl").write_text(read("agent-tasks.jsonl.tmpl"))
     episodes = fill(read("episodes-agent.yaml.tmpl"), VALUES).rstrip()
     config = folder / f"{VALUES['envName']}.agentrl.yaml"
-    config.write_text(fill(read("run.agentrl.yaml.tmpl"), {**VALUES, "episodes": episodes}))
+    # scaffold.ts's runConfig: only a ToolEnv's config scores held-out tasks as it trains (train.eval_every)
+    config.write_text(fill(read("run.agentrl.yaml.tmpl"), {**VALUES, "episodes": episodes, "evaluation": ""}))
     return config
 
 
