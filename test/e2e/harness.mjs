@@ -68,7 +68,14 @@ export async function openFromExplorer(page, relativePath) {
       .waitFor({ state: 'hidden', timeout: 5000 })
       .catch(() => {});
     if (i === parts.length - 1) await row.dblclick();
-    else if ((await row.getAttribute('aria-expanded')) !== 'true') await row.click();
+    else {
+      // A click as the Explorer redraws (a file watcher's event) can select a folder without opening it: click again.
+      const open = row.and(page.locator('[aria-expanded="true"]'));
+      for (let tries = 0; !(await open.count()) && tries < 3; tries += 1) {
+        await row.click();
+        await open.waitFor({ timeout: 3000 }).catch(() => {});
+      }
+    }
   }
 }
 
