@@ -49,7 +49,7 @@ def _zero_variance(ev: StepEvidence, cfg: HealthConfig, history: History) -> Ver
     flat = {group for group, values in rewards.items() if len(values) > 1 and max(values) - min(values) < 1e-9}
     why = "so their advantages are zero and the update learns nothing from them"
     # Flat at the top, after the reward rose to it: the prompts are solved, which is no fault to fix.
-    top = max((reward for values in rewards.values() for reward in values), default=0.0)
+    top = max((episode.total_reward for episode in ev.episodes), default=0.0)
     lowest_before = min((past["reward"] for past in history.recent), default=m["reward/mean"])
     at_top = flat and all(rewards[group][0] >= top - 1e-9 for group in flat)
     if at_top and m["reward/mean"] - lowest_before > cfg.flat_reward_delta:
