@@ -258,6 +258,10 @@ class RunConfig(Section):
             )
         if self.algorithm.name == "sft" and self.train.sft_steps:
             raise ValueError("train.sft_steps is a warm start before another algorithm; algorithm.name: sft is all sft")
+        if self.train.sft_lr is not None and not self.train.sft_steps:
+            raise ValueError(
+                "train.sft_lr is the warm start's learning rate (train.sft_steps); without a warm start set train.lr"
+            )
         if self.train.sft_steps >= self.train.steps:
             raise ValueError(
                 f"train.sft_steps ({self.train.sft_steps}) leaves no step of algorithm.name {self.algorithm.name}: "

@@ -356,6 +356,16 @@ class TrainConfig(Section):
             "algorithm.kl is the model as the warm start left it)."
         ),
     )
+    sft_lr: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "The warm start's learning rate (train.sft_steps); unset: train.lr. Supervised steps on demonstrations "
+            "take a larger rate than the RL steps after them, which a large rate drives off the demonstrated "
+            "behaviour."
+        ),
+    )
     checkpoint_every: int = Field(5, ge=1, description="Steps between checkpoints (and one at the end).")
     eval_every: int = Field(
         0,

@@ -172,9 +172,9 @@ class _Run:
             sft = AlgorithmConfig(
                 name="sft", kl=self.config.algorithm.kl, entropy_coef=self.config.algorithm.entropy_coef
             )
-            self.warm_start_learner = Learner(
-                self.model, self.tokenizer, self.config.model_copy(update={"algorithm": sft}), self.device
-            )
+            train = self.config.train.model_copy(update={"lr": self.config.train.sft_lr or self.config.train.lr})
+            warm = self.config.model_copy(update={"algorithm": sft, "train": train})
+            self.warm_start_learner = Learner(self.model, self.tokenizer, warm, self.device)
         return self.warm_start_learner
 
     def _worker_restarted(self, data: dict[str, Any]) -> None:
