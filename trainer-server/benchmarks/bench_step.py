@@ -48,8 +48,9 @@ from typing import Any
 
 import torch
 from agentrl import EpisodeScore, StepResult, Tool, ToolCallOutcome, ToolEnv
-from agentrl.contract.config import load_config_dict
+from agentrl.contract.config import RunConfig, load_config_dict
 from agentrl.learning.batch import TrainBatch
+from agentrl.learning.distribution import OneProcess
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy, resolve_device
 from agentrl.models.precision import uses_bf16_autocast
@@ -230,19 +231,28 @@ def trl(model_path: str, episodes: int, steps: int, folder: Path) -> dict[str, f
     return child(["--spec", str(spec)], python=str(trl_python), script=Path(__file__).with_name("trl_step.py"))
 
 
+class InBatchOrder(OneProcess):
+    """Micro-batches of the rows in the batch's order, not bucketed by length or group."""
+
+    def micro_rows(self, batch: TrainBatch, size: int, with_values: bool) -> list[torch.Tensor]:
+        return list(torch.arange(len(batch)).split(size))
+
+
 class PlainLearner(Learner):
     """The textbook computation of the same update (see the module docstring)."""
+
+    def __init__(self, model: Any, tokenizer: Any, cfg: RunConfig, device: torch.device) -> None:
+        super().__init__(model, tokenizer, cfg, device, InBatchOrder())
+        self.forward = self._plain_forward
+        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
 
     def on_policy(self) -> bool:
         return False  # always a separate scoring pass
 
-    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
-        return list(torch.arange(len(batch)).split(self.config.train.micro_batch_size))
-
-    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool) -> torch.Tensor:
+    def _rows_to_train(self, zero_advantage: torch.Tensor, kl_in_loss: bool, batch: TrainBatch) -> torch.Tensor:
         return torch.arange(len(zero_advantage))  # every episode, whatever its advantage
 
-    def _forward(
+    def _plain_forward(
         self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
     ) -> dict[str, torch.Tensor]:
         # Entropy in every pass, `with_entropy` or not, as the learner did before.

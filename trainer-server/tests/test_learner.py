@@ -6,7 +6,7 @@ import torch
 from agentrl import StepResult
 from agentrl.contract.config import load_config_dict
 from agentrl.examples.lookup.env import LookupEnv
-from agentrl.learning import learner as learner_module
+from agentrl.learning import forward as forward_module
 from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.batch import TrainBatch, collate
 from agentrl.learning.learner import Learner
@@ -153,7 +153,7 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny, monkeypatch, math
     """The learner runs the rows' shared prefix once and the vocabulary projection only where a token is
     read, with attention's math backend on CPU up to a width or the fused kernel beyond it; logprobs, entropy and
     gradients must equal the plain full-sequence computation either way."""
-    monkeypatch.setattr(learner_module, "CPU_MATH_ATTENTION_WIDTH", math_attention_width)
+    monkeypatch.setattr(forward_module, "CPU_MATH_ATTENTION_WIDTH", math_attention_width)
     model, tokenizer = tiny
     cfg = config()
     episodes = episodes_for(model, tokenizer, cfg)
@@ -161,7 +161,7 @@ def test_shared_prefix_and_kept_positions_change_nothing(tiny, monkeypatch, math
     assert shared_prefix_length(batch.input_ids, batch.attention_mask) >= MIN_SHARED_PREFIX  # the path under test
     learner_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
     learner = Learner(learner_model, tokenizer, cfg, torch.device("cpu"))
-    out = learner._forward(learner_model, batch, with_values=False, with_entropy=True)
+    out = learner.forward(learner_model, batch, with_values=False, with_entropy=True)
     logits = plain_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
     logprobs_all = torch.log_softmax(logits, -1)
     plain = logprobs_all.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
@@ -200,7 +200,7 @@ def test_gradient_checkpointing_runs_the_shared_prefix_once_and_changes_no_gradi
         checkpointed_prefixes.append(gradient_checkpointing(model))
         return shared_prefix_cache(model, *args)
 
-    monkeypatch.setattr(learner_module, "shared_prefix_cache", recorded_prefix)
+    monkeypatch.setattr(forward_module, "shared_prefix_cache", recorded_prefix)
     runs, episodes = {}, None
     for checkpointing in (False, True):
         cfg = load_config_dict(
@@ -352,7 +352,7 @@ def test_only_the_training_pass_computes_entropy(tiny, monkeypatch):
     learner = Learner(copy.deepcopy(model), tokenizer, cfg, torch.device("cpu"))
     entropy_calls = count_entropy_calls(monkeypatch)
     passes = []
-    forward = learner._forward
+    forward = learner.forward
 
     def recorded_forward(*args, **kwargs):
         calls_before = len(entropy_calls)
@@ -361,7 +361,7 @@ def test_only_the_training_pass_computes_entropy(tiny, monkeypatch):
         passes[-1]["entropy computed"] = len(entropy_calls) - calls_before
         return out
 
-    monkeypatch.setattr(learner, "_forward", recorded_forward)
+    monkeypatch.setattr(learner, "forward", recorded_forward)
     metrics = learner.update(episodes).metrics
     assert passes == [
         {"grad": False, "entropy": False, "entropy computed": 0},  # pi_old
@@ -397,24 +397,24 @@ class EveryRowLearner(Learner):
 
 
 def rows_run_by_passes(learner, monkeypatch, *, training: bool = True):
-    """The number of rows of each call of `_forward` the learner makes: of the training passes, or of the no-gradient
+    """The number of rows of each call of `forward` the learner makes: of the training passes, or of the no-gradient
     (scoring) passes."""
     rows = []
-    forward = learner._forward
+    forward = learner.forward
 
     def recorded_forward(model, batch, **kwargs):
         if torch.is_grad_enabled() == training:
             rows.append(len(batch))
         return forward(model, batch, **kwargs)
 
-    monkeypatch.setattr(learner, "_forward", recorded_forward)
+    monkeypatch.setattr(learner, "forward", recorded_forward)
     return rows
 
 
 def update_with_one_group_without_signal(tiny, cfg, monkeypatch, *, training_passes: bool):
     """One update of the step's episodes, group 0's samples all rewarded 1.0 (GRPO gives them advantage 0) and group
     1's 0 and 1, by the learner and by one that runs every row, which must reach the same weights. Returns the rows of
-    each `_forward` call of the learner's training passes (`training_passes`) or of its scoring pass, its update,
+    each `forward` call of the learner's training passes (`training_passes`) or of its scoring pass, its update,
     the other learner's update, and the episodes."""
     model, tokenizer = tiny
     episodes = episodes_for(model, tokenizer, cfg)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from agentrl.cluster.sharded_learner import ShardedLearner, decoder_layers
+from agentrl.cluster.sharded_learner import Sharded, decoder_layers
 from agentrl.contract.config import load_config_dict
-from agentrl.learning import learner as learner_module
+from agentrl.learning import forward as forward_module
 from agentrl.learning import logprobs as logprobs_module
 from agentrl.learning.learner import Learner
 from agentrl.models.loading import load_policy
@@ -50,7 +50,7 @@ def project_as(name: str) -> None:
     """The learner's vocabulary projection as the variant `name` sets it (in this process)."""
     projection = ALGORITHMS[name].get("projection")
     if projection:
-        learner_module.target_logprobs = functools.partial(logprobs_module.target_logprobs, **projection)
+        forward_module.target_logprobs = functools.partial(logprobs_module.target_logprobs, **projection)
 
 
 def make_config(name: str, sharding: str = "none"):
@@ -106,23 +106,24 @@ def step_checkpoint_resume_step(rank: int, name: str, initial: dict, episodes: l
 
     cfg = make_config(name, "fsdp")
 
-    def fresh_learner() -> ShardedLearner:
+    def fresh_learner() -> tuple[Learner, Sharded]:
         model, tokenizer, device = load_policy(cfg.model, cfg.seed)
-        return ShardedLearner(model, tokenizer, cfg, device, rank=rank, world_size=WORKERS)
+        sharded = Sharded(rank, WORKERS, device)
+        return Learner(model, tokenizer, cfg, device, sharded), sharded
 
-    first = fresh_learner()
-    first.load_policy(initial)
+    first, sharding = fresh_learner()
+    sharding.load_policy(first.model, initial)
     local = first.model.get_decoder().layers[0].self_attn.q_proj.weight.to_local()
     assert local.shape[0] * WORKERS == first.model.config.hidden_size  # half of the weight on each worker
     first.update(copy.deepcopy(episodes))
-    policy, optimizer = first.policy_state(), first.state_dict()  # every worker takes part; worker 0 gets them
+    policy, optimizer = sharding.policy_state(first.model), first.state_dict()  # every worker takes part; 0 gets them
     checkpoint = [policy, optimizer]
     dist.broadcast_object_list(checkpoint)  # as the driver hands the checkpoint to every worker on a resume
-    resumed = fresh_learner()
-    resumed.load_policy(checkpoint[0])
+    resumed, sharding = fresh_learner()
+    sharding.load_policy(resumed.model, checkpoint[0])
     resumed.load_state_dict(checkpoint[1])
     resumed.update(copy.deepcopy(episodes))
-    final = resumed.policy_state()
+    final = sharding.policy_state(resumed.model)
     if rank == 0:
         torch.save({"first": policy, "final": final}, out)
 
@@ -153,7 +154,7 @@ def test_two_sharded_workers_checkpointed_and_resumed_train_as_one_process_does(
     model, tokenizer, device = load_policy(cfg.model, cfg.seed)
     initial = {key: value.clone() for key, value in model.state_dict().items()}
     sharded = run_sharded(name, initial, episodes, tmp_path / "sharded.pt")
-    monkeypatch.setattr(learner_module, "target_logprobs", learner_module.target_logprobs)  # restored after the test
+    monkeypatch.setattr(forward_module, "target_logprobs", forward_module.target_logprobs)  # restored after the test
     project_as(name)
 
     one = Learner(model, tokenizer, cfg, device)

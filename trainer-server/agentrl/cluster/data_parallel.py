@@ -1,5 +1,6 @@
-"""The data-parallel learner of one learner worker: its share of each step's micro-batches, added up with the other
-workers of its torch.distributed group (gloo on CPU, NCCL on CUDA).
+"""The data-parallel distribution of one learner worker (the `Distribution` its learner is given): its share of
+each step's micro-batches, added up with the other workers of its torch.distributed group (gloo on CPU, NCCL on
+CUDA).
 
 Every worker gets the whole step and collates it, so advantages and the loss's normalisers are those of the whole
 batch; each computes every W-th episode by length (W workers) in micro-batches of train.micro_batch_size, and
@@ -11,34 +12,43 @@ so the weights stay equal on all of them and worker 0's are the run's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from agentrl.cluster.weights import cpu_state_dict
 from agentrl.learning.batch import TrainBatch
-from agentrl.learning.learner import Learner
+from agentrl.learning.forward import Forward
 
 
-class DataParallelLearner(Learner):
-    """A Learner that computes its share of each step's micro-batches and adds up the shares with the other
-    workers of its torch.distributed group (see Learner._sum_rows and the two after it)."""
+class DataParallel:
+    """Worker `rank` of `world_size`: every W-th row by length, its computations added up with the others' over the
+    torch.distributed group (collectives on `device`)."""
 
-    def __init__(self, *args: Any, rank: int, world_size: int, **kwargs: Any) -> None:
-        self.rank, self.world_size = rank, world_size
-        super().__init__(*args, **kwargs)
+    runs_shared_prefix_once = True
 
-    def _micro_rows(self, batch: TrainBatch) -> list[torch.Tensor]:
+    def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
+        self.rank, self.world_size, self.device = rank, world_size, device
+
+    def place(self, models: list[nn.Module], forward: Forward) -> Forward:
+        return forward  # every worker holds the whole model
+
+    def micro_rows(self, batch: TrainBatch, size: int, with_values: bool) -> list[torch.Tensor]:
         by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
-        return list(by_length[self.rank :: self.world_size].split(self.config.train.micro_batch_size))
+        return list(by_length[self.rank :: self.world_size].split(size))
 
-    def _sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
+    def keep_in_step(self, passes: int, filler_pass: Callable[[], None]) -> None:
+        pass  # the collectives are per step (rows, gradients, totals), not per pass
+
+    def sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
         summed = per_row.to(self.device)
         dist.all_reduce(summed)
         return summed.cpu()
 
-    def _sum_gradients(self, params: list[torch.Tensor]) -> None:
+    def sum_gradients(self, params: list[torch.Tensor]) -> None:
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         dist.all_reduce(flat)
         offset = 0
@@ -46,7 +56,7 @@ class DataParallelLearner(Learner):
             p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
 
-    def _sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
+    def sum_totals(self, totals: dict[str, float]) -> dict[str, float]:
         # A worker whose share of the rows the update trains is empty (Learner._rows_to_train) has no loss parts.
         every: list[list[str]] = [[] for _ in range(self.world_size)]
         dist.all_gather_object(every, sorted(totals))
@@ -55,9 +65,18 @@ class DataParallelLearner(Learner):
         dist.all_reduce(summed)
         return dict(zip(names, summed.tolist(), strict=True))
 
-    def policy_state(self) -> dict[str, torch.Tensor] | None:
-        """The run's weights, on the CPU: worker 0's (every worker holds the same); None on the others."""
-        return cpu_state_dict(self.model) if self.rank == 0 else None
+    def clip_gradients(self, params: list[torch.Tensor], max_norm: float) -> float:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))  # the summed gradient, the same on every worker
 
-    def load_policy(self, state: dict[str, torch.Tensor]) -> None:
-        self.model.load_state_dict(state)
+    def whole_optimizer_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        return state
+
+    def own_optimizer_state(self, state: dict[str, Any], params: list[torch.Tensor]) -> dict[str, Any]:
+        return state
+
+    def policy_state(self, model: nn.Module) -> dict[str, torch.Tensor] | None:
+        """The run's weights, on the CPU: worker 0's (every worker holds the same); None on the others."""
+        return cpu_state_dict(model) if self.rank == 0 else None
+
+    def load_policy(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        model.load_state_dict(state)

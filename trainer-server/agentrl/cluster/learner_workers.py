@@ -1,7 +1,7 @@
 """The learner workers: `cluster.learner_workers` Ray actors joined by torch.distributed (gloo on CPU, NCCL on
-CUDA), each holding a DataParallelLearner (data_parallel.py: every worker the whole model) or, with
-`cluster.sharding: fsdp`, a ShardedLearner (sharded_learner.py: each worker a shard of it); and the driver's learner
-in front of them, which the train loop uses as it uses a local Learner.
+CUDA), each holding a Learner given a DataParallel distribution (data_parallel.py: every worker the whole model)
+or, with `cluster.sharding: fsdp`, a Sharded one (sharded_learner.py: each worker a shard of it); and the driver's
+learner in front of them, which the train loop uses as it uses a local Learner.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import torch
 import torch.distributed as dist
 
 from agentrl.cluster.code_shipping import ShippedFiles, Unpacked
-from agentrl.cluster.data_parallel import DataParallelLearner
+from agentrl.cluster.data_parallel import DataParallel
 from agentrl.cluster.gloo_interface import use_node_interface
-from agentrl.cluster.sharded_learner import ShardedLearner
+from agentrl.cluster.sharded_learner import Sharded
 from agentrl.cluster.weight_broadcast import BroadcastGroup, Layout
 from agentrl.cluster.worker_states import WorkerStates, node_address
 from agentrl.contract.config import RunConfig
-from agentrl.learning.learner import Update
+from agentrl.learning.learner import Learner
+from agentrl.learning.update import Update
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
@@ -43,7 +44,9 @@ class LearnerWorker:
         self.rank, self.world_size = rank, world_size
         torch.manual_seed(self.config.seed)
         self.model, self.tokenizer, self.device = load_policy(self.config.model, self.config.seed)
-        self.learner: DataParallelLearner | None = None
+        self.learner: Learner | None = None
+        distribution = Sharded if self.config.cluster.sharding == "fsdp" else DataParallel
+        self.distribution = distribution(rank, world_size, self.device)
         self._gathered: dict[str, torch.Tensor] | None = None  # worker 0's whole weights, until policy_state
         self._broadcast: BroadcastGroup | None = None  # worker 0, under cluster.weight_sync: broadcast
 
@@ -62,15 +65,12 @@ class LearnerWorker:
         dist.init_process_group(
             backend, init_method=init_method, rank=self.rank, world_size=self.world_size, timeout=COLLECTIVE_TIMEOUT
         )
-        learner_class = ShardedLearner if self.config.cluster.sharding == "fsdp" else DataParallelLearner
-        self.learner = learner_class(
-            self.model, self.tokenizer, self.config, self.device, rank=self.rank, world_size=self.world_size
-        )
+        self.learner = Learner(self.model, self.tokenizer, self.config, self.device, self.distribution)
         return node_address()
 
     def load(self, policy: dict[str, torch.Tensor], learner_state: dict[str, Any] | None) -> None:
         assert self.learner is not None
-        self.learner.load_policy(policy)
+        self.distribution.load_policy(self.model, policy)
         if learner_state is not None:
             self.learner.load_state_dict(learner_state)
 
@@ -84,7 +84,7 @@ class LearnerWorker:
         """Every worker's part in gathering the step's weights (a collective when they are sharded); worker 0 keeps
         them for `policy_state`."""
         assert self.learner is not None
-        self._gathered = self.learner.policy_state()
+        self._gathered = self.distribution.policy_state(self.model)
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """Worker 0: the weights the last `gather_policy` gathered."""

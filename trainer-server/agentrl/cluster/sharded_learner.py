@@ -1,6 +1,6 @@
-"""The sharded learner (`cluster.sharding: fsdp`): each learner worker holds 1/W of the policy's parameters, of
-their gradients and of the optimizer's state (W workers), with PyTorch's FSDP2 (`fully_shard`), so a model whose
-weights, gradients and AdamW moments do not fit one device trains on W of them.
+"""The sharded distribution of a learner worker (`cluster.sharding: fsdp`): each learner worker holds 1/W of the
+policy's parameters, of their gradients and of the optimizer's state (W workers), with PyTorch's FSDP2
+(`fully_shard`), so a model whose weights, gradients and AdamW moments do not fit one device trains on W of them.
 
 Phases of a pass, as FSDP2 runs them: before each decoder layer runs, its weights are gathered from every worker
 (all-gather) and freed after it; the embeddings, the final norm and the output head are gathered once a pass, by
@@ -11,7 +11,7 @@ not FSDP's default mean, because the learner's losses are already normalised by 
 data-parallel learner sums them); the optimizer then steps each worker's shard.
 
 Every gather is a collective, so every worker must run the same passes in the same order: a worker whose share of
-a step's rows makes fewer micro-batches runs passes on one row that add nothing (`_keep_in_step`), and a
+a step's rows makes fewer micro-batches runs passes on one row that add nothing (`keep_in_step`), and a
 micro-batch's shared prefix runs with the rest of it (one call of each layer a pass).
 
 On CUDA the shards of the weights that train are float32 and the passes compute in the model's dtype (bfloat16 by
@@ -36,15 +36,16 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from agentrl.cluster.data_parallel import DataParallelLearner
+from agentrl.cluster.data_parallel import DataParallel
 from agentrl.learning.batch import TrainBatch
+from agentrl.learning.forward import Forward
 
 
 class _ShardedRoot(nn.Module):
     """The root FSDP module around a model: its forward is the learner's, so the parameters outside the decoder
     layers (embeddings, final norm, output head) are gathered for it and their gradients reduced after it."""
 
-    def __init__(self, model: nn.Module, forward: Callable[..., dict[str, torch.Tensor]]) -> None:
+    def __init__(self, model: nn.Module, forward: Forward) -> None:
         super().__init__()
         self.model = model
         self._learner_forward = forward
@@ -66,15 +67,16 @@ def full_tensor(value: Any) -> Any:
     return value.full_tensor().cpu() if isinstance(value, DTensor) else value
 
 
-class ShardedLearner(DataParallelLearner):
+class Sharded(DataParallel):
+    """Worker `rank` of `world_size`, each holding 1/W of the weights: the data-parallel worker's share of the rows,
+    with every layer's weights gathered for each pass."""
+
     runs_shared_prefix_once = False
 
-    def _distribute_models(self) -> None:
+    def place(self, models: list[nn.Module], forward: Forward) -> Forward:
         cuda = self.device.type == "cuda"
-        self._roots: dict[int, _ShardedRoot] = {}
-        for model in (self.model, self.reference):
-            if model is None:
-                continue
+        roots: dict[int, _ShardedRoot] = {}
+        for model in models:
             compute_dtype = next(model.parameters()).dtype
             if cuda:  # float32 master copies of the weights that train; every pass computes in compute_dtype
                 for parameter in model.parameters():
@@ -87,35 +89,34 @@ class ShardedLearner(DataParallelLearner):
             )
             for layer in decoder_layers(model):
                 fully_shard(layer, mp_policy=precision)
-            root = _ShardedRoot(model, super()._forward)
+            root = _ShardedRoot(model, forward)
             fully_shard(root, mp_policy=precision)
             for module in root.modules():
                 if isinstance(module, FSDPModule):
                     module.set_gradient_divide_factor(1.0)  # a sum, as the data-parallel learner's all-reduce
                     module.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
-            self._roots[id(model)] = root
+            roots[id(model)] = root
 
-    def _forward(
-        self, model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
-    ) -> dict[str, torch.Tensor]:
-        return self._roots[id(model)](batch, with_values=with_values, with_entropy=with_entropy)
+        def sharded_forward(
+            model: Any, batch: TrainBatch, *, with_values: bool, with_entropy: bool
+        ) -> dict[str, torch.Tensor]:
+            return roots[id(model)](batch, with_values=with_values, with_entropy=with_entropy)
 
-    def _keep_in_step(self, passes: int, batch: TrainBatch, model: Any, *, training: bool) -> None:
+        return sharded_forward
+
+    def keep_in_step(self, passes: int, filler_pass: Callable[[], None]) -> None:
         most = torch.tensor([passes], device=self.device)
         dist.all_reduce(most, op=dist.ReduceOp.MAX)
         for _ in range(int(most) - passes):
-            out = self._forward(model, batch.select(slice(0, 1)), with_values=False, with_entropy=False)
-            if training:  # its backward reduces each layer's gradient with the others' (this pass adds zeros)
-                with self._precision(enabled=False):
-                    (out["logprobs"].sum() * 0).backward()
+            filler_pass()
 
-    def _sum_gradients(self, params: list[torch.Tensor]) -> None:
+    def sum_gradients(self, params: list[torch.Tensor]) -> None:
         # The sharded parameters' gradients were summed by their backward's reduce-scatter; the value head's are not.
         whole = [p for p in params if not isinstance(p, DTensor)]
         if whole:
-            super()._sum_gradients(whole)
+            super().sum_gradients(whole)
 
-    def _clip_gradients(self, params: list[torch.Tensor]) -> float:
+    def clip_gradients(self, params: list[torch.Tensor], max_norm: float) -> float:
         """The norm of the whole gradient: each worker's shards' norm combined with the others' (a DTensor's norm
         is a partial sum until `full_tensor`), with the value head's, which every worker holds whole."""
         with_grad = [p for p in params if p.grad is not None]
@@ -129,44 +130,44 @@ class ShardedLearner(DataParallelLearner):
         total = torch.linalg.vector_norm(torch.stack(norms))
         for group in (sharded, whole):
             if group:
-                torch.nn.utils.clip_grads_with_norm_(group, self.config.train.max_grad_norm, total)
+                torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
         return float(total)
 
-    def policy_state(self) -> dict[str, torch.Tensor] | None:
+    def policy_state(self, model: nn.Module) -> dict[str, torch.Tensor] | None:
         """The whole weights gathered on worker 0 (every worker takes part); None on the others."""
-        state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return state if self.rank == 0 else None
 
-    def load_policy(self, state: dict[str, torch.Tensor]) -> None:
+    def load_policy(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         """Whole weights (every worker holds them) into each worker's shards."""
-        set_model_state_dict(self.model, dict(state), options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
 
-    def state_dict(self) -> dict[str, Any]:
+    def whole_optimizer_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The single-process optimizer's state_dict: each moment gathered whole (every worker takes part)."""
-        state = super().state_dict()
-        optimizer = state["optimizer"]
-        optimizer["state"] = {
-            index: {name: full_tensor(value) for name, value in moments.items()}
-            for index, moments in optimizer["state"].items()
+        return {
+            **state,
+            "state": {
+                index: {name: full_tensor(value) for name, value in moments.items()}
+                for index, moments in state["state"].items()
+            },
         }
-        return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """A whole optimizer state (a sharded run's or a single process's) into this worker's shards."""
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        optimizer = dict(state["optimizer"])
-        optimizer["state"] = {
-            index: {
-                name: distribute_tensor(
-                    value.to(params[index].device),
-                    params[index].device_mesh,
-                    params[index].placements,
-                    src_data_rank=None,
-                )
-                if isinstance(params[index], DTensor) and value.dim()
-                else value
-                for name, value in moments.items()
-            }
-            for index, moments in optimizer["state"].items()
+    def own_optimizer_state(self, state: dict[str, Any], params: list[torch.Tensor]) -> dict[str, Any]:
+        """A whole optimizer state (a sharded run's or a single process's) as this worker's shards."""
+        return {
+            **state,
+            "state": {
+                index: {
+                    name: distribute_tensor(
+                        value.to(params[index].device),
+                        params[index].device_mesh,
+                        params[index].placements,
+                        src_data_rank=None,
+                    )
+                    if isinstance(params[index], DTensor) and value.dim()
+                    else value
+                    for name, value in moments.items()
+                }
+                for index, moments in state["state"].items()
+            },
         }
-        super().load_state_dict({**state, "optimizer": optimizer})

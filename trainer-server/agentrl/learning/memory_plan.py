@@ -32,7 +32,7 @@ from typing import Any, Literal
 import torch
 
 from agentrl.contract.config import ConfigError, RunConfig
-from agentrl.learning.learner import CPU_MATH_ATTENTION_WIDTH
+from agentrl.learning.forward import CPU_MATH_ATTENTION_WIDTH
 from agentrl.learning.logprobs import GRADIENT_BLOCK_BYTES, KEPT_LOGITS_BYTES, LOGIT_CHUNK_BYTES
 from agentrl.models.loading import resolve_dtype
 from agentrl.models.precision import bfloat16_is_native, uses_bf16_autocast

@@ -12,7 +12,7 @@ from agentrl.run.episode_search import EpisodeSearch, IndexDamaged, SearchUnavai
 from agentrl.run.runstore import RunStore
 
 if TYPE_CHECKING:
-    from agentrl.learning.learner import Update
+    from agentrl.learning.update import Update
     from agentrl.rollout.episode import Episode
 
 log = logging.getLogger(__name__)

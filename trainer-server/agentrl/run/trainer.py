@@ -28,8 +28,9 @@ from agentrl.environment.code_snapshot import record_code
 from agentrl.environment.loader import config_env_factory
 from agentrl.environment.mcp import MCP_RESTARTS
 from agentrl.environment.tool import describe_exception
-from agentrl.learning.learner import Learner, NonFiniteError, Update
+from agentrl.learning.learner import Learner, NonFiniteError
 from agentrl.learning.memory_advice import check_memory
+from agentrl.learning.update import Update
 from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_policy
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, count_nothing, rollout_seed
