@@ -4,11 +4,11 @@ and loading it into its model) and by broadcast (`cluster.weight_sync: broadcast
 learner worker 0 sending buckets over a torch.distributed group, gloo on CPU, each rollout worker copying them into
 its model in place).
 
-The models are random, of Qwen2.5-0.5B's and Qwen2.5-3B's shapes (agentrl.cli.gpu_check's), in bfloat16 and built in
-code (nothing is downloaded; what the weights are does not change how long they take to move). Each update is timed
-from the learner's gathered weights to every rollout worker holding them, as ClusterLearner and ClusterRolloutEngine
-do it; the median of `--repeats` is printed. A 3B model is 6.2 GB in bfloat16: the learner's copy, the store's and
-each rollout worker's must fit the machine, so `--workers-3b` defaults to 1.
+The models are random, of Qwen2.5-0.5B's and Qwen2.5-3B's shapes (agentrl.cli.gpu_check.shapes's), in bfloat16 and built
+in code (nothing is downloaded; what the weights are does not change how long they take to move). Each update is timed
+from the learner's gathered weights to every rollout worker holding them, as ClusterLearner and ClusterRolloutEngine do
+it; the median of `--repeats` is printed. A 3B model is 6.2 GB in bfloat16: the learner's copy, the store's and each
+rollout worker's must fit the machine, so `--workers-3b` defaults to 1.
 
     .venv/bin/python trainer-server/benchmarks/bench_weight_sync.py [--repeats 3] [--workers-0.5b 2] [--workers-3b 1]
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import ray
 import torch
-from agentrl.cli.gpu_check import QWEN25_0_5B, QWEN25_3B, Shape, qwen2_config
+from agentrl.cli.gpu_check.shapes import QWEN25_0_5B, QWEN25_3B, Shape, qwen2_config
 from agentrl.cluster.weight_broadcast import BroadcastGroup, layout_of, synced_tensors
 from agentrl.cluster.weights import cpu_state_dict
 from agentrl.models.tiny import build_tiny_tokenizer

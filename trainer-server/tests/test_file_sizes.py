@@ -20,14 +20,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
 PROTOCOL_GLOB = "protocol/*.ts"  # protocol/generated is generated from the schemas
 
 # Files allowed over MAX_LINES, relative to the repository root, each with why.
-EXCEPTIONS: dict[str, str] = {
-    "trainer-server/agentrl/cli/gpu_check.py": (
-        "a benchmark suite inside the CLI: moves out with the device description (issue 45, item 2)"
-    ),
-    "trainer-server/agentrl/learning/learner.py": (
-        "its subclass seams become a distribution strategy it composes (issue 45, item 4)"
-    ),
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def source_files() -> list[Path]:

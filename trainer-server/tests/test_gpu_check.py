@@ -13,15 +13,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
-from agentrl.cli.gpu_check import (
-    QWEN25_0_5B,
-    QWEN25_3B,
-    Row,
-    decode_bound,
-    device_peak,
-    parameter_count,
-    qwen2_config,
-)
+from agentrl.cli.gpu_check.context import Row
+from agentrl.cli.gpu_check.kernel_checks import decode_bound
+from agentrl.cli.gpu_check.peaks import device_peak
+from agentrl.cli.gpu_check.shapes import QWEN25_0_5B, QWEN25_3B, parameter_count, qwen2_config
 from agentrl.contract.schemas import CHECK_STATUSES
 from agentrl.models.tiny import build_tiny_tokenizer
 from conftest import PROTOCOL

@@ -3,7 +3,7 @@ whether its build fits the machine, the trainer's version, the default model, an
 token accepted, same version). Each check is ok, a warning or a problem with its fix in one line; the exit status is 1
 when one is a problem. `--json` prints the checks as protocol/schemas/doctor.schema.json says, which the editor's
 Check Setup reads (`--json PATH` writes them there). `--gpu` runs the training stack instead and measures it
-(gpu_check.py).
+(the gpu_check package).
 
 What is installed is read from the packages' metadata (importlib.metadata), never by importing them: importing vLLM
 takes seconds (6.4 s on a 2-core CPU machine, 2026-11-26). torch is imported, since only torch can say what it was built
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu",
         action="store_true",
         help="run the training stack here instead and measure it against the device's peak: bf16 matmul, the hf "
-        "engine's decode, the learner, 3-step GRPO runs with LoRA off and on, vLLM (agentrl/cli/gpu_check.py)",
+        "engine's decode, the learner, 3-step GRPO runs with LoRA off and on, vLLM (agentrl/cli/gpu_check/)",
     )
     parser.add_argument(
         "--scale",
