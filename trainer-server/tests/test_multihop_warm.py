@@ -1,6 +1,6 @@
 """The multi-hop warm-start experiment's data (multihop_warm_grpo.agentrl.yaml): a held-out file of over 500 questions
 from the three datasets that the training file never holds, reproduced by its script, and two-hop demonstrations of
-training questions only, each rendering as the run's sft warm start renders it."""
+training questions only, reproduced by theirs, each rendering as the run's sft warm start renders it."""
 
 import json
 from pathlib import Path
@@ -11,7 +11,12 @@ from agentrl.environment.loader import config_env_factory
 from agentrl.models.loading import load_policy
 from agentrl.recipes.answers import normalize_answer
 from agentrl.recipes.multihop import splits
-from agentrl.recipes.multihop.warm_start_demonstrations import CONFIG, DEMONSTRATIONS, bridge_title
+from agentrl.recipes.multihop.warm_start_demonstrations import (
+    CONFIG,
+    DEMONSTRATIONS,
+    bridge_title,
+    write_multihop_demonstrations,
+)
 from agentrl.run.sft_data import sft_episodes_of, turns_over_budget
 
 DATA = splits.DATA
@@ -64,6 +69,12 @@ def test_the_bridge_is_the_supporting_paragraph_the_first_search_missed():
         "question_decomposition": [{"paragraph_support_idx": 2}, {"paragraph_support_idx": 0}],
     }
     assert bridge_title(musique, ["Z: z"]) == "X"  # the decomposition's order, not the paragraphs'
+
+
+def test_the_demonstrations_file_is_what_its_script_writes(tmp_path):
+    written, _ = write_multihop_demonstrations(out=tmp_path / "demonstrations.jsonl")
+    assert written > 500
+    assert (tmp_path / "demonstrations.jsonl").read_bytes() == DEMONSTRATIONS.read_bytes()
 
 
 def test_the_demonstrations_render_as_the_warm_start_reads_them_and_hold_no_heldout_question():

@@ -29,9 +29,9 @@ def transcript(task_id: str, episode: Episode) -> dict[str, Any]:
     return {"task_id": task_id, "prompt_length": len(episode.prompt_messages), "messages": messages}
 
 
-def write_demonstrations(config_path: Path, out: Path, tasks: int, demonstrate: Demonstrate) -> tuple[int, int]:
-    """Writes the demonstrations of the first `tasks` of the config's data.train (never a held-out one) to `out`;
-    (written, tasks read)."""
+def write_demonstrations(config_path: Path, out: Path, tasks: int | None, demonstrate: Demonstrate) -> tuple[int, int]:
+    """Writes the demonstrations of the first `tasks` (None: all) of the config's data.train (never a held-out one)
+    to `out`; (written, tasks read)."""
     config = resolve_paths(load_config(config_path), config_path.parent)
     make_env = config_env_factory(config)
     read = load_tasks(config.data.train, tasks)

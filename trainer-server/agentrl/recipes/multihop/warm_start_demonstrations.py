@@ -20,15 +20,14 @@ the worked example's turns are prompt, never learned), then the three turns and 
 
 from __future__ import annotations
 
-import json
+import functools
 from pathlib import Path
 from typing import Any
 
 from agentrl.contract.config import RunConfig, load_config, resolve_paths
-from agentrl.contract.tasks import load_tasks
-from agentrl.environment.loader import config_env_factory
 from agentrl.environment.toolcall import get_format
 from agentrl.models.loading import load_policy
+from agentrl.recipes.demonstrations import transcript, write_demonstrations
 from agentrl.recipes.multihop.search import record_paragraphs
 from agentrl.rollout.chat import ChatFormat
 from agentrl.rollout.scripted_episode import run_scripted_episode
@@ -79,29 +78,17 @@ def demonstration(task: dict[str, Any], config: RunConfig, make_env: Any, chat: 
         return None
     if not env.holds_the_answer([chat.cut_to_budget(text) for text in observations]):
         return None
-    messages = list(episode.prompt_messages)
-    for turn, observation in zip(turns, [*observations, None], strict=True):
-        messages.append({"role": "assistant", "content": turn})
-        if observation is not None:
-            messages.append({"role": "tool", "content": observation})
-    task_id = str(task["_id"] if "_id" in task else task["id"])
-    # the prompt holds the worked example's assistant turns: prompt_length keeps them out of what is learned
-    prompt_length = len(episode.prompt_messages)
-    return {"task_id": task_id, "reward": episode.outcome_reward, "prompt_length": prompt_length, "messages": messages}
+    return transcript(str(task["_id"] if "_id" in task else task["id"]), episode)
 
 
-def write_demonstrations(config_path: Path = CONFIG, out: Path = DEMONSTRATIONS) -> tuple[int, int]:
+def write_multihop_demonstrations(config_path: Path = CONFIG, out: Path = DEMONSTRATIONS) -> tuple[int, int]:
     """Writes the demonstrations of the config's data.train; (written, training questions)."""
     config = resolve_paths(load_config(config_path), config_path.parent)
     _, tokenizer, _ = load_policy(config.model, config.seed)
     chat = ChatFormat(tokenizer, config.rollout.tool_output_tokens, get_format(config.rollout.tool_format))
-    make_env = config_env_factory(config)
-    tasks = load_tasks(config.data.train, None)
-    demonstrations = [d for d in (demonstration(task, config, make_env, chat) for task in tasks) if d is not None]
-    out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in demonstrations), encoding="utf-8")
-    return len(demonstrations), len(tasks)
+    return write_demonstrations(config_path, out, None, functools.partial(demonstration, chat=chat))
 
 
 if __name__ == "__main__":
-    written, questions = write_demonstrations()
+    written, questions = write_multihop_demonstrations()
     print(f"{DEMONSTRATIONS}: {written} demonstrations of {questions} training questions")
