@@ -1,13 +1,14 @@
 """New Environment's "from an existing agent" scaffold, one agent.py per framework (extension/templates/agent-*.py.tmpl,
-rendered here as extension/scaffold.ts renders them): each passes `agentrl env check`, loads through the run config's
-`agent:` section, and plays an episode through the real endpoint under the scaffold's own rollout settings
-(tool_format: tags), its turns written by a script: the model calls the calculator as the worked example does, the
-agent's own tool runs, the model answers, and reward.py scores the answer.
+written by extension/scaffold.ts's own renderer through test/renderEnvironment.ts): each passes `agentrl env check`,
+loads through the run config's `agent:` section, and plays an episode through the real endpoint under the
+scaffold's own rollout settings (tool_format: tags), its turns written by a script: the model calls the calculator
+as the worked example does, the agent's own tool runs, the model answers, and reward.py scores the answer.
 
 test/unit/scaffold.test.ts checks the TypeScript side: each framework choice writes its agent.py, the rest the same."""
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,20 +21,10 @@ from agentrl.environment.agent import load_agent
 from agentrl.rollout.agent_engine import AgentRolloutEngine
 from agentrl.rollout.check import check_env
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "extension" / "templates"
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "extension" / "templates"
 # framework (agent-<framework>.py.tmpl, scaffold.ts's AGENT_FRAMEWORKS) -> the module its agent.py imports
 FRAMEWORKS = {"openai": "openai", "agents-sdk": "agents", "langgraph": "langgraph", "pydantic-ai": "pydantic_ai"}
-# scaffold.ts's modelValues for the embedded SmolLM2, New Environment's recommended model
-VALUES = {
-    "envName": "calc-agent",
-    "modelPath": "smollm2",
-    "learningRate": "1.0e-5",
-    "maxNewTokens": "128",
-    "temperature": "0.7",
-    "steps": "20",
-    "checkpointEvery": "5",
-}
-
 # What the model reads first, whichever framework asks: the system prompt, the tools as tool_format tags describes
 # them, the worked example as chat turns (its call written as the model is to write one), then the task. The same
 # prompt as the OpenAI SDK agent's, so what the small model does with that one it does with each (the tiny model's
@@ -52,22 +43,18 @@ FIRST_PROMPT = (
 )
 
 
-def fill(template: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], template)
-
-
 def render(framework: str, folder: Path) -> Path:
-    """The folder New Environment writes for an agent written with `framework`; returns its run config."""
-    read = lambda name: (TEMPLATES / name).read_text()  # noqa: E731
-    calculator = read("agent-calculator.py.tmpl").rstrip()
-    (folder / "agent.py").write_text(fill(read(f"agent-{framework}.py.tmpl"), {**VALUES, "calculator": calculator}))
-    (folder / "reward.py").write_text(fill(read("agent-reward.py.tmpl"), VALUES))
-    (folder / "tasks.jsonl").write_text(read("agent-tasks.jsonl.tmpl"))
-    episodes = fill(read("episodes-agent.yaml.tmpl"), VALUES).rstrip()
-    config = folder / f"{VALUES['envName']}.agentrl.yaml"
-    # scaffold.ts's runConfig: only a ToolEnv's config scores held-out tasks as it trains (train.eval_every)
-    config.write_text(fill(read("run.agentrl.yaml.tmpl"), {**VALUES, "episodes": episodes, "evaluation": ""}))
-    return config
+    """The folder New Environment writes for an agent written with `framework` and the embedded SmolLM2 (its
+    recommended model), rendered by extension/scaffold.ts itself; returns its run config."""
+    spec = {"kind": "agent", "name": "calc-agent", "model": "smollm2", "framework": framework}
+    subprocess.run(
+        ["npx", "--no-install", "tsx", str(REPO / "test" / "renderEnvironment.ts"), json.dumps(spec), str(folder)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return folder / "calc-agent.agentrl.yaml"
 
 
 def test_every_framework_has_its_template():
