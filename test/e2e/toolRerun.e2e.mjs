@@ -12,7 +12,8 @@ import { connectLocalServer } from './training.e2e.mjs';
 
 const RUN_ID = 'tool-rerun-e2e';
 const CALL = '<tool_call>{"name": "lookup", "arguments": {"key": "3"}}</tool_call>';
-const ENV = (value) => `from agentrl import EpisodeScore, Tool, ToolEnv
+const ENV = (value) => `from agentrl import Tool
+from agentrl.examples.lookup.env import LookupEnv as ShippedLookupEnv
 
 
 class Lookup(Tool):
@@ -24,15 +25,12 @@ class Lookup(Tool):
         return "${value}"
 
 
-class LookupEnv(ToolEnv):
+class LookupEnv(ShippedLookupEnv):
+    """agentrl's lookup example with this folder's Lookup, which the scenario edits."""
+
     def __init__(self, **args):
+        super().__init__(**args)
         self.tools = [Lookup()]
-
-    def reset(self, task):
-        return [{"role": "user", "content": "key " + task["key"]}]
-
-    def score(self, final_text):
-        return EpisodeScore(reward=0.0)
 `;
 // A Try run (one episode, no update) of the config, its turns written by a ScriptedPolicy: the call, then "done".
 const RECORD = `

@@ -20,18 +20,19 @@ from agentrl.server import protocol as p
 from server_harness import ServerProcess
 
 ENV = """
-from agentrl import EpisodeScore, ToolEnv
+from agentrl import EpisodeScore
+from agentrl.examples.lookup.env import LookupEnv as ShippedLookupEnv
 
 from helpers.tables import TABLE
 from tools import Lookup
 
 
-class LookupEnv(ToolEnv):
-    def __init__(self, **args):
-        self.tools = [Lookup()]
+class LookupEnv(ShippedLookupEnv):
+    \"\"\"agentrl's lookup example with this folder's Lookup, which the tests edit, scored by the folder's table.\"\"\"
 
-    def reset(self, task):
-        return [{"role": "user", "content": "key " + task["key"]}]
+    def __init__(self, **args):
+        super().__init__(**args)
+        self.tools = [Lookup()]
 
     def score(self, final_text):
         return EpisodeScore(reward=float(TABLE["3"] in final_text))
