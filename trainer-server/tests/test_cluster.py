@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import ray
 import torch
+from agentrl.cluster import rollout_workers
 from agentrl.cluster.worker_states import WorkerStates
 from agentrl.contract.config import ConfigError
 from agentrl.contract.schemas import validator_for
@@ -217,6 +218,47 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
         i for i, e in enumerate(events) if e["type"] == "workers" and e["data"]["workers"][0]["state"] == "restarting"
     )
     assert types[restarting + 1] == "worker_restarted"  # reported as it died, before its share ran again
+
+
+HUNG_ENV = """
+import os
+import time
+
+from agentrl.examples.lookup.env import LookupEnv
+
+HUNG = "HUNG_PATH"
+
+
+class HungOnceLookupEnv(LookupEnv):
+    def reset(self, task):
+        try:  # the first reset anywhere makes the file and never returns: its share's answer never comes
+            os.close(os.open(HUNG, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return super().reset(task)
+        time.sleep(3600)
+"""
+
+
+def test_a_share_whose_answer_never_comes_runs_again_on_another_worker(
+    tmp_path, local_ray, one_process_run, monkeypatch, capfd
+):
+    """A share out long past its peers (a node cut off and back before Ray noticed, its answer lost) is taken for
+    lost: its worker is killed, Ray restarts it, the share runs again on the other worker, each episode once."""
+    monkeypatch.setattr(rollout_workers, "STRAGGLER_FLOOR_S", 3.0)  # the step's other share takes under 1 s
+    folder = tmp_path / "ray"
+    folder.mkdir()
+    (folder / "env.py").write_text(HUNG_ENV.replace("HUNG_PATH", str(folder / "hung")))
+    config = example(*TWO_STEPS, *ON_RAY, "cluster.learner_workers=1")
+    config.env.module, config.env.class_name = str(folder / "env.py"), "HungOnceLookupEnv"
+    started = time.monotonic()
+    run_dir = train(config, runs_dir=tmp_path / "runs", run_id="hung", config_base_dir=EXAMPLE_CONFIG.parent)
+    assert time.monotonic() - started < 600
+    events = read_events(run_dir)
+    assert latest_status(events)["status"] == "completed"
+    [restart] = [e["data"] for e in events if e["type"] == "worker_restarted"]
+    assert restart["step"] == 1 and restart["rerun_on"] == 1 - restart["worker"] and restart["episodes_rerun"] == 8
+    assert "not answered 3 s after they were sent" in capfd.readouterr().err
+    assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it
 
 
 def test_a_cluster_too_small_for_the_workers_is_refused_before_any_waits(tmp_path, local_ray):

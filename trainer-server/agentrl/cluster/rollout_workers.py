@@ -4,13 +4,15 @@ and the driver's engine in front of them, which the train loop uses as it uses a
 A step's groups are split into contiguous shares, one per worker; every episode samples from its own seed
 (`episode_seed(seed, group, sample)`), so the episodes are those one process would have sampled, whichever worker
 runs them. A worker that dies mid-step is restarted by Ray (`cluster.max_restarts`); its share runs again on
-another worker, so each episode of the step is recorded once. Each worker's state (starting, ready, restarting,
+another worker, so each episode of the step is recorded once. So does the share of a worker whose answer never
+comes (a straggler past its deadline: STRAGGLER_FACTOR), its worker killed and restarted. Each worker's state (starting, ready, restarting,
 dead) goes to the run's `workers` events through agentrl/cluster/worker_states.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,14 @@ from agentrl.rollout.loop import EpisodeCounter, count_nothing
 # The step figures the rollout workers' shares add up (the others are means): what the agent engine counts, and the
 # MCP servers each worker restarted.
 SUMMED_STATS = (*COUNTED_STATS, MCP_RESTARTS)
+
+# A share still out when STRAGGLER_FACTOR times the slowest of its step's answered shares has passed, and at least
+# STRAGGLER_FLOOR_S, is taken for lost: its worker is killed (Ray restarts it) and the share runs again on another.
+# A node cut off the network and back before Ray declared it dead left its share's answer lost: the step waited
+# 301 s for Ray to notice (docs/ray.md). Shares of one step are alike in size, so three times the slowest is far past
+# what a slow but live share takes; the floor keeps a step of short shares from killing a worker over a pause.
+STRAGGLER_FACTOR = 3.0
+STRAGGLER_FLOOR_S = 60.0
 
 if TYPE_CHECKING:
     from agentrl.cluster.weights import SharedWeights
@@ -259,16 +269,25 @@ class ClusterRolloutEngine:
             self._submit(worker, by_group, share, group_size, seed): (worker, share, 1)
             for worker, share in enumerate(shares)
         }
+        submitted = dict.fromkeys(pending, time.monotonic())
+        slowest_answer_s = 0.0  # of this step's answered shares, from submission to answer
         done: dict[int, tuple[list[Episode], dict[str, float]]] = {}
         while pending:
-            [ready], _ = self._ray.wait(list(pending), num_returns=1)
+            ready_now, _ = self._ray.wait(list(pending), num_returns=1, timeout=1.0)
+            if not ready_now:
+                if slowest_answer_s:
+                    self._kill_stragglers(pending, submitted, slowest_answer_s)
+                continue
+            [ready] = ready_now
             worker, share, attempt = pending.pop(ready)
             try:
                 done[share.start] = self._ray.get(ready)
+                slowest_answer_s = max(slowest_answer_s, time.monotonic() - submitted[ready])
             except MissedWeights:  # restarted since it received the version (Ray raises it as the worker's error)
                 assert self.broadcast is not None
                 self.broadcast.left(worker)
-                pending[self._submit(worker, by_group, share, group_size, seed)] = (worker, share, attempt)
+                again_ref = self._submit(worker, by_group, share, group_size, seed)
+                pending[again_ref], submitted[again_ref] = (worker, share, attempt), time.monotonic()
                 continue
             except RayActorError as err:
                 if attempt >= self._max_attempts:
@@ -291,7 +310,8 @@ class ClusterRolloutEngine:
                             f"its {len(share) * group_size} episodes run again on worker {again}",
                         }
                     )
-                pending[self._submit(again, by_group, share, group_size, seed)] = (again, share, attempt + 1)
+                again_ref = self._submit(again, by_group, share, group_size, seed)
+                pending[again_ref], submitted[again_ref] = (again, share, attempt + 1), time.monotonic()
                 continue
             on_episode_end(sum(len(s) for s in shares if s.start in done) * group_size, len(tasks) * group_size)
             if not self._states.is_ready("rollout", worker):  # restarted, and this share is its first answer since
@@ -312,6 +332,25 @@ class ClusterRolloutEngine:
             "perf/rollout_tokens_per_s": generated / elapsed if elapsed > 0 else 0.0,
         }
         return episodes
+
+    def _kill_stragglers(
+        self, pending: dict[Any, tuple[int, range, int]], submitted: dict[Any, float], slowest_s: float
+    ) -> None:
+        """Kills the worker of each share out past its deadline (STRAGGLER_FACTOR, STRAGGLER_FLOOR_S): its answer then
+        raises as a dead worker's does, and `run` runs the share again on another worker."""
+        deadline_s = max(STRAGGLER_FACTOR * slowest_s, STRAGGLER_FLOOR_S)
+        for ref, (worker, share, _) in pending.items():
+            # A restarted worker is not ready until its first answer: its share waits for its start (a vLLM engine
+            # loading), which no deadline measured on started workers bounds.
+            if time.monotonic() - submitted[ref] > deadline_s and self._states.is_ready("rollout", worker):
+                print(
+                    f"WARN rollout worker {worker}: groups {share.start}-{share.stop - 1} not answered "
+                    f"{deadline_s:.0f} s after they were sent (the slowest of the step's other shares took "
+                    f"{slowest_s:.1f} s); taken for lost, the worker restarted and the groups sent again",
+                    file=sys.stderr,
+                )
+                self._ray.kill(self.actors[worker], no_restart=False)
+                submitted[ref] = float("inf")  # killed once; its answer (an error) comes next
 
     def close(self) -> None:
         for actor in self.actors:
