@@ -15,6 +15,7 @@ from agentrl.contract.config import load_config
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from netns_cluster import NetnsCluster, Node, unavailable
+from server_harness import ServerProcess, is_final_status
 from test_cluster import (
     TWO_STEPS,
     assert_same_episodes,
@@ -135,6 +136,30 @@ def test_a_run_across_two_nodes_trains_as_one_process_does(cluster, project, one
     assert set(placed.values()) <= workers  # the head offers no CPUs: nothing runs there
     assert placed[("learner", 0)] != placed[("learner", 1)]  # 2 of 3 CPUs each: one per node
     assert (project / "env.py").read_text() == (EXAMPLE / "env.py").read_text()
+
+
+def test_a_server_started_with_ray_client_runs_the_editors_runs_on_the_cluster(
+    cluster, project, one_process_run, tmp_path, monkeypatch
+):
+    """`agentrl serve --ray ray://HEAD:10001` on this machine: a run the editor starts (run/start of the project's
+    config, which names no cluster) trains on the worker nodes as `agentrl train` does there."""
+    for name, value in cluster.environment().items():  # Ray's token for the server's runs, as for `agentrl train`
+        monkeypatch.setenv(name, value)
+    # not cluster.backend: the server's --ray chooses it
+    config = load_config(project / CONFIG, [*TWO_STEPS, *ACROSS_NODES[1:]]).model_dump(mode="json")
+    server = ServerProcess(tmp_path / "runs", "--ray", cluster.client_address)
+    try:
+        client = server.client()
+        run_id = client.request("run/start", {"config": config, "configDir": str(project)})["runId"]
+        client.request("run/subscribe", {"runId": run_id, "since": 0})
+        events = client.events_until(run_id, is_final_status, timeout=600)
+        assert events[-1]["data"]["status"] == "completed", events[-3:]
+    finally:
+        server.stop()
+    run_dir = tmp_path / "runs" / run_id
+    assert_same_episodes(run_dir, one_process_run)
+    placed = {(w["role"], w["index"]): w["node"] for w in worker_reports(run_dir)[-1]}
+    assert set(placed.values()) <= {node.address for node in cluster.nodes[1:]}, placed
 
 
 def test_fsdp_learner_workers_on_two_nodes_train_as_one_process_does(cluster, project, one_process_run, tmp_path):
