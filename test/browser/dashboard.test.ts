@@ -32,15 +32,17 @@ describe('Run Dashboard in Chromium', function () {
       ...Object.keys(lastMetrics(low.events).metrics),
     ]);
     const specs = chartSpecs(names);
+    // every metric of both runs is a series: in the uPlot legend and in the text alternative
+    const seriesCount =
+      Object.keys(lastMetrics(high.events).metrics).length + Object.keys(lastMetrics(low.events).metrics).length;
+    // the second run's events may still be folding in when the first chart appears (a loaded machine: CI saw 59 of 83)
+    await page.waitForFunction((n) => document.querySelectorAll('table.latest tbody tr').length >= n, seriesCount);
     assert.equal(await page.locator('section.chart').count(), specs.length);
     assert.equal(await page.locator('section.chart canvas').count(), specs.length);
     assert.deepEqual(
       await page.locator('section.group').evaluateAll((sections) => sections.map((s) => s.getAttribute('data-group'))),
       ['reward', 'actor', 'loss', 'adv', 'tool', 'health', 'perf', 'other'],
     );
-    // every metric of both runs is a series: in the uPlot legend and in the text alternative
-    const seriesCount =
-      Object.keys(lastMetrics(high.events).metrics).length + Object.keys(lastMetrics(low.events).metrics).length;
     assert.equal(await page.locator('table.latest tbody tr').count(), seriesCount);
     assert.equal(await page.locator('.u-legend .u-series').count(), seriesCount + specs.length); // + each chart's x
     // per-component rewards and per-tool failure rates are series of their own
