@@ -12,36 +12,26 @@ so the weights stay equal on all of them and worker 0's are the run's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from agentrl.cluster.weights import cpu_state_dict
 from agentrl.learning.batch import TrainBatch
-from agentrl.learning.forward import Forward
+from agentrl.learning.distribution import OneProcess
 
 
-class DataParallel:
+class DataParallel(OneProcess):
     """Worker `rank` of `world_size`: every W-th row by length, its computations added up with the others' over the
-    torch.distributed group (collectives on `device`)."""
-
-    runs_shared_prefix_once = True
+    torch.distributed group (collectives on `device`). The rest is one process's: every worker holds the whole model
+    and clips and steps the same summed gradient; the collectives are per step, not per pass."""
 
     def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
         self.rank, self.world_size, self.device = rank, world_size, device
 
-    def place(self, models: list[nn.Module], forward: Forward) -> Forward:
-        return forward  # every worker holds the whole model
-
     def micro_rows(self, batch: TrainBatch, size: int, with_values: bool) -> list[torch.Tensor]:
         by_length = torch.argsort(batch.attention_mask.sum(1), stable=True)
         return list(by_length[self.rank :: self.world_size].split(size))
-
-    def keep_in_step(self, passes: int, filler_pass: Callable[[], None]) -> None:
-        pass  # the collectives are per step (rows, gradients, totals), not per pass
 
     def sum_rows(self, per_row: torch.Tensor) -> torch.Tensor:
         summed = per_row.to(self.device)
@@ -64,15 +54,6 @@ class DataParallel:
         summed = torch.tensor([totals.get(name, 0.0) for name in names], dtype=torch.float64, device=self.device)
         dist.all_reduce(summed)
         return dict(zip(names, summed.tolist(), strict=True))
-
-    def clip_gradients(self, params: list[torch.Tensor], max_norm: float) -> float:
-        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))  # the summed gradient, the same on every worker
-
-    def whole_optimizer_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        return state
-
-    def own_optimizer_state(self, state: dict[str, Any], params: list[torch.Tensor]) -> dict[str, Any]:
-        return state
 
     def policy_state(self, model: nn.Module) -> dict[str, torch.Tensor] | None:
         """The run's weights, on the CPU: worker 0's (every worker holds the same); None on the others."""

@@ -5,8 +5,8 @@ A step's groups are split into contiguous shares, one per worker; every episode 
 (`episode_seed(seed, group, sample)`), so the episodes are those one process would have sampled, whichever worker
 runs them. A worker that dies mid-step is restarted by Ray (`cluster.max_restarts`); its share runs again on
 another worker, so each episode of the step is recorded once. So does the share of a worker whose answer never
-comes (a straggler past its deadline: STRAGGLER_FACTOR), its worker killed and restarted. Each worker's state (starting, ready, restarting,
-dead) goes to the run's `workers` events through agentrl/cluster/worker_states.py.
+comes (a straggler past its deadline: STRAGGLER_FACTOR), its worker killed and restarted. Each worker's state
+(starting, ready, restarting, dead) goes to the run's `workers` events through agentrl/cluster/worker_states.py.
 """
 
 from __future__ import annotations
@@ -265,29 +265,36 @@ class ClusterRolloutEngine:
             range(first_group + s.start, first_group + s.stop) for s in contiguous_shares(len(tasks), len(self.actors))
         ]
         by_group = {first_group + index: task for index, task in enumerate(tasks)}
-        pending = {
-            self._submit(worker, by_group, share, group_size, seed): (worker, share, 1)
-            for worker, share in enumerate(shares)
-        }
-        submitted = dict.fromkeys(pending, time.monotonic())
-        slowest_answer_s = 0.0  # of this step's answered shares, from submission to answer
+        # each share out: (worker, share, attempt, when it was sent)
+        pending: dict[Any, tuple[int, range, int, float]] = {}
+
+        def send(worker: int, share: range, attempt: int) -> None:
+            pending[self._submit(worker, by_group, share, group_size, seed)] = (
+                worker,
+                share,
+                attempt,
+                time.monotonic(),
+            )
+
+        for worker, share in enumerate(shares):
+            send(worker, share, 1)
+        slowest_answer_s = 0.0  # of this step's answered shares, from sending to answer
         done: dict[int, tuple[list[Episode], dict[str, float]]] = {}
         while pending:
             ready_now, _ = self._ray.wait(list(pending), num_returns=1, timeout=1.0)
             if not ready_now:
                 if slowest_answer_s:
-                    self._kill_stragglers(pending, submitted, slowest_answer_s)
+                    self._kill_stragglers(pending, slowest_answer_s)
                 continue
             [ready] = ready_now
-            worker, share, attempt = pending.pop(ready)
+            worker, share, attempt, sent_at = pending.pop(ready)
             try:
                 done[share.start] = self._ray.get(ready)
-                slowest_answer_s = max(slowest_answer_s, time.monotonic() - submitted[ready])
+                slowest_answer_s = max(slowest_answer_s, time.monotonic() - sent_at)
             except MissedWeights:  # restarted since it received the version (Ray raises it as the worker's error)
                 assert self.broadcast is not None
                 self.broadcast.left(worker)
-                again_ref = self._submit(worker, by_group, share, group_size, seed)
-                pending[again_ref], submitted[again_ref] = (worker, share, attempt), time.monotonic()
+                send(worker, share, attempt)
                 continue
             except RayActorError as err:
                 if attempt >= self._max_attempts:
@@ -310,8 +317,7 @@ class ClusterRolloutEngine:
                             f"its {len(share) * group_size} episodes run again on worker {again}",
                         }
                     )
-                again_ref = self._submit(again, by_group, share, group_size, seed)
-                pending[again_ref], submitted[again_ref] = (again, share, attempt + 1), time.monotonic()
+                send(again, share, attempt + 1)
                 continue
             on_episode_end(sum(len(s) for s in shares if s.start in done) * group_size, len(tasks) * group_size)
             if not self._states.is_ready("rollout", worker):  # restarted, and this share is its first answer since
@@ -333,16 +339,14 @@ class ClusterRolloutEngine:
         }
         return episodes
 
-    def _kill_stragglers(
-        self, pending: dict[Any, tuple[int, range, int]], submitted: dict[Any, float], slowest_s: float
-    ) -> None:
+    def _kill_stragglers(self, pending: dict[Any, tuple[int, range, int, float]], slowest_s: float) -> None:
         """Kills the worker of each share out past its deadline (STRAGGLER_FACTOR, STRAGGLER_FLOOR_S): its answer then
         raises as a dead worker's does, and `run` runs the share again on another worker."""
         deadline_s = max(STRAGGLER_FACTOR * slowest_s, STRAGGLER_FLOOR_S)
-        for ref, (worker, share, _) in pending.items():
+        for ref, (worker, share, attempt, sent_at) in pending.items():
             # A restarted worker is not ready until its first answer: its share waits for its start (a vLLM engine
             # loading), which no deadline measured on started workers bounds.
-            if time.monotonic() - submitted[ref] > deadline_s and self._states.is_ready("rollout", worker):
+            if time.monotonic() - sent_at > deadline_s and self._states.is_ready("rollout", worker):
                 print(
                     f"WARN rollout worker {worker}: groups {share.start}-{share.stop - 1} not answered "
                     f"{deadline_s:.0f} s after they were sent (the slowest of the step's other shares took "
@@ -350,7 +354,7 @@ class ClusterRolloutEngine:
                     file=sys.stderr,
                 )
                 self._ray.kill(self.actors[worker], no_restart=False)
-                submitted[ref] = float("inf")  # killed once; its answer (an error) comes next
+                pending[ref] = (worker, share, attempt, float("inf"))  # killed once; its answer (an error) comes next
 
     def close(self) -> None:
         for actor in self.actors:
