@@ -202,8 +202,12 @@ def is_plain_file(path: Path) -> bool:
 
 
 def is_planted(path: Path) -> bool:
-    """Whether something other than a regular file is at `path`: a link (to anything), a FIFO, a folder."""
-    return os.path.lexists(path) and not is_plain_file(path)
+    """Whether something other than a regular file is at `path`: a link (to anything), a FIFO, a folder. One lstat:
+    a file that goes between two looks (SQLite removes its journal as its last connection closes) is not planted."""
+    try:
+        return not stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # nothing there (or nothing reachable), as os.path.lexists reads it
+        return False
 
 
 def is_plain_folder(path: Path) -> bool:
