@@ -99,6 +99,22 @@ def test_rft_imitates_each_groups_best_episodes_or_those_over_the_threshold():
     assert [row.tolist() == MASK for row in over] == [True, False, True, True, True, False, False]
     assert AlgorithmConfig(name="rft").policy_loss == "nll"  # the kept episodes' cross-entropy, as sft's
 
+    # algorithm.rft_where: an episode that fails the filter is imitated by neither rule; the group's best is still
+    # the best of the whole group (row 0 fails, so group 0 keeps row 2 alone; row 5 fails: group 2 keeps none)
+    batch.passes_filter = torch.tensor([False, True, True, True, True, False, True])
+    best = advantages("rft", batch, AlgorithmConfig(name="rft"))
+    assert [row.tolist() == MASK for row in best] == [False, False, True, False, False, False, False]
+    over = advantages("rft", batch, AlgorithmConfig(name="rft", rft_min_reward=1.0))
+    assert [row.tolist() == MASK for row in over] == [False, False, True, True, True, False, False]
+
+
+def test_rft_where_belongs_to_rft_and_cannot_ask_for_health_alerts():
+    assert AlgorithmConfig(name="rft", rft_where={"tool": "lookup"}).rft_where.tool == "lookup"
+    with pytest.raises(ValueError, match="rft_where picks the episodes rft imitates: set name: rft \\(not grpo\\)"):
+        AlgorithmConfig(name="grpo", rft_where={"tool": "lookup"})
+    with pytest.raises(ValueError, match="rft_where.health_code: a step's health alerts come after its update"):
+        AlgorithmConfig(name="rft", rft_where={"health_code": "zero_variance_groups"})
+
 
 def test_reinforce_pp_discounts_across_trained_tokens_and_normalises_globally():
     batch = make_batch([[0, 0, 0.5, 0, 1]], [0])

@@ -264,6 +264,27 @@ class AlgorithmConfig(Section):
             "(its highest reward, where some sample of the group earned less)."
         ),
     )
+    rft_where: EpisodeFilter | None = Field(
+        None,
+        description=(
+            "rft: imitate only the step's episodes that pass these filters, Search Episodes' own (a tool called, "
+            "words in what the model wrote or was told back, status, reward and turn ranges), answered as a search "
+            "of the step would answer; each kept episode must also pass rft_min_reward (or be its group's best). "
+            "Rounds of sample, filter by a query, fine-tune, one a step; rft/passed_filter: the share that passed. "
+            "health_code cannot be asked: a step's alerts come after its update."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _rft_where_is_rft_s(self) -> AlgorithmConfig:
+        if self.rft_where is None:
+            return self
+        if self.name != "rft":
+            raise ValueError(f"rft_where picks the episodes rft imitates: set name: rft (not {self.name}) or remove it")
+        if self.rft_where.health_code is not None:
+            raise ValueError("rft_where.health_code: a step's health alerts come after its update; filter by others")
+        return self
+
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
     clip_eps_high: float | None = Field(
         None, gt=0.0, le=10.0, description="DAPO clip-higher: a larger upper clip; null = clip_eps."

@@ -26,6 +26,7 @@ class TrainBatch:
     group_ids: torch.Tensor  # [B] long
     # [B, K] long: the state each turn started from (equal state keys, equal ids), -1 past the episode's last turn
     turn_states: torch.Tensor | None = None
+    passes_filter: torch.Tensor | None = None  # [B] bool: the episodes algorithm.rft_where keeps (Episode.passes_filter)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -66,4 +67,5 @@ def collate(episodes: list[Episode], *, pad_id: int, train_on_tool_tokens: bool 
         turns[row, :n] = torch.tensor(ep.token_turns, dtype=torch.long)
     train[:, 0] = 0.0  # nothing predicts the first token
     groups = torch.tensor([ep.group for ep in episodes], dtype=torch.long)
-    return TrainBatch(input_ids, attention, train, sampled, rollout_lp, rewards, turns, groups, states)
+    passes = torch.tensor([ep.passes_filter for ep in episodes], dtype=torch.bool)
+    return TrainBatch(input_ids, attention, train, sampled, rollout_lp, rewards, turns, groups, states, passes)

@@ -71,6 +71,8 @@ class Episode:
     status_reason: str | None = None  # e.g. max_turns, max_context, env_error
     final_answer: str | None = None
     tool_servers: dict[str, str] = field(default_factory=dict)  # MCP tools only: tool name -> server name
+    # Whether algorithm.rft_where keeps it (run/episode_filters.py): rft imitates no episode that fails the filter.
+    passes_filter: bool = True
 
     def append_tokens(self, ids: list[int], role: TokenRole, turn: int, logprobs: list[float] | None = None) -> None:
         """Ids appended as produced; loss mask 1 exactly on the sampled (assistant) ones, which alone have logprobs."""

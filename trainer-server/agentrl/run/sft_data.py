@@ -31,7 +31,8 @@ from agentrl.rollout.demonstrations import render_demonstration
 from agentrl.rollout.episode import Episode, episode_from_record, learned_from_turn
 from agentrl.rollout.loop import start_episode
 from agentrl.run.atif import atif_to_record
-from agentrl.run.episode_search import EpisodeSearch, Filters, Range
+from agentrl.run.episode_filters import filters_of
+from agentrl.run.episode_search import EpisodeSearch
 from agentrl.run.runstore import TRAJECTORIES_DIR
 
 _PAGE = 1000
@@ -123,23 +124,6 @@ def sft_batch(episodes: list[Episode], step: int, batch_size: int, seed: int, sh
     ]
 
 
-def _filters(where: EpisodeFilter) -> Filters:
-    def bounds(b: Any) -> Range:
-        return Range(b.min, b.max)
-
-    return Filters(
-        text=where.text,
-        text_in=where.text_in,
-        tool=where.tool,
-        error_kind=where.error_kind,
-        status=where.status,
-        reward=bounds(where.reward),
-        step=bounds(where.step),
-        turns=bounds(where.turns),
-        health_code=where.health_code,
-    )
-
-
 def _run_episodes(run_dir: Path, where: EpisodeFilter, tokenizer: Any, max_context: int) -> list[Episode]:
     """The run's episodes that pass `where`, in step order, read from its step files."""
     if not (run_dir / TRAJECTORIES_DIR).is_dir():
@@ -149,7 +133,7 @@ def _run_episodes(run_dir: Path, where: EpisodeFilter, tokenizer: Any, max_conte
     wanted: dict[str, set[str]] = {}  # step file -> ids
     start = 0
     while True:
-        matches, total = search.search(_filters(where), "step", start, _PAGE)
+        matches, total = search.search(filters_of(where), "step", start, _PAGE)
         for match in matches:
             wanted.setdefault(match.summary["file"], set()).add(match.summary["id"])
         start += len(matches)

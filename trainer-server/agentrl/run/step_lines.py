@@ -28,3 +28,8 @@ def health_text(event: dict[str, Any]) -> str:
     label = "ERROR" if event["severity"] == "error" else "WARN"
     shown = f"\n       see: {', '.join(event['trajectory_ids'])}" if event["trajectory_ids"] else ""
     return f"  {label} {event['code']}: {event['message']}\n       fix: {event['fix']}{shown}"
+
+
+def dropped_text(dropped: int) -> str:
+    """The line under a step that dropped episodes whose reward was not a finite, sane number."""
+    return f"  WARN dropped {dropped} episode(s) with a non-finite or huge reward (train.non_finite_rewards: drop)"

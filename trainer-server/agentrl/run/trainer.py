@@ -35,6 +35,7 @@ from agentrl.models.saving import CHECKPOINT_POLICY, load_policy_weights, save_p
 from agentrl.rollout.episode import Episode
 from agentrl.rollout.loop import EpisodeCounter, count_nothing, rollout_seed
 from agentrl.rollout.source import EpisodeSource
+from agentrl.run.episode_filters import mark_passing
 from agentrl.run.eval import heldout_metrics
 from agentrl.run.health import HealthMonitor, non_finite_event
 from agentrl.run.health_evidence import StepEvidence
@@ -44,7 +45,7 @@ from agentrl.run.recording import record_episodes
 from agentrl.run.reward_screen import screen_rewards
 from agentrl.run.runstore import CONFIG_FILE, RunStore, checkpoint_state, checkpoint_step, new_run_id
 from agentrl.run.sft_data import sft_batch, sft_episodes_of, turns_over_budget
-from agentrl.run.step_lines import health_text, summary_line
+from agentrl.run.step_lines import dropped_text, health_text, summary_line
 from agentrl.run.trackers import Trackers
 
 if TYPE_CHECKING:
@@ -421,7 +422,10 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
         episodes = run.engine.run(
             tasks, cfg.rollout.group_size, seed=rollout_seed(cfg.seed, at_step), on_episode_end=on_episode_end
         )
-        return episodes, run.rollout_stats()
+        if cfg.algorithm.rft_where is None:
+            return episodes, run.rollout_stats()
+        episodes, passed = mark_passing(episodes, cfg.algorithm.rft_where, at_step, run.tokenizer, run.store.run_id)
+        return episodes, run.rollout_stats() | passed
 
     prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") if cfg.train.async_steps else None
     prefetched: Future[tuple[list[Episode], dict[str, float]]] | None = None
@@ -486,11 +490,7 @@ def _train_steps(run: _Run, step: int, last: int, total: int, stop: threading.Ev
                 for event in health_events:
                     bar.write(health_text(event), file=sys.stderr)
                 if dropped:
-                    bar.write(
-                        f"  WARN dropped {dropped} episode(s) with a non-finite or huge reward "
-                        "(train.non_finite_rewards: drop)",
-                        file=sys.stderr,
-                    )
+                    bar.write(dropped_text(dropped), file=sys.stderr)
     finally:
         if prefetcher is not None:
             # A stop or a failure leaves the prefetched step unused; its rollouts finish first (the engine is shared).

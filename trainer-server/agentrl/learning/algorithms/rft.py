@@ -1,9 +1,10 @@
 """RFT: rejection-sampling fine-tuning, expert iteration online (STaR, RFT, RAFT, ReST-EM): each step the policy
 samples its rollouts, the episodes that earned enough are kept, and the model imitates them.
 
-Let R_i be episode i's total reward (outcome + every process reward). The kept episodes are
-    K = { i : R_i >= tau }                              algorithm.rft_min_reward: tau
-    K = { i : R_i = max_g R > min_g R }                 unset: each group's best, where the group differs
+Let R_i be episode i's total reward (outcome + every process reward) and F the step's episodes that pass
+algorithm.rft_where (Search Episodes' filters; every episode when unset). The kept episodes are
+    K = F & { i : R_i >= tau }                          algorithm.rft_min_reward: tau
+    K = F & { i : R_i = max_g R > min_g R }             unset: each group's best, where the group differs
 and every trained token of a kept episode is a token to imitate, the others nothing:
     A_i,t = 1[i in K]
 so with the policy loss `nll` (rft's default, as sft's) the update minimises L = -mean_t A_t log pi(a_t): the
@@ -39,6 +40,8 @@ class RFT(Algorithm):
                 rows = batch.group_ids == group
                 best, worst = returns[rows].max(), returns[rows].min()
                 kept |= rows & (returns >= best - EPS) & (best - worst > EPS)  # R_i = max_g R > min_g R
+        if batch.passes_filter is not None:
+            kept &= batch.passes_filter  # i in F
         return Advantages(batch.train_mask * kept[:, None].to(batch.train_mask.dtype))  # A_i,t = 1[i in K]
 
 
