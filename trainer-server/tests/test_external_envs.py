@@ -275,6 +275,13 @@ def test_gym_steps_rewards_score_keys_and_truncation(gym_folder, trajectory_vali
     assert [turn.process_reward for turn in episode.turns] == [0.0, 0.0]
     assert episode.outcome_reward == 1.25
 
+    # step_cost: taken off each step's reward (and off the episode's sum), the env's own return kept in the breakdown.
+    episode = scripted(corridor(gym_folder, step_cost=0.1), {"seed": 3}, ["go east", "go east"])
+    assert [turn.process_reward for turn in episode.turns] == pytest.approx([0.15, 0.9])
+    assert episode.reward_breakdown["env_return"] == 1.25
+    episode = scripted(corridor(gym_folder, rewards="episode", step_cost=0.1), {"seed": 3}, ["go east", "go east"])
+    assert episode.outcome_reward == pytest.approx(1.05)
+
     # show_valid_actions: no: kept with the turns, not shown to the model.
     env = corridor(gym_folder, show_valid_actions="hidden")
     episode = scripted(env, {"seed": 3}, ["go east", "wait"])

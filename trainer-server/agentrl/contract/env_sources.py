@@ -146,6 +146,17 @@ class GymEnvConfig(Section):
             "given at the end."
         ),
     )
+    step_cost: float = Field(
+        0.0,
+        ge=0.0,
+        le=1000.0,
+        allow_inf_nan=False,
+        description=(
+            "Taken off the reward of each action the env steps on: with a reward only for success, the shorter of "
+            "two successes earns more, so a policy learns to find it sooner. The breakdown's env_return is the "
+            "env's own sum, without it."
+        ),
+    )
     reuse: bool = Field(
         True,
         description=(

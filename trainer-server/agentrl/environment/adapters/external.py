@@ -131,6 +131,7 @@ class ExternalEnv(ToolEnv):
     action_form: ActionForm = "text"
     system_prompt: str | None = None
     rewards_as: str = "step"  # "step": process rewards; "episode": their sum is the outcome
+    step_cost: float = 0.0  # taken off each env step's reward (GymEnvConfig.step_cost)
     score_keys: tuple[str, ...] = ()
     valid_actions_key: str | None = None
     show_valid_actions: str = "hidden"  # hidden, list, numbered (GymEnvConfig.show_valid_actions)
@@ -192,7 +193,7 @@ class ExternalEnv(ToolEnv):
             self.rewards.append(outcome.reward)
             if outcome.info:
                 self.info = outcome.info
-        reward = sum(o.reward for o in outcomes) if self.rewards_as == "step" else 0.0
+        reward = sum(o.reward - self.step_cost for o in outcomes) if self.rewards_as == "step" else 0.0
         done = any(o.done for o in outcomes)
         messages = [m for o in outcomes for m in self.messages(o, role, show_actions=not done)]
         return StepResult(messages=messages, reward=reward, done=done)  # when done: kept as the turn's observation
@@ -224,7 +225,9 @@ class ExternalEnv(ToolEnv):
             if isinstance(value, bool | int | float):
                 breakdown[key] = float(value)
         return EpisodeScore(
-            reward=total if self.rewards_as == "episode" else 0.0, breakdown=breakdown, final_answer=self.last_action
+            reward=total - self.step_cost * len(self.rewards) if self.rewards_as == "episode" else 0.0,
+            breakdown=breakdown,
+            final_answer=self.last_action,
         )
 
     def close(self) -> None:

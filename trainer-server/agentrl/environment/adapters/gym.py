@@ -124,6 +124,7 @@ class GymTextEnv(ExternalEnv):
         self.action_form = self.cfg.action
         self.system_prompt = self.cfg.system_prompt
         self.rewards_as = self.cfg.rewards
+        self.step_cost = self.cfg.step_cost
         self.score_keys = tuple(self.cfg.score_keys)
         self.valid_actions_key = self.cfg.valid_actions_key
         self.show_valid_actions = self.cfg.show_valid_actions
