@@ -1,7 +1,7 @@
 // Search Episodes: the episodes of one run or several, found by the trainer's search index (trajectory/search),
-// listed to pick from; a pick opens that episode in its run's replay, and the first item of one run's list writes a
-// config that warm-starts on them (warmStart.ts), the next adds them all to a training set (trainingSets.ts). The
-// replay's own search box searches its run.
+// listed to pick from; a pick opens that episode in its run's replay, and the first items of one run's list write a
+// config that warm-starts on them or one that keeps imitating episodes like them (warmStart.ts); the next adds them
+// all to a training set (trainingSets.ts). The replay's own search box searches its run.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { TrajectorySearchParams, TrajectorySearchResult } from '../protocol/generated/rpc';
@@ -11,7 +11,7 @@ import { registerCommands, type Ctx } from './ctx';
 import { rebuildingMessage } from './replay/search';
 import type { RunsTreeNode } from './runsModel';
 import { parseSearchQuery, type EpisodeFilters } from './searchQuery';
-import { warmStartConfig, writeNewConfig } from './warmStart';
+import { imitateConfig, warmStartConfig, writeNewConfig } from './warmStart';
 import { counted } from './counted';
 
 /** Matches listed at once: the first page of trajectory/search. */
@@ -92,18 +92,22 @@ export const searchEpisodes =
       description: 'a run config: sft on them, then RL',
       warmStart: true as const,
     };
+    const imitate = {
+      label: '$(sync) Imitate episodes like these',
+      description: 'a run config: each step fine-tunes on its own rollouts that pass this search',
+      imitate: true as const,
+    };
     const addToSet = {
       label: `$(add) Add these ${counted(found.total, 'episode')} to a training set`,
       description: 'training-sets/NAME.jsonl: an sft source',
       addToSet: true as const,
     };
-    const pick = await vscode.window.showQuickPick<(typeof episodes)[number] | typeof warmStart | typeof addToSet>(
-      runIds.length === 1 ? [warmStart, addToSet, ...episodes] : [addToSet, ...episodes],
-      {
-        title: `${found.total} episode(s) match${found.total > LISTED ? ` (the ${LISTED} with the highest reward)` : ''}`,
-        matchOnDescription: true,
-      },
-    );
+    const pick = await vscode.window.showQuickPick<
+      (typeof episodes)[number] | typeof warmStart | typeof imitate | typeof addToSet
+    >(runIds.length === 1 ? [warmStart, imitate, addToSet, ...episodes] : [addToSet, ...episodes], {
+      title: `${found.total} episode(s) match${found.total > LISTED ? ` (the ${LISTED} with the highest reward)` : ''}`,
+      matchOnDescription: true,
+    });
     if (!pick) return undefined;
     if ('addToSet' in pick) {
       await vscode.commands.executeCommand(Commands.addToTrainingSet, await matchedRecords(ctx, params), 0);
@@ -111,6 +115,10 @@ export const searchEpisodes =
     }
     if ('warmStart' in pick) {
       await writeWarmStart(ctx, runIds[0], parseSearchQuery(line), found.total);
+      return undefined;
+    }
+    if ('imitate' in pick) {
+      await writeImitate(ctx, runIds[0], parseSearchQuery(line), found.total);
       return undefined;
     }
     await vscode.commands.executeCommand(Commands.openReplay, { runId: pick.runId, trajectoryId: pick.id });
@@ -155,5 +163,23 @@ async function writeWarmStart(ctx: Ctx, runId: string, filters: EpisodeFilters, 
   void vscode.window.showInformationMessage(
     `Agent RL: ${path.basename(file)} fine-tunes on the ${counted(matched, 'episode')} for train.sft_steps steps, then ` +
       'trains on rollouts. Edit it, then Start Training.',
+  );
+}
+
+/** Writes the config that keeps imitating episodes like a search's (expert iteration filtered by it) and opens it. It
+ *  names no run folder, so a remote trainer's runs give one too. */
+async function writeImitate(ctx: Ctx, runId: string, filters: EpisodeFilters, matched: number): Promise<void> {
+  const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  if (root === undefined) throw new Error('Imitate episodes like these writes a run config: open a folder first.');
+  const { config } = await ctx.connection.request('run/config', { runId });
+  const file = writeNewConfig(
+    root,
+    `${String((config as { name?: unknown }).name ?? 'run')}-rft`,
+    imitateConfig(config, filters, matched),
+  );
+  await vscode.window.showTextDocument(vscode.Uri.file(file));
+  void vscode.window.showInformationMessage(
+    `Agent RL: ${path.basename(file)} trains by expert iteration: each step fine-tunes on its own episodes that ` +
+      'pass this search (algorithm.rft_where). Edit it, then Start Training.',
   );
 }

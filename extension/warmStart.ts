@@ -1,7 +1,8 @@
 // Warm-start from these: a run config that fine-tunes on the episodes a search found (the run's folder and the
 // search's filters as data.sft's `run` and `where`) for train.sft_steps steps, then goes on with RL, made from the
 // searched run's own frozen config (run/config); a training set's config is made the same way (trainingSets.ts).
-// No `vscode`: unit-tested; searchCommands.ts offers it.
+// Imitate episodes like these: the same run config trained by expert iteration with the search as its filter
+// (algorithm.rft_where). No `vscode`: unit-tested; searchCommands.ts offers both.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { stringify } from 'yaml';
@@ -58,6 +59,27 @@ export function warmUpConfig(
   const name = `${String(config.name ?? 'run')}-${suffix}`.slice(0, 100);
   const data = { ...(config.data ?? {}), sft };
   return header(String(algorithm.name)) + stringify({ ...config, name, algorithm, data, train });
+}
+
+/** The filters a search can ask that algorithm.rft_where cannot: a new run's steps are not the searched run's, and a
+ *  step's health alerts come after its update. */
+const NOT_PER_ROUND = ['step', 'health_code'];
+
+/** The YAML of the searched run's frozen config trained by expert iteration instead: each step imitates its own
+ *  episodes that the search would list (algorithm.rft_where; rft's default pick among them, each group's best, unless
+ *  the run set rft_min_reward), by their likelihood. A search's step and health filters are left out, and said. */
+export function imitateConfig(frozen: Record<string, unknown>, filters: EpisodeFilters, matched: number): string {
+  const config = structuredClone(frozen) as Record<string, Record<string, unknown>> & { name?: unknown };
+  const where = whereOf(filters);
+  const left = NOT_PER_ROUND.filter((key) => key in where);
+  for (const key of left) delete where[key];
+  const algorithm = { ...(config.algorithm ?? {}), name: 'rft', policy_loss: 'nll', rft_where: where };
+  const name = `${String(config.name ?? 'run')}-rft`.slice(0, 100);
+  const header =
+    `# Imitate episodes like the ${matched} a search found${describe(filters)}: each step samples rollouts and\n` +
+    `# fine-tunes on those that pass algorithm.rft_where (rounds of sample, filter, sft). Made from that run's frozen\n` +
+    `# config.${left.length ? ` Left out of the filter: ${left.join(' and ')} (a new run's steps, and alerts that come after an update).` : ''}\n`;
+  return header + stringify({ ...config, name, algorithm });
 }
 
 /** Writes `text` to `<root>/<stem>.agentrl.yaml`, or `<stem>-2.agentrl.yaml`, ... where that is taken: never over a

@@ -43,6 +43,35 @@ export async function trainingWarmStartedFromASearchScenario({ page, workspace, 
   lap(`the warm-started run trained: "${(await started.first().textContent())?.trim()}"`);
 }
 
+// Imitate episodes like these: the same search, and the config it writes (the run's, by expert iteration with the
+// search as algorithm.rft_where) opened and trained. (Scenarios of a file run in the alphabetical order of their
+// names: this one first.)
+export async function trainingImitatingASearchScenario({ page, workspace, lap, runCommand, fromRowMenu }) {
+  await connectLocalServer(page, runCommand, lap);
+  await runCommand(page, 'Agent RL: Focus on Runs View');
+  const row = paletteEnvRow(page);
+  await row.waitFor({ timeout: 30000 });
+  const askedForWords = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Search Episodes of' });
+  await fromRowMenu(page, row, 'Search Episodes', askedForWords);
+  await page.locator('.quick-input-widget input').fill('reward>=0 step<=1');
+  await page.keyboard.press('Enter');
+  const imitate = page
+    .locator('.quick-input-list .monaco-list-row', { hasText: 'Imitate episodes like these' })
+    .first();
+  await imitate.waitFor({ timeout: 60000 });
+  await imitate.click();
+  await page.locator('.tab.active', { hasText: 'palette-env-rft.agentrl.yaml' }).waitFor({ timeout: 30000 });
+  const written = fs.readFileSync(path.join(workspace, 'palette-env-rft.agentrl.yaml'), 'utf8');
+  if (!/name: rft\b/.test(written) || !/rft_where:\s*\n\s+reward:\s*\n\s+min: 0/.test(written) || /step:/.test(written))
+    throw new Error(`the expert-iteration config says:\n${written}`);
+  lap('Imitate episodes like these wrote palette-env-rft.agentrl.yaml (rft, the search as rft_where, step left out)');
+  await page.mouse.move(700, 400);
+  await runCommand(page, 'Agent RL: Start Training');
+  const trained = page.locator('.monaco-list-row', { hasText: /palette-env-rft\s*completed · / });
+  await trained.first().waitFor({ timeout: 240000 });
+  lap(`the run imitating episodes like the search's trained: "${(await trained.first().textContent())?.trim()}"`);
+}
+
 // (Scenarios of a file run in the alphabetical order of their names: this one after the one above.)
 // Add to Training Set from the replay: the first episode of the palette-env run, from its row's button, into a new set
 // named in the editor (training-sets/good-calls.jsonl, one line); Use in a Run Config writes a config that warms up on

@@ -137,6 +137,7 @@ describe('Search Episodes', () => {
       listed.map((item) => item.label),
       [
         '$(mortar-board) Warm-start from these 7 episodes',
+        '$(sync) Imitate episodes like these',
         '$(add) Add these 7 episodes to a training set',
         'lookup · step 2 · 2-0-1',
       ],
@@ -156,6 +157,37 @@ describe('Search Episodes', () => {
       fake.messages.at(-1)!.text,
       /which is on the trainer's machine: with a remote trainer, write data.sft/,
     );
+  });
+
+  it("writes a config that keeps imitating episodes like a run's search, from a remote trainer too", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'imitate-'));
+    fake.workspaceFolders = [{ uri: Uri.file(root) }];
+    f.connection.localRunsFolder = undefined; // no run folder named: a remote trainer's run gives one as well
+    f.connection.answers['trajectory/search'] = () => ({
+      items: [{ runId: 'r1', summary: summary('2-0-1', 1.5) }],
+      total: 7,
+      nextCursor: null,
+    });
+    f.connection.answers['run/config'] = () => ({
+      runId: 'r1',
+      config: { name: 'lookup', algorithm: { name: 'grpo', policy_loss: 'clipped' }, train: { steps: 20 } },
+    });
+    fake.answers = ['"the key" reward>=1 tool:lookup step<=3', pick('$(sync) Imitate episodes like these')];
+    await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r1' });
+    const written = join(root, 'lookup-rft.agentrl.yaml');
+    const text = readFileSync(written, 'utf8');
+    assert.match(text, /^# Imitate episodes like the 7 a search found that pass /);
+    assert.match(text, /Left out of the filter: step \(a new run's steps/);
+    const config = parse(text);
+    assert.equal(config.name, 'lookup-rft');
+    assert.deepEqual(config.algorithm, {
+      name: 'rft',
+      policy_loss: 'nll',
+      rft_where: { text: '"the key"', reward: { min: 1 }, tool: 'lookup' },
+    });
+    assert.deepEqual(config.train, { steps: 20 });
+    assert.equal(fake.shownDocuments.at(-1)!.uri.fsPath, written);
+    assert.match(fake.messages.at(-1)!.text, /each step fine-tunes on its own episodes that pass this search/);
   });
 
   it('adds every episode a search matches, every page, whole, to a training set through its command', async () => {
