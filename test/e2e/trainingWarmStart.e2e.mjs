@@ -14,15 +14,21 @@ const paletteEnvRow = (page) =>
     .filter({ hasText: 'completed' })
     .first();
 
-export async function trainingWarmStartedFromASearchScenario({ page, workspace, lap, runCommand, fromRowMenu }) {
+/** Search Episodes on the palette-env run, from its row's context menu, for `query`: its matches are then listed. */
+async function searchPaletteEnv({ page, lap, runCommand, fromRowMenu }, query) {
   await connectLocalServer(page, runCommand, lap);
   await runCommand(page, 'Agent RL: Focus on Runs View');
   const row = paletteEnvRow(page);
   await row.waitFor({ timeout: 30000 });
   const askedForWords = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Search Episodes of' });
   await fromRowMenu(page, row, 'Search Episodes', askedForWords);
-  await page.locator('.quick-input-widget input').fill('reward>=0');
+  await page.locator('.quick-input-widget input').fill(query);
   await page.keyboard.press('Enter');
+}
+
+export async function trainingWarmStartedFromASearchScenario(scenario) {
+  const { page, workspace, lap, runCommand } = scenario;
+  await searchPaletteEnv(scenario, 'reward>=0');
   const warmStart = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Warm-start from these' }).first();
   await warmStart.waitFor({ timeout: 60000 });
   lap(`Search Episodes lists "${(await warmStart.textContent())?.trim()}" above the matches`);
@@ -46,15 +52,9 @@ export async function trainingWarmStartedFromASearchScenario({ page, workspace, 
 // Imitate episodes like these: the same search, and the config it writes (the run's, by expert iteration with the
 // search as algorithm.rft_where) opened and trained. (Scenarios of a file run in the alphabetical order of their
 // names: this one first.)
-export async function trainingImitatingASearchScenario({ page, workspace, lap, runCommand, fromRowMenu }) {
-  await connectLocalServer(page, runCommand, lap);
-  await runCommand(page, 'Agent RL: Focus on Runs View');
-  const row = paletteEnvRow(page);
-  await row.waitFor({ timeout: 30000 });
-  const askedForWords = page.locator('.quick-input-widget .quick-input-title', { hasText: 'Search Episodes of' });
-  await fromRowMenu(page, row, 'Search Episodes', askedForWords);
-  await page.locator('.quick-input-widget input').fill('reward>=0 step<=1');
-  await page.keyboard.press('Enter');
+export async function trainingImitatingASearchScenario(scenario) {
+  const { page, workspace, lap, runCommand } = scenario;
+  await searchPaletteEnv(scenario, 'reward>=0 step<=1');
   const imitate = page
     .locator('.quick-input-list .monaco-list-row', { hasText: 'Imitate episodes like these' })
     .first();

@@ -115,20 +115,28 @@ describe('Search Episodes', () => {
     assert.match(fake.messages.at(-1)!.text, /Search Episodes: not connected to a trainer server/);
   });
 
-  it("writes a config that warm-starts on one run's episodes found, beside the workspace's configs, never over one", async () => {
-    const root = mkdtempSync(join(tmpdir(), 'agentrl-warm-start-'));
+  /** A new workspace folder, and a trainer whose search finds 7 episodes of run r1, whose frozen config is `config`. */
+  function workspaceSearchingRun1(config: Record<string, unknown>): string {
+    const root = mkdtempSync(join(tmpdir(), 'agentrl-search-'));
     fake.workspaceFolders = [{ uri: Uri.file(root) }];
-    writeFileSync(join(root, 'lookup-warm-start.agentrl.yaml'), 'mine\n');
-    f.connection.localRunsFolder = '/ws/.agentrl/runs';
     f.connection.answers['trajectory/search'] = () => ({
       items: [{ runId: 'r1', summary: summary('2-0-1', 1.5) }],
       total: 7,
       nextCursor: null,
     });
-    f.connection.answers['run/config'] = () => ({
-      runId: 'r1',
-      config: { name: 'lookup', data: { train: '/ws/tasks.jsonl' }, algorithm: { name: 'grpo' }, train: { steps: 20 } },
+    f.connection.answers['run/config'] = () => ({ runId: 'r1', config });
+    return root;
+  }
+
+  it("writes a config that warm-starts on one run's episodes found, beside the workspace's configs, never over one", async () => {
+    const root = workspaceSearchingRun1({
+      name: 'lookup',
+      data: { train: '/ws/tasks.jsonl' },
+      algorithm: { name: 'grpo' },
+      train: { steps: 20 },
     });
+    writeFileSync(join(root, 'lookup-warm-start.agentrl.yaml'), 'mine\n');
+    f.connection.localRunsFolder = '/ws/.agentrl/runs';
     const warmStart = (items: readonly { label: string }[]) => items[0];
     fake.answers = ['reward>=1 tool:lookup', warmStart];
     await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r1' });
@@ -160,18 +168,12 @@ describe('Search Episodes', () => {
   });
 
   it("writes a config that keeps imitating episodes like a run's search, from a remote trainer too", async () => {
-    const root = mkdtempSync(join(tmpdir(), 'imitate-'));
-    fake.workspaceFolders = [{ uri: Uri.file(root) }];
+    const root = workspaceSearchingRun1({
+      name: 'lookup',
+      algorithm: { name: 'grpo', policy_loss: 'clipped' },
+      train: { steps: 20 },
+    });
     f.connection.localRunsFolder = undefined; // no run folder named: a remote trainer's run gives one as well
-    f.connection.answers['trajectory/search'] = () => ({
-      items: [{ runId: 'r1', summary: summary('2-0-1', 1.5) }],
-      total: 7,
-      nextCursor: null,
-    });
-    f.connection.answers['run/config'] = () => ({
-      runId: 'r1',
-      config: { name: 'lookup', algorithm: { name: 'grpo', policy_loss: 'clipped' }, train: { steps: 20 } },
-    });
     fake.answers = ['"the key" reward>=1 tool:lookup step<=3', pick('$(sync) Imitate episodes like these')];
     await commands.executeCommand(Commands.searchEpisodes, { kind: 'run', runId: 'r1' });
     const written = join(root, 'lookup-rft.agentrl.yaml');
