@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
+import sys
+import threading
 
 # subcommand -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -39,7 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(importlib.import_module(args._module).run(args) or 0)
+    if threading.current_thread() is not threading.main_thread():  # called in a thread: signals are the caller's
+        return int(importlib.import_module(args._module).run(args) or 0)
+    # SIGTERM unwinds the command as Ctrl-C does, so what it started is ended on the way out (the default ends the
+    # process at once, and vLLM's engine processes outlive it). train and serve put their own graceful stop over it.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # `python -m agentrl.cli.main` as well as `python -m agentrl.cli` (__main__.py)

@@ -58,14 +58,10 @@ def evaluate(
 
     from agentrl.contract.tasks import load_tasks
     from agentrl.environment.agent import load_agent
-    from agentrl.environment.code_snapshot import record_code
     from agentrl.environment.loader import config_env_factory
     from agentrl.models.loading import load_policy
     from agentrl.models.saving import load_policy_weights
     from agentrl.rollout.factory import make_rollout_engine
-    from agentrl.rollout.loop import rollout_seed
-    from agentrl.run.recording import record_episodes
-    from agentrl.run.runstore import RunStore, new_run_id
 
     if baseline == UNTRAINED_BASELINE and checkpoint:
         raise ValueError(f"--baseline {UNTRAINED_BASELINE} is the untrained model: drop --checkpoint")
@@ -92,6 +88,32 @@ def evaluate(
     engine = make_rollout_engine(
         model, tokenizer, make_env, rollout, device, concurrent_episodes=batch_size, agent=agent
     )
+    try:
+        return _evaluate_on(engine, config, tasks, tokenizer, data_path, checkpoint, baseline, batch_size, runs_dir)
+    finally:
+        engine.close()  # vLLM's engine runs in processes of its own: a stop (SIGTERM, Ctrl-C) must end them too
+        if make_env is not None:
+            make_env.close()
+
+
+def _evaluate_on(
+    engine: EpisodeSource,
+    config: Any,
+    tasks: list[dict[str, Any]],
+    tokenizer: Any,
+    data_path: str | Path,
+    checkpoint: str | None,
+    baseline: str | None,
+    batch_size: int,
+    runs_dir: str | Path,
+) -> Evaluation:
+    """The evaluation's run folder and its episodes, greedy, `batch_size` at a time; a run stopped or failed on the
+    way says so in its status, with how far it got."""
+    from agentrl.environment.code_snapshot import record_code
+    from agentrl.rollout.loop import rollout_seed
+    from agentrl.run.recording import record_episodes
+    from agentrl.run.runstore import RunStore, new_run_id
+
     name = f"eval-{config.name}" + (f"-{baseline}" if baseline else "")
     store = RunStore.create(
         Path(runs_dir),
@@ -107,7 +129,7 @@ def evaluate(
         },
     )
     record_code(store.run_dir, config)  # the env's code this evaluation ran (code.json)
-    episodes = []
+    episodes: list[Any] = []
     try:
         for start in range(0, len(tasks), batch_size):
             batch = engine.run(tasks[start : start + batch_size], group_size=1, seed=rollout_seed(config.seed, 0))
@@ -115,10 +137,20 @@ def evaluate(
                 episode.group += start  # unique ids across batches
             episodes += batch
             print(f"eval: {len(episodes)}/{len(tasks)} ({engine.description})", file=sys.stderr, flush=True)
-    finally:
-        engine.close()
-        if make_env is not None:
-            make_env.close()
+    except BaseException as err:
+        stopped = isinstance(err, SystemExit | KeyboardInterrupt)
+        why = "stopped" if stopped else f"failed: {type(err).__name__}: {err}"
+        store.append_event(
+            "status",
+            {
+                "status": "stopped" if stopped else "failed",
+                "step": 0,
+                "total_steps": 0,
+                "message": f"the evaluation {why}, after {len(episodes)} of {len(tasks)} episodes; none recorded",
+            },
+            durable=True,
+        )
+        raise
     record_episodes(store, 0, episodes, tokenizer)
     metrics: dict[str, float] = {
         "n": float(len(episodes)),
