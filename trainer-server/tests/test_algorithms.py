@@ -110,8 +110,11 @@ def test_rft_imitates_each_groups_best_episodes_or_those_over_the_threshold():
 
 def test_rft_where_belongs_to_rft_and_cannot_ask_for_health_alerts():
     assert AlgorithmConfig(name="rft", rft_where={"tool": "lookup"}).rft_where.tool == "lookup"
-    with pytest.raises(ValueError, match="rft_where picks the episodes rft imitates: set name: rft \\(not grpo\\)"):
-        AlgorithmConfig(name="grpo", rft_where={"tool": "lookup"})
+    # the message names each setting given, as the config matrix asks of a refusal
+    with pytest.raises(ValueError, match="algorithm.rft_where.status, algorithm.rft_where.tool: rft_where picks the "):
+        AlgorithmConfig(name="grpo", rft_where={"tool": "lookup", "status": "finished"})
+    with pytest.raises(ValueError, match="algorithm.rft_where: .* set algorithm.name: rft \\(not ppo\\) or remove"):
+        AlgorithmConfig(name="ppo", rft_where={})
     with pytest.raises(ValueError, match="rft_where.health_code: a step's health alerts come after its update"):
         AlgorithmConfig(name="rft", rft_where={"health_code": "zero_variance_groups"})
 

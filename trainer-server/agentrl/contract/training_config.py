@@ -280,9 +280,16 @@ class AlgorithmConfig(Section):
         if self.rft_where is None:
             return self
         if self.name != "rft":
-            raise ValueError(f"rft_where picks the episodes rft imitates: set name: rft (not {self.name}) or remove it")
+            given = sorted(self.rft_where.model_fields_set) or [""]
+            names = ", ".join(f"algorithm.rft_where{'.' + name if name else ''}" for name in given)
+            raise ValueError(
+                f"{names}: rft_where picks the episodes rft imitates; set algorithm.name: rft (not {self.name}) or "
+                "remove it"
+            )
         if self.rft_where.health_code is not None:
-            raise ValueError("rft_where.health_code: a step's health alerts come after its update; filter by others")
+            raise ValueError(
+                "algorithm.rft_where.health_code: a step's health alerts come after its update; filter by others"
+            )
         return self
 
     clip_eps: float = Field(0.2, gt=0.0, le=10.0, description="PPO-style ratio clip (low side, and high unless set).")
