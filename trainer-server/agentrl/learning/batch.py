@@ -26,7 +26,8 @@ class TrainBatch:
     group_ids: torch.Tensor  # [B] long
     # [B, K] long: the state each turn started from (equal state keys, equal ids), -1 past the episode's last turn
     turn_states: torch.Tensor | None = None
-    passes_filter: torch.Tensor | None = None  # [B] bool: the episodes algorithm.rft_where keeps (Episode.passes_filter)
+    # [B] bool: the episodes algorithm.rft_where keeps (Episode.passes_filter)
+    passes_filter: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
