@@ -466,3 +466,15 @@ def test_sft_on_two_learner_workers_trains_as_one_process_does(tmp_path, local_r
     assert_same_episodes(cluster, one)
     worst = worst_weight_difference(final_weights(cluster), final_weights(one))
     assert worst <= PARAMETER_TOLERANCE, f"a tensor's weights differ by {worst} of how far one process moved them"
+
+
+def test_a_call_that_fails_on_a_worker_already_restarting_is_the_same_death():
+    """Under load a share sent to a worker Ray is restarting fails (ActorUnavailableError): one death, one restart
+    counted and reported, not two (the fresh-clone CI counted two for one killed straggler)."""
+    reports: list = []
+    states = WorkerStates(reports.append)
+    states.starting("rollout", 2, max_restarts=3)
+    assert states.died("rollout", 1)["restarts"] == 1
+    assert states.died("rollout", 1) is None and len(reports) == 2
+    states.ready("rollout", {1: "10.0.0.2"})
+    assert states.died("rollout", 1)["restarts"] == 2

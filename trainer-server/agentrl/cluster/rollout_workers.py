@@ -306,7 +306,7 @@ class ClusterRolloutEngine:
                 died = self._states.died("rollout", worker)
                 if self.broadcast is not None:
                     self.broadcast.left(worker)
-                if died["state"] == "restarting":
+                if died is not None and died["state"] == "restarting":
                     self._on_worker_restarted(
                         {
                             "worker": worker,

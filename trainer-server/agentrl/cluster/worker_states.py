@@ -36,10 +36,13 @@ class WorkerStates:
     def is_ready(self, role: str, index: int) -> bool:
         return self._workers[(role, index)]["state"] == "ready"
 
-    def died(self, role: str, index: int) -> dict[str, Any]:
+    def died(self, role: str, index: int) -> dict[str, Any] | None:
         """The worker's actor died: Ray restarts it while its role's max_restarts allow, else it is dead for good
-        (and stays so: the calls it is sent after fail at once). Returns the worker as now reported."""
+        (and stays so: the calls it is sent after fail at once). Returns the worker as now reported; None when it was
+        already restarting: a call sent to it meanwhile failed (ActorUnavailableError), which is the same death."""
         worker = self._workers[(role, index)]
+        if worker["state"] == "restarting":
+            return None
         if worker["state"] != "dead":
             if worker["restarts"] < self._max_restarts[role]:
                 worker.update(state="restarting", restarts=worker["restarts"] + 1)
