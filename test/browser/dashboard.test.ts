@@ -37,6 +37,11 @@ describe('Run Dashboard in Chromium', function () {
       Object.keys(lastMetrics(high.events).metrics).length + Object.keys(lastMetrics(low.events).metrics).length;
     // the second run's events may still be folding in when the first chart appears (a loaded machine: CI saw 59 of 83)
     await page.waitForFunction((n) => document.querySelectorAll('table.latest tbody tr').length >= n, seriesCount);
+    // and the charts redrawn with them: a chart's legend follows its table a frame later (a loaded CI again saw 59)
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('.u-legend .u-series').length >= n,
+      seriesCount + specs.length,
+    );
     assert.equal(await page.locator('section.chart').count(), specs.length);
     assert.equal(await page.locator('section.chart canvas').count(), specs.length);
     assert.deepEqual(
