@@ -194,25 +194,24 @@ def test_a_rollout_worker_killed_mid_step_is_restarted_and_its_episodes_run_once
     assert killed.is_set()
     events = read_events(run_dir)
     assert latest_status(events)["status"] == "completed"
-    # A loaded machine can find the worker still restarting at the next call: a second restart event, same worker.
-    restart, *again = [e["data"] for e in events if e["type"] == "worker_restarted"]
+    # One death, one event: a call that fails on the worker while Ray restarts it is the same death.
+    [restart] = [e["data"] for e in events if e["type"] == "worker_restarted"]
     assert restart.pop("message").startswith("rollout worker 0 died (Actor")  # Died or Unavailable: when it looked
     assert restart == {"step": 1, "worker": 0, "restarts": 1, "episodes_rerun": 8, "rerun_on": 1}
-    assert all(later["worker"] == 0 and later["rerun_on"] == 1 for later in again)
     places = [(r["step"], r["group"], r["sample"]) for r in trajectories(run_dir)]
     assert sorted(places) == [(step, group, sample) for step in (1, 2) for group in (0, 1) for sample in range(8)]
     assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it
-    # The Runs view's rows: worker 0 restarting from its death to its next share's answer (step 2), then ready.
+    # The Runs view's rows: worker 0 restarting from its death to its next share's answer (step 2), then ready. A
+    # loaded machine may still be restarting it at step 2 (that share then runs on worker 1): it stays restarting.
     reports = worker_reports(run_dir)
-    assert states_of(reports, "rollout", 0)[:3] == ["starting", "ready", "restarting"]
+    rollout_0 = states_of(reports, "rollout", 0)
+    assert rollout_0 in (["starting", "ready", "restarting", "ready"], ["starting", "ready", "restarting"])
     assert states_of(reports, "rollout", 1) == ["starting", "ready"]
-    if not again:  # one death: ready again by step 2's answer (a loaded machine may still be restarting it then)
-        assert states_of(reports, "rollout", 0) == ["starting", "ready", "restarting", "ready"]
-        assert [(w["role"], w["index"], w["state"], w["restarts"]) for w in reports[-1]] == [
-            ("rollout", 0, "ready", 1),
-            ("rollout", 1, "ready", 0),
-            ("learner", 0, "ready", 0),
-        ]
+    assert [(w["role"], w["index"], w["state"], w["restarts"]) for w in reports[-1]] == [
+        ("rollout", 0, rollout_0[-1], 1),
+        ("rollout", 1, "ready", 0),
+        ("learner", 0, "ready", 0),
+    ]
     types = [e["type"] for e in events]
     restarting = next(
         i for i, e in enumerate(events) if e["type"] == "workers" and e["data"]["workers"][0]["state"] == "restarting"
