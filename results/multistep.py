@@ -5,6 +5,7 @@ algorithms against GRPO and token-level PPO at the same wall-clock.
     .venv/bin/python results/multistep.py ablation [--recipe lockers|coin] [--budget-s 180] [--seeds 0 1]
         [--algorithms grpo gigpo ...] [--name multistep] [--set env.args.busy_rate=0.5 ...]
     .venv/bin/python results/multistep.py steps [--recipe lockers|coin] EVAL_RUN_DIR [EVAL_RUN_DIR ...]
+    .venv/bin/python results/multistep.py summary NAME
 
 `ablation` (about 5 minutes a run on 2 cores with the default budget): for each seed and algorithm not already in
 results/NAME.json from the same settings (a stopped ablation goes on where it ended), `agentrl train` on the recipe in its own
@@ -18,7 +19,9 @@ results/runs/multistep/. `--set KEY=VALUE` changes the recipe for training and e
 `steps` reads evaluation runs (`agentrl demo` prints theirs) and prints, for each, the success rate, the tool calls
 per episode over the successful ones, and the retry rate: the share of failed calls followed in the next turn by a
 call to the same Tool. For CoinCollector a step is an action in the game (the breakdown's env_steps), and the
-ablation also compares the steps of the games solved both before and after training, paired by game.
+ablation also compares the steps of the games solved both before and after training, paired by game, and each
+success's steps over its game's shortest path (results/coin_shortest.py) with the untrained model's. `summary`
+writes results/NAME.md and .png again from results/NAME.json.
 """
 
 from __future__ import annotations
@@ -256,6 +259,33 @@ def ablation(args: argparse.Namespace) -> None:
     summarise(results, args.name)
 
 
+def shortest_of(results: dict) -> dict | None:
+    """CoinCollector's held-out games' shortest paths (results/coin_shortest.py), for the steps over them."""
+    if results.get("recipe_name") != "coin":
+        return None
+    from coin_shortest import shortest_paths
+
+    recipe = HERE.parent / results["recipe"]
+    config = resolve_paths(load_config(recipe, results["overrides"]), recipe.parent)
+    lines = Path(config.data.eval).read_text().splitlines()[: results["eval_n"]]
+    return shortest_paths(config, [json.loads(line) for line in lines])
+
+
+def over_shortest_cell(figures: dict, shortest: dict, before: list[int] | None) -> tuple[str, list[int]]:
+    """The table's cell: mean steps over the shortest path per success, the share walked straight to the coin, and
+    the change from `before` (the untrained model's) with its 95% CI; and the steps over, for the next cell."""
+    from coin_shortest import change_ci95, over_shortest
+
+    over = over_shortest(figures["steps_by_solved_task"], shortest)
+    if not over:
+        return "–", over
+    cell = f"{sum(over) / len(over):.2f} ({sum(1 for extra in over if extra == 0) / len(over):.0%} shortest)"
+    if before:
+        low, high = change_ci95([float(x) for x in before], [float(x) for x in over])
+        cell += f" [{low:+.2f}, {high:+.2f}]"
+    return cell, over
+
+
 def summarise(results: dict, name: str) -> None:
     """multistep.md (a table per algorithm, both seeds pooled with a paired CI against the untrained model) and the
     plot."""
@@ -266,6 +296,9 @@ def summarise(results: dict, name: str) -> None:
 
     untrained = results["untrained"]
     recipe = RECIPES[results.get("recipe_name", "lockers")]
+    shortest = shortest_of(results)
+    over_column = ["steps over the shortest path per success [95% CI of the change]"] if shortest else []
+    untrained_over, before = over_shortest_cell(untrained, shortest, None) if shortest else ("", [])
     wall_s = [run["wall_s"] for run in results["runs"]]
     walls = f"{min(wall_s):.0f}-{max(wall_s):.0f} s in all" if wall_s else "no run yet"
     lines = [
@@ -277,10 +310,12 @@ def summarise(results: dict, name: str) -> None:
         "",
         f"| agent | seed | steps | held-out success [95% CI] | gain vs untrained [paired 95% CI] | "
         f"{recipe['steps']} per success | {recipe['steps']} on tasks solved before and after [paired 95% CI] | "
-        "retry rate after a failed call |",
-        "|---|---|---|---|---|---|---|---|",
+        + "".join(f"{column} | " for column in over_column)
+        + "retry rate after a failed call |",
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(over_column),
         f"| untrained | – | 0 | {untrained['accuracy']:.3f} | – | {untrained['calls_per_success_mean']:.2f} | – | "
-        f"{untrained['retry_rate']:.2f} |",
+        + (f"{untrained_over} | " if shortest else "")
+        + f"{untrained['retry_rate']:.2f} |",
     ]
     by_algorithm: dict[str, list[dict]] = {}
     for run in results["runs"]:
@@ -297,7 +332,9 @@ def summarise(results: dict, name: str) -> None:
         lines.append(
             f"| {run['algorithm']} | {run['seed']} | {run['steps']} | {run['accuracy']:.3f} [{low:.3f}, {high:.3f}] | "
             f"{run['accuracy'] - untrained['accuracy']:+.3f} [{gain_low:+.3f}, {gain_high:+.3f}] | "
-            f"{run['calls_per_success_mean']:.2f} | {paired} | {run['retry_rate']:.2f} |"
+            f"{run['calls_per_success_mean']:.2f} | {paired} | "
+            + (f"{over_shortest_cell(run, shortest, before)[0]} | " if shortest else "")
+            + f"{run['retry_rate']:.2f} |"
         )
     lines += ["", "Seeds pooled (every held-out task once per seed, paired by task and seed):", ""]
     for algorithm, runs in by_algorithm.items():
@@ -342,6 +379,10 @@ def summarise(results: dict, name: str) -> None:
     plt.close(figure)
 
 
+def summary(args: argparse.Namespace) -> None:
+    summarise(json.loads((HERE / f"{args.name}.json").read_text()), args.name)
+
+
 def steps(args: argparse.Namespace) -> None:
     for run_dir in args.runs:
         print(json.dumps({"run": str(run_dir), **step_figures(trajectories(Path(run_dir)), RECIPES[args.recipe])}))
@@ -363,6 +404,9 @@ def main() -> None:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="for training and eval"
     )
     run_ablation.set_defaults(handler=ablation)
+    rewrite = commands.add_parser("summary")
+    rewrite.add_argument("name", help="results/NAME.json, whose .md and .png are written again")
+    rewrite.set_defaults(handler=summary)
     read_steps = commands.add_parser("steps")
     read_steps.add_argument("--recipe", choices=list(RECIPES), default="lockers")
     read_steps.add_argument("runs", nargs="+", type=Path)

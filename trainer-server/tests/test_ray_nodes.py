@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentrl.contract.config import load_config
+from agentrl.contract.config import ModelConfig, load_config
+from agentrl.models.loading import load_policy
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from netns_cluster import NetnsCluster, Node, unavailable
@@ -51,8 +52,19 @@ def project(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(project):
-    with NetnsCluster(workers=2, cpus=3, hide=[project]) as made:
+def model_folder(tmp_path_factory) -> Path:
+    """A transformers model folder on the driver's machine alone, as a Hub download or a checkpoint is: the tiny
+    model, saved."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-llama"
+    model, tokenizer, _ = load_policy(ModelConfig(path="tiny"), seed=0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster(project, model_folder):
+    with NetnsCluster(workers=2, cpus=3, hide=[project, model_folder.parent]) as made:
         yield made
 
 
@@ -98,18 +110,19 @@ import json, os, sys, ray
 ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
 
 @ray.remote(num_cpus=0)
-def look(path):
+def look(paths):
     import os, ray
-    return {"node": ray.util.get_node_ip_address(), "project": os.path.exists(path), "cwd": os.getcwd()}
+    return {"node": ray.util.get_node_ip_address(), "found": [p for p in paths if os.path.exists(p)], "cwd": os.getcwd()}
 
 nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
-print(json.dumps([ray.get(look.options(resources={f"node:{n}": 0.001}).remote(sys.argv[2])) for n in nodes]))
+print(json.dumps([ray.get(look.options(resources={f"node:{n}": 0.001}).remote(sys.argv[2:])) for n in nodes]))
 """
 
 
-def test_the_project_does_not_exist_on_any_node(cluster, project):
+def test_neither_the_project_nor_the_model_folder_exists_on_any_node(cluster, project, model_folder):
+    absent = [str(project / "env.py"), str(model_folder / "config.json")]
     answer = subprocess.run(
-        [sys.executable, "-c", PROBE, cluster.client_address, str(project / "env.py")],
+        [sys.executable, "-c", PROBE, cluster.client_address, *absent],
         env={**os.environ, **cluster.environment()},
         capture_output=True,
         text=True,
@@ -118,8 +131,8 @@ def test_the_project_does_not_exist_on_any_node(cluster, project):
     assert answer.returncode == 0, answer.stderr[-3000:] + cluster.client_server_errors()
     seen = json.loads(answer.stdout.splitlines()[-1])
     assert sorted(place["node"] for place in seen) == sorted(node.address for node in cluster.nodes)
-    assert not any(place["project"] for place in seen), seen
-    assert (project / "env.py").exists()  # here, on the driver's machine, it does
+    assert not any(place["found"] for place in seen), seen
+    assert all(Path(path).exists() for path in absent)  # here, on the driver's machine, they do
 
 
 def test_a_run_across_two_nodes_trains_as_one_process_does(cluster, project, one_process_run, tmp_path):
@@ -160,6 +173,22 @@ def test_a_server_started_with_ray_client_runs_the_editors_runs_on_the_cluster(
     assert_same_episodes(run_dir, one_process_run)
     placed = {(w["role"], w["index"]): w["node"] for w in worker_reports(run_dir)[-1]}
     assert set(placed.values()) <= {node.address for node in cluster.nodes[1:]}, placed
+
+
+def test_a_model_folder_on_the_driver_alone_reaches_every_node(cluster, project, model_folder, tmp_path):
+    """model.path a local folder (a Hub download, a checkpoint) that no node has: Ray carries it to each node, where
+    the rollout workers' engines and the learner workers load it, and the run is one process's."""
+    folder_model = f"model.path={model_folder}"
+    one_process = train(
+        load_config(project / CONFIG, [*TWO_STEPS, folder_model]), runs_dir=tmp_path / "one", config_base_dir=project
+    )
+    process = train_on(cluster, project, tmp_path / "cluster", *ACROSS_NODES, folder_model)
+    run_dir = finished_run(process, tmp_path / "cluster")
+    assert_same_episodes(run_dir, one_process)
+    worst = worst_weight_difference(final_weights(run_dir), final_weights(one_process))
+    assert worst <= PARAMETER_TOLERANCE
+    placed = {(w["role"], w["index"]): w["node"] for w in worker_reports(run_dir)[-1]}
+    assert set(placed.values()) == {node.address for node in cluster.nodes[1:]}  # both nodes loaded it
 
 
 def test_fsdp_learner_workers_on_two_nodes_train_as_one_process_does(cluster, project, one_process_run, tmp_path):
