@@ -4,6 +4,7 @@ SkyRL-gym-style env, a TRL-style environment class, an OpenEnv server the traine
 CoinCollector recipe. Each trains two steps of the tiny model into schema-valid trajectories whose observations
 carry the env's text; scripted episodes check what the model cannot yet do (win, call a tool, kill a server)."""
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 from agentrl.contract.config import load_config, resolve_paths
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.adapters.external import NO_ACTION, text_action
-from agentrl.environment.adapters.gym import GymTextEnv
+from agentrl.environment.adapters.gym import GymTextEnv, close_instance
 from agentrl.environment.adapters.methods import MethodsEnv
 from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers
 from agentrl.rollout.check import check_env
@@ -328,6 +329,32 @@ def test_a_gym_factory_travels_to_other_processes_and_acts_there(gym_folder):
     assert [turn.process_reward for turn in episode.turns] == [0.25, 1.0]
     assert episode.turns[0].tool_calls[0].result["observation"] == "You stand in room 1 of the corridor."
     assert episode.reward_breakdown["won"] == 1.0
+
+
+class ClosesOnce:
+    """TextWorldExpress's way: a second close (its own __del__) raises on the JVM the first one ended."""
+
+    def __init__(self):
+        self.closes = 0
+
+    def close(self):
+        if self.closes:
+            raise BrokenPipeError("closed twice")
+        self.closes += 1
+
+    def __del__(self):
+        self.close()
+
+
+def test_an_env_closed_is_not_closed_again_by_its_own_del(monkeypatch):
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    env = ClosesOnce()
+    close_instance(env)
+    assert env.closes == 1
+    del env
+    gc.collect()
+    assert unraisable == []
 
 
 def test_an_old_gym_env_with_a_four_tuple(gym_folder, trajectory_validator):

@@ -15,6 +15,7 @@ JVM per instance. Without it each episode makes its own and closes it at the end
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import threading
 from typing import Any
@@ -62,6 +63,14 @@ def close_instance(instance: Any) -> None:
             close()
         except Exception:  # noqa: BLE001, S110 - an env that fails to close has nothing more to give
             pass
+        # Closed once is closed: TextWorldExpress's __del__ closes again and, its JVM gone, prints a BrokenPipeError
+        # traceback at every run's end. An instance that takes no attribute keeps its own close.
+        with contextlib.suppress(AttributeError, TypeError):
+            instance.close = _closed
+
+
+def _closed() -> None:
+    """What `close` is on an instance closed already."""
 
 
 _POOL = _Pool()
