@@ -17,7 +17,8 @@ on the same terms. Writes results/NAME.json, .md and .png (NAME: --name, multist
 results/runs/multistep/. `--set KEY=VALUE` changes the recipe for training and evaluation alike.
 
 `steps` reads evaluation runs (`agentrl demo` prints theirs) and prints, for each, the success rate, the tool calls
-per episode over the successful ones, and the retry rate: the share of failed calls followed in the next turn by a
+per episode over the successful ones (for CoinCollector also each success's steps over its game's shortest path),
+and the retry rate: the share of failed calls followed in the next turn by a
 call to the same Tool. For CoinCollector a step is an action in the game (the breakdown's env_steps), and the
 ablation also compares the steps of the games solved both before and after training, paired by game, and each
 success's steps over its game's shortest path (results/coin_shortest.py) with the untrained model's. `summary`
@@ -384,8 +385,18 @@ def summary(args: argparse.Namespace) -> None:
 
 
 def steps(args: argparse.Namespace) -> None:
-    for run_dir in args.runs:
-        print(json.dumps({"run": str(run_dir), **step_figures(trajectories(Path(run_dir)), RECIPES[args.recipe])}))
+    for run_dir in map(Path, args.runs):
+        figures = step_figures(trajectories(run_dir), RECIPES[args.recipe])
+        if args.recipe == "coin":  # the games as this run played them: its frozen config's
+            from coin_shortest import over_shortest, shortest_paths
+
+            config = load_config(run_dir / "config.yaml", [])
+            tasks = [json.loads(line) for line in Path(config.data.eval).read_text().splitlines()]
+            solved = {task["id"]: task for task in tasks if task["id"] in figures["steps_by_solved_task"]}
+            over = over_shortest(figures["steps_by_solved_task"], shortest_paths(config, list(solved.values())))
+            figures["over_shortest_mean"] = sum(over) / len(over) if over else 0.0
+            figures["over_shortest"] = over
+        print(json.dumps({"run": str(run_dir), **figures}))
 
 
 def main() -> None:
