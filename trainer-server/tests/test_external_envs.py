@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from agentrl.cli.demo import main_metric
 from agentrl.contract.config import load_config, resolve_paths
 from agentrl.contract.training_config import RolloutConfig
 from agentrl.environment.adapters.external import NO_ACTION, text_action
@@ -20,6 +21,7 @@ from agentrl.environment.adapters.openenv import OpenEnvEnv, stop_servers
 from agentrl.rollout.check import check_env
 from agentrl.rollout.scripted import ScriptedPolicy
 from agentrl.rollout.scripted_episode import run_scripted_episode
+from agentrl.run.eval import evaluate
 from agentrl.run.runstore import latest_status, read_events
 from agentrl.run.trainer import train
 from conftest import REPO
@@ -375,6 +377,22 @@ def test_env_check_on_a_gym_config(gym_folder):
 
 
 # 2. A SkyRL-gym-style env.
+def test_an_evaluation_and_the_demo_score_a_gym_env_by_its_score_keys(gym_folder):
+    """A Gym-style env reports no accuracy: `agentrl eval` averages its score keys, and `agentrl demo` compares the
+    first of them (CoinCollector's demo compared an accuracy of 0 before and after)."""
+    path = write_config(gym_folder, gym_section(), [{"id": "a", "seed": 1}, {"id": "b", "seed": 2}])
+    config = resolve_paths(load_config(path), path.parent)
+    evaluation = evaluate(
+        config, config.data.train, limit=2, checkpoint=None, baseline=None, batch_size=2, runs_dir=gym_folder / "evals"
+    )
+    assert "won" in evaluation.metrics and "accuracy" not in evaluation.metrics
+    assert evaluation.metrics["won"] == sum(task["won"] for task in evaluation.per_task) / 2
+    assert main_metric(None, evaluation.metrics, config) == "won"
+    assert main_metric(None, {**evaluation.metrics, "accuracy": 0.5}, config) == "accuracy"
+    assert main_metric("reward", evaluation.metrics, config) == "reward"
+    assert main_metric("f1", evaluation.metrics, config) is None  # demo refuses it, naming what the env reports
+
+
 def test_a_skyrl_style_env(tmp_path, trajectory_validator):
     (tmp_path / "guess.py").write_text(SKYRL_ENV)
     prompt = [{"role": "user", "content": "Guess my number between 1 and 9. Reply with the number."}]
@@ -624,7 +642,8 @@ def test_the_gold_path_wins_the_coin_with_reward_one():
     episode = scripted(GymTextEnv(section), task, gold, max_turns=len(gold))
     assert episode.status == "finished" and len(episode.turns) == len(gold)
     assert all(turn.valid_actions and action in turn.valid_actions for turn, action in zip(episode.turns, gold))
-    assert [turn.process_reward for turn in episode.turns] == [0.0] * (len(gold) - 1) + [1.0]
+    cost = config.env.gym.step_cost  # each action's, off the env's reward: 1 for the coin alone
+    assert [turn.process_reward for turn in episode.turns] == pytest.approx([-cost] * (len(gold) - 1) + [1.0 - cost])
     assert episode.turns[-1].done
     assert episode.reward_breakdown["tasksuccess"] == 1.0 and episode.reward_breakdown["env_return"] == 1.0
 

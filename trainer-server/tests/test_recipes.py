@@ -706,7 +706,8 @@ def test_demo_ends_with_its_json_line_and_learning_curve(tmp_path):
         "train_wall_s",
         "learning_curve",
     }
-    assert line["n"] == 4 and "accuracy" in line["before"] and line["ci95"][0] <= line["delta"] <= line["ci95"][1]
+    assert line["n"] == 4 and line["metric"] == "accuracy" and "accuracy" in line["before"]
+    assert line["ci95"][0] <= line["delta"] <= line["ci95"][1]
     assert Path(line["learning_curve"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     evaluated = subprocess.run(
         [

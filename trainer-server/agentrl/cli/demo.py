@@ -5,11 +5,12 @@ head, a calculator Tool, reward = a correct `Answer:`. The agent is evaluated gr
 problems it never trains on, trained with GRPO, and evaluated again on the same problems. It ends with
 the learning curve as a PNG next to the run and one JSON line:
 
-    {"recipe", "config", "run", "checkpoint", "n", "before", "after", "delta", "ci95", "train_wall_s"}
+    {"recipe", "config", "run", "checkpoint", "n", "metric", "before", "after", "delta", "ci95", "train_wall_s"}
 
 `config` and `checkpoint` are what `agentrl eval CONFIG --checkpoint CHECKPOINT --data FILE` takes, so
 the trained agent can be scored on any other held-out file. `ci95` is the paired bootstrap interval of
-the change in the recipe's main metric.
+the change in the recipe's main metric, `metric`: --metric, else accuracy, else a Gym-style or OpenEnv env's
+first score key (CoinCollector's tasksuccess).
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=str(RECIPE), help="the recipe to train (default: the arithmetic recipe)")
     parser.add_argument("--steps", type=int, help="GRPO steps (default: the recipe's train.steps)")
     parser.add_argument("--eval-limit", type=int, default=200, help="held-out records scored before and after")
-    parser.add_argument("--metric", default=MAIN_METRIC, help=f"the recipe's main metric (default {MAIN_METRIC})")
+    parser.add_argument(
+        "--metric",
+        help=f"the recipe's main metric (default: {MAIN_METRIC} where the env reports it, else the env's first score "
+        "key: env.gym's or env.openenv's score_keys)",
+    )
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
@@ -60,6 +65,17 @@ def plot_learning_curve(run_dir: Path, before: float, after: float, metric: str,
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+def main_metric(asked: str | None, evaluated: dict[str, float], config: Any) -> str | None:
+    """--metric; else accuracy where the env reports it, else the first of the env's score keys it reports
+    (TextWorldExpress's tasksuccess: a Gym-style env has no accuracy). None where the evaluation has none of them."""
+    from agentrl.run.eval import METRIC_KEYS, metric_keys
+
+    candidates = (
+        [asked] if asked else [key for key in metric_keys(config) if key == MAIN_METRIC or key not in METRIC_KEYS]
+    )
+    return next((key for key in candidates if key in evaluated), None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,6 +112,15 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     before = held_out(None)
+    metric = main_metric(args.metric, before.metrics, config)
+    if metric is None:  # before training: nothing would score it
+        reported = ", ".join(key for key in before.metrics if key != "n")
+        print(
+            f"agentrl demo: the held-out evaluation reports no {args.metric or MAIN_METRIC} (it reports {reported}): "
+            "give the one to compare before and after with --metric",
+            file=sys.stderr,
+        )
+        return 2
     started = time.perf_counter()
     run_dir = train(config, runs_dir=args.runs_dir, config_base_dir=config_path.parent, progress=True)
     train_wall_s = time.perf_counter() - started
@@ -103,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     assert checkpoint is not None  # a completed run always ends with a checkpoint
     after = held_out(checkpoint)
 
-    metric = args.metric
     scores_before = [task.get(metric, 0.0) for task in before.per_task]
     scores_after = [task.get(metric, 0.0) for task in after.per_task]
     ci95 = paired_bootstrap_ci(scores_before, scores_after)
@@ -137,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
                 "run": str(run_dir),
                 "checkpoint": str(checkpoint),
                 "n": len(scores_after),
+                "metric": metric,
                 **rounded,
                 "delta": round(after.metrics.get(metric, 0.0) - before.metrics.get(metric, 0.0), 4),
                 "ci95": [round(ci95[0], 4), round(ci95[1], 4)],

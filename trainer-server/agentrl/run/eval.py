@@ -2,7 +2,7 @@
 
 Writes the episodes as a run folder (mode `eval`, trajectories at step 0, viewable in the replay panel)
 and ends by printing one JSON line of metrics: `n`, the mean reward, and each of `accuracy`, `em`,
-`f1`, `substring` that the env's reward breakdown reports.
+`f1`, `substring` that the env's reward breakdown reports, and of an env.gym or env.openenv section's `score_keys`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,16 @@ def heldout_metrics(engine: EpisodeSource, tasks: list[dict[str, Any]], batch_si
     return metrics
 
 
+def metric_keys(config: Any) -> tuple[str, ...]:
+    """The reward breakdown's keys an evaluation averages beside the reward: METRIC_KEYS, then the keys an env.gym or
+    env.openenv section scores from the env's info (`score_keys`: TextWorldExpress's tasksuccess)."""
+    source = config.env and (config.env.gym or config.env.openenv)
+    return (*METRIC_KEYS, *(key for key in (source.score_keys if source else ()) if key not in METRIC_KEYS))
+
+
 @dataclass
 class Evaluation:
-    metrics: dict[str, float]  # n, the mean reward, and each metric of METRIC_KEYS the env reports
+    metrics: dict[str, float]  # n, the mean reward, and each of metric_keys(config) the env reports
     run_dir: Path  # the eval's run folder, with its trajectories
     per_task: list[dict[str, float]]  # in the data file's order: each episode's reward and breakdown
 
@@ -156,7 +163,7 @@ def _evaluate_on(
         "n": float(len(episodes)),
         "reward": sum(e.total_reward for e in episodes) / len(episodes),
     }
-    for key in METRIC_KEYS:
+    for key in metric_keys(config):
         values = [e.reward_breakdown[key] for e in episodes if key in e.reward_breakdown]
         if values:
             metrics[key] = sum(values) / len(values)
