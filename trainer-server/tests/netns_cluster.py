@@ -204,6 +204,15 @@ class NetnsCluster:
             raise RuntimeError(f"asking the cluster for its nodes failed: {answer.stderr[-2000:]}")
         return answer.stdout.split()
 
+    def wait_for_loss(self, node: Node, timeout: float = 180.0) -> None:
+        """Until the GCS holds `node` alive no more (its health checks failed). A node started again at its address
+        before then is counted as the lost one still alive, and is marked dead with it moments later."""
+        deadline = time.monotonic() + timeout
+        while node.address in self.alive_nodes():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the cluster still holds {node.name} alive {timeout:.0f} s after it was lost")
+            time.sleep(1)
+
     def wait_for_nodes(self, count: int, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

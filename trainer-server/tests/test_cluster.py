@@ -3,6 +3,7 @@ learner actors reserve half a CPU each, so 2 + 2 fit. The actors import agentrl 
 Every actor costs seconds to start (torch, the model), so each test starts only the workers it needs, and the
 single-process run the Ray runs are compared with is trained once for the module."""
 
+import re
 import sys
 import threading
 import time
@@ -243,7 +244,7 @@ def test_a_share_whose_answer_never_comes_runs_again_on_another_worker(
 ):
     """A share out long past its peers (a node cut off and back before Ray noticed, its answer lost) is taken for
     lost: its worker is killed, Ray restarts it, the share runs again on the other worker, each episode once."""
-    monkeypatch.setattr(rollout_workers, "STRAGGLER_FLOOR_S", 3.0)  # the step's other share takes under 1 s
+    monkeypatch.setattr(rollout_workers, "STRAGGLER_FLOOR_S", 3.0)  # the step's other share: about 1 s
     folder = tmp_path / "ray"
     folder.mkdir()
     (folder / "env.py").write_text(HUNG_ENV.replace("HUNG_PATH", str(folder / "hung")))
@@ -256,7 +257,15 @@ def test_a_share_whose_answer_never_comes_runs_again_on_another_worker(
     assert latest_status(events)["status"] == "completed"
     [restart] = [e["data"] for e in events if e["type"] == "worker_restarted"]
     assert restart["step"] == 1 and restart["rerun_on"] == 1 - restart["worker"] and restart["episodes_rerun"] == 8
-    assert "not answered 3 s after they were sent" in capfd.readouterr().err
+    # The deadline: 3 times the slowest answered share, at least the floor (a loaded machine's share took 1.7 s: 5 s).
+    warned = re.search(
+        r"not answered (\d+) s after they were sent \(the slowest of the step's other shares took "
+        r"([\d.]+) s\)",
+        capfd.readouterr().err,
+    )
+    assert warned, "no straggler warning"
+    deadline_s = max(3.0, rollout_workers.STRAGGLER_FACTOR * float(warned[2]))
+    assert abs(int(warned[1]) - deadline_s) <= 0.5 + rollout_workers.STRAGGLER_FACTOR * 0.05  # as printed: rounded
     assert_same_episodes(run_dir, one_process_run)  # no episode lost, none twice, each as one process samples it
 
 

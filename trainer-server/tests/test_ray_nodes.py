@@ -258,6 +258,12 @@ def during_step_2(cluster, process, runs: Path, started: Path) -> tuple[Node, di
             rollout_nodes = {placed[("rollout", 0)], placed[("rollout", 1)]} - {placed[("learner", 0)]}
             assert rollout_nodes, f"both rollout workers share the learner's node: {placed}"
             return next(node for node in cluster.nodes if node.address in rollout_nodes), placed
+    if process.poll() is not None:
+        output, _ = process.communicate()
+        raise AssertionError(
+            f"the run ended ({process.returncode}) before step 2's rollouts were seen: {output[-3000:]}\n"
+            + cluster.client_server_errors()
+        )
     raise AssertionError(f"step 2's rollouts were never seen under way: {placed}")
 
 
@@ -276,9 +282,12 @@ def assert_lost_share_ran_again(run_dir: Path, victim: Node, placed: dict) -> No
 
 
 def restored(cluster: NetnsCluster, node: Node) -> None:
-    """`node` again as it was, for the module's next tests: its processes ended, a fresh node at its address."""
+    """`node` again as it was, for the module's next tests: its processes ended, a fresh node at its address once
+    the cluster has let the lost one go (a fresh node started sooner was marked dead with it, and the next test's
+    Ray Client connection failed)."""
     cluster.partition(node, down=False)
     cluster.kill(node)
+    cluster.wait_for_loss(node)
     cluster.start(node)
     cluster.wait_for_nodes(len(cluster.nodes))
 
